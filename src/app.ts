@@ -1,0 +1,64 @@
+import { Hono } from 'hono';
+import { requestId } from 'hono/request-id';
+import type { Authenticator } from './auth/authenticate.js';
+import type { Config } from './config.js';
+import type { Clock, Logger, ServiceSettings } from './domain/context.js';
+import { DomainError } from './domain/errors.js';
+import { mountRoutes, type RestEnv } from './rest/app.js';
+import { toHttpError } from './rest/errors.js';
+import { routes } from './rest/routes.js';
+import type { Db } from './store/driver.js';
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  authenticator: Authenticator;
+  clock: Clock;
+  log: Logger;
+}
+
+export const SERVICE_NAME = 'dfc';
+
+/** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
+export function createApp(deps: AppDeps): Hono<RestEnv> {
+  const { config, db, authenticator, clock, log } = deps;
+  const settings: ServiceSettings = {
+    serviceName: SERVICE_NAME,
+    commit: config.commit,
+    authConfigured: config.owner.mode === 'external',
+    deviceControlsEnabled: config.deviceControlsEnabled,
+    publicBaseUrl: config.publicBaseUrl,
+  };
+  const app = new Hono<RestEnv>();
+
+  app.use('*', requestId());
+  app.use('*', async (c, next) => {
+    const started = performance.now();
+    c.set('context', (credential) => ({ credential, requestId: c.get('requestId'), db, clock, log, settings }));
+    await next();
+    log.info({
+      msg: 'request',
+      requestId: c.get('requestId'),
+      method: c.req.method,
+      route: c.req.routePath,
+      status: c.res.status,
+      durationMs: Math.round((performance.now() - started) * 100) / 100,
+      principalKind: c.get('principalKind') ?? null,
+    });
+  });
+
+  mountRoutes(app, routes, authenticator);
+
+  app.notFound((c) => {
+    const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));
+    return c.json(body, status);
+  });
+  app.onError((error, c) => {
+    const mapped = toHttpError(error, c.get('requestId'));
+    if (mapped.internal) {
+      log.error({ msg: 'internal error', requestId: c.get('requestId'), route: c.req.routePath, error: error.stack ?? String(error) });
+    }
+    return c.json(mapped.body, mapped.status, mapped.headers);
+  });
+  return app;
+}

@@ -1,0 +1,33 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/** Kinds of opaque credential, each with a readable prefix (decisions §2). */
+export const tokenKinds = {
+  agent: 'dfc_agent_',
+  setup: 'dfc_setup_',
+  device: 'dfc_device_',
+  enrollment: 'dfc_enroll_',
+} as const;
+
+export type TokenKind = keyof typeof tokenKinds;
+
+export interface IssuedToken {
+  /** The plain token: returned once in the creation response, never stored or logged. */
+  token: string;
+  /** SHA-256 hex of the token: the only form kept at rest. */
+  hash: string;
+  /** The kind prefix and four characters, enough to tell tokens apart in a list. */
+  displayPrefix: string;
+}
+
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+export function issueToken(kind: TokenKind): IssuedToken {
+  const token = tokenKinds[kind] + randomBytes(32).toString('base64url');
+  return { token, hash: hashToken(token), displayPrefix: token.slice(0, tokenKinds[kind].length + 4) };
+}
+
+export function tokenKindOf(token: string): TokenKind | undefined {
+  return (Object.keys(tokenKinds) as TokenKind[]).find((kind) => token.startsWith(tokenKinds[kind]));
+}

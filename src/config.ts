@@ -1,0 +1,101 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Every setting the service reads, all optional (decisions §1). Parsed once by the entry
+ * points (src/main.ts, src/cli/*) from the environment and injected everywhere else.
+ */
+const booleanString = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((value) => value === 'true' || value === '1');
+
+const positiveInt = z.coerce.number().int().positive();
+
+export const configSchema = z
+  .object({
+    PORT: z.coerce.number().int().min(0).max(65535).default(8787),
+    HOST: z.string().min(1).default('127.0.0.1'),
+    DATABASE_URL: z
+      .string()
+      .regex(/^(file:|libsql:\/\/|https?:\/\/)/, 'must start with file:, libsql://, http:// or https://')
+      .default('file:./data/service.db'),
+    DATABASE_AUTH_TOKEN: z.string().min(1).optional(),
+    PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+    OWNER_JWKS_URL: z.url({ protocol: /^https?$/ }).optional(),
+    OWNER_JWKS_FILE: z.string().min(1).optional(),
+    OWNER_ISSUER: z.string().min(1).optional(),
+    OWNER_AUDIENCE: z.string().min(1).optional(),
+    OWNER_WORKSPACE_CLAIM: z.string().min(1).default('sub'),
+    DEVICE_CONTROLS_ENABLED: booleanString.default(true),
+    SERVICE_COMMIT: z.string().min(1).optional(),
+    EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
+    LOG_LEVEL: z.enum(['info', 'silent']).default('info'),
+  })
+  .superRefine((env, ctx) => {
+    if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
+      ctx.addIssue({ code: 'custom', path: ['OWNER_JWKS_FILE'], message: 'set OWNER_JWKS_URL or OWNER_JWKS_FILE, not both' });
+    }
+    if ((env.OWNER_JWKS_URL || env.OWNER_JWKS_FILE) && (!env.OWNER_ISSUER || !env.OWNER_AUDIENCE)) {
+      const missing = env.OWNER_ISSUER ? 'OWNER_AUDIENCE' : 'OWNER_ISSUER';
+      ctx.addIssue({ code: 'custom', path: [missing], message: 'is required when an external JWKS is configured' });
+    }
+  });
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string;
+  databaseAuthToken: string | undefined;
+  /** Folder for local state of the embedded default (the development identity provider's key). */
+  dataDir: string;
+  publicBaseUrl: string;
+  owner:
+    | { mode: 'external'; jwksUrl?: string; jwksFile?: string; issuer: string; audience: string; workspaceClaim: string }
+    | { mode: 'development'; issuer: string; audience: string; workspaceClaim: string };
+  deviceControlsEnabled: boolean;
+  commit: string | undefined;
+  expirySweepMs: number;
+  logLevel: 'info' | 'silent';
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the environment; throws a ConfigError whose message is one line naming the variable. */
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const parsed = configSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`invalid configuration: ${issue.path.join('.') || 'environment'} ${issue.message}`);
+  }
+  const e = parsed.data;
+  const dbFile = e.DATABASE_URL.startsWith('file:') ? e.DATABASE_URL.slice('file:'.length) : undefined;
+  const external = e.OWNER_JWKS_URL || e.OWNER_JWKS_FILE;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    databaseAuthToken: e.DATABASE_AUTH_TOKEN,
+    dataDir: dbFile ? path.dirname(path.resolve(dbFile)) : path.resolve('data'),
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    owner: external
+      ? {
+          mode: 'external',
+          ...(e.OWNER_JWKS_URL ? { jwksUrl: e.OWNER_JWKS_URL } : {}),
+          ...(e.OWNER_JWKS_FILE ? { jwksFile: e.OWNER_JWKS_FILE } : {}),
+          issuer: e.OWNER_ISSUER!,
+          audience: e.OWNER_AUDIENCE!,
+          workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
+        }
+      : {
+          mode: 'development',
+          issuer: e.OWNER_ISSUER ?? 'urn:dfc:development-identity-provider',
+          audience: e.OWNER_AUDIENCE ?? 'urn:dfc:owner',
+          workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
+        },
+    deviceControlsEnabled: e.DEVICE_CONTROLS_ENABLED,
+    commit: e.SERVICE_COMMIT,
+    expirySweepMs: e.EXPIRY_SWEEP_SECONDS * 1000,
+    logLevel: e.LOG_LEVEL,
+  };
+}

@@ -1,0 +1,163 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { issueToken } from '../auth/tokens.js';
+import {
+  insertConnection,
+  listConnections,
+  revokeConnection,
+  type ConnectionPurpose,
+  type ConnectionRow,
+} from '../store/connections.js';
+import type { Context } from './context.js';
+import { fail } from './errors.js';
+import { defineOperation } from './operation.js';
+import { access, connection, newConnection, principal, uuid } from './schemas.js';
+
+const MAX_TTL_SECONDS = 31_536_000;
+
+function toConnection(row: ConnectionRow, now: number): z.input<typeof connection> {
+  const live = row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);
+  const setup = row.purpose === 'device-setup';
+  return {
+    id: row.id,
+    principal: row.principal,
+    name: row.name,
+    expiresAt: row.expiresAt,
+    revoked: row.revokedAt !== null,
+    access: row.access,
+    purpose: row.purpose,
+    canAttach: setup && live && row.attachedCount < row.deviceLimit,
+    deviceLimit: row.deviceLimit,
+    ...(setup ? { attachedDeviceCount: row.attachedCount } : {}),
+    tokenPrefix: row.tokenPrefix,
+    createdAt: row.createdAt,
+  };
+}
+
+async function create(
+  ctx: Context,
+  owner: { workspaceId: string; subject: string },
+  fields: { purpose: ConnectionPurpose; name: string; principal?: string; access: 'read' | 'act'; deviceLimit: number; ttlSeconds: number | null },
+) {
+  const now = ctx.clock.now();
+  const id = randomUUID();
+  const issued = issueToken(fields.purpose === 'agent' ? 'agent' : 'setup');
+  const row: ConnectionRow = {
+    id,
+    workspaceId: owner.workspaceId,
+    purpose: fields.purpose,
+    name: fields.name,
+    principal: fields.principal ?? (fields.purpose === 'agent' ? `agent:${id}` : `setup:${id}`),
+    access: fields.access,
+    tokenPrefix: issued.displayPrefix,
+    deviceLimit: fields.deviceLimit,
+    attachedCount: 0,
+    expiresAt: fields.ttlSeconds === null ? null : now + fields.ttlSeconds * 1000,
+    revokedAt: null,
+    createdAt: now,
+  };
+  await insertConnection(ctx.db, { ...row, tokenHash: issued.hash, createdBy: owner.subject });
+  return { ...toConnection(row, now), token: issued.token };
+}
+
+async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurpose, id: string) {
+  const row = await revokeConnection(ctx.db, workspaceId, purpose, id, ctx.clock.now());
+  if (!row) throw fail.notFound(purpose === 'agent' ? 'Agent connection' : 'Setup token');
+  return toConnection(row, ctx.clock.now());
+}
+
+// Setup tokens (attach-only; service-api.md "POST /v1/device-setup-tokens").
+
+export const createSetupToken = defineOperation({
+  name: 'setupTokens.create',
+  description: 'Create an attach-only device setup token. It can attach devices and do nothing else.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({
+    name: z.string().min(1).max(64),
+    ttlSeconds: z.number().int().min(60).max(86_400).default(600),
+    deviceLimit: z.number().int().min(1).max(20).default(1),
+  }),
+  output: newConnection,
+  run: ({ ctx, credential, input }) =>
+    create(ctx, credential, { purpose: 'device-setup', access: 'read', name: input.name, deviceLimit: input.deviceLimit, ttlSeconds: input.ttlSeconds }),
+});
+
+export const listSetupTokens = defineOperation({
+  name: 'setupTokens.list',
+  description: 'List device setup tokens, newest first. Tokens themselves are never shown again.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({}),
+  output: z.array(connection),
+  async run({ ctx, credential }) {
+    const now = ctx.clock.now();
+    return (await listConnections(ctx.db, credential.workspaceId, 'device-setup')).map((row) => toConnection(row, now));
+  },
+});
+
+export const revokeSetupToken = defineOperation({
+  name: 'setupTokens.revoke',
+  description: 'Revoke a setup token. Devices it attached stay attached with their own credentials.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({ connectionId: uuid }),
+  output: connection,
+  run: ({ ctx, credential, input }) => revoke(ctx, credential.workspaceId, 'device-setup', input.connectionId),
+});
+
+// Agent connections (decisions §3: one principal each, with an access ceiling).
+
+export const createAgentConnection = defineOperation({
+  name: 'agentConnections.create',
+  description:
+    'Create an agent API connection: a token with an access ceiling for one principal. It reaches no device until that principal is granted functions.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({
+    name: z.string().min(1).max(64),
+    access: access.default('read'),
+    principal: principal.optional().describe('Defaults to `agent:<connection id>`. Grants name this principal.'),
+    ttlSeconds: z
+      .number()
+      .int()
+      .min(60)
+      .max(MAX_TTL_SECONDS)
+      .nullable()
+      .default(null)
+      .describe('Lifetime of the token; null or absent for no expiry.'),
+  }),
+  output: newConnection,
+  run: ({ ctx, credential, input }) =>
+    create(ctx, credential, {
+      purpose: 'agent',
+      name: input.name,
+      access: input.access,
+      deviceLimit: 0,
+      ttlSeconds: input.ttlSeconds,
+      ...(input.principal ? { principal: input.principal } : {}),
+    }),
+});
+
+export const listAgentConnections = defineOperation({
+  name: 'agentConnections.list',
+  description: 'List agent connections, newest first.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({}),
+  output: z.array(connection),
+  async run({ ctx, credential }) {
+    const now = ctx.clock.now();
+    return (await listConnections(ctx.db, credential.workspaceId, 'agent')).map((row) => toConnection(row, now));
+  },
+});
+
+export const revokeAgentConnection = defineOperation({
+  name: 'agentConnections.revoke',
+  description: "Revoke an agent connection: its token answers 401 from the next request on. The principal's grants stay.",
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({ connectionId: uuid }),
+  output: connection,
+  run: ({ ctx, credential, input }) => revoke(ctx, credential.workspaceId, 'agent', input.connectionId),
+});

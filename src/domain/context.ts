@@ -1,0 +1,41 @@
+import type { Db } from '../store/driver.js';
+
+export type Access = 'read' | 'act';
+
+/** Who is calling, resolved from the bearer credential by src/auth before any operation runs. */
+export type Credential =
+  | { kind: 'owner'; workspaceId: string; subject: string }
+  | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access }
+  | { kind: 'setup'; workspaceId: string; connectionId: string }
+  | { kind: 'device'; workspaceId: string; deviceId: string };
+
+export type CredentialKind = Credential['kind'];
+export type CredentialOf<K extends CredentialKind> = Extract<Credential, { kind: K }>;
+
+export interface Clock {
+  now(): number;
+}
+
+export interface Logger {
+  info(record: Record<string, unknown>): void;
+  error(record: Record<string, unknown>): void;
+}
+
+/** Service-wide facts an operation may need; fixed at start. */
+export interface ServiceSettings {
+  serviceName: string;
+  commit: string | undefined;
+  authConfigured: boolean;
+  deviceControlsEnabled: boolean;
+  publicBaseUrl: string;
+}
+
+/** What every operation receives: plain data, never a transport's request object. */
+export interface Context {
+  credential: Credential | null;
+  requestId: string;
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  settings: ServiceSettings;
+}

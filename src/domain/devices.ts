@@ -1,0 +1,200 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { issueToken } from '../auth/tokens.js';
+import { claimAttachSlot } from '../store/connections.js';
+import {
+  getDevice,
+  insertDevice,
+  listCapabilities,
+  listDevices,
+  replaceManifest,
+  revokeDevice,
+  type CapabilityRow,
+  type DeviceRow,
+} from '../store/devices.js';
+import type { Queryable } from '../store/driver.js';
+import { getWorkspace } from '../store/workspaces.js';
+import { argumentSchemaProblem } from './argument-schemas.js';
+import type { Context, CredentialOf } from './context.js';
+import { DomainError, fail, type ErrorIssue } from './errors.js';
+import { defineOperation } from './operation.js';
+import { attachedDevice, capability, device, uuid } from './schemas.js';
+
+export const ONLINE_WINDOW_MS = 60_000;
+
+export type DeviceRecord = z.input<typeof device>;
+
+export function toDeviceRecord(row: DeviceRow, capabilities: CapabilityRow[], now: number): DeviceRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    kind: row.kind,
+    parentId: row.parentId,
+    online: row.revokedAt === null && row.lastSeenAt !== null && now - row.lastSeenAt < ONLINE_WINDOW_MS,
+    lastSeenAt: row.lastSeenAt,
+    revoked: row.revokedAt !== null,
+    createdAt: row.createdAt,
+    capabilities: capabilities.map((c) => ({
+      name: c.name,
+      kind: c.kind,
+      ...(c.description !== null ? { description: c.description } : {}),
+      arguments: JSON.parse(c.arguments) as Record<string, unknown>,
+    })),
+  };
+}
+
+/** Every device of the workspace with its capabilities, in attachment order. */
+export async function workspaceDevices(db: Queryable, workspaceId: string, now: number): Promise<DeviceRecord[]> {
+  const [rows, capabilities] = await Promise.all([listDevices(db, workspaceId), listCapabilities(db, workspaceId)]);
+  const byDevice = new Map<string, CapabilityRow[]>();
+  for (const c of capabilities) {
+    const list = byDevice.get(c.deviceId) ?? [];
+    list.push(c);
+    byDevice.set(c.deviceId, list);
+  }
+  return rows.map((row) => toDeviceRecord(row, byDevice.get(row.id) ?? [], now));
+}
+
+const deviceName = z.string().min(1).max(64);
+
+/** Creates an attached device with its own credential; shared by SDK attach and board enrollment. */
+export async function createAttachedDevice(
+  tx: Queryable,
+  fields: { workspaceId: string; name: string; kind: 'device' | 'gateway'; attachedVia: string; now: number },
+) {
+  const issued = issueToken('device');
+  const id = randomUUID();
+  await insertDevice(tx, {
+    id,
+    workspaceId: fields.workspaceId,
+    name: fields.name,
+    kind: fields.kind,
+    tokenHash: issued.hash,
+    tokenPrefix: issued.displayPrefix,
+    attachedVia: fields.attachedVia,
+    createdAt: fields.now,
+  });
+  const workspace = (await getWorkspace(tx, fields.workspaceId))!;
+  const row = (await getDevice(tx, fields.workspaceId, id))!;
+  return { device: toDeviceRecord(row, [], fields.now), token: issued.token, workspace: workspace.routingId };
+}
+
+export const attachDevice = defineOperation({
+  name: 'devices.attach',
+  description:
+    "Attach a device with a setup token. Returns the device's own credential (shown once) and the workspace routing id. Attaching grants no function access.",
+  credentials: ['setup'],
+  access: 'none',
+  input: z.strictObject({ name: deviceName, kind: z.enum(['device', 'gateway']).default('device') }),
+  output: attachedDevice,
+  run: ({ ctx, credential, input }) =>
+    ctx.db.transaction(async (tx) => {
+      const now = ctx.clock.now();
+      if (!(await claimAttachSlot(tx, credential.connectionId, now))) {
+        // The credential was valid when the request began; a concurrent attach took the last slot.
+        throw new DomainError('device_limit_reached', 'This setup token has attached as many devices as its deviceLimit allows.');
+      }
+      return createAttachedDevice(tx, { workspaceId: credential.workspaceId, name: input.name, kind: input.kind, attachedVia: credential.connectionId, now });
+    }),
+});
+
+export const listWorkspaceDevices = defineOperation({
+  name: 'devices.list',
+  description: 'List devices. An owner sees every device of the workspace, revoked ones included.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({}),
+  output: z.array(device),
+  run: ({ ctx, credential }) => workspaceDevices(ctx.db, credential.workspaceId, ctx.clock.now()),
+});
+
+export const revokeWorkspaceDevice = defineOperation({
+  name: 'devices.revoke',
+  description: "Revoke a device (and a gateway's children): its credential answers 401 from the next request on.",
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({ deviceId: uuid }),
+  output: device,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    if (!(await getDevice(ctx.db, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
+    await revokeDevice(ctx.db, credential.workspaceId, input.deviceId, now);
+    const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
+    return all.find((d) => d.id === input.deviceId)!;
+  },
+});
+
+const childKey = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ . : -');
+
+function uniqueNames(list: { name: string }[], path: (string | number)[], issues: ErrorIssue[]) {
+  const seen = new Set<string>();
+  list.forEach((item, index) => {
+    if (seen.has(item.name)) issues.push({ path: [...path, index, 'name'].join('.'), message: `duplicate capability name "${item.name}"` });
+    seen.add(item.name);
+  });
+}
+
+function schemaIssues(list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
+  list.forEach((item, index) => {
+    const problem = argumentSchemaProblem(item.arguments);
+    if (problem) issues.push({ path: [...path, index, 'arguments'].join('.'), message: problem });
+  });
+}
+
+const manifestInput = z.strictObject({
+  deviceId: uuid,
+  capabilities: z.array(capability.strict()).max(64),
+  children: z
+    .array(
+      z.strictObject({
+        key: childKey,
+        name: deviceName,
+        kind: z.enum(['device', 'service']),
+        capabilities: z.array(capability.strict()).max(64),
+      }),
+    )
+    .max(64)
+    .optional(),
+});
+
+export function assertOwnDevice(credential: CredentialOf<'device'>, deviceId: string): void {
+  if (credential.deviceId !== deviceId) throw fail.forbidden('A device credential acts only for its own device.');
+}
+
+export const publishManifest = defineOperation({
+  name: 'devices.publishManifest',
+  description:
+    "Publish the device's manifest: its capabilities and, for a gateway, its children. Republishing replaces it; a child keeps its id per key.",
+  credentials: ['device'],
+  access: 'none',
+  input: manifestInput,
+  output: z.object({ device, children: z.array(device) }),
+  async run({ ctx, credential, input }) {
+    assertOwnDevice(credential, input.deviceId);
+    const issues: ErrorIssue[] = [];
+    uniqueNames(input.capabilities, ['capabilities'], issues);
+    schemaIssues(input.capabilities, ['capabilities'], issues);
+    const children = input.children ?? [];
+    const keys = new Set<string>();
+    children.forEach((child, index) => {
+      if (keys.has(child.key)) issues.push({ path: `children.${index}.key`, message: `duplicate key "${child.key}"` });
+      keys.add(child.key);
+      uniqueNames(child.capabilities, ['children', index, 'capabilities'], issues);
+      schemaIssues(child.capabilities, ['children', index, 'capabilities'], issues);
+    });
+    const self = await getDevice(ctx.db, credential.workspaceId, credential.deviceId);
+    if (!self) throw fail.notFound('Device');
+    if (children.length > 0 && self.kind !== 'gateway') {
+      issues.push({ path: 'children', message: 'only a device attached with kind "gateway" has children' });
+    }
+    if (issues.length > 0) throw fail.invalid('The manifest is not valid.', issues);
+
+    const now = ctx.clock.now();
+    await ctx.db.transaction((tx) => replaceManifest(tx, { workspaceId: credential.workspaceId, id: self.id }, input.capabilities, children, now));
+    const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
+    return {
+      device: all.find((d) => d.id === self.id)!,
+      children: all.filter((d) => d.parentId === self.id),
+    };
+  },
+});

@@ -1,0 +1,67 @@
+import type { z } from 'zod';
+
+/**
+ * The closed family of domain errors. Each code maps to exactly one HTTP status in
+ * src/rest/errors.ts and to an MCP result in src/mcp/errors.ts; 401-class (who are you)
+ * and 403-class (you may not) codes are kept apart.
+ */
+export const errorCodes = [
+  'invalid_request',
+  'validation_failed',
+  'unauthorized',
+  'forbidden',
+  'insufficient_access',
+  'grant_required',
+  'device_limit_reached',
+  'not_found',
+  'conflict',
+  'idempotency_key_reused',
+  'payload_too_large',
+  'rate_limited',
+  'capacity_exceeded',
+  'device_controls_disabled',
+  'not_configured',
+  'internal',
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
+
+export interface ErrorIssue {
+  path: string;
+  message: string;
+}
+
+export interface ErrorDetails {
+  issues?: ErrorIssue[];
+  /** For `insufficient_access`: the scope that would allow the call (OAuth step-up). */
+  requiredAccess?: 'read' | 'act';
+  /** For `rate_limited` / `capacity_exceeded`. */
+  retryAfterSeconds?: number;
+}
+
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: ErrorDetails = {},
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+}
+
+export function issuesFromZod(error: z.ZodError, prefix: readonly PropertyKey[] = []): ErrorIssue[] {
+  return error.issues.map((issue) => ({
+    path: [...prefix, ...issue.path].map(String).join('.'),
+    message: issue.message,
+  }));
+}
+
+export const fail = {
+  invalid: (message: string, issues?: ErrorIssue[]) =>
+    new DomainError('validation_failed', message, issues ? { issues } : {}),
+  unauthorized: (message = 'A valid credential is required.') => new DomainError('unauthorized', message),
+  forbidden: (message: string) => new DomainError('forbidden', message),
+  notFound: (what: string) => new DomainError('not_found', `${what} was not found.`),
+  conflict: (message: string) => new DomainError('conflict', message),
+};

@@ -1,0 +1,52 @@
+import { Hono } from 'hono';
+import type { Context as HonoContext } from 'hono';
+import type { Authenticator } from '../auth/authenticate.js';
+import type { Context } from '../domain/context.js';
+import { invoke } from '../domain/invoke.js';
+import { parseJsonObject, readLimitedBody } from './body.js';
+import type { Route } from './routes.js';
+
+export interface RestEnv {
+  Variables: {
+    requestId: string;
+    principalKind: string | undefined;
+    /** Builds the domain context for this request once the credential is known. */
+    context: (credential: Context['credential']) => Context;
+  };
+}
+
+export function bearerToken(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  const match = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header);
+  // A malformed Authorization header is a credential that cannot be valid, not an absent one.
+  return match ? match[1]! : '';
+}
+
+function honoPath(path: string): string {
+  return path.replace(/\{(\w+)\}/g, ':$1');
+}
+
+function firstQueryValues(c: HonoContext): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const [key, list] of Object.entries(c.req.queries())) if (list[0] !== undefined) values[key] = list[0];
+  return values;
+}
+
+/** Mounts every route of the table: authenticate, assemble input, invoke, answer. */
+export function mountRoutes(app: Hono<RestEnv>, routes: Route[], authenticator: Authenticator): void {
+  for (const route of routes) {
+    const handler = async (c: HonoContext<RestEnv>) => {
+      const credential = await authenticator.authenticate(bearerToken(c.req.header('authorization')));
+      c.set('principalKind', credential?.kind);
+      const body = route.method === 'POST' ? parseJsonObject(await readLimitedBody(c.req.raw)) : {};
+      const fromHeaders: Record<string, string | undefined> = {};
+      for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);
+      // Path parameters win over body fields of the same name: the URL names the resource.
+      const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
+      const data = await invoke(route.operation, c.get('context')(credential), input);
+      return c.json(route.unwrapped ? data : { data }, route.status ?? 200);
+    };
+    if (route.method === 'GET') app.get(honoPath(route.path), handler);
+    else app.post(honoPath(route.path), handler);
+  }
+}

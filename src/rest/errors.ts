@@ -1,0 +1,64 @@
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { DomainError, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
+
+/** The one table from domain error to HTTP status (service-api.md "Errors"). */
+export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
+  invalid_request: 400,
+  validation_failed: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  insufficient_access: 403,
+  grant_required: 403,
+  device_limit_reached: 403,
+  not_found: 404,
+  conflict: 409,
+  idempotency_key_reused: 409,
+  payload_too_large: 413,
+  rate_limited: 429,
+  capacity_exceeded: 429,
+  internal: 500,
+  device_controls_disabled: 503,
+  not_configured: 503,
+};
+
+export interface ErrorEnvelope {
+  error: { code: ErrorCode; message: string; issues?: ErrorIssue[]; requestId: string };
+}
+
+export interface HttpError {
+  status: ContentfulStatusCode;
+  body: ErrorEnvelope;
+  headers: Record<string, string>;
+}
+
+/**
+ * Turns anything thrown into the error envelope. A DomainError is the caller's to see; any
+ * other error is a bug whose message may carry SQL or parameters, so the caller gets a
+ * generic message and the request id, and `internal` is true so the stack is logged.
+ */
+export function toHttpError(error: unknown, requestId: string): HttpError & { internal: boolean } {
+  if (!(error instanceof DomainError)) {
+    return {
+      status: 500,
+      body: { error: { code: 'internal', message: 'Internal error. Quote the request id when reporting it.', requestId } },
+      headers: {},
+      internal: true,
+    };
+  }
+  const headers: Record<string, string> = {};
+  if (error.code === 'unauthorized') headers['WWW-Authenticate'] = 'Bearer';
+  if (error.details.retryAfterSeconds !== undefined) headers['Retry-After'] = String(error.details.retryAfterSeconds);
+  return {
+    status: httpStatus[error.code],
+    body: {
+      error: {
+        code: error.code,
+        message: error.message,
+        ...(error.details.issues ? { issues: error.details.issues } : {}),
+        requestId,
+      },
+    },
+    headers,
+    internal: false,
+  };
+}

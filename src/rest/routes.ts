@@ -1,0 +1,41 @@
+import { operations as op } from '../domain/registry.js';
+import type { AnyOperation } from '../domain/operation.js';
+
+export interface Route {
+  method: 'GET' | 'POST';
+  /** OpenAPI-style path; `{name}` segments become input fields of the same name. */
+  path: string;
+  operation: AnyOperation;
+  /** Success status; 200 unless stated. */
+  status?: 200 | 201;
+  /** Health and metadata answer raw objects, not `{ data }` (service-api.md "Conventions"). */
+  unwrapped?: boolean;
+  /** Request headers copied into input fields: header name → field. */
+  headers?: Record<string, string>;
+  deprecated?: boolean;
+}
+
+/** The REST facade: one entry per route, each calling a registry operation. */
+export const routes: Route[] = [
+  { method: 'GET', path: '/healthz', operation: op.getHealth, unwrapped: true },
+  { method: 'GET', path: '/v1/account', operation: op.getAccount },
+
+  { method: 'POST', path: '/v1/device-setup-tokens', operation: op.createSetupToken, status: 201 },
+  { method: 'GET', path: '/v1/device-setup-tokens', operation: op.listSetupTokens },
+  { method: 'POST', path: '/v1/device-setup-tokens/{connectionId}/revoke', operation: op.revokeSetupToken },
+  { method: 'POST', path: '/v1/sdk-tokens', operation: op.createSetupToken, status: 201, deprecated: true },
+  { method: 'GET', path: '/v1/sdk-tokens', operation: op.listSetupTokens, deprecated: true },
+  { method: 'POST', path: '/v1/sdk-tokens/{connectionId}/revoke', operation: op.revokeSetupToken, deprecated: true },
+
+  { method: 'POST', path: '/v1/agent-connections', operation: op.createAgentConnection, status: 201 },
+  { method: 'GET', path: '/v1/agent-connections', operation: op.listAgentConnections },
+  { method: 'POST', path: '/v1/agent-connections/{connectionId}/revoke', operation: op.revokeAgentConnection },
+
+  { method: 'POST', path: '/v1/sdk/devices', operation: op.attachDevice, status: 201 },
+  { method: 'POST', path: '/v1/enrollments', operation: op.createEnrollment, status: 201, deprecated: true },
+  { method: 'POST', path: '/v1/device/enroll', operation: op.enrollBoard, status: 201, deprecated: true },
+
+  { method: 'GET', path: '/v1/devices', operation: op.listWorkspaceDevices },
+  { method: 'POST', path: '/v1/devices/{deviceId}/revoke', operation: op.revokeWorkspaceDevice },
+  { method: 'POST', path: '/v1/device/{deviceId}/manifest', operation: op.publishManifest },
+];

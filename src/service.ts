@@ -1,0 +1,51 @@
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { createApp } from './app.js';
+import { createAuthenticator } from './auth/authenticate.js';
+import { createOwnerVerifier } from './auth/owner.js';
+import type { Config } from './config.js';
+import type { Clock, Logger } from './domain/context.js';
+import { createLogger } from './logger.js';
+import type { Db } from './store/driver.js';
+import { openDb } from './store/open.js';
+
+export interface RunningService {
+  url: string;
+  port: number;
+  db: Db;
+  close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  log?: Logger;
+  clock?: Clock;
+}
+
+/** Opens the database, builds the app and listens: what `npm start` and the tests run. */
+export async function startService(config: Config, options: ServiceOptions = {}): Promise<RunningService> {
+  const log = options.log ?? createLogger(config.logLevel);
+  const clock = options.clock ?? { now: () => Date.now() };
+  const db = await openDb(config.databaseUrl, config.databaseAuthToken);
+  const owners = await createOwnerVerifier(config);
+  const authenticator = createAuthenticator({ db, owners, now: clock.now });
+  const app = createApp({ config, db, authenticator, clock, log });
+
+  const server: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    db,
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        if ('closeAllConnections' in server) server.closeAllConnections();
+      });
+      await db.close();
+    },
+  };
+}

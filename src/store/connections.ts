@@ -1,0 +1,103 @@
+import type { Queryable } from './driver.js';
+
+export type ConnectionPurpose = 'agent' | 'device-setup';
+
+export interface ConnectionRow {
+  id: string;
+  workspaceId: string;
+  purpose: ConnectionPurpose;
+  name: string;
+  principal: string;
+  access: 'read' | 'act';
+  tokenPrefix: string;
+  deviceLimit: number;
+  attachedCount: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  createdAt: number;
+}
+
+const COLUMNS = `id, workspace_id AS workspaceId, purpose, name, principal, access, token_prefix AS tokenPrefix,
+  device_limit AS deviceLimit, attached_count AS attachedCount, expires_at AS expiresAt,
+  revoked_at AS revokedAt, created_at AS createdAt`;
+
+export interface NewConnectionRow extends Omit<ConnectionRow, 'attachedCount' | 'revokedAt'> {
+  tokenHash: string;
+  createdBy: string;
+}
+
+export async function insertConnection(db: Queryable, row: NewConnectionRow): Promise<void> {
+  await db.run(
+    `INSERT INTO connections (id, workspace_id, purpose, name, principal, access, token_hash, token_prefix,
+       device_limit, expires_at, created_by, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      row.id,
+      row.workspaceId,
+      row.purpose,
+      row.name,
+      row.principal,
+      row.access,
+      row.tokenHash,
+      row.tokenPrefix,
+      row.deviceLimit,
+      row.expiresAt,
+      row.createdBy,
+      row.createdAt,
+    ],
+  );
+}
+
+export function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose): Promise<ConnectionRow[]> {
+  return db.all<ConnectionRow>(
+    `SELECT ${COLUMNS} FROM connections WHERE workspace_id = ? AND purpose = ? ORDER BY created_at DESC, id`,
+    [workspaceId, purpose],
+  );
+}
+
+export function getConnection(
+  db: Queryable,
+  workspaceId: string,
+  purpose: ConnectionPurpose,
+  id: string,
+): Promise<ConnectionRow | undefined> {
+  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE workspace_id = ? AND purpose = ? AND id = ?`, [
+    workspaceId,
+    purpose,
+    id,
+  ]);
+}
+
+/** Sets the revoked time once; a repeated revoke keeps the first time. */
+export async function revokeConnection(
+  db: Queryable,
+  workspaceId: string,
+  purpose: ConnectionPurpose,
+  id: string,
+  now: number,
+): Promise<ConnectionRow | undefined> {
+  await db.run(
+    'UPDATE connections SET revoked_at = ? WHERE workspace_id = ? AND purpose = ? AND id = ? AND revoked_at IS NULL',
+    [now, workspaceId, purpose, id],
+  );
+  return getConnection(db, workspaceId, purpose, id);
+}
+
+export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<ConnectionRow | undefined> {
+  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE token_hash = ?`, [tokenHash]);
+}
+
+/**
+ * Takes one attachment slot of a setup token, or none: expiry, revocation and the device
+ * limit are checked in the same guarded UPDATE, so two concurrent attaches on a limit-1
+ * token cannot both win.
+ */
+export async function claimAttachSlot(db: Queryable, connectionId: string, now: number): Promise<boolean> {
+  const result = await db.run(
+    `UPDATE connections SET attached_count = attached_count + 1
+     WHERE id = ? AND purpose = 'device-setup' AND revoked_at IS NULL
+       AND (expires_at IS NULL OR expires_at > ?) AND attached_count < device_limit`,
+    [connectionId, now],
+  );
+  return result.changes === 1;
+}

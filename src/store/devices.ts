@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from './driver.js';
+
+export type DeviceKind = 'device' | 'gateway' | 'service';
+
+export interface DeviceRow {
+  id: string;
+  workspaceId: string;
+  name: string;
+  kind: DeviceKind;
+  parentId: string | null;
+  /** For a gateway's child: when its gateway last called in. */
+  lastSeenAt: number | null;
+  revokedAt: number | null;
+  createdAt: number;
+}
+
+export interface CapabilityRow {
+  deviceId: string;
+  name: string;
+  kind: 'read' | 'control';
+  description: string | null;
+  /** JSON text of the argument schema. */
+  arguments: string;
+}
+
+export interface CapabilityInput {
+  name: string;
+  kind: 'read' | 'control';
+  description?: string | undefined;
+  arguments: Record<string, unknown>;
+}
+
+export interface ChildInput {
+  key: string;
+  name: string;
+  kind: 'device' | 'service';
+  capabilities: CapabilityInput[];
+}
+
+const COLUMNS = `d.id, d.workspace_id AS workspaceId, d.name, d.kind, d.parent_id AS parentId,
+  CASE WHEN d.parent_id IS NULL THEN d.last_seen_at ELSE p.last_seen_at END AS lastSeenAt,
+  d.revoked_at AS revokedAt, d.created_at AS createdAt`;
+const FROM = 'devices d LEFT JOIN devices p ON p.id = d.parent_id';
+
+export async function insertDevice(
+  db: Queryable,
+  row: { id: string; workspaceId: string; name: string; kind: 'device' | 'gateway'; tokenHash: string; tokenPrefix: string; attachedVia: string; createdAt: number },
+): Promise<void> {
+  await db.run(
+    `INSERT INTO devices (id, workspace_id, name, kind, token_hash, token_prefix, attached_via, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    [row.id, row.workspaceId, row.name, row.kind, row.tokenHash, row.tokenPrefix, row.attachedVia, row.createdAt],
+  );
+}
+
+export function findDeviceByTokenHash(db: Queryable, tokenHash: string): Promise<DeviceRow | undefined> {
+  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.token_hash = ?`, [tokenHash]);
+}
+
+/** A device of the workspace, unless it was left out of its gateway's latest manifest. */
+export function getDevice(db: Queryable, workspaceId: string, id: string): Promise<DeviceRow | undefined> {
+  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.id = ? AND d.detached_at IS NULL`, [
+    workspaceId,
+    id,
+  ]);
+}
+
+export function listDevices(db: Queryable, workspaceId: string): Promise<DeviceRow[]> {
+  return db.all<DeviceRow>(
+    `SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL ORDER BY d.created_at, d.id`,
+    [workspaceId],
+  );
+}
+
+export function listCapabilities(db: Queryable, workspaceId: string): Promise<CapabilityRow[]> {
+  return db.all<CapabilityRow>(
+    `SELECT device_id AS deviceId, name, kind, description, arguments FROM capabilities
+     WHERE workspace_id = ? ORDER BY device_id, position`,
+    [workspaceId],
+  );
+}
+
+export function listDeviceCapabilities(db: Queryable, workspaceId: string, deviceId: string): Promise<CapabilityRow[]> {
+  return db.all<CapabilityRow>(
+    `SELECT device_id AS deviceId, name, kind, description, arguments FROM capabilities
+     WHERE workspace_id = ? AND device_id = ? ORDER BY position`,
+    [workspaceId, deviceId],
+  );
+}
+
+/** Revokes a device and, for a gateway, its children: their commands have no other way in. */
+export async function revokeDevice(db: Queryable, workspaceId: string, id: string, now: number): Promise<number> {
+  const result = await db.run(
+    'UPDATE devices SET revoked_at = ? WHERE workspace_id = ? AND (id = ? OR parent_id = ?) AND revoked_at IS NULL',
+    [now, workspaceId, id, id],
+  );
+  return result.changes;
+}
+
+/** Records that a device called in; written at most every few seconds per device. */
+export async function touchDevice(db: Queryable, id: string, now: number): Promise<void> {
+  await db.run('UPDATE devices SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [
+    now,
+    id,
+    now - 5000,
+  ]);
+}
+
+async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId: string, capabilities: CapabilityInput[]) {
+  await db.run('DELETE FROM capabilities WHERE device_id = ?', [deviceId]);
+  for (const [position, capability] of capabilities.entries()) {
+    await db.run(
+      `INSERT INTO capabilities (device_id, workspace_id, name, kind, description, arguments, position)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      [
+        deviceId,
+        workspaceId,
+        capability.name,
+        capability.kind,
+        capability.description ?? null,
+        JSON.stringify(capability.arguments),
+        position,
+      ],
+    );
+  }
+}
+
+/**
+ * Replaces a device's manifest. A gateway's children keep a stable id per `key`: a key seen
+ * before gets its old record back, a new key gets a new record, and a key left out is
+ * detached (hidden, kept for history). Run inside a transaction.
+ */
+export async function replaceManifest(
+  db: Queryable,
+  device: { workspaceId: string; id: string },
+  capabilities: CapabilityInput[],
+  children: ChildInput[],
+  now: number,
+): Promise<void> {
+  await replaceCapabilities(db, device.workspaceId, device.id, capabilities);
+  const existing = await db.all<{ id: string; childKey: string }>(
+    'SELECT id, child_key AS childKey FROM devices WHERE parent_id = ?',
+    [device.id],
+  );
+  const byKey = new Map(existing.map((row) => [row.childKey, row.id]));
+  for (const child of children) {
+    let childId = byKey.get(child.key);
+    if (childId) {
+      await db.run('UPDATE devices SET name = ?, kind = ?, detached_at = NULL WHERE id = ?', [child.name, child.kind, childId]);
+      byKey.delete(child.key);
+    } else {
+      childId = randomUUID();
+      await db.run(
+        `INSERT INTO devices (id, workspace_id, parent_id, child_key, name, kind, attached_via, created_at)
+         SELECT ?, workspace_id, id, ?, ?, ?, attached_via, ? FROM devices WHERE id = ?`,
+        [childId, child.key, child.name, child.kind, now, device.id],
+      );
+    }
+    await replaceCapabilities(db, device.workspaceId, childId, child.capabilities);
+  }
+  for (const goneId of byKey.values()) {
+    await db.run('UPDATE devices SET detached_at = ? WHERE id = ? AND detached_at IS NULL', [now, goneId]);
+  }
+}

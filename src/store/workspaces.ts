@@ -1,0 +1,43 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Queryable } from './driver.js';
+
+export interface WorkspaceRow {
+  id: string;
+  externalId: string;
+  routingId: string;
+  createdAt: number;
+}
+
+const COLUMNS = 'id, external_id AS externalId, routing_id AS routingId, created_at AS createdAt';
+
+/** The owner's workspace, created on first use (decisions §2). */
+export async function workspaceForOwner(db: Queryable, externalId: string, now: number): Promise<WorkspaceRow> {
+  const existing = await db.get<WorkspaceRow>(`SELECT ${COLUMNS} FROM workspaces WHERE external_id = ?`, [externalId]);
+  if (existing) return existing;
+  await db.run(
+    'INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (external_id) DO NOTHING',
+    [randomUUID(), externalId, randomBytes(32).toString('hex'), now],
+  );
+  return (await db.get<WorkspaceRow>(`SELECT ${COLUMNS} FROM workspaces WHERE external_id = ?`, [externalId]))!;
+}
+
+export function getWorkspace(db: Queryable, id: string): Promise<WorkspaceRow | undefined> {
+  return db.get<WorkspaceRow>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ?`, [id]);
+}
+
+export interface WorkspaceUsage {
+  devices: number;
+  agentConnections: number;
+  setupTokens: number;
+}
+
+export async function workspaceUsage(db: Queryable, workspaceId: string): Promise<WorkspaceUsage> {
+  const row = await db.get<WorkspaceUsage>(
+    `SELECT
+       (SELECT count(*) FROM devices WHERE workspace_id = ?1 AND revoked_at IS NULL AND detached_at IS NULL) AS devices,
+       (SELECT count(*) FROM connections WHERE workspace_id = ?1 AND purpose = 'agent' AND revoked_at IS NULL) AS agentConnections,
+       (SELECT count(*) FROM connections WHERE workspace_id = ?1 AND purpose = 'device-setup' AND revoked_at IS NULL) AS setupTokens`,
+    [workspaceId],
+  );
+  return row!;
+}
