@@ -1,0 +1,18 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client } from './helpers/api.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+
+describe('GET /healthz', () => {
+  it('answers the hosted Health object unwrapped, with no credential', async () => {
+    const res = await client(server.url).get('/healthz');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ service: 'dfc', protocolVersion: 1, authConfigured: true, deviceControlsEnabled: true });
+    expect(res.headers.get('x-request-id')).toMatch(/.+/);
+  });
+});

@@ -1,0 +1,85 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
+import { parseConfig, type Config } from '../../src/config.js';
+import type { Clock } from '../../src/domain/context.js';
+import { createLogger } from '../../src/logger.js';
+import { startService, type RunningService } from '../../src/service.js';
+
+export const TEST_ISSUER = 'https://idp.test.invalid';
+export const TEST_AUDIENCE = 'dfc-tests';
+
+export interface TestServer {
+  url: string;
+  config: Config;
+  service: RunningService;
+  dir: string;
+  /** Every log line the server wrote, as text. */
+  logs: string[];
+  /** Signs an owner session with the test identity provider's key (a real ES256 JWT). */
+  ownerToken(subject: string, options?: { workspace?: string; expiresIn?: string; claims?: Record<string, unknown>; notBefore?: string }): Promise<string>;
+  /** A key the server does not trust, for forged-token tests. */
+  foreignToken(subject: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface TestServerOptions {
+  env?: Record<string, string>;
+  clock?: Clock;
+  /** Reuse an existing folder (a restart on the same database). */
+  dir?: string;
+}
+
+async function signer(key: CryptoKey, kid: string) {
+  return (subject: string, options: { workspace?: string; expiresIn?: string; claims?: Record<string, unknown>; notBefore?: string } = {}) => {
+    const jwt = new SignJWT({ workspace: options.workspace ?? subject, ...options.claims })
+      .setProtectedHeader({ alg: 'ES256', kid })
+      .setSubject(subject)
+      .setIssuer(TEST_ISSUER)
+      .setAudience(TEST_AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime(options.expiresIn ?? '1h');
+    if (options.notBefore) jwt.setNotBefore(options.notBefore);
+    return jwt.sign(key);
+  };
+}
+
+/**
+ * Starts the real service on a loopback port with its own temp libSQL file and a JWKS file
+ * of a key generated for this test, as an external identity provider would publish it.
+ */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dir = options.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-test-'));
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const foreign = await generateKeyPair('ES256');
+  const kid = `test-${path.basename(dir)}`;
+  const jwksFile = path.join(dir, 'jwks.json');
+  fs.writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }] }));
+
+  const config = parseConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
+    OWNER_JWKS_FILE: jwksFile,
+    OWNER_ISSUER: TEST_ISSUER,
+    OWNER_AUDIENCE: TEST_AUDIENCE,
+    OWNER_WORKSPACE_CLAIM: 'workspace',
+    ...options.env,
+  });
+  const logs: string[] = [];
+  const log = createLogger('info', (line) => logs.push(line));
+  const service = await startService(config, { log, ...(options.clock ? { clock: options.clock } : {}) });
+  const sign = await signer(privateKey, kid);
+  const signForeign = await signer(foreign.privateKey, kid);
+  return {
+    url: service.url,
+    config,
+    service,
+    dir,
+    logs,
+    ownerToken: sign,
+    foreignToken: (subject) => signForeign(subject),
+    close: () => service.close(),
+  };
+}
