@@ -4,6 +4,7 @@ import type { Authenticator } from './auth/authenticate.js';
 import type { Config } from './config.js';
 import type { Clock, Logger, ServiceSettings } from './domain/context.js';
 import { DomainError } from './domain/errors.js';
+import type { EventHub } from './domain/events.js';
 import { mountRoutes, type RestEnv } from './rest/app.js';
 import { toHttpError } from './rest/errors.js';
 import { routes } from './rest/routes.js';
@@ -15,13 +16,14 @@ export interface AppDeps {
   authenticator: Authenticator;
   clock: Clock;
   log: Logger;
+  events: EventHub;
 }
 
 export const SERVICE_NAME = 'dfc';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<RestEnv> {
-  const { config, db, authenticator, clock, log } = deps;
+  const { config, db, authenticator, clock, log, events } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -34,7 +36,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   app.use('*', requestId());
   app.use('*', async (c, next) => {
     const started = performance.now();
-    c.set('context', (credential) => ({ credential, requestId: c.get('requestId'), db, clock, log, settings }));
+    c.set('context', (credential) => ({ credential, requestId: c.get('requestId'), db, clock, log, settings, events }));
     await next();
     log.info({
       msg: 'request',

@@ -5,6 +5,8 @@ import { createAuthenticator } from './auth/authenticate.js';
 import { createOwnerVerifier } from './auth/owner.js';
 import type { Config } from './config.js';
 import type { Clock, Logger } from './domain/context.js';
+import { createEventHub, type EventHub } from './domain/events.js';
+import { startExpirySweep } from './domain/expiry.js';
 import { createLogger } from './logger.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
@@ -13,6 +15,7 @@ export interface RunningService {
   url: string;
   port: number;
   db: Db;
+  events: EventHub;
   close(): Promise<void>;
 }
 
@@ -28,7 +31,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const db = await openDb(config.databaseUrl, config.databaseAuthToken);
   const owners = await createOwnerVerifier(config);
   const authenticator = createAuthenticator({ db, owners, now: clock.now });
-  const app = createApp({ config, db, authenticator, clock, log });
+  const events = createEventHub();
+  const app = createApp({ config, db, authenticator, clock, log, events });
+  const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
 
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
@@ -40,7 +45,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     url: `http://${host}:${port}`,
     port,
     db,
+    events,
     async close() {
+      stopSweep();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         if ('closeAllConnections' in server) server.closeAllConnections();

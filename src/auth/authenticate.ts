@@ -35,7 +35,7 @@ export function createAuthenticator(deps: { db: Db; owners: OwnerVerifier; now: 
       if (kind === 'device') {
         const row = await findDeviceByTokenHash(db, hashToken(bearer));
         if (!row || row.revokedAt !== null) throw invalid();
-        return { kind: 'device', workspaceId: row.workspaceId, deviceId: row.id };
+        return { kind: 'device', workspaceId: row.workspaceId, deviceId: row.id, routingId: row.routingId };
       }
       if (kind === undefined && bearer.split('.').length === 3) {
         const identity = await owners.verify(bearer);

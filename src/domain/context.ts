@@ -1,4 +1,5 @@
 import type { Db } from '../store/driver.js';
+import type { EventHub } from './events.js';
 
 export type Access = 'read' | 'act';
 
@@ -7,7 +8,7 @@ export type Credential =
   | { kind: 'owner'; workspaceId: string; subject: string }
   | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
-  | { kind: 'device'; workspaceId: string; deviceId: string };
+  | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string };
 
 export type CredentialKind = Credential['kind'];
 export type CredentialOf<K extends CredentialKind> = Extract<Credential, { kind: K }>;
@@ -38,4 +39,5 @@ export interface Context {
   clock: Clock;
   log: Logger;
   settings: ServiceSettings;
+  events: EventHub;
 }

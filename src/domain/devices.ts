@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { issueToken } from '../auth/tokens.js';
+import { cancelQueuedForTarget } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
   getDevice,
@@ -14,9 +15,11 @@ import {
 } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
+import { publishActions } from './actions.js';
 import { argumentSchemaProblem } from './argument-schemas.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';
+import { listCallableFunctions } from './functions.js';
 import { defineOperation } from './operation.js';
 import { attachedDevice, capability, device, uuid } from './schemas.js';
 
@@ -100,12 +103,24 @@ export const attachDevice = defineOperation({
 
 export const listWorkspaceDevices = defineOperation({
   name: 'devices.list',
-  description: 'List devices. An owner sees every device of the workspace, revoked ones included.',
-  credentials: ['owner'],
-  access: 'none',
+  description:
+    'List devices. An owner sees every device of the workspace, revoked ones included; an agent sees only devices it may call a function on now, with capabilities filtered to those functions.',
+  credentials: ['owner', 'agent'],
+  access: 'read',
   input: z.strictObject({}),
   output: z.array(device),
-  run: ({ ctx, credential }) => workspaceDevices(ctx.db, credential.workspaceId, ctx.clock.now()),
+  async run({ ctx, credential }) {
+    const now = ctx.clock.now();
+    const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
+    if (credential.kind === 'owner') return all;
+    const callable = new Map<string, Set<string>>();
+    for (const fn of await listCallableFunctions(ctx.db, credential, now)) {
+      callable.set(fn.deviceId, (callable.get(fn.deviceId) ?? new Set()).add(fn.capability));
+    }
+    return all
+      .filter((d) => callable.has(d.id))
+      .map((d) => ({ ...d, capabilities: d.capabilities.filter((c) => callable.get(d.id)!.has(c.name)) }));
+  },
 });
 
 export const revokeWorkspaceDevice = defineOperation({
@@ -117,8 +132,14 @@ export const revokeWorkspaceDevice = defineOperation({
   output: device,
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
-    if (!(await getDevice(ctx.db, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
-    await revokeDevice(ctx.db, credential.workspaceId, input.deviceId, now);
+    const cancelled = await ctx.db.transaction(async (tx) => {
+      if (!(await getDevice(tx, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
+      await revokeDevice(tx, credential.workspaceId, input.deviceId, now);
+      // Nothing can deliver its commands any more: cancel them rather than let them expire.
+      return cancelQueuedForTarget(tx, credential.workspaceId, input.deviceId, now);
+    });
+    publishActions(ctx, cancelled);
+    ctx.events.publish({ type: 'device-revoked', workspaceId: credential.workspaceId, deviceId: input.deviceId });
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
     return all.find((d) => d.id === input.deviceId)!;
   },

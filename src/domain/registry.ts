@@ -1,4 +1,5 @@
 import { getAccount } from './account.js';
+import { broadcast, cancelAction, exportHistory, getActionState, listRecentActions, requestAction } from './actions.js';
 import {
   createAgentConnection,
   createSetupToken,
@@ -7,8 +8,11 @@ import {
   revokeAgentConnection,
   revokeSetupToken,
 } from './connections.js';
+import { fetchNextCommand, reportResult } from './device-commands.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
+import { listFunctions } from './functions.js';
+import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants } from './grants.js';
 import { getHealth } from './health.js';
 import type { AnyOperation } from './operation.js';
 
@@ -23,11 +27,24 @@ export const operations = {
   listAgentConnections,
   revokeAgentConnection,
   attachDevice,
-  listWorkspaceDevices,
-  revokeWorkspaceDevice,
+  listDevices: listWorkspaceDevices,
+  revokeDevice: revokeWorkspaceDevice,
   publishManifest,
   createEnrollment,
   enrollBoard,
+  createGrants,
+  listGrants: listWorkspaceGrants,
+  revokeGrants: revokeWorkspaceGrants,
+  grantGateway,
+  listFunctions,
+  requestAction,
+  getAction: getActionState,
+  cancelAction,
+  listActions: listRecentActions,
+  exportActions: exportHistory,
+  broadcast,
+  fetchNext: fetchNextCommand,
+  reportResult,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

@@ -35,7 +35,23 @@ export const routes: Route[] = [
   { method: 'POST', path: '/v1/enrollments', operation: op.createEnrollment, status: 201, deprecated: true },
   { method: 'POST', path: '/v1/device/enroll', operation: op.enrollBoard, status: 201, deprecated: true },
 
-  { method: 'GET', path: '/v1/devices', operation: op.listWorkspaceDevices },
-  { method: 'POST', path: '/v1/devices/{deviceId}/revoke', operation: op.revokeWorkspaceDevice },
+  { method: 'GET', path: '/v1/devices', operation: op.listDevices },
+  { method: 'POST', path: '/v1/devices/{deviceId}/revoke', operation: op.revokeDevice },
   { method: 'POST', path: '/v1/device/{deviceId}/manifest', operation: op.publishManifest },
+
+  { method: 'POST', path: '/v1/grants', operation: op.createGrants, status: 201 },
+  { method: 'GET', path: '/v1/grants', operation: op.listGrants },
+  { method: 'POST', path: '/v1/grants/revoke', operation: op.revokeGrants },
+  { method: 'POST', path: '/v1/devices/{deviceId}/gateway-grants', operation: op.grantGateway },
+  { method: 'GET', path: '/v1/functions', operation: op.listFunctions },
+
+  { method: 'POST', path: '/v1/devices/{deviceId}/actions', operation: op.requestAction, status: 201 },
+  { method: 'GET', path: '/v1/actions', operation: op.listActions },
+  { method: 'GET', path: '/v1/actions/export', operation: op.exportActions },
+  { method: 'GET', path: '/v1/actions/{actionId}', operation: op.getAction },
+  { method: 'POST', path: '/v1/actions/{actionId}/cancel', operation: op.cancelAction },
+  { method: 'POST', path: '/v1/broadcasts', operation: op.broadcast },
+
+  { method: 'POST', path: '/v1/device/{deviceId}/next', operation: op.fetchNext, headers: { 'x-service-workspace': 'workspace' } },
+  { method: 'POST', path: '/v1/device/{deviceId}/result', operation: op.reportResult },
 ];

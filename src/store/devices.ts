@@ -54,8 +54,11 @@ export async function insertDevice(
   );
 }
 
-export function findDeviceByTokenHash(db: Queryable, tokenHash: string): Promise<DeviceRow | undefined> {
-  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.token_hash = ?`, [tokenHash]);
+export function findDeviceByTokenHash(db: Queryable, tokenHash: string): Promise<(DeviceRow & { routingId: string }) | undefined> {
+  return db.get<DeviceRow & { routingId: string }>(
+    `SELECT ${COLUMNS}, w.routing_id AS routingId FROM ${FROM} JOIN workspaces w ON w.id = d.workspace_id WHERE d.token_hash = ?`,
+    [tokenHash],
+  );
 }
 
 /** A device of the workspace, unless it was left out of its gateway's latest manifest. */

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import type { ActionRow } from '../store/actions.js';
+import { timestamp, uuid } from './schemas.js';
+
+export const actionStatus = z
+  .enum(['queued', 'received', 'succeeded', 'failed', 'cancelled', 'expired'])
+  .describe('queued → received → succeeded | failed; queued → cancelled; queued | received → expired (decisions §5).');
+
+export const action = z.object({
+  id: uuid,
+  deviceId: uuid,
+  capability: z.string(),
+  arguments: z.record(z.string(), z.unknown()),
+  status: actionStatus,
+  principal: z.string().describe('The agent principal that requested it.'),
+  createdAt: timestamp,
+  expiresAt: timestamp.describe('Deadline: without a result by then the action becomes `expired`.'),
+  dispatchedAt: timestamp.nullable().describe('When a device fetched it.'),
+  completedAt: timestamp.nullable(),
+  result: z.unknown().nullable().describe('What the device reported on success.'),
+  error: z.object({ code: z.string(), message: z.string() }).nullable().describe('What the device reported on failure.'),
+  broadcastId: uuid.nullable(),
+});
+
+export type ActionRecord = z.infer<typeof action>;
+
+export function toActionRecord(row: ActionRow): ActionRecord {
+  return {
+    id: row.id,
+    deviceId: row.deviceId,
+    capability: row.capability,
+    arguments: JSON.parse(row.arguments) as Record<string, unknown>,
+    status: row.status,
+    principal: row.principal,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    dispatchedAt: row.dispatchedAt,
+    completedAt: row.completedAt,
+    result: row.result === null ? null : (JSON.parse(row.result) as unknown),
+    error: row.errorCode === null ? null : { code: row.errorCode, message: row.errorMessage ?? '' },
+    broadcastId: row.broadcastId,
+  };
+}

@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { cancelQueued, expireDue, exportActions, getAction, insertAction, recentActions, type ActionRow } from '../store/actions.js';
+import type { Queryable } from '../store/driver.js';
+import { action, toActionRecord, type ActionRecord } from './action-records.js';
+import { argumentIssues } from './argument-schemas.js';
+import type { Context, CredentialOf } from './context.js';
+import { DomainError, fail } from './errors.js';
+import { agentOf, authorizeFunction } from './functions.js';
+import { once } from './idempotency.js';
+import { defineOperation } from './operation.js';
+import { capabilityName, timestamp, uuid } from './schemas.js';
+
+export const HISTORY_LIMIT = 100;
+
+const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
+const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
+const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
+
+function assertControlsEnabled(ctx: Context): void {
+  if (!ctx.settings.deviceControlsEnabled) {
+    throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
+  }
+}
+
+/** Tells waiters and the wake channel, after the change has committed. */
+export function publishActions(ctx: Context, rows: ActionRow[]): void {
+  for (const row of rows) ctx.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
+}
+
+/** Checks access and arguments for one device, then queues the action. Runs inside a transaction. */
+async function queueAction(
+  tx: Queryable,
+  ctx: Context,
+  agent: CredentialOf<'agent'>,
+  request: { deviceId: string; capability: string; arguments: Record<string, unknown>; ttlSeconds: number; broadcastId: string | null },
+  now: number,
+): Promise<ActionRow> {
+  const fn = await authorizeFunction(tx, agentOf(agent), request.deviceId, request.capability, now);
+  const issues = argumentIssues(fn.argumentSchema, request.arguments);
+  if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
+  return insertAction(tx, {
+    id: randomUUID(),
+    workspaceId: agent.workspaceId,
+    deviceId: request.deviceId,
+    targetId: fn.targetId,
+    capability: request.capability,
+    arguments: JSON.stringify(request.arguments),
+    principal: agent.principal,
+    broadcastId: request.broadcastId,
+    createdAt: now,
+    expiresAt: now + request.ttlSeconds * 1000,
+  });
+}
+
+export const requestActionInput = z.strictObject({
+  deviceId: uuid,
+  capability: capabilityName,
+  arguments: args.default({}),
+  ttlSeconds,
+  idempotencyKey: idempotencyKey.optional(),
+});
+
+/** Queues one action; shared by REST and the MCP device tools. */
+export async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
+  assertControlsEnabled(ctx);
+  const now = ctx.clock.now();
+  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl } = input;
+  const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
+  const outcome = await ctx.db.transaction(async (tx) => {
+    let created: ActionRow | undefined;
+    const answer = await once(tx, scope, { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl }, now, async () => {
+      created = await queueAction(tx, ctx, agent, { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, broadcastId: null }, now);
+      return toActionRecord(created);
+    });
+    return { answer: answer.value, created };
+  });
+  if (outcome.created) publishActions(ctx, [outcome.created]);
+  return outcome.answer;
+}
+
+export const requestAction = defineOperation({
+  name: 'actions.request',
+  description:
+    'Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result.',
+  credentials: ['agent'],
+  access: 'per-function',
+  input: requestActionInput,
+  output: action,
+  run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
+});
+
+/** Reads an action after bringing its deadline up to date; agents see only their principal's. */
+async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
+  const expired = await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId, id: actionId });
+  publishActions(ctx, expired);
+  const row = await getAction(ctx.db, credential.workspaceId, actionId);
+  if (!row || (credential.kind === 'agent' && row.principal !== credential.principal)) throw fail.notFound('Action');
+  return row;
+}
+
+export const getActionState = defineOperation({
+  name: 'actions.get',
+  description: 'The current state of an action: the owner sees any, an agent those its principal requested.',
+  credentials: ['owner', 'agent'],
+  access: 'read',
+  input: z.strictObject({ actionId: uuid }),
+  output: action,
+  async run({ ctx, credential, input }) {
+    return toActionRecord(await readAction(ctx, credential, input.actionId));
+  },
+});
+
+export const cancelAction = defineOperation({
+  name: 'actions.cancel',
+  description: 'Cancel an action that is still queued. Once a device has fetched it, it can no longer be cancelled (409).',
+  credentials: ['owner', 'agent'],
+  access: 'read',
+  input: z.strictObject({ actionId: uuid }),
+  output: action,
+  async run({ ctx, credential, input }) {
+    const existing = await readAction(ctx, credential, input.actionId);
+    const principal = credential.kind === 'agent' ? credential.principal : null;
+    const row = await cancelQueued(ctx.db, credential.workspaceId, existing.id, principal, ctx.clock.now());
+    if (!row) throw fail.conflict(`The action is ${(await getAction(ctx.db, credential.workspaceId, existing.id))!.status}, not queued.`);
+    publishActions(ctx, [row]);
+    return toActionRecord(row);
+  },
+});
+
+export const listRecentActions = defineOperation({
+  name: 'actions.list',
+  description: `The ${HISTORY_LIMIT} most recent actions of the workspace, newest first.`,
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({}),
+  output: z.array(action),
+  async run({ ctx, credential }) {
+    publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
+    return (await recentActions(ctx.db, credential.workspaceId, HISTORY_LIMIT)).map(toActionRecord);
+  },
+});
+
+const queryTime = z.coerce.number().int().min(0).optional();
+
+export const exportHistory = defineOperation({
+  name: 'actions.export',
+  description: 'Every action of the workspace, oldest first, optionally created in [since, until) (Unix ms).',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({ since: queryTime, until: queryTime }),
+  output: z.object({ generatedAt: timestamp, count: z.number().int(), actions: z.array(action) }),
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId }));
+    const rows = await exportActions(ctx.db, credential.workspaceId, input.since ?? null, input.until ?? null);
+    return { generatedAt: now, count: rows.length, actions: rows.map(toActionRecord) };
+  },
+});
+
+const broadcastResult = z.discriminatedUnion('ok', [
+  z.object({ deviceId: uuid, ok: z.literal(true), action }),
+  z.object({
+    deviceId: uuid,
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.object({ path: z.string(), message: z.string() })).optional() }),
+  }),
+]);
+
+export const broadcast = defineOperation({
+  name: 'broadcasts.create',
+  description:
+    'Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic.',
+  credentials: ['agent'],
+  access: 'per-function',
+  input: z.strictObject({
+    deviceIds: z.array(uuid).min(1).max(20),
+    capability: capabilityName,
+    arguments: args,
+    idempotencyKey,
+    ttlSeconds,
+  }),
+  output: z.object({ id: uuid, results: z.array(broadcastResult) }),
+  async run({ ctx, credential, input }) {
+    assertControlsEnabled(ctx);
+    const now = ctx.clock.now();
+    const created: ActionRow[] = [];
+    const scope = { workspaceId: credential.workspaceId, principal: credential.principal, key: input.idempotencyKey };
+    const request = { op: 'broadcast', deviceIds: input.deviceIds, capability: input.capability, arguments: input.arguments, ttlSeconds: input.ttlSeconds };
+    const answer = await ctx.db.transaction(async (tx) =>
+      once(tx, scope, request, now, async () => {
+        const id = randomUUID();
+        const results: z.input<typeof broadcastResult>[] = [];
+        for (const deviceId of input.deviceIds) {
+          try {
+            const row = await queueAction(tx, ctx, credential, { deviceId, capability: input.capability, arguments: input.arguments, ttlSeconds: input.ttlSeconds, broadcastId: id }, now);
+            created.push(row);
+            results.push({ deviceId, ok: true, action: toActionRecord(row) });
+          } catch (error) {
+            if (!(error instanceof DomainError)) throw error;
+            const issues = error.details.issues;
+            results.push({ deviceId, ok: false, error: { code: error.code, message: error.message, ...(issues ? { issues } : {}) } });
+          }
+        }
+        return { id, results };
+      }),
+    );
+    publishActions(ctx, created);
+    return answer.value;
+  },
+});

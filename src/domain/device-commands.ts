@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { claimNext, completeAction, expireDue, findTargetedAction } from '../store/actions.js';
+import { touchDevice } from '../store/devices.js';
+import { action, toActionRecord } from './action-records.js';
+import { publishActions } from './actions.js';
+import type { Context, CredentialOf } from './context.js';
+import { fail } from './errors.js';
+import { canonical } from './idempotency.js';
+import { assertOwnDevice } from './devices.js';
+import { defineOperation } from './operation.js';
+import { timestamp, uuid } from './schemas.js';
+
+/** DeviceNext (service-api.md): what a device is handed. */
+export const deviceNext = z.object({
+  id: uuid,
+  deviceId: uuid.describe('Which device runs it: the gateway itself or one of its children.'),
+  capability: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  status: z.string(),
+  createdAt: timestamp,
+  expiresAt: timestamp,
+  dispatchedAt: timestamp,
+});
+
+function checkDevice(ctx: Context, credential: CredentialOf<'device'>, deviceId: string, workspace?: string): Promise<void> {
+  assertOwnDevice(credential, deviceId);
+  if (workspace !== undefined && workspace !== credential.routingId) {
+    throw fail.forbidden('x-service-workspace does not name this device’s workspace.');
+  }
+  return touchDevice(ctx.db, credential.deviceId, ctx.clock.now());
+}
+
+export const fetchNextCommand = defineOperation({
+  name: 'device.next',
+  description:
+    'Fetch the oldest queued, unexpired command for this device or, for a gateway, its children. Each command is handed out once and becomes `received`; `null` when there is none.',
+  credentials: ['device'],
+  access: 'none',
+  input: z.strictObject({
+    deviceId: uuid,
+    workspace: z
+      .string({ error: 'the x-service-workspace header is required' })
+      .regex(/^[a-f0-9]{64}$/, 'must be 64 lowercase hex characters')
+      .describe('The x-service-workspace header.'),
+  }),
+  output: deviceNext.nullable(),
+  async run({ ctx, credential, input }) {
+    await checkDevice(ctx, credential, input.deviceId, input.workspace);
+    const row = await claimNext(ctx.db, credential.deviceId, ctx.clock.now());
+    if (!row) return null;
+    publishActions(ctx, [row]);
+    return {
+      id: row.id,
+      deviceId: row.deviceId,
+      capability: row.capability,
+      args: JSON.parse(row.arguments) as Record<string, unknown>,
+      status: row.status,
+      createdAt: row.createdAt,
+      expiresAt: row.expiresAt,
+      dispatchedAt: row.dispatchedAt!,
+    };
+  },
+});
+
+const reportError = z.strictObject({ code: z.string().min(1).max(64), message: z.string().max(1024) });
+
+export const reportResult = defineOperation({
+  name: 'device.result',
+  description:
+    'Report the result of a command this device fetched: received → succeeded (ok) or failed. Repeating the same report returns the stored action; a different report for a finished action is 409.',
+  credentials: ['device'],
+  access: 'none',
+  input: z
+    .strictObject({
+      deviceId: uuid,
+      actionId: uuid,
+      ok: z.boolean(),
+      result: z.unknown().optional(),
+      error: reportError.optional(),
+    })
+    .refine((body) => body.ok || body.error !== undefined, { path: ['error'], message: 'a failed result needs error { code, message }' })
+    .refine((body) => !body.ok || body.error === undefined, { path: ['error'], message: 'a successful result has no error' }),
+  output: action,
+  async run({ ctx, credential, input }) {
+    await checkDevice(ctx, credential, input.deviceId);
+    const now = ctx.clock.now();
+    const result = input.ok && input.result !== undefined ? JSON.stringify(input.result) : null;
+    const report = { id: input.actionId, targetId: credential.deviceId, ok: input.ok, result, errorCode: input.error?.code ?? null, errorMessage: input.error?.message ?? null };
+    let row = await completeAction(ctx.db, report, now);
+    if (row) {
+      publishActions(ctx, [row]);
+    } else {
+      publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: input.actionId }));
+      row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
+      if (!row) throw fail.notFound('Action');
+      const same =
+        row.status === (input.ok ? 'succeeded' : 'failed') &&
+        canonical(row.result === null ? null : JSON.parse(row.result)) === canonical(input.ok ? (input.result ?? null) : null) &&
+        row.errorCode === report.errorCode &&
+        row.errorMessage === report.errorMessage;
+      if (!same) throw fail.conflict(`The action is ${row.status}; this report conflicts with it.`);
+    }
+    return toActionRecord(row);
+  },
+});

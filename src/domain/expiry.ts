@@ -1,0 +1,28 @@
+import { expireDue } from '../store/actions.js';
+import type { Db } from '../store/driver.js';
+import { toActionRecord } from './action-records.js';
+import type { Clock, Logger } from './context.js';
+import type { EventHub } from './events.js';
+
+/**
+ * Moves queued or received actions past their deadline to `expired` every `intervalMs`, so
+ * history is true even for a device that never calls again (reads also expire on the spot).
+ * Returns a function that stops the sweep.
+ */
+export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock; log: Logger }, intervalMs: number): () => void {
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    expireDue(deps.db, deps.clock.now())
+      .then((rows) => {
+        for (const row of rows) deps.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
+      })
+      .catch((error: unknown) => deps.log.error({ msg: 'expiry sweep failed', error: String(error) }))
+      .finally(() => {
+        running = false;
+      });
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,98 @@
+import { z } from 'zod';
+import { getDevice, listDeviceCapabilities, type DeviceRow } from '../store/devices.js';
+import type { Queryable } from '../store/driver.js';
+import { callableFunctions, hasLiveGrant, workspaceFunctions, type FunctionRow } from '../store/grants.js';
+import type { Access, Credential, CredentialOf } from './context.js';
+import { DomainError, fail } from './errors.js';
+import { defineOperation } from './operation.js';
+import { uuid } from './schemas.js';
+
+export const callableFunction = z.object({
+  deviceId: uuid,
+  deviceName: z.string(),
+  deviceKind: z.enum(['device', 'gateway', 'service']),
+  parentId: uuid.nullable().describe('The gateway, for a child or service device.'),
+  parentName: z.string().nullable(),
+  capability: z.string(),
+  kind: z.enum(['read', 'control']),
+  description: z.string().optional(),
+  arguments: z.record(z.string(), z.unknown()).describe('JSON Schema of the arguments object.'),
+});
+
+export type CallableFunction = z.infer<typeof callableFunction>;
+
+function toCallable(row: FunctionRow): CallableFunction {
+  return {
+    deviceId: row.deviceId,
+    deviceName: row.deviceName,
+    deviceKind: row.deviceKind,
+    parentId: row.parentId,
+    parentName: row.parentName,
+    capability: row.capability,
+    kind: row.kind,
+    ...(row.description !== null ? { description: row.description } : {}),
+    arguments: JSON.parse(row.arguments) as Record<string, unknown>,
+  };
+}
+
+/**
+ * Owners: every function of the workspace's usable devices. Agents: exactly the functions
+ * they may call now (live grant ∩ ceiling ∩ usable device), in device then manifest order.
+ */
+export async function listCallableFunctions(db: Queryable, credential: Credential, now: number): Promise<CallableFunction[]> {
+  if (credential.kind === 'owner') return (await workspaceFunctions(db, credential.workspaceId)).map(toCallable);
+  if (credential.kind === 'agent') {
+    return (await callableFunctions(db, credential.workspaceId, credential.principal, credential.access, now)).map(toCallable);
+  }
+  return [];
+}
+
+export const listFunctions = defineOperation({
+  name: 'functions.list',
+  description: 'List device functions. Owners see all; agents see exactly the functions they may call now.',
+  credentials: ['owner', 'agent'],
+  access: 'read',
+  input: z.strictObject({}),
+  output: z.array(callableFunction),
+  run: ({ ctx, credential }) => listCallableFunctions(ctx.db, credential, ctx.clock.now()),
+});
+
+export interface AuthorizedFunction {
+  device: DeviceRow;
+  /** Who fetches the command: the device itself, or its gateway. */
+  targetId: string;
+  kind: 'read' | 'control';
+  argumentSchema: string;
+}
+
+type Agent = { workspaceId: string; principal: string; access: Access };
+
+/**
+ * The live access check of decisions §3 for one function, evaluated inside the transaction
+ * that queues the action: the device is in the caller's workspace and usable, a live grant
+ * exists for the principal, and the ceiling allows the function's kind.
+ */
+export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: string, capability: string, now: number): Promise<AuthorizedFunction> {
+  const device = await getDevice(db, agent.workspaceId, deviceId);
+  if (!device) throw fail.notFound('Device');
+  if (!(await hasLiveGrant(db, agent.workspaceId, agent.principal, deviceId, capability, now))) {
+    throw new DomainError('grant_required', `Principal "${agent.principal}" has no live grant for ${capability} on this device.`);
+  }
+  const fn = (await listDeviceCapabilities(db, agent.workspaceId, deviceId)).find((c) => c.name === capability);
+  if (!fn) throw fail.notFound('Device function');
+  if (fn.kind === 'control' && agent.access !== 'act') {
+    throw new DomainError('insufficient_access', `${capability} is a control function; this credential's ceiling is read.`, { requiredAccess: 'act' });
+  }
+  let targetId = device.id;
+  if (device.parentId !== null) {
+    const parent = await getDevice(db, agent.workspaceId, device.parentId);
+    if (!parent || parent.revokedAt !== null) throw fail.forbidden('The gateway of this device is revoked.');
+    targetId = parent.id;
+  }
+  if (device.revokedAt !== null) throw fail.forbidden('The device is revoked.');
+  return { device, targetId, kind: fn.kind, argumentSchema: fn.arguments };
+}
+
+export function agentOf(credential: CredentialOf<'agent'>): Agent {
+  return { workspaceId: credential.workspaceId, principal: credential.principal, access: credential.access };
+}

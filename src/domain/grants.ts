@@ -1,0 +1,163 @@
+import { z } from 'zod';
+import { cancelQueuedFor } from '../store/actions.js';
+import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
+import { getGrant, listGrants, putGrant, revokeGrantById, revokeGrants, type GrantRow } from '../store/grants.js';
+import { toActionRecord } from './action-records.js';
+import type { Context } from './context.js';
+import { fail, type ErrorIssue } from './errors.js';
+import { defineOperation } from './operation.js';
+import { capabilityName, principal, timestamp, uuid } from './schemas.js';
+
+const MAX_TTL_SECONDS = 31_536_000;
+const grantTtl = z.number().int().min(60).max(MAX_TTL_SECONDS).nullable();
+
+export const grant = z.object({
+  id: uuid,
+  principal: z.string(),
+  deviceId: uuid,
+  capability: z.string(),
+  expiresAt: timestamp.nullable(),
+  expired: z.boolean().describe('Past its expiry: it no longer allows anything.'),
+  gatewayId: uuid.nullable().describe('Set when the grant was written by a gateway grant.'),
+  createdAt: timestamp,
+});
+
+function toGrant(row: GrantRow, now: number): z.infer<typeof grant> {
+  return {
+    id: row.id,
+    principal: row.principal,
+    deviceId: row.deviceId,
+    capability: row.capability,
+    expiresAt: row.expiresAt,
+    expired: row.expiresAt !== null && row.expiresAt <= now,
+    gatewayId: row.gatewayId,
+    createdAt: row.createdAt,
+  };
+}
+
+export const createGrants = defineOperation({
+  name: 'grants.create',
+  description:
+    "Grant a principal device functions. An existing grant for the same function is replaced (its expiry renewed). Grants are per principal, so they survive rotating the principal's tokens.",
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({
+    principal,
+    deviceId: uuid,
+    capabilities: z.array(capabilityName).min(1).max(64),
+    ttlSeconds: grantTtl.default(null).describe('Lifetime in seconds (60 to 31536000); null or absent for no expiry.'),
+  }),
+  output: z.array(grant),
+  run: ({ ctx, credential, input }) =>
+    ctx.db.transaction(async (tx) => {
+      const now = ctx.clock.now();
+      const device = await getDevice(tx, credential.workspaceId, input.deviceId);
+      if (!device) throw fail.notFound('Device');
+      if (device.revokedAt !== null) throw fail.invalid('The device is revoked.', [{ path: 'deviceId', message: 'device is revoked' }]);
+      const known = new Set((await listDeviceCapabilities(tx, credential.workspaceId, device.id)).map((c) => c.name));
+      const issues: ErrorIssue[] = [];
+      input.capabilities.forEach((name, index) => {
+        if (!known.has(name)) issues.push({ path: `capabilities.${index}`, message: `the device has no function "${name}"` });
+      });
+      if (issues.length > 0) throw fail.invalid('Unknown device function.', issues);
+      const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
+      const ids: string[] = [];
+      for (const capability of new Set(input.capabilities)) {
+        ids.push(
+          await putGrant(tx, { workspaceId: credential.workspaceId, principal: input.principal, deviceId: device.id, capability, gatewayId: null, expiresAt, createdBy: credential.subject, now }),
+        );
+      }
+      const rows = await Promise.all(ids.map((id) => getGrant(tx, credential.workspaceId, id)));
+      return rows.map((row) => toGrant(row!, now));
+    }),
+});
+
+export const listWorkspaceGrants = defineOperation({
+  name: 'grants.list',
+  description: 'List unrevoked grants, newest first, optionally for one principal or device. Expired grants show `expired: true`.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({ principal: principal.optional(), deviceId: uuid.optional() }),
+  output: z.array(grant),
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    return (await listGrants(ctx.db, credential.workspaceId, input)).map((row) => toGrant(row, now));
+  },
+});
+
+export const revokeWorkspaceGrants = defineOperation({
+  name: 'grants.revoke',
+  description:
+    'Revoke one grant by id, or every grant of a principal on a device (optionally one capability). Takes effect on the next request, also for MCP tools listed earlier.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.union([
+    z.strictObject({ grantId: uuid }),
+    z.strictObject({ principal, deviceId: uuid, capability: capabilityName.optional() }),
+  ]),
+  output: z.object({ revoked: z.number().int().describe('How many grants this call revoked.') }),
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    if ('grantId' in input) {
+      if (!(await getGrant(ctx.db, credential.workspaceId, input.grantId))) throw fail.notFound('Grant');
+      return { revoked: await revokeGrantById(ctx.db, credential.workspaceId, input.grantId, now) };
+    }
+    if (!(await getDevice(ctx.db, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
+    return { revoked: await revokeGrants(ctx.db, credential.workspaceId, { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability }, now) };
+  },
+});
+
+async function replaceGatewayGrants(
+  ctx: Context,
+  owner: { workspaceId: string; subject: string },
+  input: { deviceId: string; principal: string; mode: 'read' | 'control'; includeServices: boolean; ttlSeconds: number | null },
+) {
+  const cancelled = await ctx.db.transaction(async (tx) => {
+    const now = ctx.clock.now();
+    const gateway = await getDevice(tx, owner.workspaceId, input.deviceId);
+    if (!gateway) throw fail.notFound('Device');
+    if (gateway.kind !== 'gateway') throw fail.invalid('The device is not a gateway.', [{ path: 'deviceId', message: 'not a gateway' }]);
+    if (gateway.revokedAt !== null) throw fail.invalid('The gateway is revoked.', [{ path: 'deviceId', message: 'device is revoked' }]);
+
+    // Rule 2: the gateway and its linked devices, as they are now (rule 4: later ones stay ungranted).
+    const family = (await listDevices(tx, owner.workspaceId)).filter((d) => d.id === gateway.id || d.parentId === gateway.id);
+    const covered = family.filter((d) => d.revokedAt === null && (d.kind !== 'service' || input.includeServices)); // rule 3
+    const omittedServices = family.filter((d) => d.kind === 'service' && !input.includeServices);
+
+    // Rule 5: replace this principal's grants on the gateway and all its children.
+    await revokeGrants(tx, owner.workspaceId, { principal: input.principal, deviceIds: family.map((d) => d.id) }, now);
+    const cancelledRows = await cancelQueuedFor(tx, owner.workspaceId, input.principal, omittedServices.map((d) => d.id), now);
+
+    const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
+    let devices = 0;
+    for (const device of covered) {
+      const functions = (await listDeviceCapabilities(tx, owner.workspaceId, device.id)).filter(
+        (c) => input.mode === 'control' || c.kind === 'read', // rule 1
+      );
+      for (const fn of functions) {
+        await putGrant(tx, { workspaceId: owner.workspaceId, principal: input.principal, deviceId: device.id, capability: fn.name, gatewayId: gateway.id, expiresAt, createdBy: owner.subject, now });
+      }
+      if (functions.length > 0) devices += 1;
+    }
+    return { devices, cancelledRows, targetId: gateway.id };
+  });
+  for (const row of cancelled.cancelledRows) ctx.events.publish({ type: 'action', workspaceId: owner.workspaceId, targetId: cancelled.targetId, action: toActionRecord(row) });
+  return { ok: true, devices: cancelled.devices };
+}
+
+export const grantGateway = defineOperation({
+  name: 'gatewayGrants.replace',
+  description:
+    "Grant a principal a gateway and its linked devices in one call, replacing that principal's earlier grants on them. `read` grants read functions, `control` all functions; service devices only with includeServices (omitted ones lose their grants and this principal's queued commands). Devices linked later stay ungranted; other gateways are untouched.",
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({
+    deviceId: uuid,
+    principal,
+    mode: z.enum(['read', 'control']),
+    includeServices: z.boolean().default(false),
+    ttlSeconds: grantTtl.default(3600).describe('Lifetime in seconds (60 to 31536000, default 3600); null for no expiry.'),
+  }),
+  output: z.object({ ok: z.boolean(), devices: z.number().int().describe('Devices that received at least one grant.') }),
+  run: ({ ctx, credential, input }) => replaceGatewayGrants(ctx, credential, input),
+});

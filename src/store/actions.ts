@@ -1,0 +1,136 @@
+import type { Queryable } from './driver.js';
+
+export type ActionStatus = 'queued' | 'received' | 'succeeded' | 'failed' | 'cancelled' | 'expired';
+
+export interface ActionRow {
+  id: string;
+  workspaceId: string;
+  deviceId: string;
+  targetId: string;
+  capability: string;
+  arguments: string;
+  status: ActionStatus;
+  principal: string;
+  broadcastId: string | null;
+  createdAt: number;
+  expiresAt: number;
+  dispatchedAt: number | null;
+  completedAt: number | null;
+  result: string | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+}
+
+const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, target_id AS targetId, capability, arguments,
+  status, principal, broadcast_id AS broadcastId, created_at AS createdAt, expires_at AS expiresAt,
+  dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage`;
+
+export type NewActionRow = Omit<ActionRow, 'status' | 'dispatchedAt' | 'completedAt' | 'result' | 'errorCode' | 'errorMessage'>;
+
+export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
+  return (await db.get<ActionRow>(
+    `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, broadcast_id, created_at, expires_at)
+     VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+    [row.id, row.workspaceId, row.deviceId, row.targetId, row.capability, row.arguments, row.principal, row.broadcastId, row.createdAt, row.expiresAt],
+  ))!;
+}
+
+export function getAction(db: Queryable, workspaceId: string, id: string): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND id = ?`, [workspaceId, id]);
+}
+
+/**
+ * Hands the oldest queued, unexpired command for a device (and, for a gateway, its
+ * children: they share the gateway as target) to exactly one caller. One guarded UPDATE:
+ * a SELECT-then-UPDATE pair handed the same command to two pollers thousands of times in a
+ * measured run (shared/facts.md).
+ */
+export function claimNext(db: Queryable, targetId: string, now: number): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions SET status = 'received', dispatched_at = ?1
+     WHERE id = (SELECT id FROM actions WHERE target_id = ?2 AND status = 'queued' AND expires_at > ?1
+                 ORDER BY created_at, rowid LIMIT 1)
+       AND status = 'queued'
+     RETURNING ${COLUMNS}`,
+    [now, targetId],
+  );
+}
+
+/** received → succeeded | failed, only before the deadline and only for the fetching device. */
+export function completeAction(
+  db: Queryable,
+  report: { id: string; targetId: string; ok: boolean; result: string | null; errorCode: string | null; errorMessage: string | null },
+  now: number,
+): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions SET status = ?, completed_at = ?, result = ?, error_code = ?, error_message = ?
+     WHERE id = ? AND target_id = ? AND status = 'received' AND expires_at > ?
+     RETURNING ${COLUMNS}`,
+    [report.ok ? 'succeeded' : 'failed', now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId, now],
+  );
+}
+
+export function findTargetedAction(db: Queryable, targetId: string, id: string): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE target_id = ? AND id = ?`, [targetId, id]);
+}
+
+/** queued → cancelled; `principal` limits it to the requester's own actions. */
+export function cancelQueued(db: Queryable, workspaceId: string, id: string, principal: string | null, now: number): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions SET status = 'cancelled', completed_at = ?
+     WHERE workspace_id = ? AND id = ? AND status = 'queued' AND (? IS NULL OR principal = ?)
+     RETURNING ${COLUMNS}`,
+    [now, workspaceId, id, principal, principal],
+  );
+}
+
+/** Cancels a principal's queued commands on some devices (gateway grant replacement, spec rule 5). */
+export function cancelQueuedFor(db: Queryable, workspaceId: string, principal: string, deviceIds: string[], now: number): Promise<ActionRow[]> {
+  if (deviceIds.length === 0) return Promise.resolve([]);
+  return db.all<ActionRow>(
+    `UPDATE actions SET status = 'cancelled', completed_at = ?
+     WHERE workspace_id = ? AND principal = ? AND status = 'queued' AND device_id IN (${deviceIds.map(() => '?').join(', ')})
+     RETURNING ${COLUMNS}`,
+    [now, workspaceId, principal, ...deviceIds],
+  );
+}
+
+/** Cancels every queued command fetched by a revoked device: nothing can deliver them now. */
+export function cancelQueuedForTarget(db: Queryable, workspaceId: string, targetId: string, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `UPDATE actions SET status = 'cancelled', completed_at = ?
+     WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND status = 'queued'
+     RETURNING ${COLUMNS}`,
+    [now, workspaceId, targetId, targetId],
+  );
+}
+
+/**
+ * queued | received past the deadline → expired, stamped with the deadline itself. Run on
+ * read and by the periodic sweep, so history is true even for a device that never calls.
+ * `workspaceId` / `id` narrow it; null means all.
+ */
+export function expireDue(db: Queryable, now: number, scope: { workspaceId?: string; id?: string } = {}): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `UPDATE actions SET status = 'expired', completed_at = expires_at
+     WHERE status IN ('queued', 'received') AND expires_at <= ?
+       AND (? IS NULL OR workspace_id = ?) AND (? IS NULL OR id = ?)
+     RETURNING ${COLUMNS}`,
+    [now, scope.workspaceId ?? null, scope.workspaceId ?? null, scope.id ?? null, scope.id ?? null],
+  );
+}
+
+export function recentActions(db: Queryable, workspaceId: string, limit: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+    [workspaceId, limit],
+  );
+}
+
+export function exportActions(db: Queryable, workspaceId: string, since: number | null, until: number | null): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?)
+     ORDER BY created_at, rowid`,
+    [workspaceId, since, since, until, until],
+  );
+}

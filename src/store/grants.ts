@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from './driver.js';
+
+export interface GrantRow {
+  id: string;
+  principal: string;
+  deviceId: string;
+  capability: string;
+  gatewayId: string | null;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  createdAt: number;
+}
+
+const COLUMNS = `id, principal, device_id AS deviceId, capability, gateway_id AS gatewayId,
+  expires_at AS expiresAt, revoked_at AS revokedAt, created_at AS createdAt`;
+
+/** A grant counts when it is not revoked and not past its expiry (decisions §3). */
+const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ?))';
+
+export interface GrantFilter {
+  principal?: string | undefined;
+  deviceId?: string | undefined;
+}
+
+/** Unrevoked grants (expired ones included, marked by expiresAt), newest first. */
+export function listGrants(db: Queryable, workspaceId: string, filter: GrantFilter): Promise<GrantRow[]> {
+  return db.all<GrantRow>(
+    `SELECT ${COLUMNS} FROM grants
+     WHERE workspace_id = ? AND revoked_at IS NULL AND (? IS NULL OR principal = ?) AND (? IS NULL OR device_id = ?)
+     ORDER BY created_at DESC, id`,
+    [workspaceId, filter.principal ?? null, filter.principal ?? null, filter.deviceId ?? null, filter.deviceId ?? null],
+  );
+}
+
+export function getGrant(db: Queryable, workspaceId: string, id: string): Promise<GrantRow | undefined> {
+  return db.get<GrantRow>(`SELECT ${COLUMNS} FROM grants WHERE workspace_id = ? AND id = ?`, [workspaceId, id]);
+}
+
+/**
+ * Writes a grant, replacing the unrevoked one for the same principal, device and capability
+ * (its expiry is renewed by revoking it and inserting the new row, so history keeps both).
+ */
+export async function putGrant(
+  db: Queryable,
+  grant: { workspaceId: string; principal: string; deviceId: string; capability: string; gatewayId: string | null; expiresAt: number | null; createdBy: string; now: number },
+): Promise<string> {
+  await db.run(
+    `UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND revoked_at IS NULL`,
+    [grant.now, grant.workspaceId, grant.principal, grant.deviceId, grant.capability],
+  );
+  const id = randomUUID();
+  await db.run(
+    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, created_by, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [id, grant.workspaceId, grant.principal, grant.deviceId, grant.capability, grant.gatewayId, grant.expiresAt, grant.createdBy, grant.now],
+  );
+  return id;
+}
+
+export async function revokeGrantById(db: Queryable, workspaceId: string, id: string, now: number): Promise<number> {
+  const result = await db.run('UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL', [now, workspaceId, id]);
+  return result.changes;
+}
+
+export async function revokeGrants(
+  db: Queryable,
+  workspaceId: string,
+  match: { principal: string; deviceIds: string[]; capability?: string | undefined },
+  now: number,
+): Promise<number> {
+  if (match.deviceIds.length === 0) return 0;
+  const placeholders = match.deviceIds.map(() => '?').join(', ');
+  const result = await db.run(
+    `UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND principal = ? AND device_id IN (${placeholders})
+       AND revoked_at IS NULL ${match.capability !== undefined ? 'AND capability = ?' : ''}`,
+    [now, workspaceId, match.principal, ...match.deviceIds, ...(match.capability !== undefined ? [match.capability] : [])],
+  );
+  return result.changes;
+}
+
+export interface FunctionRow {
+  deviceId: string;
+  deviceName: string;
+  deviceKind: 'device' | 'gateway' | 'service';
+  parentId: string | null;
+  parentName: string | null;
+  capability: string;
+  kind: 'read' | 'control';
+  description: string | null;
+  arguments: string;
+}
+
+const FUNCTION_COLUMNS = `c.device_id AS deviceId, d.name AS deviceName, d.kind AS deviceKind, d.parent_id AS parentId,
+  p.name AS parentName, c.name AS capability, c.kind, c.description, c.arguments`;
+const USABLE_DEVICE = 'd.revoked_at IS NULL AND d.detached_at IS NULL AND (p.id IS NULL OR p.revoked_at IS NULL)';
+
+/**
+ * The functions a principal may call now: the intersection of decisions §3 — a live grant,
+ * the ceiling (`read` sees read functions only), and an attached, unrevoked device.
+ */
+export function callableFunctions(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  ceiling: 'read' | 'act',
+  now: number,
+): Promise<FunctionRow[]> {
+  return db.all<FunctionRow>(
+    `SELECT ${FUNCTION_COLUMNS}
+     FROM grants g
+     JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     JOIN devices d ON d.id = g.device_id
+     LEFT JOIN devices p ON p.id = d.parent_id
+     WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
+     ORDER BY d.created_at, d.id, c.position`,
+    [workspaceId, principal, now, ceiling],
+  );
+}
+
+/** Every function of the workspace's usable devices (what an owner may grant). */
+export function workspaceFunctions(db: Queryable, workspaceId: string): Promise<FunctionRow[]> {
+  return db.all<FunctionRow>(
+    `SELECT ${FUNCTION_COLUMNS}
+     FROM capabilities c JOIN devices d ON d.id = c.device_id LEFT JOIN devices p ON p.id = d.parent_id
+     WHERE c.workspace_id = ? AND ${USABLE_DEVICE}
+     ORDER BY d.created_at, d.id, c.position`,
+    [workspaceId],
+  );
+}
+
+/** Whether a live grant exists for exactly this principal, device and capability. */
+export async function hasLiveGrant(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  deviceId: string,
+  capability: string,
+  now: number,
+): Promise<boolean> {
+  const row = await db.get<{ one: number }>(
+    `SELECT 1 AS one FROM grants g WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE}`,
+    [workspaceId, principal, deviceId, capability, now],
+  );
+  return row !== undefined;
+}
