@@ -6,6 +6,7 @@ import type { Clock, Logger, ServiceSettings } from './domain/context.js';
 import { DomainError } from './domain/errors.js';
 import type { EventHub } from './domain/events.js';
 import { mountRoutes, type RestEnv } from './rest/app.js';
+import { mountDocs } from './rest/docs.js';
 import { toHttpError } from './rest/errors.js';
 import { routes } from './rest/routes.js';
 import type { Db } from './store/driver.js';
@@ -20,6 +21,8 @@ export interface AppDeps {
 }
 
 export const SERVICE_NAME = 'dfc';
+/** The REST contract's version (service-api.md "Versioning"). */
+export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<RestEnv> {
@@ -50,6 +53,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   });
 
   mountRoutes(app, routes, authenticator);
+  mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
 
   app.notFound((c) => {
     const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));

@@ -1,0 +1,134 @@
+import { z } from 'zod';
+import type { CredentialKind } from '../domain/context.js';
+import type { AnyOperation } from '../domain/operation.js';
+import { httpStatus } from './errors.js';
+import type { Route } from './routes.js';
+
+type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
+
+/** Security scheme per credential kind (service-api.md "Authentication"). */
+const securitySchemes: Record<CredentialKind, { scheme: string; description: string; bearerFormat?: string }> = {
+  owner: { scheme: 'ownerSession', bearerFormat: 'JWT', description: 'Owner session: a JWT from the identity provider (or `npm run owner-token` in development).' },
+  agent: { scheme: 'agentToken', description: 'Agent token (`dfc_agent_…`) or OAuth access token, each with a `read` or `act` ceiling.' },
+  setup: { scheme: 'setupToken', description: 'Device setup token (`dfc_setup_…`): attaches devices, nothing else.' },
+  device: { scheme: 'deviceToken', description: 'Device child credential (`dfc_device_…`).' },
+};
+
+const errorEnvelope = {
+  type: 'object',
+  required: ['error'],
+  additionalProperties: false,
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code'],
+      properties: {
+        code: { type: 'string', enum: Object.keys(httpStatus) },
+        message: { type: 'string' },
+        issues: { type: 'array', items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+        requestId: { type: 'string' },
+      },
+    },
+  },
+};
+
+const statusText: Record<number, string> = {
+  400: 'Invalid request or validation failure; `issues` point at the fields.',
+  401: 'Missing, unknown, expired or revoked credential.',
+  403: 'A valid credential of another kind, or insufficient access or grant.',
+  404: 'Resource not found (or not visible to this credential).',
+  409: 'Conflict with the current state.',
+  413: 'Request body over 16 KiB.',
+  429: 'Rate or workspace capacity limit; see Retry-After.',
+  500: 'Internal error; quote the request id.',
+  503: 'Device controls switched off, or a required integration not configured.',
+};
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as JsonSchema;
+  return rest;
+}
+
+/** Removes fields that travel in the path or headers from a body or query schema (every union branch too). */
+function without(schema: JsonSchema, fields: string[]): JsonSchema {
+  if (schema.anyOf) return { ...schema, anyOf: schema.anyOf.map((branch) => without(branch, fields)) };
+  const properties = { ...(schema.properties ?? {}) };
+  for (const field of fields) delete properties[field];
+  const required = (schema.required ?? []).filter((name) => !fields.includes(name));
+  return { ...schema, properties, ...(required.length > 0 ? { required } : { required: undefined }) };
+}
+
+function propertyOf(schema: JsonSchema, field: string): unknown {
+  return schema.properties?.[field] ?? schema.anyOf?.map((b) => b.properties?.[field]).find(Boolean) ?? { type: 'string' };
+}
+
+function operationObject(route: Route): Record<string, unknown> {
+  const op: AnyOperation = route.operation;
+  const input = jsonSchema(op.input, 'input');
+  const output = jsonSchema(op.output, 'output');
+  const pathFields = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
+  const headerFields = Object.entries(route.headers ?? {});
+  const rest = without(input, [...pathFields, ...headerFields.map(([, field]) => field)]);
+
+  const parameters: Record<string, unknown>[] = [
+    ...pathFields.map((name) => ({ name, in: 'path', required: true, schema: propertyOf(input, name) })),
+    ...headerFields.map(([header, field]) => ({ name: header, in: 'header', required: (input.required ?? []).includes(field), schema: propertyOf(input, field) })),
+  ];
+  if (route.method === 'GET') {
+    for (const [name, schema] of Object.entries(rest.properties ?? {})) {
+      parameters.push({ name, in: 'query', required: (rest.required ?? []).includes(name), schema });
+    }
+  }
+
+  const publicRoute = op.credentials.includes('public');
+  const statuses = [400, ...(publicRoute ? [] : [401, 403]), 404, ...(route.method === 'POST' ? [409, 413] : []), 429, 500, 503];
+  const success = route.unwrapped ? output : { type: 'object', required: ['data'], additionalProperties: false, properties: { data: output } };
+
+  return {
+    operationId: op.name,
+    summary: op.description.split('. ')[0],
+    description: op.description,
+    tags: [route.path.split('/')[route.path.startsWith('/v1/') ? 2 : 1]],
+    ...(route.deprecated ? { deprecated: true } : {}),
+    security: publicRoute ? [] : (op.credentials as CredentialKind[]).map((kind) => ({ [securitySchemes[kind].scheme]: [] })),
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(route.method === 'POST' && Object.keys(rest.properties ?? {}).length + (rest.anyOf?.length ?? 0) > 0
+      ? { requestBody: { required: (rest.required ?? []).length > 0 || Boolean(rest.anyOf), content: { 'application/json': { schema: rest } } } }
+      : {}),
+    responses: {
+      [String(route.status ?? 200)]: { description: 'Success.', content: { 'application/json': { schema: success } } },
+      ...Object.fromEntries(
+        statuses.map((status) => [String(status), { description: statusText[status], content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+      ),
+    },
+  };
+}
+
+/** OpenAPI 3.1 built from the same route table and zod schemas the server runs. */
+export function buildOpenApi(routes: Route[], options: { version: string; serverUrl: string }): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    paths[route.path] ??= {};
+    paths[route.path]![route.method.toLowerCase()] = operationObject(route);
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Device Function Control Service API',
+      version: options.version,
+      description:
+        'Owners attach devices with setup tokens, give agents access (read or act ceilings) and grant them device functions; agents request actions; devices fetch, run and report them. Agents may also use the MCP endpoint at /mcp.',
+    },
+    servers: [{ url: options.serverUrl }],
+    paths,
+    components: {
+      schemas: { Error: errorEnvelope },
+      securitySchemes: Object.fromEntries(
+        Object.values(securitySchemes).map(({ scheme, description, bearerFormat }) => [
+          scheme,
+          { type: 'http', scheme: 'bearer', description, ...(bearerFormat ? { bearerFormat } : {}) },
+        ]),
+      ),
+    },
+  };
+}
