@@ -44,7 +44,13 @@ export class EmbeddedDb implements Db {
 
   readonly #direct: Queryable = {
     all: async <T>(sql: string, args: readonly SqlValue[] = []) => this.#statement(sql).all(...args) as T[],
-    get: async <T>(sql: string, args: readonly SqlValue[] = []) => this.#statement(sql).get(...args) as T | undefined,
+    get: async <T>(sql: string, args: readonly SqlValue[] = []) => {
+      const row = this.#statement(sql).get(...args) as (Record<string, unknown> & { _metadata?: unknown }) | undefined;
+      // libsql 0.5's `get()` (unlike `all()`) adds a `_metadata` timing property to the row;
+      // repositories and their callers expect exactly the selected columns.
+      if (row) delete row._metadata;
+      return row as T | undefined;
+    },
     run: async (sql: string, args: readonly SqlValue[] = []): Promise<RunResult> => {
       const info = this.#statement(sql).run(...args);
       return { changes: info.changes };
@@ -98,12 +104,22 @@ export class EmbeddedDb implements Db {
     });
   }
 
+  /**
+   * Reads a PRAGMA's value. Not `pragma(name, { simple: true })`: in libsql 0.5 that answers
+   * the whole row object (its pluck mode applies to `all()` only), which reported
+   * "[object Object]" as the journal mode.
+   */
+  #pragma(name: string): unknown {
+    const row = this.#db.prepare(`PRAGMA ${name}`).all()[0] as Record<string, unknown> | undefined;
+    return row === undefined ? undefined : Object.values(row)[0];
+  }
+
   async connectionSettings(): Promise<ConnectionSettings[]> {
     return [
       {
-        journalMode: String(this.#db.pragma('journal_mode', { simple: true })),
-        busyTimeoutMs: Number(this.#db.pragma('busy_timeout', { simple: true })),
-        foreignKeys: Number(this.#db.pragma('foreign_keys', { simple: true })) === 1,
+        journalMode: String(this.#pragma('journal_mode')),
+        busyTimeoutMs: Number(this.#pragma('busy_timeout')),
+        foreignKeys: Number(this.#pragma('foreign_keys')) === 1,
       },
     ];
   }

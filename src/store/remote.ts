@@ -28,33 +28,57 @@ function queryable(target: Pick<Client | Transaction, 'execute'>): Queryable {
   };
 }
 
+/** Same as the embedded driver: a writer waits this long for a lock before SQLITE_BUSY. */
+const BUSY_TIMEOUT_MS = 5000;
+
 /**
  * A libSQL server (sqld, Turso) reached over `libsql://`, `http://` or `https://`. The server
  * owns durability and WAL; each interactive transaction is its own server-side stream.
+ *
+ * A `file:` URL also works here (the tests use it to exercise this driver without a server).
+ * `@libsql/client` then keeps a pool of local connections, and a PRAGMA run through
+ * `execute()` reaches only one of them (shared/facts.md), so the busy timeout is given to the
+ * client, which sets it on every connection it opens, and WAL, which the file itself
+ * remembers, is switched on once before the first statement. `openDb` serves `file:` URLs
+ * with the embedded driver; this path is for exercising the remote driver only.
  */
 export class RemoteDb implements Db {
   readonly mode = 'remote' as const;
   readonly #client: Client;
   readonly #direct: Queryable;
+  readonly #ready: Promise<unknown>;
 
   constructor(url: string, authToken: string | undefined) {
-    this.#client = createClient(authToken ? { url, authToken, intMode: 'number' } : { url, intMode: 'number' });
+    const local = url.startsWith('file:');
+    this.#client = createClient({
+      url,
+      intMode: 'number',
+      ...(authToken ? { authToken } : {}),
+      ...(local ? { timeout: BUSY_TIMEOUT_MS } : {}),
+    });
     this.#direct = queryable(this.#client);
+    this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
+    // A failure surfaces on the first statement that awaits it, not as an unhandled rejection.
+    this.#ready.catch(() => undefined);
   }
 
-  all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
+  async all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
+    await this.#ready;
     return this.#direct.all<T>(sql, args);
   }
 
-  get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
+  async get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
+    await this.#ready;
     return this.#direct.get<T>(sql, args);
   }
 
-  run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
+  async run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
+    await this.#ready;
     return this.#direct.run(sql, args);
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    await this.#ready;
     const tx = await this.#client.transaction('write');
     try {
       const result = await fn(queryable(tx));
@@ -69,6 +93,7 @@ export class RemoteDb implements Db {
   }
 
   async script(sql: string): Promise<void> {
+    await this.#ready;
     const tx = await this.#client.transaction('write');
     try {
       await tx.executeMultiple(sql);
@@ -79,6 +104,7 @@ export class RemoteDb implements Db {
   }
 
   async connectionSettings(): Promise<ConnectionSettings[]> {
+    await this.#ready;
     const journal = await this.#client.execute('PRAGMA journal_mode');
     const busy = await this.#client.execute('PRAGMA busy_timeout');
     const fk = await this.#client.execute('PRAGMA foreign_keys');

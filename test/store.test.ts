@@ -1,0 +1,200 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../src/store/driver.js';
+import { EmbeddedDb } from '../src/store/embedded.js';
+import { loadMigrations, migrate } from '../src/store/migrate.js';
+import { openDb } from '../src/store/open.js';
+import { RemoteDb } from '../src/store/remote.js';
+import { client } from './helpers/api.js';
+import { createSetupToken } from './helpers/fixtures.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-store-'));
+
+const opened: Db[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((db) => db.close()));
+});
+function track<T extends Db>(db: T): T {
+  opened.push(db);
+  return db;
+}
+
+function expectFileSettings(settings: Awaited<ReturnType<Db['connectionSettings']>>) {
+  expect(settings.length).toBeGreaterThan(0);
+  for (const connection of settings) {
+    expect(connection.journalMode.toLowerCase()).toBe('wal');
+    expect(connection.busyTimeoutMs).toBeGreaterThan(0);
+    expect(connection.foreignKeys).toBe(true);
+  }
+}
+
+describe('connection settings', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server.close());
+
+  it('the running service uses the embedded driver with WAL, a busy timeout and foreign keys on every connection', async () => {
+    expect(server.service.db.mode).toBe('embedded');
+    expectFileSettings(await server.service.db.connectionSettings());
+  });
+
+  it('the remote driver on a file: URL reports WAL, a busy timeout and foreign keys on every connection', async () => {
+    const db = track(new RemoteDb(`file:${path.join(tempDir(), 'remote.db')}`, undefined));
+    await migrate(db);
+    expectFileSettings(await db.connectionSettings());
+  });
+
+  it('enforces foreign keys', async () => {
+    const db = track(await openDb(`file:${path.join(tempDir(), 'fk.db')}`));
+    await expect(
+      db.run(
+        `INSERT INTO connections (id, workspace_id, purpose, name, principal, access, token_hash, token_prefix, device_limit, created_by, created_at)
+         VALUES ('c', 'no-such-workspace', 'agent', 'n', 'p', 'read', 'h', 'p', 0, 'o', 0)`,
+      ),
+    ).rejects.toThrow(/FOREIGN KEY/i);
+  });
+});
+
+describe('migrations', () => {
+  it('are numbered, unique and in order', () => {
+    const migrations = loadMigrations();
+    expect(migrations.length).toBeGreaterThan(0);
+    const versions = migrations.map((m) => m.version);
+    expect(versions).toEqual([...versions].sort((a, b) => a - b));
+    expect(new Set(versions).size).toBe(versions.length);
+    expect(versions[0]).toBe(1);
+  });
+
+  it('apply everything on a new file, creating its folder', async () => {
+    const file = path.join(tempDir(), 'nested', 'folder', 'service.db');
+    const db = track(new EmbeddedDb(file));
+    expect(await migrate(db)).toEqual(loadMigrations().map((m) => m.version));
+    expect(fs.existsSync(file)).toBe(true);
+  });
+
+  it('are idempotent: opening the same file again applies nothing', async () => {
+    const url = `file:${path.join(tempDir(), 'twice.db')}`;
+    const first = await openDb(url);
+    await first.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('w', 'kept', 'r', 1)");
+    await first.close();
+
+    const second = track(await openDb(url));
+    expect(await migrate(second)).toEqual([]);
+    const recorded = await second.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+    expect(recorded.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));
+    expect(await second.get('SELECT external_id AS externalId FROM workspaces')).toEqual({ externalId: 'kept' });
+  });
+
+  it('apply only the new ones when a migration is added', async () => {
+    const db = track(new EmbeddedDb(path.join(tempDir(), 'grow.db')));
+    const all = loadMigrations();
+    await migrate(db, all);
+    const next = { version: all.at(-1)!.version + 1, name: 'zz_test_only', sql: 'CREATE TABLE zz_test_only (x INTEGER);' };
+    expect(await migrate(db, [...all, next])).toEqual([next.version]);
+    expect(await migrate(db, [...all, next])).toEqual([]);
+  });
+
+  it('leave no trace of a migration that fails half-way', async () => {
+    const db = track(new EmbeddedDb(path.join(tempDir(), 'broken.db')));
+    const all = loadMigrations();
+    await migrate(db, all);
+    const broken = { version: all.at(-1)!.version + 1, name: 'broken', sql: 'CREATE TABLE half (x INTEGER); NOT SQL AT ALL;' };
+    await expect(migrate(db, [...all, broken])).rejects.toThrow();
+    expect(await db.get("SELECT name FROM sqlite_master WHERE name = 'half'")).toBeUndefined();
+    expect(await db.get('SELECT version FROM schema_migrations WHERE version = ?', [broken.version])).toBeUndefined();
+  });
+});
+
+describe.each([
+  { driver: 'embedded (libsql)', open: (file: string) => new EmbeddedDb(file) as Db },
+  { driver: 'remote (@libsql/client on a file: URL)', open: (file: string) => new RemoteDb(`file:${file}`, undefined) as Db },
+])('the $driver driver', ({ open }) => {
+  async function fresh(): Promise<Db> {
+    const db = track(open(path.join(tempDir(), 'driver.db')));
+    await migrate(db);
+    return db;
+  }
+
+  it('migrates, writes and reads rows as plain records', async () => {
+    const db = await fresh();
+    const result = await db.run('INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, ?)', ['w1', 'ext', 'r1', 1_700_000_000_000]);
+    expect(result.changes).toBe(1);
+    expect(await db.get('SELECT id, external_id AS externalId, created_at AS createdAt FROM workspaces WHERE id = ?', ['w1'])).toEqual({
+      id: 'w1',
+      externalId: 'ext',
+      createdAt: 1_700_000_000_000,
+    });
+    expect(await db.all('SELECT id FROM workspaces')).toEqual([{ id: 'w1' }]);
+    expect(await db.get('SELECT id FROM workspaces WHERE id = ?', ['missing'])).toBeUndefined();
+  });
+
+  it('commits a transaction as a whole', async () => {
+    const db = await fresh();
+    const value = await db.transaction(async (tx) => {
+      await tx.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'a', 'ra', 1)");
+      await tx.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('b', 'b', 'rb', 1)");
+      return 'done';
+    });
+    expect(value).toBe('done');
+    expect((await db.all('SELECT id FROM workspaces ORDER BY id')).length).toBe(2);
+  });
+
+  it('rolls a transaction back as a whole when it throws', async () => {
+    const db = await fresh();
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'a', 'ra', 1)");
+        throw new Error('changed my mind');
+      }),
+    ).rejects.toThrow('changed my mind');
+    expect(await db.all('SELECT id FROM workspaces')).toEqual([]);
+  });
+
+  it('reports the changes of a guarded UPDATE (0 when the guard fails)', async () => {
+    const db = await fresh();
+    await db.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'a', 'ra', 1)");
+    expect((await db.run("UPDATE workspaces SET created_at = 2 WHERE id = 'a' AND created_at = 1")).changes).toBe(1);
+    expect((await db.run("UPDATE workspaces SET created_at = 3 WHERE id = 'a' AND created_at = 1")).changes).toBe(0);
+  });
+});
+
+describe('the embedded driver under concurrent requests', () => {
+  it('keeps statements issued during an open transaction out of it', async () => {
+    const db = track(new EmbeddedDb(path.join(tempDir(), 'exclusive.db')));
+    await migrate(db);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const failing = db.transaction(async (tx) => {
+      await tx.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('tx', 'tx', 'rtx', 1)");
+      await gate;
+      throw new Error('roll back');
+    });
+    // Issued while the transaction is open: must not land inside it (and so survive its rollback).
+    const outside = db.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('out', 'out', 'rout', 1)");
+    release();
+    await expect(failing).rejects.toThrow('roll back');
+    await outside;
+    expect(await db.all('SELECT id FROM workspaces')).toEqual([{ id: 'out' }]);
+  });
+});
+
+describe('restart on the same database', () => {
+  it('keeps tokens and devices: a setup token issued before a restart still attaches after it', async () => {
+    const first = await startTestServer();
+    const setup = await createSetupToken(client(first.url), await first.ownerToken('restart-owner'), { name: 'survives', deviceLimit: 2 });
+    await first.close();
+
+    const second = await startTestServer({ dir: first.dir });
+    try {
+      const res = await client(second.url).post('/v1/sdk/devices', { token: setup.token, body: { name: 'after restart' } });
+      expect(res.status).toBe(201);
+    } finally {
+      await second.close();
+    }
+  });
+});
