@@ -33,6 +33,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
     authConfigured: config.owner.mode === 'external',
     deviceControlsEnabled: config.deviceControlsEnabled,
     publicBaseUrl: config.publicBaseUrl,
+    capacity: config.capacity,
   };
   const app = new Hono<RestEnv>();
 

@@ -1,5 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
+import type { CapacityLimits } from './domain/context.js';
+import type { RateLimitSettings } from './domain/rate-limits.js';
 
 /**
  * Every setting the service reads, all optional (decisions §1). Parsed once by the entry
@@ -10,6 +12,7 @@ const booleanString = z
   .transform((value) => value === 'true' || value === '1');
 
 const positiveInt = z.coerce.number().int().positive();
+const positiveNumber = z.coerce.number().positive();
 
 export const configSchema = z
   .object({
@@ -30,6 +33,15 @@ export const configSchema = z
     SERVICE_COMMIT: z.string().min(1).optional(),
     EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
     LOG_LEVEL: z.enum(['info', 'silent']).default('info'),
+    WS_PING_SECONDS: positiveInt.default(15),
+    RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20),
+    RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
+    RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10),
+    RATE_LIMIT_DEVICE_BURST: positiveInt.default(20),
+    AUTH_FAILURES_PER_MINUTE: positiveInt.default(10),
+    WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
+    WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt.default(10_000),
+    DEVICE_MAX_QUEUED_ACTIONS: positiveInt.default(100),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -56,6 +68,10 @@ export interface Config {
   commit: string | undefined;
   expirySweepMs: number;
   logLevel: 'info' | 'silent';
+  /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
+  wsPingMs: number;
+  rateLimits: RateLimitSettings;
+  capacity: CapacityLimits;
 }
 
 export class ConfigError extends Error {}
@@ -97,5 +113,16 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     commit: e.SERVICE_COMMIT,
     expirySweepMs: e.EXPIRY_SWEEP_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
+    wsPingMs: e.WS_PING_SECONDS * 1000,
+    rateLimits: {
+      agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
+      device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },
+      authFailures: { ratePerSecond: e.AUTH_FAILURES_PER_MINUTE / 60, burst: e.AUTH_FAILURES_PER_MINUTE },
+    },
+    capacity: {
+      devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
+      queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
+      queuedActionsPerDevice: e.DEVICE_MAX_QUEUED_ACTIONS,
+    },
   };
 }

@@ -11,8 +11,9 @@ export interface Authenticator {
   /**
    * Resolves a bearer token to the credential it is. No token: null (the operation decides
    * whether that is allowed). A token that is unknown, expired or revoked: `unauthorized`.
+   * `clientAddress` lets a rate-limiting authenticator count failures per address.
    */
-  authenticate(bearer: string | null): Promise<Credential | null>;
+  authenticate(bearer: string | null, clientAddress?: string): Promise<Credential | null>;
 }
 
 const invalid = () => new DomainError('unauthorized', 'The credential is unknown, expired or revoked.');

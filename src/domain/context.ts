@@ -29,6 +29,14 @@ export interface ServiceSettings {
   authConfigured: boolean;
   deviceControlsEnabled: boolean;
   publicBaseUrl: string;
+  capacity: CapacityLimits;
+}
+
+/** Workspace capacity (decisions §8), checked in the transaction that would exceed it. */
+export interface CapacityLimits {
+  devicesPerWorkspace: number;
+  queuedActionsPerWorkspace: number;
+  queuedActionsPerDevice: number;
 }
 
 /** What every operation receives: plain data, never a transport's request object. */

@@ -7,6 +7,7 @@ import {
   getDevice,
   insertDevice,
   listCapabilities,
+  listChildKeys,
   listDevices,
   replaceManifest,
   revokeDevice,
@@ -17,6 +18,7 @@ import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
 import { publishActions } from './actions.js';
 import { argumentSchemaProblem } from './argument-schemas.js';
+import { assertDeviceCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';
 import { listCallableFunctions } from './functions.js';
@@ -97,6 +99,7 @@ export const attachDevice = defineOperation({
         // The credential was valid when the request began; a concurrent attach took the last slot.
         throw new DomainError('device_limit_reached', 'This setup token has attached as many devices as its deviceLimit allows.');
       }
+      await assertDeviceCapacity(tx, ctx.settings.capacity, credential.workspaceId, 1);
       return createAttachedDevice(tx, { workspaceId: credential.workspaceId, name: input.name, kind: input.kind, attachedVia: credential.connectionId, now });
     }),
 });
@@ -211,7 +214,13 @@ export const publishManifest = defineOperation({
     if (issues.length > 0) throw fail.invalid('The manifest is not valid.', issues);
 
     const now = ctx.clock.now();
-    await ctx.db.transaction((tx) => replaceManifest(tx, { workspaceId: credential.workspaceId, id: self.id }, input.capabilities, children, now));
+    await ctx.db.transaction(async (tx) => {
+      const active = new Set((await listChildKeys(tx, self.id)).map((c) => c.childKey));
+      const added = children.filter((c) => !active.has(c.key)).length;
+      const removed = [...active].filter((key) => !keys.has(key)).length;
+      await assertDeviceCapacity(tx, ctx.settings.capacity, credential.workspaceId, added - removed);
+      await replaceManifest(tx, { workspaceId: credential.workspaceId, id: self.id }, input.capabilities, children, now);
+    });
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
     return {
       device: all.find((d) => d.id === self.id)!,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { hashToken, issueToken } from '../auth/tokens.js';
 import { consumeEnrollment, insertEnrollment, recordEnrolledDevice } from '../store/enrollments.js';
+import { assertDeviceCapacity } from './capacity.js';
 import { createAttachedDevice } from './devices.js';
 import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
@@ -47,6 +48,7 @@ export const enrollBoard = defineOperation({
       const now = ctx.clock.now();
       const enrollment = await consumeEnrollment(tx, hashToken(input.code), now);
       if (!enrollment) throw new DomainError('unauthorized', 'The enrollment code is unknown, used or expired.');
+      await assertDeviceCapacity(tx, ctx.settings.capacity, enrollment.workspaceId, 1);
       const attached = await createAttachedDevice(tx, { workspaceId: enrollment.workspaceId, name: input.name, kind: input.kind, attachedVia: enrollment.id, now });
       await recordEnrolledDevice(tx, enrollment.id, attached.device.id);
       return attached;

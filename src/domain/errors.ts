@@ -37,6 +37,8 @@ export interface ErrorDetails {
   requiredAccess?: 'read' | 'act';
   /** For `rate_limited` / `capacity_exceeded`. */
   retryAfterSeconds?: number;
+  /** For `rate_limited`: the bucket's size and what is left of it. */
+  rateLimit?: { limit: number; remaining: number };
 }
 
 export class DomainError extends Error {

@@ -1,3 +1,4 @@
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono } from 'hono';
 import type { Context as HonoContext } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
@@ -22,6 +23,15 @@ export function bearerToken(header: string | undefined): string | null {
   return match ? match[1]! : '';
 }
 
+/** The peer address of the connection (a proxy in front would need X-Forwarded-For handling). */
+export function clientAddress(c: HonoContext): string | undefined {
+  try {
+    return getConnInfo(c).remote.address;
+  } catch {
+    return undefined;
+  }
+}
+
 function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
 }
@@ -36,7 +46,7 @@ function firstQueryValues(c: HonoContext): Record<string, string> {
 export function mountRoutes(app: Hono<RestEnv>, routes: Route[], authenticator: Authenticator): void {
   for (const route of routes) {
     const handler = async (c: HonoContext<RestEnv>) => {
-      const credential = await authenticator.authenticate(bearerToken(c.req.header('authorization')));
+      const credential = await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
       c.set('principalKind', credential?.kind);
       const body = route.method === 'POST' ? parseJsonObject(await readLimitedBody(c.req.raw)) : {};
       const fromHeaders: Record<string, string | undefined> = {};

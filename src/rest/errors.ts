@@ -48,6 +48,13 @@ export function toHttpError(error: unknown, requestId: string): HttpError & { in
   const headers: Record<string, string> = {};
   if (error.code === 'unauthorized') headers['WWW-Authenticate'] = 'Bearer';
   if (error.details.retryAfterSeconds !== undefined) headers['Retry-After'] = String(error.details.retryAfterSeconds);
+  if (error.details.rateLimit) {
+    // RateLimit header fields (draft-ietf-httpapi-ratelimit-headers): bucket size, what is
+    // left, and seconds until a request is allowed again.
+    headers['RateLimit-Limit'] = String(error.details.rateLimit.limit);
+    headers['RateLimit-Remaining'] = String(error.details.rateLimit.remaining);
+    headers['RateLimit-Reset'] = String(error.details.retryAfterSeconds ?? 1);
+  }
   return {
     status: httpStatus[error.code],
     body: {

@@ -92,6 +92,14 @@ export function listDeviceCapabilities(db: Queryable, workspaceId: string, devic
   );
 }
 
+/** A gateway's children that count against capacity now: in its manifest and not revoked. */
+export function listChildKeys(db: Queryable, gatewayId: string): Promise<{ id: string; childKey: string }[]> {
+  return db.all<{ id: string; childKey: string }>(
+    'SELECT id, child_key AS childKey FROM devices WHERE parent_id = ? AND detached_at IS NULL AND revoked_at IS NULL',
+    [gatewayId],
+  );
+}
+
 /** Revokes a device and, for a gateway, its children: their commands have no other way in. */
 export async function revokeDevice(db: Queryable, workspaceId: string, id: string, now: number): Promise<number> {
   const result = await db.run(

@@ -10,6 +10,14 @@ import { startService, type RunningService } from '../../src/service.js';
 export const TEST_ISSUER = 'https://idp.test.invalid';
 export const TEST_AUDIENCE = 'dfc-tests';
 
+export const RELAXED_LIMITS: Record<string, string> = {
+  RATE_LIMIT_AGENT_PER_SECOND: '100000',
+  RATE_LIMIT_AGENT_BURST: '100000',
+  RATE_LIMIT_DEVICE_PER_SECOND: '100000',
+  RATE_LIMIT_DEVICE_BURST: '100000',
+  AUTH_FAILURES_PER_MINUTE: '100000',
+};
+
 export interface TestServer {
   url: string;
   config: Config;
@@ -65,6 +73,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     OWNER_ISSUER: TEST_ISSUER,
     OWNER_AUDIENCE: TEST_AUDIENCE,
     OWNER_WORKSPACE_CLAIM: 'workspace',
+    // Tests drive one credential much harder than a real agent would; rate-limit tests opt
+    // back in to the production defaults (or lower) through `env`.
+    ...RELAXED_LIMITS,
     ...options.env,
   });
   const logs: string[] = [];

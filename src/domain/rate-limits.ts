@@ -1,0 +1,92 @@
+import type { Credential } from './context.js';
+import { DomainError } from './errors.js';
+
+export interface BucketRule {
+  /** Tokens added per second. */
+  ratePerSecond: number;
+  /** Bucket size: how many requests may come at once after a quiet spell. */
+  burst: number;
+}
+
+export interface TakeResult {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until one more request would be allowed (0 when allowed now). */
+  retryAfterSeconds: number;
+}
+
+/**
+ * Token buckets keyed by string. In one process the state is a Map; several instances
+ * would share it through the same interface backed by a shared store (e.g. Redis with a
+ * Lua script, or a libSQL table updated with one guarded statement).
+ */
+export interface RateLimiter {
+  take(key: string, rule: BucketRule, now: number): TakeResult;
+  /** Looks without taking: used to refuse an address that already failed too often. */
+  peek(key: string, rule: BucketRule, now: number): TakeResult;
+}
+
+interface Bucket {
+  tokens: number;
+  updatedAt: number;
+}
+
+export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): RateLimiter {
+  const buckets = new Map<string, Bucket>();
+  const maxKeys = options.maxKeys ?? 100_000;
+
+  const refill = (key: string, rule: BucketRule, now: number): Bucket => {
+    const bucket = buckets.get(key);
+    if (!bucket) return { tokens: rule.burst, updatedAt: now };
+    // A clock that steps backwards (NTP, a test's clock) must not drain the bucket.
+    const elapsed = Math.max(0, now - bucket.updatedAt);
+    const tokens = Math.min(rule.burst, bucket.tokens + (elapsed / 1000) * rule.ratePerSecond);
+    return { tokens, updatedAt: Math.max(now, bucket.updatedAt) };
+  };
+  const result = (bucket: Bucket, rule: BucketRule, allowed: boolean): TakeResult => ({
+    allowed,
+    limit: rule.burst,
+    remaining: Math.max(0, Math.floor(bucket.tokens)),
+    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - bucket.tokens) / rule.ratePerSecond)),
+  });
+
+  return {
+    take(key, rule, now) {
+      const bucket = refill(key, rule, now);
+      const allowed = bucket.tokens >= 1;
+      if (allowed) bucket.tokens -= 1;
+      // Bounded memory under a flood of distinct keys: a full bucket carries no state, so
+      // dropping the oldest entries loses nothing but partial refills.
+      if (!buckets.has(key) && buckets.size >= maxKeys) buckets.delete(buckets.keys().next().value!);
+      buckets.delete(key);
+      buckets.set(key, bucket);
+      return result(bucket, rule, allowed);
+    },
+    peek(key, rule, now) {
+      const bucket = refill(key, rule, now);
+      return result(bucket, rule, bucket.tokens >= 1);
+    },
+  };
+}
+
+export interface RateLimitSettings {
+  agent: BucketRule;
+  device: BucketRule;
+  /** Failed authentications per client address. */
+  authFailures: BucketRule;
+}
+
+/** The bucket a credential draws from, or undefined for kinds that are not limited per credential. */
+export function credentialBucket(credential: Credential | null, settings: RateLimitSettings): { key: string; rule: BucketRule } | undefined {
+  if (credential?.kind === 'agent') return { key: `agent:${credential.connectionId}`, rule: settings.agent };
+  if (credential?.kind === 'device') return { key: `device:${credential.deviceId}`, rule: settings.device };
+  return undefined;
+}
+
+export function rateLimited(result: TakeResult, what: string): DomainError {
+  return new DomainError('rate_limited', `Too many requests for this ${what}; retry after ${result.retryAfterSeconds} s.`, {
+    retryAfterSeconds: result.retryAfterSeconds,
+    rateLimit: { limit: result.limit, remaining: result.remaining },
+  });
+}

@@ -1,0 +1,117 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, type Client } from './helpers/api.js';
+import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+let server: TestServer;
+let http: Client;
+let owner: string;
+let now = 1_800_000_000_000;
+
+beforeAll(async () => {
+  server = await startTestServer({
+    clock: { now: () => now },
+    env: {
+      RATE_LIMIT_AGENT_PER_SECOND: '2',
+      RATE_LIMIT_AGENT_BURST: '4',
+      RATE_LIMIT_DEVICE_PER_SECOND: '1',
+      RATE_LIMIT_DEVICE_BURST: '3',
+      AUTH_FAILURES_PER_MINUTE: '5',
+      WORKSPACE_MAX_DEVICES: '3',
+      DEVICE_MAX_QUEUED_ACTIONS: '2',
+      WORKSPACE_MAX_QUEUED_ACTIONS: '3',
+    },
+  });
+  http = client(server.url);
+  owner = await server.ownerToken('alice');
+});
+afterAll(() => server.close());
+
+describe('rate limits per credential (decisions §8)', () => {
+  it('answers 429 with Retry-After and RateLimit headers once an agent token spends its burst, and refills with time', async () => {
+    const agent = await createAgent(http, owner, { access: 'read' });
+    for (let i = 0; i < 4; i++) expect((await http.get('/v1/functions', { token: agent.token })).status).toBe(200);
+    const limited = await http.get('/v1/functions', { token: agent.token });
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe('rate_limited');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(limited.headers.get('ratelimit-limit')).toBe('4');
+    expect(limited.headers.get('ratelimit-remaining')).toBe('0');
+    now += 1000;
+    expect((await http.get('/v1/functions', { token: agent.token })).status).toBe(200);
+  });
+
+  it('keeps one agent connection’s bucket apart from another’s', async () => {
+    const a = await createAgent(http, owner, { access: 'read' });
+    const b = await createAgent(http, owner, { access: 'read' });
+    for (let i = 0; i < 4; i++) await http.get('/v1/functions', { token: a.token });
+    expect((await http.get('/v1/functions', { token: a.token })).status).toBe(429);
+    expect((await http.get('/v1/functions', { token: b.token })).status).toBe(200);
+  });
+
+  it('limits a device credential with its own, smaller bucket', async () => {
+    now += 60_000;
+    const device = await attachDevice(http, owner, { manifest: null });
+    const poll = () => http.post(`/v1/device/${device.id}/next`, { token: device.token, headers: { 'x-service-workspace': device.workspace } });
+    for (let i = 0; i < 3; i++) expect((await poll()).status).toBe(200);
+    expect((await poll()).status).toBe(429);
+  });
+});
+
+describe('failed authentications per client address', () => {
+  it('refuses an address with 429 after too many failures, even with a valid token, until the bucket refills', async () => {
+    now += 600_000;
+    for (let i = 0; i < 5; i++) expect((await http.get('/v1/account', { token: 'dfc_agent_nope' })).status).toBe(401);
+    const refused = await http.get('/v1/account', { token: owner });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBeTruthy();
+    now += 60_000;
+    expect((await http.get('/v1/account', { token: owner })).status).toBe(200);
+  });
+});
+
+describe('workspace capacity', () => {
+  let lamp: AttachedDevice;
+  let agent: { token: string; principal: string };
+
+  it('refuses a device beyond the workspace limit with 429 capacity_exceeded, counting gateway children', async () => {
+    now += 600_000;
+    const bob = await server.ownerToken('bob');
+    lamp = await attachDevice(http, bob);
+    const gateway = await attachDevice(http, bob, { kind: 'gateway', manifest: null });
+    const twoChildren = {
+      capabilities: [],
+      children: [
+        { key: 'a', name: 'A', kind: 'device', capabilities: [] },
+        { key: 'b', name: 'B', kind: 'device', capabilities: [] },
+      ],
+    };
+    const tooMany = await http.post(`/v1/device/${gateway.id}/manifest`, { token: gateway.token, body: twoChildren });
+    expect(tooMany.status).toBe(429);
+    expect(tooMany.body.error.code).toBe('capacity_exceeded');
+    const oneChild = { capabilities: [], children: [twoChildren.children[0]] };
+    expect((await http.post(`/v1/device/${gateway.id}/manifest`, { token: gateway.token, body: oneChild })).status).toBe(200);
+
+    const setup = await http.post('/v1/device-setup-tokens', { token: bob, body: { name: 'one more' } });
+    const refused = await http.post('/v1/sdk/devices', { token: setup.body.data.token, body: { name: 'Fourth' } });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('capacity_exceeded');
+    expect(refused.headers.get('retry-after')).toBeTruthy();
+    const devices = await http.get('/v1/devices', { token: bob });
+    expect(devices.body.data).toHaveLength(3);
+
+    agent = await createAgent(http, bob, { access: 'act' });
+    await http.post('/v1/grants', { token: bob, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] } });
+  });
+
+  it('refuses a queued action beyond the per-device limit, and nothing is written', async () => {
+    const request = () => http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state' } });
+    expect((await request()).status).toBe(201);
+    expect((await request()).status).toBe(201);
+    const refused = await request();
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('capacity_exceeded');
+    const history = await http.get('/v1/actions', { token: await server.ownerToken('bob') });
+    expect(history.body.data).toHaveLength(2);
+  });
+});
