@@ -1,9 +1,12 @@
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { createApp } from './app.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import { createOwnerVerifier } from './auth/owner.js';
 import type { Config } from './config.js';
+import { createLocalNotifier, type DeviceNotifier } from './device-channel/notifier.js';
+import { attachDeviceChannel } from './device-channel/socket-server.js';
 import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
@@ -22,6 +25,8 @@ export interface RunningService {
 export interface ServiceOptions {
   log?: Logger;
   clock?: Clock;
+  /** The wake channel's notifier; in-memory unless several instances share one (README "Wake channel"). */
+  notifier?: (events: EventHub) => DeviceNotifier;
 }
 
 /** Opens the database, builds the app and listens: what `npm start` and the tests run. */
@@ -38,6 +43,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
   });
+  const notifier = (options.notifier ?? createLocalNotifier)(events);
+  // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
+  const channel = attachDeviceChannel(server as Server, { db, clock, log, notifier, pingMs: config.wsPingMs });
   const { port } = server.address() as AddressInfo;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
 
@@ -48,6 +56,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
     events,
     async close() {
       stopSweep();
+      await channel.close();
+      notifier.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         if ('closeAllConnections' in server) server.closeAllConnections();

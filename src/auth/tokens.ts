@@ -6,6 +6,8 @@ export const tokenKinds = {
   setup: 'dfc_setup_',
   device: 'dfc_device_',
   enrollment: 'dfc_enroll_',
+  /** One-use wake-channel ticket; never a bearer credential (src/domain/device-events.ts). */
+  ticket: 'dfc_ticket_',
 } as const;
 
 export type TokenKind = keyof typeof tokenKinds;

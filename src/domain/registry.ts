@@ -9,6 +9,7 @@ import {
   revokeSetupToken,
 } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
+import { issueEventsTicket } from './device-events.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
@@ -45,6 +46,7 @@ export const operations = {
   broadcast,
   fetchNext: fetchNextCommand,
   reportResult,
+  issueEventsTicket,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

@@ -54,4 +54,6 @@ export const routes: Route[] = [
 
   { method: 'POST', path: '/v1/device/{deviceId}/next', operation: op.fetchNext, headers: { 'x-service-workspace': 'workspace' } },
   { method: 'POST', path: '/v1/device/{deviceId}/result', operation: op.reportResult },
+  // GET /v1/device/{deviceId}/events, the wake WebSocket, is served by src/device-channel, not Hono.
+  { method: 'POST', path: '/v1/device/{deviceId}/events-ticket', operation: op.issueEventsTicket, status: 201 },
 ];

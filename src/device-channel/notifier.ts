@@ -1,0 +1,61 @@
+import type { EventHub } from '../domain/events.js';
+
+/** The wake frame, exactly as sent on the socket (README "Wake channel"). */
+export interface WakeFrame {
+  type: 'wake';
+  /** The device that runs the command: the socket's device, or one of its gateway's children. */
+  deviceId: string;
+  actionId: string;
+}
+
+/** What a device's open sockets are told, addressed by the id of the device holding the socket. */
+export type DeviceSignal = { type: 'wake'; frame: WakeFrame } | { type: 'revoked' };
+
+/**
+ * Delivers signals to the sockets a device holds on this instance, whichever instance
+ * raised them. In one process, `createLocalNotifier` below. Several instances behind a load
+ * balancer put a shared bus behind the same interface (README "Wake channel": each instance
+ * publishes its committed changes to a channel per device and subscribes for the devices
+ * whose sockets it holds). A wake is only a hint: a lost one delays a command until the
+ * device's next poll, it never loses it, because the queue lives in the database.
+ */
+export interface DeviceNotifier {
+  /** Calls `listener` for every signal addressed to `deviceId` until the returned function is called. */
+  listen(deviceId: string, listener: (signal: DeviceSignal) => void): () => void;
+  close(): void;
+}
+
+/**
+ * The in-process notifier: turns the service's own events into device signals. A `queued`
+ * action wakes the device that fetches it (`targetId`: the device, or a child's gateway);
+ * a revocation reaches the revoked device's sockets. Listeners are indexed by device, so a
+ * wake costs one map lookup however many sockets are open.
+ */
+export function createLocalNotifier(events: EventHub): DeviceNotifier {
+  const listeners = new Map<string, Set<(signal: DeviceSignal) => void>>();
+  const deliver = (deviceId: string, signal: DeviceSignal) => {
+    for (const listener of listeners.get(deviceId) ?? []) listener(signal);
+  };
+  const unsubscribe = events.subscribe((event) => {
+    if (event.type === 'action' && event.action.status === 'queued') {
+      deliver(event.targetId, { type: 'wake', frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id } });
+    } else if (event.type === 'device-revoked') {
+      deliver(event.deviceId, { type: 'revoked' });
+    }
+  });
+  return {
+    listen(deviceId, listener) {
+      let set = listeners.get(deviceId);
+      if (!set) listeners.set(deviceId, (set = new Set()));
+      set.add(listener);
+      return () => {
+        set.delete(listener);
+        if (set.size === 0 && listeners.get(deviceId) === set) listeners.delete(deviceId);
+      };
+    },
+    close() {
+      unsubscribe();
+      listeners.clear();
+    },
+  };
+}

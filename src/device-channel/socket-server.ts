@@ -1,0 +1,199 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { Clock, Logger } from '../domain/context.js';
+import { markDeviceSeen, redeemEventsTicket } from '../domain/device-events.js';
+import { DomainError } from '../domain/errors.js';
+import { toHttpError } from '../rest/errors.js';
+import type { Db } from '../store/driver.js';
+import type { DeviceNotifier, WakeFrame } from './notifier.js';
+
+/** Close codes of the wake socket (README "Wake channel"). */
+export const CLOSE_CODES = {
+  /** The service is shutting down; reconnect with backoff. */
+  goingAway: 1001,
+  /** The device was revoked (decisions §2): do not reconnect. */
+  revoked: 4401,
+  /** The device opened more sockets than allowed; its oldest socket gives way. */
+  replaced: 4409,
+} as const;
+
+/** Devices send nothing but pongs; anything bigger than this closes the socket (1009). */
+export const MAX_PAYLOAD_BYTES = 1024;
+/** Enough for a device and a restarting copy of it; a leaking client cannot pile up sockets. */
+export const MAX_SOCKETS_PER_DEVICE = 4;
+const CLOSE_GRACE_MS = 1000;
+const EVENTS_PATH = /^\/v1\/device\/([^/]+)\/events$/;
+
+export interface DeviceChannelDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  notifier: DeviceNotifier;
+  /** Protocol ping interval; a peer that has not answered the previous ping by the next one is dropped. */
+  pingMs: number;
+}
+
+export interface DeviceChannel {
+  /** Open sockets per device id (for tests and metrics). */
+  openSockets(deviceId?: string): number;
+  /** Closes every socket with 1001 and stops accepting upgrades. */
+  close(): Promise<void>;
+}
+
+interface Peer {
+  socket: WebSocket;
+  deviceId: string;
+  alive: boolean;
+  stopListening: () => void;
+}
+
+/** Answers an upgrade request with a plain HTTP error and the service's envelope, then hangs up. */
+function refuse(socket: Duplex, error: unknown, requestId: string): number {
+  const { status, body, headers } = toHttpError(error, requestId);
+  const json = JSON.stringify(body);
+  const lines = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
+    'Content-Type: application/json',
+    `Content-Length: ${Buffer.byteLength(json)}`,
+    `X-Request-Id: ${requestId}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+    'Connection: close',
+  ];
+  socket.end(`${lines.join('\r\n')}\r\n\r\n${json}`);
+  return status;
+}
+
+/**
+ * The wake channel (decisions §5) on the API's own port: `ws` in noServer mode behind the
+ * node server's 'upgrade' event. The ticket is checked, and consumed, before the upgrade,
+ * so a refused client gets an HTTP 401 with the error envelope, never a socket.
+ */
+export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): DeviceChannel {
+  const { db, clock, log, notifier } = deps;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES, clientTracking: false, perMessageDeflate: false });
+  const peers = new Map<string, Set<Peer>>();
+  let closing = false;
+
+  const send = (peer: Peer, frame: WakeFrame) => {
+    if (peer.socket.readyState === peer.socket.OPEN) peer.socket.send(JSON.stringify(frame));
+  };
+
+  function admit(socket: WebSocket, deviceId: string, early: { revoked: boolean; wakes: WakeFrame[] }, stopEarly: () => void) {
+    const peer: Peer = { socket, deviceId, alive: true, stopListening: () => undefined };
+    peer.stopListening = notifier.listen(deviceId, (signal) => {
+      if (signal.type === 'wake') send(peer, signal.frame);
+      else socket.close(CLOSE_CODES.revoked, 'device revoked');
+    });
+    // Listened since before the ticket was checked, so a revocation or wake that landed
+    // during the upgrade is not lost.
+    stopEarly();
+    let set = peers.get(deviceId);
+    if (!set) peers.set(deviceId, (set = new Set()));
+    set.add(peer);
+    if (set.size > MAX_SOCKETS_PER_DEVICE) {
+      const oldest = set.values().next().value!;
+      oldest.socket.close(CLOSE_CODES.replaced, 'too many sockets for this device');
+    }
+    socket.on('pong', () => {
+      peer.alive = true;
+      markDeviceSeen({ db, clock }, deviceId).catch(() => undefined);
+    });
+    // Devices have nothing to say on this channel; frames within maxPayload are ignored.
+    socket.on('message', () => undefined);
+    socket.on('error', () => undefined);
+    socket.on('close', (code) => {
+      peer.stopListening();
+      set.delete(peer);
+      if (set.size === 0 && peers.get(deviceId) === set) peers.delete(deviceId);
+      log.info({ msg: 'device socket closed', deviceId, code });
+    });
+    if (early.revoked) socket.close(CLOSE_CODES.revoked, 'device revoked');
+    else for (const frame of early.wakes) send(peer, frame);
+  }
+
+  async function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
+    const started = performance.now();
+    const requestId = randomUUID();
+    socket.on('error', () => undefined);
+    const url = new URL(request.url ?? '/', 'http://localhost');
+    const match = EVENTS_PATH.exec(url.pathname);
+    const finish = (status: number) =>
+      log.info({ msg: 'request', requestId, method: 'GET', route: '/v1/device/:deviceId/events', status, durationMs: Math.round((performance.now() - started) * 100) / 100, principalKind: status === 101 ? 'device' : null });
+    if (!match || closing) {
+      const error = closing ? new DomainError('not_configured', 'The service is shutting down.') : new DomainError('not_found', `No WebSocket endpoint at ${url.pathname}.`);
+      finish(refuse(socket, error, requestId));
+      return;
+    }
+    const deviceId = decodeURIComponent(match[1]!);
+    const early = { revoked: false, wakes: [] as WakeFrame[] };
+    const stopEarly = notifier.listen(deviceId, (signal) => {
+      if (signal.type === 'revoked') early.revoked = true;
+      else if (early.wakes.length < 16) early.wakes.push(signal.frame);
+    });
+    try {
+      await redeemEventsTicket({ db, clock }, deviceId, url.searchParams.get('ticket'));
+      if (closing) throw new DomainError('not_configured', 'The service is shutting down.');
+    } catch (error) {
+      stopEarly();
+      const status = refuse(socket, error, requestId);
+      if (status >= 500) log.error({ msg: 'wake socket upgrade failed', requestId, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+      finish(status);
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      finish(101);
+      admit(ws, deviceId, early, stopEarly);
+    });
+  }
+
+  const onUpgradeEvent = (request: IncomingMessage, socket: Duplex, head: Buffer) => void onUpgrade(request, socket, head);
+  server.on('upgrade', onUpgradeEvent);
+
+  // One timer for every socket: a peer that did not answer the last ping is gone.
+  const pinger = setInterval(() => {
+    for (const set of peers.values()) {
+      for (const peer of set) {
+        if (!peer.alive) {
+          peer.socket.terminate();
+          continue;
+        }
+        peer.alive = false;
+        peer.socket.ping();
+      }
+    }
+  }, deps.pingMs);
+  pinger.unref();
+
+  return {
+    openSockets(deviceId) {
+      if (deviceId !== undefined) return peers.get(deviceId)?.size ?? 0;
+      let total = 0;
+      for (const set of peers.values()) total += set.size;
+      return total;
+    },
+    async close() {
+      closing = true;
+      clearInterval(pinger);
+      server.off('upgrade', onUpgradeEvent);
+      const all = [...peers.values()].flatMap((set) => [...set]);
+      await Promise.all(
+        all.map(
+          (peer) =>
+            new Promise<void>((resolve) => {
+              if (peer.socket.readyState === peer.socket.CLOSED) return resolve();
+              // A peer that does not answer the close handshake is cut off after a grace period.
+              const timer = setTimeout(() => peer.socket.terminate(), CLOSE_GRACE_MS);
+              peer.socket.once('close', () => {
+                clearTimeout(timer);
+                resolve();
+              });
+              peer.socket.close(CLOSE_CODES.goingAway, 'service shutting down');
+            }),
+        ),
+      );
+      wss.close();
+    },
+  };
+}

@@ -1,0 +1,69 @@
+import { z } from 'zod';
+import { hashToken, issueToken, tokenKinds } from '../auth/tokens.js';
+import { consumeEventTicket, insertEventTicket, pruneEventTickets } from '../store/event-tickets.js';
+import { touchDevice } from '../store/devices.js';
+import type { Db } from '../store/driver.js';
+import type { Clock } from './context.js';
+import { assertOwnDevice } from './devices.js';
+import { DomainError } from './errors.js';
+import { defineOperation } from './operation.js';
+import { timestamp, uuid } from './schemas.js';
+
+/** A ticket opens one wake socket within 30 s of issue (decisions §5). */
+export const EVENT_TICKET_TTL_MS = 30_000;
+
+export const eventsTicket = z.object({
+  ticket: z.string().describe('Opaque one-use ticket for `GET /v1/device/{deviceId}/events?ticket=…`. Secret until used: do not log it.'),
+  expiresAt: timestamp.describe('The ticket must be presented before this time (30 s after issue).'),
+});
+
+export const issueEventsTicket = defineOperation({
+  name: 'device.eventsTicket',
+  description:
+    "Issue a one-use ticket for this device's wake WebSocket. Valid 30 s, for this device only; the WebSocket upgrade consumes it. A ticket rather than the device credential goes in the URL because URLs end up in logs.",
+  credentials: ['device'],
+  access: 'none',
+  input: z.strictObject({ deviceId: uuid }),
+  output: eventsTicket,
+  async run({ ctx, credential, input }) {
+    assertOwnDevice(credential, input.deviceId);
+    const now = ctx.clock.now();
+    const issued = issueToken('ticket');
+    const expiresAt = now + EVENT_TICKET_TTL_MS;
+    await ctx.db.transaction(async (tx) => {
+      await pruneEventTickets(tx, credential.workspaceId, credential.deviceId, now);
+      await insertEventTicket(tx, { ticketHash: issued.hash, workspaceId: credential.workspaceId, deviceId: credential.deviceId, expiresAt, createdAt: now });
+    });
+    await touchDevice(ctx.db, credential.deviceId, now);
+    return { ticket: issued.token, expiresAt };
+  },
+});
+
+/** The device a redeemed ticket opened the socket for. */
+export interface SocketGrant {
+  workspaceId: string;
+  deviceId: string;
+}
+
+const refused = (message: string) => new DomainError('unauthorized', message);
+
+/**
+ * Trades a ticket for the right to open `deviceId`'s wake socket, exactly once. Missing,
+ * unknown, used, expired, issued to another device, or for a revoked device: `unauthorized`,
+ * with one message for all but the missing case, so a caller learns nothing about tickets
+ * it does not hold.
+ */
+export async function redeemEventsTicket(deps: { db: Db; clock: Clock }, deviceId: string, ticket: string | null): Promise<SocketGrant> {
+  if (ticket === null || ticket === '') throw refused('A ticket query parameter is required: POST /v1/device/{deviceId}/events-ticket issues one.');
+  if (!uuid.safeParse(deviceId).success || !ticket.startsWith(tokenKinds.ticket) || ticket.length > 128) {
+    throw refused('The ticket is unknown, used, expired or not for this device.');
+  }
+  const grant = await consumeEventTicket(deps.db, hashToken(ticket), deviceId, deps.clock.now());
+  if (!grant) throw refused('The ticket is unknown, used, expired or not for this device.');
+  return grant;
+}
+
+/** A pong on the wake socket counts as calling in, so a woken device stays `online` without polling. */
+export function markDeviceSeen(deps: { db: Db; clock: Clock }, deviceId: string): Promise<void> {
+  return touchDevice(deps.db, deviceId, deps.clock.now());
+}
