@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { issueToken } from '../auth/tokens.js';
-import { cancelQueuedForTarget } from '../store/actions.js';
+import { cancelQueuedForTarget, cancelQueuedOnDetachedChildren } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
   getDevice,
@@ -214,13 +214,16 @@ export const publishManifest = defineOperation({
     if (issues.length > 0) throw fail.invalid('The manifest is not valid.', issues);
 
     const now = ctx.clock.now();
-    await ctx.db.transaction(async (tx) => {
+    const cancelled = await ctx.db.transaction(async (tx) => {
       const active = new Set((await listChildKeys(tx, self.id)).map((c) => c.childKey));
       const added = children.filter((c) => !active.has(c.key)).length;
       const removed = [...active].filter((key) => !keys.has(key)).length;
       await assertDeviceCapacity(tx, ctx.settings.capacity, credential.workspaceId, added - removed);
       await replaceManifest(tx, { workspaceId: credential.workspaceId, id: self.id }, input.capabilities, children, now);
+      // A child left out of the manifest is no longer run by the gateway: its queued commands go.
+      return cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
     });
+    publishActions(ctx, cancelled);
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
     return {
       device: all.find((d) => d.id === self.id)!,

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { cancelQueuedFor } from '../store/actions.js';
+import { cancelQueuedOnServices } from '../store/actions.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
-import { getGrant, listGrants, putGrant, revokeGrantById, revokeGrants, type GrantRow } from '../store/grants.js';
-import { toActionRecord } from './action-records.js';
+import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type GrantRow } from '../store/grants.js';
+import { publishActions } from './actions.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation } from './operation.js';
@@ -122,11 +122,11 @@ async function replaceGatewayGrants(
     // Rule 2: the gateway and its linked devices, as they are now (rule 4: later ones stay ungranted).
     const family = (await listDevices(tx, owner.workspaceId)).filter((d) => d.id === gateway.id || d.parentId === gateway.id);
     const covered = family.filter((d) => d.revokedAt === null && (d.kind !== 'service' || input.includeServices)); // rule 3
-    const omittedServices = family.filter((d) => d.kind === 'service' && !input.includeServices);
 
-    // Rule 5: replace this principal's grants on the gateway and all its children.
-    await revokeGrants(tx, owner.workspaceId, { principal: input.principal, deviceIds: family.map((d) => d.id) }, now);
-    const cancelledRows = await cancelQueuedFor(tx, owner.workspaceId, input.principal, omittedServices.map((d) => d.id), now);
+    // Rule 5: replace this principal's grants on the gateway and all its children (detached
+    // ones too), and cancel its queued commands on the service devices it no longer covers.
+    await revokeGatewayFamilyGrants(tx, owner.workspaceId, input.principal, gateway.id, now);
+    const cancelledRows = input.includeServices ? [] : await cancelQueuedOnServices(tx, owner.workspaceId, input.principal, gateway.id, now);
 
     const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
     let devices = 0;
@@ -139,9 +139,10 @@ async function replaceGatewayGrants(
       }
       if (functions.length > 0) devices += 1;
     }
-    return { devices, cancelledRows, targetId: gateway.id };
+    return { devices, cancelledRows };
   });
-  for (const row of cancelled.cancelledRows) ctx.events.publish({ type: 'action', workspaceId: owner.workspaceId, targetId: cancelled.targetId, action: toActionRecord(row) });
+  // After the commit, so waiters and wake sockets never see a change that rolled back.
+  publishActions(ctx, cancelled.cancelledRows);
   return { ok: true, devices: cancelled.devices };
 }
 

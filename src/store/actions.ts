@@ -84,14 +84,31 @@ export function cancelQueued(db: Queryable, workspaceId: string, id: string, pri
   );
 }
 
-/** Cancels a principal's queued commands on some devices (gateway grant replacement, spec rule 5). */
-export function cancelQueuedFor(db: Queryable, workspaceId: string, principal: string, deviceIds: string[], now: number): Promise<ActionRow[]> {
-  if (deviceIds.length === 0) return Promise.resolve([]);
+/**
+ * Cancels a principal's queued commands on a gateway's service devices, detached ones
+ * included (gateway grant replacement without includeServices, spec rule 5).
+ */
+export function cancelQueuedOnServices(db: Queryable, workspaceId: string, principal: string, gatewayId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
     `UPDATE actions SET status = 'cancelled', completed_at = ?
-     WHERE workspace_id = ? AND principal = ? AND status = 'queued' AND device_id IN (${deviceIds.map(() => '?').join(', ')})
+     WHERE workspace_id = ? AND principal = ? AND status = 'queued'
+       AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND kind = 'service')
      RETURNING ${COLUMNS}`,
-    [now, workspaceId, principal, ...deviceIds],
+    [now, workspaceId, principal, workspaceId, gatewayId],
+  );
+}
+
+/**
+ * Cancels the queued commands of a gateway's children that its latest manifest left out
+ * (detached): the gateway no longer runs them, so handing them over would be wrong.
+ */
+export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: string, gatewayId: string, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `UPDATE actions SET status = 'cancelled', completed_at = ?
+     WHERE workspace_id = ? AND target_id = ? AND status = 'queued'
+       AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND detached_at IS NOT NULL)
+     RETURNING ${COLUMNS}`,
+    [now, workspaceId, gatewayId, workspaceId, gatewayId],
   );
 }
 

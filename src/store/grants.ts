@@ -79,6 +79,20 @@ export async function revokeGrants(
   return result.changes;
 }
 
+/**
+ * Revokes a principal's grants on a gateway and every child it ever had, detached ones
+ * included: a child left out of the manifest keeps its id and would bring its old grants
+ * back when republished (gateway-grant rules 4 and 5).
+ */
+export async function revokeGatewayFamilyGrants(db: Queryable, workspaceId: string, principal: string, gatewayId: string, now: number): Promise<number> {
+  const result = await db.run(
+    `UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND principal = ? AND revoked_at IS NULL
+       AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND (id = ? OR parent_id = ?))`,
+    [now, workspaceId, principal, workspaceId, gatewayId, gatewayId],
+  );
+  return result.changes;
+}
+
 export interface FunctionRow {
   deviceId: string;
   deviceName: string;
