@@ -176,7 +176,16 @@ export const broadcast = defineOperation({
   credentials: ['agent'],
   access: 'per-function',
   input: z.strictObject({
-    deviceIds: z.array(uuid).min(1).max(20),
+    deviceIds: z
+      .array(uuid)
+      .min(1)
+      .max(20)
+      .superRefine((ids, check) => {
+        // One action per device: a repeated id would queue the same command twice.
+        ids.forEach((id, index) => {
+          if (ids.indexOf(id) !== index) check.addIssue({ code: 'custom', path: [index], message: 'duplicate device id' });
+        });
+      }),
     capability: capabilityName,
     arguments: args,
     idempotencyKey,
