@@ -7,6 +7,7 @@ import { DomainError } from './domain/errors.js';
 import type { EventHub } from './domain/events.js';
 import { mountRoutes, type RestEnv } from './rest/app.js';
 import { mountDocs } from './rest/docs.js';
+import { mountMcp } from './mcp/handler.js';
 import { toHttpError } from './rest/errors.js';
 import { routes } from './rest/routes.js';
 import type { Db } from './store/driver.js';
@@ -55,6 +56,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
 
   mountRoutes(app, routes, authenticator);
   mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
+  mountMcp(app, { config, authenticator, log, version: API_VERSION });
 
   app.notFound((c) => {
     const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));

@@ -33,6 +33,10 @@ export const configSchema = z
     SERVICE_COMMIT: z.string().min(1).optional(),
     EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
     LOG_LEVEL: z.enum(['info', 'silent']).default('info'),
+    MCP_ALLOWED_HOSTS: z
+      .string()
+      .regex(/^\s*[A-Za-z0-9.:\[\]-]+\s*(,\s*[A-Za-z0-9.:\[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
+      .optional(),
     WS_PING_SECONDS: positiveInt.default(15),
     RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20),
     RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
@@ -68,6 +72,8 @@ export interface Config {
   commit: string | undefined;
   expirySweepMs: number;
   logLevel: 'info' | 'silent';
+  /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
+  mcpAllowedHosts: string[];
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
   rateLimits: RateLimitSettings;
@@ -113,6 +119,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     commit: e.SERVICE_COMMIT,
     expirySweepMs: e.EXPIRY_SWEEP_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
+    mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     wsPingMs: e.WS_PING_SECONDS * 1000,
     rateLimits: {
       agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },

@@ -1,0 +1,43 @@
+import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type CallToolResult } from '@modelcontextprotocol/server';
+import type { Context } from '../domain/context.js';
+import { DomainError } from '../domain/errors.js';
+import { toHttpError } from '../rest/errors.js';
+
+/**
+ * DomainError → MCP (style.md habit 4). Inside a tool call an error is a tool result with
+ * `isError: true`, so the model can read it and react (MCP "Error handling": tool errors are
+ * results, protocol errors are for the protocol). Its `structuredContent` is the same error
+ * envelope REST answers, so an agent sees one shape on both surfaces. The cases that must be
+ * HTTP statuses (401, the 403 of a device tool, 503 of the kill switch) are decided in
+ * handler.ts before the SDK runs; an error reaching this point is a race (a grant revoked
+ * between the gate and the queueing transaction) or an ordinary 4xx of the operation.
+ */
+export function toolError(error: unknown, ctx: Context): CallToolResult {
+  const mapped = toHttpError(error, ctx.requestId);
+  if (mapped.internal) {
+    ctx.log.error({ msg: 'internal error', requestId: ctx.requestId, route: '/mcp', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  }
+  const { code, message, issues } = mapped.body.error;
+  const lines = [`Error ${code} (HTTP ${mapped.status}): ${message}`];
+  for (const issue of issues ?? []) lines.push(`- ${issue.path}: ${issue.message}`);
+  return {
+    content: [{ type: 'text', text: lines.join('\n') }],
+    structuredContent: mapped.body as unknown as Record<string, unknown>,
+    isError: true,
+  };
+}
+
+/**
+ * For resources/read. A resource the caller may not see is reported exactly like one that
+ * does not exist (SEP-2164: -32602 with `data.uri`), so a URI never reveals another
+ * principal's device or action. Other domain errors become an invalid-request error naming
+ * their code; anything else is internal and logged, never echoed.
+ */
+export function resourceError(error: unknown, uri: string, ctx: Context): Error {
+  if (error instanceof DomainError) {
+    if (error.code === 'not_found' || error.code === 'validation_failed' || error.code === 'grant_required') return new ResourceNotFoundError(uri);
+    return new ProtocolError(ProtocolErrorCode.InvalidRequest, `${error.code}: ${error.message}`);
+  }
+  ctx.log.error({ msg: 'internal error', requestId: ctx.requestId, route: '/mcp', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  return new ProtocolError(ProtocolErrorCode.InternalError, `Internal error. Quote the request id ${ctx.requestId} when reporting it.`);
+}

@@ -1,0 +1,248 @@
+import type { HttpBindings } from '@hono/node-server';
+import { createMcpHandler, McpServer, type AuthInfo, type McpRequestContext } from '@modelcontextprotocol/server';
+import type { Context as HonoContext, Hono } from 'hono';
+import type { Authenticator } from '../auth/authenticate.js';
+import type { Config } from '../config.js';
+import type { Context, Credential, CredentialOf } from '../domain/context.js';
+import { DomainError } from '../domain/errors.js';
+import { listCallableFunctions } from '../domain/functions.js';
+import type { Logger } from '../domain/context.js';
+import { bearerToken, clientAddress, type RestEnv } from '../rest/app.js';
+import { MAX_BODY_BYTES, readLimitedBody } from '../rest/body.js';
+import { toHttpError } from '../rest/errors.js';
+import { createHostPolicy } from './hosts.js';
+import { registerPrompts } from './prompts.js';
+import { registerResources } from './resources.js';
+import { DEVICE_TOOL_PATTERN, deviceToolNames, fixedToolOperation, registerTools, type McpSession } from './tools.js';
+
+export interface McpDeps {
+  config: Config;
+  authenticator: Authenticator;
+  log: Logger;
+  version: string;
+}
+
+/** RFC 9728 protected-resource metadata: raw object, served at both well-known paths. */
+export function protectedResourceMetadata(publicBaseUrl: string) {
+  return {
+    resource: `${publicBaseUrl}/mcp`,
+    authorization_servers: [publicBaseUrl],
+    scopes_supported: ['read', 'act'],
+    bearer_methods_supported: ['header'],
+  };
+}
+
+const INSTRUCTIONS =
+  'Device function control. Each tool named <function>__<12 hex digits> runs one device function you were granted; ' +
+  'list_functions says what you may call now. Device tools return an Action; follow unfinished ones with get_action. ' +
+  'The prompt operate_devices explains the rules.';
+
+type Gate = { response: Response } | { session: McpSession };
+
+/** JSON-RPC error body, for the statuses the contract leaves to MCP (400, 406, 415). */
+function rpcError(status: 406 | 415, message: string): Response {
+  return Response.json({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }, { status });
+}
+
+function mediaTypes(header: string | undefined): string[] {
+  return (header ?? '').split(',').map((part) => part.split(';')[0]!.trim().toLowerCase());
+}
+
+interface RpcMessage {
+  method?: unknown;
+  params?: { name?: unknown } | null;
+}
+
+/**
+ * Mounts `POST /mcp` and the protected-resource metadata on the service's Hono app.
+ *
+ * The SDK's `createMcpHandler` speaks the protocol (both eras, `_meta`, routing headers,
+ * -32020/-32022, 404 for unknown methods). In front of it, in this order, this gate does
+ * what the SDK does not (issue 5, service-api.md "POST /mcp"):
+ *   Host/Origin (403) → method (405) → bearer (401, or 403 for another credential kind)
+ *   → Content-Type (415) → Accept (406) → 16 KiB body (413) → for tools/call: the live
+ *   grant and ceiling of a device tool (403) and the kill switch (503).
+ * Only then is the SDK handed a rebuilt Request with the bytes already read.
+ */
+export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
+  const { config, authenticator, log } = deps;
+  const base = config.publicBaseUrl;
+  const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`;
+  const hosts = createHostPolicy(base, config.mcpAllowedHosts);
+  const metadata = protectedResourceMetadata(base);
+
+  app.get('/.well-known/oauth-protected-resource', (c) => c.json(metadata));
+  app.get('/.well-known/oauth-protected-resource/mcp', (c) => c.json(metadata));
+
+  // The per-request session rides on the AuthInfo object, which the SDK passes through
+  // unchanged to the factory; a WeakMap keeps it typed and lets it go with the request.
+  const sessions = new WeakMap<AuthInfo, McpSession>();
+
+  const factory = ({ authInfo }: McpRequestContext): McpServer => {
+    const session = authInfo ? sessions.get(authInfo) : undefined;
+    // The gate always authenticates first; reaching here without a session is a bug.
+    if (!session) throw new Error('MCP server factory ran without an authenticated session');
+    const server = new McpServer(
+      { name: session.ctx.settings.serviceName, title: 'Device function control', version: deps.version },
+      {
+        instructions: INSTRUCTIONS,
+        // This server never emits list_changed (each request is a fresh server), so it says so.
+        capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
+        // Every list depends on the caller's live grants and may change on the next request:
+        // never shared (private), never reused (ttl 0).
+        cacheHints: {
+          'tools/list': { ttlMs: 0, cacheScope: 'private' },
+          'resources/list': { ttlMs: 0, cacheScope: 'private' },
+          'resources/templates/list': { ttlMs: 0, cacheScope: 'private' },
+          'resources/read': { ttlMs: 0, cacheScope: 'private' },
+          'prompts/list': { ttlMs: 0, cacheScope: 'private' },
+        },
+      },
+    );
+    registerTools(server, session);
+    registerResources(server, session);
+    registerPrompts(server);
+    return server;
+  };
+
+  const handler = createMcpHandler(factory, {
+    legacy: 'stateless',
+    maxRequestBodySize: MAX_BODY_BYTES,
+    onerror: (error) => log.error({ msg: 'mcp error', error: error.stack ?? error.message }),
+  });
+
+  const envelope = (c: HonoContext<RestEnv>, error: DomainError, headers: Record<string, string> = {}): Response => {
+    const mapped = toHttpError(error, c.get('requestId'));
+    return c.json(mapped.body, mapped.status, { ...mapped.headers, ...headers });
+  };
+
+  async function authenticate(c: HonoContext<RestEnv>): Promise<{ credential: CredentialOf<'agent'> } | { response: Response }> {
+    const bearer = bearerToken(c.req.header('authorization'));
+    let credential: Credential | null;
+    try {
+      credential = await authenticator.authenticate(bearer, clientAddress(c));
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'unauthorized') {
+        return { response: envelope(c, error, { 'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${metadataUrl}"` }) };
+      }
+      throw error;
+    }
+    c.set('principalKind', credential?.kind);
+    if (!credential) {
+      return {
+        response: envelope(c, new DomainError('unauthorized', 'POST /mcp needs an agent token or OAuth access token.'), {
+          'WWW-Authenticate': `Bearer resource_metadata="${metadataUrl}"`,
+        }),
+      };
+    }
+    if (credential.kind !== 'agent') {
+      // decisions §2: a valid credential of another kind is 403, not 401.
+      return { response: envelope(c, new DomainError('forbidden', `/mcp does not accept a ${credential.kind} credential.`)) };
+    }
+    return { credential };
+  }
+
+  /**
+   * tools/call re-checks what tools/list showed (style.md habit 7): a device tool the caller
+   * may not call now is HTTP 403 with the error envelope, decided here because the SDK would
+   * answer an unknown tool in-band with HTTP 200.
+   */
+  async function gateToolCalls(c: HonoContext<RestEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]): Promise<Gate> {
+    const methods = messages.map((m) => m.method);
+    const calls = messages.filter((m) => m.method === 'tools/call' && typeof m.params?.name === 'string').map((m) => m.params!.name as string);
+    const session: McpSession = { ctx, credential, tools: undefined };
+
+    for (const name of calls) {
+      const operation = fixedToolOperation(name);
+      if (!operation) continue;
+      if (operation.access === 'act' && credential.access !== 'act') {
+        return { response: ceilingRefusal(c, name) };
+      }
+      if (name === 'broadcast' && !ctx.settings.deviceControlsEnabled) return { response: killSwitch(c) };
+    }
+
+    const deviceCalls = calls.filter((name) => DEVICE_TOOL_PATTERN.test(name));
+    if (!methods.includes('tools/list') && deviceCalls.length === 0) return { session };
+
+    const now = ctx.clock.now();
+    const tools = deviceToolNames(await listCallableFunctions(ctx.db, credential, now));
+    for (const name of deviceCalls) {
+      if (tools.some((t) => t.name === name)) continue;
+      if (credential.access !== 'act') {
+        const withAct = deviceToolNames(await listCallableFunctions(ctx.db, { ...credential, access: 'act' }, now));
+        if (withAct.some((t) => t.name === name)) return { response: ceilingRefusal(c, name) };
+      }
+      return {
+        response: envelope(c, new DomainError('grant_required', `Tool ${name} is not a device function you may call now: no live grant for it.`)),
+      };
+    }
+    if (deviceCalls.length > 0 && !ctx.settings.deviceControlsEnabled) return { response: killSwitch(c) };
+
+    // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
+    session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));
+    return { session };
+  }
+
+  function ceilingRefusal(c: HonoContext<RestEnv>, name: string): Response {
+    return envelope(c, new DomainError('insufficient_access', `Tool ${name} runs a control function; this credential's ceiling is read.`, { requiredAccess: 'act' }), {
+      'WWW-Authenticate': `Bearer error="insufficient_scope", scope="act", resource_metadata="${metadataUrl}"`,
+    });
+  }
+
+  function killSwitch(c: HonoContext<RestEnv>): Response {
+    return envelope(c, new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).'));
+  }
+
+  app.all('/mcp', async (c) => {
+    const localPort = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.localPort;
+    const refusal = hosts.refusal(c.req.header('host'), c.req.header('origin'), localPort);
+    if (refusal) return envelope(c, new DomainError('forbidden', refusal));
+
+    if (c.req.method !== 'POST') {
+      // Stateless server: no GET stream, no session to DELETE (MCP Streamable HTTP allows 405).
+      const body = { error: { code: 'method_not_allowed', message: 'POST /mcp only: this server keeps no stream or session.', requestId: c.get('requestId') } };
+      return c.json(body, 405, { Allow: 'POST' });
+    }
+
+    const auth = await authenticate(c);
+    if ('response' in auth) return auth.response;
+    const { credential } = auth;
+
+    if (!mediaTypes(c.req.header('content-type')).includes('application/json')) {
+      return rpcError(415, 'Unsupported Media Type: Content-Type must be application/json');
+    }
+    const accepted = mediaTypes(c.req.header('accept'));
+    if (!accepted.includes('application/json') || !accepted.includes('text/event-stream')) {
+      return rpcError(406, 'Not Acceptable: Accept must include both application/json and text/event-stream');
+    }
+
+    const bytes = await readLimitedBody(c.req.raw);
+    let parsed: unknown;
+    let parsedOk = false;
+    try {
+      parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+      parsedOk = true;
+    } catch {
+      // Not JSON: the SDK answers it with the protocol's -32700 parse error.
+    }
+    const messages = (parsedOk ? (Array.isArray(parsed) ? parsed : [parsed]) : []).filter(
+      (m): m is RpcMessage => typeof m === 'object' && m !== null,
+    );
+
+    const ctx = c.get('context')(credential);
+    const gate = await gateToolCalls(c, ctx, credential, messages);
+    if ('response' in gate) return gate.response;
+
+    const authInfo: AuthInfo = {
+      // The token itself is not needed past this point and is not carried further.
+      token: credential.connectionId,
+      clientId: credential.principal,
+      scopes: credential.access === 'act' ? ['read', 'act'] : ['read'],
+      // Checked on this request only; the next request is authenticated afresh.
+      expiresAt: Math.floor(ctx.clock.now() / 1000) + 60,
+    };
+    sessions.set(authInfo, gate.session);
+    const request = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: bytes, signal: c.req.raw.signal });
+    return handler.fetch(request, parsedOk ? { authInfo, parsedBody: parsed } : { authInfo });
+  });
+}

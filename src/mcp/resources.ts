@@ -1,0 +1,73 @@
+import { ResourceTemplate, type McpServer, type ReadResourceResult } from '@modelcontextprotocol/server';
+import type { ActionRecord } from '../domain/action-records.js';
+import type { DeviceRecord } from '../domain/devices.js';
+import { fail } from '../domain/errors.js';
+import { invoke } from '../domain/invoke.js';
+import { operations } from '../domain/registry.js';
+import { resourceError } from './errors.js';
+import type { McpSession } from './tools.js';
+
+const JSON_TYPE = 'application/json';
+
+function contents(uri: string, value: unknown): ReadResourceResult {
+  return { contents: [{ uri, mimeType: JSON_TYPE, text: JSON.stringify(value, null, 2) }] };
+}
+
+/**
+ * `device://{deviceId}` and `action://{actionId}` (decisions §6). Both read through the
+ * same registry operations as REST (`devices.list`, `actions.get`), so the grant filter is
+ * the same one: an agent lists and reads only devices it may call a function on now, and
+ * only actions its principal requested. Anything else reads as not found (SEP-2164).
+ */
+export function registerResources(server: McpServer, session: McpSession): void {
+  const { ctx } = session;
+  const devices = async () => (await invoke(operations.listDevices, ctx, {})) as DeviceRecord[];
+
+  server.registerResource(
+    'device',
+    new ResourceTemplate('device://{deviceId}', {
+      list: async () => ({
+        resources: (await devices()).map((d) => ({
+          uri: `device://${d.id}`,
+          name: d.name,
+          title: d.name,
+          description: `${d.kind === 'service' ? 'Integration-wide service' : d.kind === 'gateway' ? 'Gateway' : 'Device'} "${d.name}" with the ${d.capabilities.length} function(s) you may call.`,
+          mimeType: JSON_TYPE,
+        })),
+      }),
+    }),
+    {
+      title: 'Device',
+      description: 'A device record: kind, place (parentId), online state and the functions you may call on it.',
+      mimeType: JSON_TYPE,
+    },
+    async (uri, variables) => {
+      try {
+        const device = (await devices()).find((d) => d.id === variables.deviceId);
+        if (!device) throw fail.notFound('Device');
+        return contents(uri.href, device);
+      } catch (error) {
+        throw resourceError(error, uri.href, ctx);
+      }
+    },
+  );
+
+  server.registerResource(
+    'action',
+    // No list: no registry operation lists an agent's own actions (actions.list is the
+    // owner's history), and MCP must not offer what REST does not.
+    new ResourceTemplate('action://{actionId}', { list: undefined }),
+    {
+      title: 'Action',
+      description: 'An action you requested: status (queued, received, succeeded, failed, cancelled, expired), result or error.',
+      mimeType: JSON_TYPE,
+    },
+    async (uri, variables) => {
+      try {
+        return contents(uri.href, (await invoke(operations.getAction, ctx, { actionId: variables.actionId })) as ActionRecord);
+      } catch (error) {
+        throw resourceError(error, uri.href, ctx);
+      }
+    },
+  );
+}

@@ -1,0 +1,367 @@
+import { createHash } from 'node:crypto';
+import {
+  fromJsonSchema,
+  type CallToolResult,
+  type jsonSchemaValidator,
+  type JsonSchemaType,
+  type McpServer,
+  type ServerContext,
+  type ToolAnnotations,
+} from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import { action as actionSchema, type ActionRecord } from '../domain/action-records.js';
+import type { Context, CredentialOf } from '../domain/context.js';
+import { waitForActionChange } from '../domain/events.js';
+import type { CallableFunction } from '../domain/functions.js';
+import { invoke } from '../domain/invoke.js';
+import type { AnyOperation } from '../domain/operation.js';
+import { operations } from '../domain/registry.js';
+import { toolError } from './errors.js';
+
+/** What the gate in handler.ts resolved for this request, handed to the per-request server. */
+export interface McpSession {
+  ctx: Context;
+  credential: CredentialOf<'agent'>;
+  /**
+   * The caller's device tools, resolved by the gate: all of them for `tools/list`, only the
+   * called one for a device `tools/call`, none for other methods (they never pay the query).
+   */
+  tools: DeviceTool[] | undefined;
+}
+
+export interface DeviceTool {
+  name: string;
+  fn: CallableFunction;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tool names (decisions §6): [A-Za-z0-9_.-], at most 64 characters, containing the
+// capability name, stable across calls and unique per caller.
+//
+//   <capability>__<first 12 hex digits of the device id>      e.g. set_power__3f2c9a01b7e4
+//
+// - The 12 hex digits are the first 48 random bits of the device's UUIDv4, so the name does
+//   not depend on which other devices the caller can see: it is stable while grants change.
+// - Capability names are ^[a-z][a-z0-9_.-]{0,63}$; one longer than 50 characters keeps its
+//   first 41 and gets `_` plus 8 hex digits of SHA-256(capability), so the name still fits 64.
+// - If two of one caller's functions would still share a name (the same capability on two
+//   devices whose ids share their first 48 bits: about one in 10^9 for 1,000 devices), both
+//   use all 32 hex digits of their device id instead (capability budget 30).
+// - Fixed tools have no `__`, so the two families can never collide.
+// ---------------------------------------------------------------------------------------
+
+export const DEVICE_TOOL_PATTERN = /^[a-z][a-z0-9_.-]*__(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
+
+function fitCapability(capability: string, budget: number): string {
+  if (capability.length <= budget) return capability;
+  const digest = createHash('sha256').update(capability).digest('hex').slice(0, 8);
+  return `${capability.slice(0, budget - 9)}_${digest}`;
+}
+
+function nameFor(fn: CallableFunction, idDigits: 12 | 32): string {
+  const hex = fn.deviceId.replaceAll('-', '').toLowerCase();
+  return `${fitCapability(fn.capability, 64 - 2 - idDigits)}__${hex.slice(0, idDigits)}`;
+}
+
+/** The caller's device tools in the order of `functions` (already deterministic: device, then manifest order). */
+export function deviceToolNames(functions: readonly CallableFunction[]): DeviceTool[] {
+  const short = functions.map((fn) => nameFor(fn, 12));
+  const counts = new Map<string, number>();
+  for (const name of short) counts.set(name, (counts.get(name) ?? 0) + 1);
+  return functions.map((fn, index) => ({ name: counts.get(short[index]!)! > 1 ? nameFor(fn, 32) : short[index]!, fn }));
+}
+
+// ---------------------------------------------------------------------------------------
+// Schemas. Validation of every call happens once, in `invoke` (zod) and in the action
+// request (the capability's JSON Schema via the domain's compiled-once Ajv), with the same
+// schemas and the same `issues` REST answers. So the SDK is given schemas to advertise only:
+// its default validator would compile each schema with Ajv on every request (the server is
+// built per request), which for 1,000 functions costs far more than the request itself.
+// ---------------------------------------------------------------------------------------
+
+const advertiseOnly: jsonSchemaValidator = {
+  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
+};
+
+function advertised(schema: Record<string, unknown>) {
+  return fromJsonSchema(schema as JsonSchemaType, advertiseOnly);
+}
+
+/** JSON Schema of a zod schema, computed once per process (the zod schemas are constants). */
+function once<T>(make: () => T): () => T {
+  let value: T | undefined;
+  return () => (value ??= make());
+}
+
+function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
+  return rest;
+}
+
+const actionJson = once(() => jsonSchemaOf(actionSchema, 'output'));
+
+// ---------------------------------------------------------------------------------------
+// Fixed tools: each is a registry operation called through `invoke`, with the operation's
+// own input schema, so REST and MCP cannot drift apart (decisions §6).
+// ---------------------------------------------------------------------------------------
+
+interface FixedTool {
+  name: string;
+  title: string;
+  operation: AnyOperation;
+  annotations: ToolAnnotations;
+  /** structuredContent must be an object: a list is put under this key. */
+  listKey?: string;
+}
+
+const fixedTools: FixedTool[] = [
+  {
+    name: 'list_devices',
+    title: 'List devices',
+    operation: operations.listDevices,
+    listKey: 'devices',
+    annotations: { readOnlyHint: true, openWorldHint: false },
+  },
+  {
+    name: 'list_functions',
+    title: 'List callable functions',
+    operation: operations.listFunctions,
+    listKey: 'functions',
+    annotations: { readOnlyHint: true, openWorldHint: false },
+  },
+  {
+    name: 'get_action',
+    title: 'Get an action',
+    operation: operations.getAction,
+    annotations: { readOnlyHint: true, openWorldHint: false },
+  },
+  {
+    name: 'cancel_action',
+    title: 'Cancel a queued action',
+    operation: operations.cancelAction,
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  },
+  {
+    name: 'broadcast',
+    title: 'Broadcast one function to several devices',
+    operation: operations.broadcast,
+    // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  },
+];
+
+export const FIXED_TOOL_NAMES = new Set(fixedTools.map((t) => t.name));
+
+/** Fixed tools whose operation needs the `act` ceiling as a whole (checked before the SDK). */
+export function fixedToolOperation(name: string): AnyOperation | undefined {
+  return fixedTools.find((t) => t.name === name)?.operation;
+}
+
+const fixedSchemas = once(() =>
+  new Map(
+    fixedTools.map((tool) => {
+      const output = jsonSchemaOf(tool.operation.output, 'output');
+      return [
+        tool.name,
+        {
+          input: jsonSchemaOf(tool.operation.input, 'input'),
+          output: tool.listKey ? { type: 'object', properties: { [tool.listKey]: output }, required: [tool.listKey] } : output,
+        },
+      ];
+    }),
+  ),
+);
+
+function jsonText(value: unknown): string {
+  return JSON.stringify(value, null, 2);
+}
+
+function registerFixedTools(server: McpServer, session: McpSession): void {
+  const schemas = fixedSchemas();
+  for (const tool of fixedTools) {
+    const schema = schemas.get(tool.name)!;
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.operation.description,
+        inputSchema: advertised(schema.input),
+        outputSchema: advertised(schema.output),
+        annotations: tool.annotations,
+      },
+      async (args: unknown): Promise<CallToolResult> => {
+        try {
+          const data = await invoke(tool.operation, session.ctx, args ?? {});
+          const structured = (tool.listKey ? { [tool.listKey]: data } : data) as Record<string, unknown>;
+          return { content: [{ type: 'text', text: jsonText(data) }], structuredContent: structured };
+        } catch (error) {
+          return toolError(error, session.ctx);
+        }
+      },
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Device tools.
+// ---------------------------------------------------------------------------------------
+
+export const DEFAULT_WAIT_MS = 10_000;
+export const MAX_WAIT_MS = 60_000;
+/** Request `_meta` key that sets how long a device tool call waits for the result, in seconds (0..60). */
+export const WAIT_META_KEY = 'dfc/waitSeconds';
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
+const PROGRESS: Record<string, number> = { queued: 1, received: 2 };
+
+/** Where the device sits, in words: the description must name the device and its place. */
+export function placeOf(fn: CallableFunction): string {
+  const name = JSON.stringify(fn.deviceName);
+  const parent = fn.parentName !== null ? JSON.stringify(fn.parentName) : 'its gateway';
+  switch (fn.deviceKind) {
+    case 'gateway':
+      return `gateway ${name}`;
+    case 'service':
+      return `integration-wide service ${name} of gateway ${parent}`;
+    default:
+      return fn.parentId !== null ? `device ${name} behind gateway ${parent}` : `device ${name}`;
+  }
+}
+
+function describe(fn: CallableFunction): string {
+  const what = fn.description ? `${fn.description.replace(/\s+$/, '')}${/[.!?]$/.test(fn.description.trim()) ? '' : '.'} ` : '';
+  const kind = fn.kind === 'read' ? 'Read function (observes, changes nothing)' : 'Control function (changes the device)';
+  return (
+    `${what}${kind} "${fn.capability}" of ${placeOf(fn)} (device id ${fn.deviceId}). ` +
+    'Queues an action, waits up to 10 s for the device to report, and returns the Action; ' +
+    'if it is still queued or received then, follow it with get_action or the action:// resource.'
+  );
+}
+
+function waitBound(meta: Record<string, unknown> | undefined): number {
+  const value = meta?.[WAIT_META_KEY];
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return DEFAULT_WAIT_MS;
+  return Math.min(value * 1000, MAX_WAIT_MS);
+}
+
+function summary(fn: CallableFunction, action: ActionRecord): string {
+  const head = `${fn.capability} on ${placeOf(fn)}: ${action.status} (action ${action.id}).`;
+  if (action.status === 'succeeded') return `${head}\nResult: ${JSON.stringify(action.result)}`;
+  if (action.status === 'failed') return `${head}\nDevice error: ${action.error ? `${action.error.code}: ${action.error.message}` : 'unknown'}`;
+  if (action.status === 'expired') return `${head}\nNo result arrived before its deadline.`;
+  if (action.status === 'cancelled') return head;
+  return `${head}\nThe wait ended first; follow it with get_action { "actionId": "${action.id}" } or read action://${action.id}.`;
+}
+
+/**
+ * Waits for the action to settle, up to `waitMs`, telling the client each state change as
+ * progress (queued 1/3 → received 2/3 → done 3/3) when it asked for progress. Each round
+ * subscribes first and then re-reads the state, so a change that lands between the two is
+ * never missed. Aborting `signal` (the client went away) ends the wait and leaves the action
+ * queued: a dropped stream is no cancel.
+ */
+async function awaitSettled(
+  session: McpSession,
+  first: ActionRecord,
+  waitMs: number,
+  signal: AbortSignal,
+  progress: (action: ActionRecord) => Promise<void>,
+): Promise<ActionRecord> {
+  const { ctx } = session;
+  const deadline = Date.now() + waitMs;
+  const read = async () => (await invoke(operations.getAction, ctx, { actionId: first.id })) as ActionRecord;
+  let current = first;
+  await progress(current);
+  while (!TERMINAL.has(current.status) && !signal.aborted) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) break;
+    const round = new AbortController();
+    const stop = () => round.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      const change = waitForActionChange(ctx.events, first.id, { timeoutMs: remaining, signal: round.signal });
+      const fresh = await read();
+      if (fresh.status !== current.status) {
+        round.abort();
+        await change;
+        current = fresh;
+      } else {
+        const next = await change;
+        if (!next) {
+          // Timed out or aborted: one last read so the answer is the state as of now.
+          if (!signal.aborted) current = await read();
+          break;
+        }
+        current = next;
+      }
+      await progress(current);
+    } finally {
+      signal.removeEventListener('abort', stop);
+    }
+  }
+  return current;
+}
+
+function registerDeviceTool(server: McpServer, session: McpSession, name: string, fn: CallableFunction): void {
+  const annotations: ToolAnnotations =
+    fn.kind === 'read'
+      ? { title: `${fn.capability} · ${fn.deviceName}`, readOnlyHint: true, openWorldHint: true }
+      : { title: `${fn.capability} · ${fn.deviceName}`, readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
+  server.registerTool(
+    name,
+    {
+      title: annotations.title!,
+      description: describe(fn),
+      // decisions §6: the inputSchema is the capability's argument schema, unchanged.
+      inputSchema: advertised(fn.arguments),
+      outputSchema: advertised(actionJson()),
+      annotations,
+      _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
+    },
+    async (args: unknown, extra: ServerContext): Promise<CallToolResult> => {
+      const { ctx } = session;
+      const signal = extra.mcpReq.signal;
+      const token = extra.mcpReq._meta?.progressToken;
+      let lastStatus: string | undefined;
+      const progress = async (action: ActionRecord) => {
+        if (token === undefined || action.status === lastStatus || signal.aborted) return;
+        lastStatus = action.status;
+        try {
+          await extra.mcpReq.notify({
+            method: 'notifications/progress',
+            params: { progressToken: token, progress: PROGRESS[action.status] ?? 3, total: 3, message: action.status },
+          });
+        } catch {
+          // The client went away between the check and the send: the wait ends on the abort.
+        }
+      };
+      try {
+        const queued = (await invoke(operations.requestAction, ctx, {
+          deviceId: fn.deviceId,
+          capability: fn.capability,
+          arguments: args ?? {},
+        })) as ActionRecord;
+        const action = await awaitSettled(session, queued, waitBound(extra.mcpReq._meta as Record<string, unknown> | undefined), signal, progress);
+        return {
+          content: [{ type: 'text', text: `${summary(fn, action)}\n${jsonText(action)}` }],
+          structuredContent: action as unknown as Record<string, unknown>,
+          ...(action.status === 'failed' || action.status === 'expired' ? { isError: true } : {}),
+        };
+      } catch (error) {
+        return toolError(error, ctx);
+      }
+    },
+  );
+}
+
+/**
+ * Registers the caller's tools on its per-request server: the fixed tools always, and one
+ * tool per callable function when the gate loaded them (tools/list, tools/call). The kill
+ * switch hides device tools: none could be called (decisions §1), and tools/list shows only
+ * what the caller may call now.
+ */
+export function registerTools(server: McpServer, session: McpSession): void {
+  registerFixedTools(server, session);
+  if (!session.tools || !session.ctx.settings.deviceControlsEnabled) return;
+  for (const { name, fn } of session.tools) registerDeviceTool(server, session, name, fn);
+}
