@@ -1,0 +1,25 @@
+/**
+ * The device SDK (`device-function-control/device`): attach with a setup token, publish a
+ * manifest, stay reachable over the wake WebSocket, run handlers, report results.
+ *
+ *   const creds = await attachDevice({ url, setupToken, name: 'Desk lamp' });
+ *   const lamp = new Device({ url, credentials: creds, manifest });
+ *   lamp.handle('set_power', async ({ on }) => ({ on }));
+ *   await lamp.start();
+ *
+ * README "Wake channel" describes the protocol underneath.
+ */
+export { backoffDelay, CommandError, Device } from './device.js';
+export type { CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';
+export { ApiError, attachDevice, deviceApi } from './http.js';
+export type {
+  Capability,
+  ChildManifest,
+  DeviceApi,
+  DeviceCommand,
+  DeviceCredentials,
+  DeviceRecord,
+  Manifest,
+  ResultReport,
+  UrlSource,
+} from './http.js';
