@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import type { Clock, Logger, ServiceSettings } from './domain/context.js';
 import { DomainError } from './domain/errors.js';
 import type { EventHub } from './domain/events.js';
+import { createOAuthApp } from './oauth/app.js';
 import { mountRoutes, type RestEnv } from './rest/app.js';
 import { mountDocs } from './rest/docs.js';
 import { mountMcp } from './mcp/handler.js';
@@ -55,6 +56,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   });
 
   mountRoutes(app, routes, authenticator);
+  app.route('/', createOAuthApp({ config, db, authenticator, clock, log }));
   mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
   mountMcp(app, { config, authenticator, log, version: API_VERSION });
 

@@ -33,6 +33,7 @@ export const configSchema = z
     SERVICE_COMMIT: z.string().min(1).optional(),
     EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
     LOG_LEVEL: z.enum(['info', 'silent']).default('info'),
+    OAUTH_CIMD_ALLOW_LOOPBACK: booleanString.default(false),
     MCP_ALLOWED_HOSTS: z
       .string()
       .regex(/^\s*[A-Za-z0-9.:\[\]-]+\s*(,\s*[A-Za-z0-9.:\[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
@@ -72,6 +73,8 @@ export interface Config {
   commit: string | undefined;
   expirySweepMs: number;
   logLevel: 'info' | 'silent';
+  /** Test only: lets Client ID Metadata Documents be fetched over http from loopback addresses. */
+  oauthCimdAllowLoopback: boolean;
   /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
   mcpAllowedHosts: string[];
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
@@ -119,6 +122,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     commit: e.SERVICE_COMMIT,
     expirySweepMs: e.EXPIRY_SWEEP_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
+    oauthCimdAllowLoopback: e.OAUTH_CIMD_ALLOW_LOOPBACK,
     mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     wsPingMs: e.WS_PING_SECONDS * 1000,
     rateLimits: {

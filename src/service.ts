@@ -35,7 +35,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const clock = options.clock ?? { now: () => Date.now() };
   const db = await openDb(config.databaseUrl, config.databaseAuthToken);
   const owners = await createOwnerVerifier(config);
-  const authenticator = createAuthenticator({ db, owners, now: clock.now });
+  const authenticator = createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` });
   const events = createEventHub();
   const app = createApp({ config, db, authenticator, clock, log, events });
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);

@@ -4,6 +4,7 @@ import { findConnectionByTokenHash } from '../store/connections.js';
 import { findDeviceByTokenHash } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import { workspaceForOwner } from '../store/workspaces.js';
+import { resolveOAuthAccessToken } from './oauth-tokens.js';
 import type { OwnerVerifier } from './owner.js';
 import { hashToken, tokenKindOf } from './tokens.js';
 
@@ -18,8 +19,14 @@ export interface Authenticator {
 
 const invalid = () => new DomainError('unauthorized', 'The credential is unknown, expired or revoked.');
 
-export function createAuthenticator(deps: { db: Db; owners: OwnerVerifier; now: () => number }): Authenticator {
-  const { db, owners, now } = deps;
+export function createAuthenticator(deps: {
+  db: Db;
+  owners: OwnerVerifier;
+  now: () => number;
+  /** `${PUBLIC_BASE_URL}/mcp`: OAuth access tokens bound to another resource are refused. */
+  oauthResource: string;
+}): Authenticator {
+  const { db, owners, now, oauthResource } = deps;
   return {
     async authenticate(bearer) {
       if (bearer === null) return null;
@@ -32,6 +39,11 @@ export function createAuthenticator(deps: { db: Db; owners: OwnerVerifier; now: 
         return kind === 'agent'
           ? { kind: 'agent', workspaceId: row.workspaceId, connectionId: row.id, principal: row.principal, access: row.access }
           : { kind: 'setup', workspaceId: row.workspaceId, connectionId: row.id };
+      }
+      if (kind === 'oauth') {
+        const credential = await resolveOAuthAccessToken(db, bearer, now(), oauthResource);
+        if (!credential) throw invalid();
+        return credential;
       }
       if (kind === 'device') {
         const row = await findDeviceByTokenHash(db, hashToken(bearer));

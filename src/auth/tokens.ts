@@ -8,6 +8,13 @@ export const tokenKinds = {
   enrollment: 'dfc_enroll_',
   /** One-use wake-channel ticket; never a bearer credential (src/domain/device-events.ts). */
   ticket: 'dfc_ticket_',
+  /** OAuth access token: a bearer credential resolving to an agent credential (src/auth/oauth-tokens.ts). */
+  oauth: 'dfc_oauth_',
+  /** OAuth refresh token, authorization code, client secret, consent-page session: never bearer credentials. */
+  refresh: 'dfc_refresh_',
+  code: 'dfc_code_',
+  clientSecret: 'dfc_secret_',
+  session: 'dfc_session_',
 } as const;
 
 export type TokenKind = keyof typeof tokenKinds;

@@ -6,9 +6,24 @@ export type Access = 'read' | 'act';
 /** Who is calling, resolved from the bearer credential by src/auth before any operation runs. */
 export type Credential =
   | { kind: 'owner'; workspaceId: string; subject: string }
-  | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access }
+  | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access; oauth?: OAuthTokenInfo }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
   | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string };
+
+/**
+ * Set when an agent credential is an OAuth access token: `access` is then already the token's
+ * scope ceiling intersected with its connection's (decisions §3), so every check that reads
+ * `access` holds for OAuth tokens too.
+ */
+export interface OAuthTokenInfo {
+  clientId: string;
+  /** The scopes the owner approved: `['read']` or `['read', 'act']`. */
+  scopes: Access[];
+  /** Unix ms. */
+  expiresAt: number;
+  /** The RFC 8707 resource the token is bound to: `${PUBLIC_BASE_URL}/mcp`. */
+  resource: string;
+}
 
 export type CredentialKind = Credential['kind'];
 export type CredentialOf<K extends CredentialKind> = Extract<Credential, { kind: K }>;

@@ -15,6 +15,7 @@ import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
 import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants } from './grants.js';
 import { getHealth } from './health.js';
+import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth-clients.js';
 import type { AnyOperation } from './operation.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
@@ -27,6 +28,9 @@ export const operations = {
   createAgentConnection,
   listAgentConnections,
   revokeAgentConnection,
+  createOAuthClient,
+  listOAuthClients,
+  revokeOAuthClient,
   attachDevice,
   listDevices: listWorkspaceDevices,
   revokeDevice: revokeWorkspaceDevice,

@@ -3,6 +3,7 @@ import { Hono } from 'hono';
 import type { Context as HonoContext } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Context } from '../domain/context.js';
+import { DomainError } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
 import { parseJsonObject, readLimitedBody } from './body.js';
 import type { Route } from './routes.js';
@@ -48,6 +49,11 @@ export function mountRoutes(app: Hono<RestEnv>, routes: Route[], authenticator: 
     const handler = async (c: HonoContext<RestEnv>) => {
       const credential = await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
       c.set('principalKind', credential?.kind);
+      // service-api.md "Authentication": an OAuth access token serves the shared (owner and
+      // agent) endpoints and MCP; the agent-only REST endpoints want an agent token.
+      if (credential?.kind === 'agent' && credential.oauth && !route.operation.credentials.includes('owner')) {
+        throw new DomainError('forbidden', 'OAuth access tokens are accepted on shared endpoints and MCP, not on agent-only endpoints.');
+      }
       const body = route.method === 'POST' ? parseJsonObject(await readLimitedBody(c.req.raw)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
       for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);

@@ -31,6 +31,10 @@ export const routes: Route[] = [
   { method: 'GET', path: '/v1/agent-connections', operation: op.listAgentConnections },
   { method: 'POST', path: '/v1/agent-connections/{connectionId}/revoke', operation: op.revokeAgentConnection },
 
+  { method: 'POST', path: '/v1/oauth-clients', operation: op.createOAuthClient, status: 201 },
+  { method: 'GET', path: '/v1/oauth-clients', operation: op.listOAuthClients },
+  { method: 'POST', path: '/v1/oauth-clients/{clientId}/revoke', operation: op.revokeOAuthClient },
+
   { method: 'POST', path: '/v1/sdk/devices', operation: op.attachDevice, status: 201 },
   { method: 'POST', path: '/v1/enrollments', operation: op.createEnrollment, status: 201, deprecated: true },
   { method: 'POST', path: '/v1/device/enroll', operation: op.enrollBoard, status: 201, deprecated: true },

@@ -1,0 +1,141 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { hashToken, issueToken } from '../auth/tokens.js';
+import { insertConnection } from '../store/connections.js';
+import {
+  clientConnectionByClientId,
+  getClientConnection,
+  insertClient,
+  linkConnection,
+  listClientConnections,
+  revokeClientConnection,
+  type OAuthConnectionRow,
+} from '../store/oauth.js';
+import { fail } from './errors.js';
+import { defaultPrincipal } from './oauth.js';
+import { redirectUriProblem } from './oauth-redirects.js';
+import { defineOperation } from './operation.js';
+import { access, connection, newConnection, principal } from './schemas.js';
+
+/**
+ * OAuth clients as the owner sees them (service-api.md "OAuth" rows, decisions §3): each is
+ * an agent connection with an `oauth` object and a principal. Pre-registered clients are
+ * made here; dynamic and metadata-document clients get their connection when an owner
+ * first approves them on the consent page, and are listed and revoked here too.
+ */
+
+function toClientConnection(row: OAuthConnectionRow): z.input<typeof connection> {
+  return {
+    id: row.id,
+    principal: row.principal,
+    name: row.name,
+    expiresAt: row.expiresAt,
+    revoked: row.revokedAt !== null,
+    access: row.access,
+    oauth: { applicationId: row.applicationId, clientId: row.clientId, redirectUris: row.redirectUris, public: row.public },
+    purpose: 'agent',
+    canAttach: false,
+    deviceLimit: 0,
+    tokenPrefix: row.tokenPrefix,
+    createdAt: row.createdAt,
+  };
+}
+
+const redirectUri = z
+  .string()
+  .superRefine((uri, ctx) => {
+    const problem = redirectUriProblem(uri);
+    if (problem) ctx.addIssue({ code: 'custom', message: `redirect URI ${problem}` });
+  })
+  .describe('Matched exactly at authorization time: https, or http on a loopback address.');
+
+export const createOAuthClient = defineOperation({
+  name: 'oauthClients.create',
+  description:
+    'Pre-register an OAuth client for this workspace: an agent connection whose tokens come from the authorization code flow. A confidential client receives its client secret once, as `token`; a public client (PKCE only) has none.',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({
+    name: z.string().min(1).max(64),
+    redirectUris: z.array(redirectUri).min(1).max(10),
+    public: z.boolean().default(false).describe('True for a client that cannot keep a secret (desktop, CLI): it authenticates with PKCE only.'),
+    access: access.default('read').describe('The ceiling: scopes the owner approves are capped by it.'),
+    principal: principal.optional().describe('Defaults to `oauth:<client id>`. Grants name this principal.'),
+  }),
+  output: newConnection.extend({ token: z.string().optional().describe('The client secret of a confidential client, returned once only.') }),
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const applicationId = randomUUID();
+    const clientId = randomUUID();
+    const connectionId = randomUUID();
+    const secret = input.public ? undefined : issueToken('clientSecret');
+    await ctx.db.transaction(async (tx) => {
+      await insertClient(tx, {
+        id: applicationId,
+        clientId,
+        source: 'registered',
+        workspaceId: credential.workspaceId,
+        name: input.name,
+        clientUri: null,
+        redirectUris: input.redirectUris,
+        public: input.public,
+        secretHash: secret?.hash ?? null,
+        secretPrefix: secret?.displayPrefix ?? null,
+        freshUntil: null,
+        createdAt: now,
+        updatedAt: now,
+      });
+      await insertConnection(tx, {
+        id: connectionId,
+        workspaceId: credential.workspaceId,
+        purpose: 'agent',
+        name: input.name,
+        principal: input.principal ?? defaultPrincipal(clientId, applicationId),
+        access: input.access,
+        // The connection itself has no bearer token: a random hash no token can match.
+        tokenHash: hashToken(randomUUID()),
+        tokenPrefix: secret?.displayPrefix ?? '',
+        deviceLimit: 0,
+        expiresAt: null,
+        createdBy: credential.subject,
+        createdAt: now,
+      });
+      await linkConnection(tx, connectionId, applicationId);
+    });
+    const row = (await getClientConnection(ctx.db, connectionId))!;
+    return { ...toClientConnection(row), ...(secret ? { token: secret.token } : {}) };
+  },
+});
+
+export const listOAuthClients = defineOperation({
+  name: 'oauthClients.list',
+  description:
+    'List the OAuth clients of this workspace, newest first: pre-registered ones and those an owner approved on the consent page (dynamic registration or client metadata documents).',
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({}),
+  output: z.array(connection),
+  async run({ ctx, credential }) {
+    return (await listClientConnections(ctx.db, credential.workspaceId)).map((row) => toClientConnection(row));
+  },
+});
+
+export const revokeOAuthClient = defineOperation({
+  name: 'oauthClients.revoke',
+  description:
+    "Revoke an OAuth client in this workspace: its access and refresh tokens answer 401 from the next request on. The principal's grants stay.",
+  credentials: ['owner'],
+  access: 'none',
+  input: z.strictObject({ clientId: z.string().min(1).max(512).describe('The OAuth client_id (URL-encoded when it is a metadata document URL).') }),
+  output: connection,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const row = await ctx.db.transaction(async (tx) => {
+      const found = await clientConnectionByClientId(tx, credential.workspaceId, input.clientId);
+      if (!found) throw fail.notFound('OAuth client');
+      await revokeClientConnection(tx, credential.workspaceId, found.id, now);
+      return (await getClientConnection(tx, found.id))!;
+    });
+    return toClientConnection(row);
+  },
+});
