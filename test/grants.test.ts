@@ -239,8 +239,11 @@ describe('read ceiling vs function kind', () => {
 describe('GET /v1/devices (agent)', () => {
   it('shows an agent only the devices it has live grants on, with capabilities filtered by grant and ceiling', async () => {
     const fresh = await server.ownerToken('agent-devices-owner');
+    // Devices list in attachment order; the hand-moved clock would otherwise give all three one millisecond.
     const granted = await attachDevice(api, fresh, { name: 'granted' });
+    clock.advance(1);
     await attachDevice(api, fresh, { name: 'ungranted' });
+    clock.advance(1);
     const expiring = await attachDevice(api, fresh, { name: 'expiring' });
     const reader = await createAgent(api, fresh, { access: 'read', principal: 'agent:reader' });
     const actor = await createAgent(api, fresh, { access: 'act', principal: 'agent:actor' });
