@@ -13,6 +13,7 @@ import { startExpirySweep } from './domain/expiry.js';
 import { createLogger } from './logger.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
+import { answerClientErrors } from './rest/client-errors.js';
 
 export interface RunningService {
   url: string;
@@ -46,6 +47,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, { db, clock, log, notifier, pingMs: config.wsPingMs });
+  answerClientErrors(server as Server, log);
   const { port } = server.address() as AddressInfo;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
 
