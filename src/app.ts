@@ -9,6 +9,7 @@ import { createOAuthApp } from './oauth/app.js';
 import { mountRoutes, type RestEnv } from './rest/app.js';
 import { mountDocs } from './rest/docs.js';
 import { mountMcp } from './mcp/handler.js';
+import { mountMetrics, type Metrics } from './metrics.js';
 import { toHttpError } from './rest/errors.js';
 import { routes } from './rest/routes.js';
 import type { Db } from './store/driver.js';
@@ -20,6 +21,7 @@ export interface AppDeps {
   clock: Clock;
   log: Logger;
   events: EventHub;
+  metrics: Metrics;
 }
 
 export const SERVICE_NAME = 'dfc';
@@ -28,7 +30,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<RestEnv> {
-  const { config, db, authenticator, clock, log, events } = deps;
+  const { config, db, authenticator, clock, log, events, metrics } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -44,13 +46,15 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
     const started = performance.now();
     c.set('context', (credential) => ({ credential, requestId: c.get('requestId'), db, clock, log, settings, events }));
     await next();
+    const seconds = (performance.now() - started) / 1000;
+    metrics.observeRequest(c.req.method, c.req.routePath, c.res.status, seconds);
     log.info({
       msg: 'request',
       requestId: c.get('requestId'),
       method: c.req.method,
       route: c.req.routePath,
       status: c.res.status,
-      durationMs: Math.round((performance.now() - started) * 100) / 100,
+      durationMs: Math.round(seconds * 100_000) / 100,
       principalKind: c.get('principalKind') ?? null,
     });
   });
@@ -59,6 +63,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   app.route('/', createOAuthApp({ config, db, authenticator, clock, log }));
   mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
   mountMcp(app, { config, authenticator, log, version: API_VERSION });
+  mountMetrics(app, metrics, config.metricsToken);
 
   app.notFound((c) => {
     const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));

@@ -38,6 +38,7 @@ export const configSchema = z
       .string()
       .regex(/^\s*[A-Za-z0-9.:\[\]-]+\s*(,\s*[A-Za-z0-9.:\[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
       .optional(),
+    METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     WS_PING_SECONDS: positiveInt.default(15),
     RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20),
     RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
@@ -81,6 +82,8 @@ export interface Config {
   wsPingMs: number;
   rateLimits: RateLimitSettings;
   capacity: CapacityLimits;
+  /** Bearer token for GET /metrics; metrics are off without it. */
+  metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -125,6 +128,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     oauthCimdAllowLoopback: e.OAUTH_CIMD_ALLOW_LOOPBACK,
     mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     wsPingMs: e.WS_PING_SECONDS * 1000,
+    metricsToken: e.METRICS_TOKEN,
     rateLimits: {
       agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
       device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },

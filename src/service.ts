@@ -4,6 +4,8 @@ import { serve, type ServerType } from '@hono/node-server';
 import { createApp } from './app.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import { createOwnerVerifier } from './auth/owner.js';
+import { withRateLimits } from './auth/rate-limited.js';
+import { createMemoryRateLimiter, type RateLimiter } from './domain/rate-limits.js';
 import type { Config } from './config.js';
 import { createLocalNotifier, type DeviceNotifier } from './device-channel/notifier.js';
 import { attachDeviceChannel } from './device-channel/socket-server.js';
@@ -11,6 +13,7 @@ import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { createLogger } from './logger.js';
+import { createMetrics } from './metrics.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
 import { answerClientErrors } from './rest/client-errors.js';
@@ -28,6 +31,8 @@ export interface ServiceOptions {
   clock?: Clock;
   /** The wake channel's notifier; in-memory unless several instances share one (README "Wake channel"). */
   notifier?: (events: EventHub) => DeviceNotifier;
+  /** Shared limiter state for several instances; in-memory by default. */
+  rateLimiter?: RateLimiter;
 }
 
 /** Opens the database, builds the app and listens: what `npm start` and the tests run. */
@@ -36,9 +41,14 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const clock = options.clock ?? { now: () => Date.now() };
   const db = await openDb(config.databaseUrl, config.databaseAuthToken);
   const owners = await createOwnerVerifier(config);
-  const authenticator = createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` });
+  const authenticator = withRateLimits(createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` }), {
+    limiter: options.rateLimiter ?? createMemoryRateLimiter(),
+    settings: config.rateLimits,
+    now: clock.now,
+  });
   const events = createEventHub();
-  const app = createApp({ config, db, authenticator, clock, log, events });
+  const metrics = createMetrics({ db, events });
+  const app = createApp({ config, db, authenticator, clock, log, events, metrics });
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
 
   const server: ServerType = await new Promise((resolve) => {
@@ -46,7 +56,15 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
-  const channel = attachDeviceChannel(server as Server, { db, clock, log, notifier, pingMs: config.wsPingMs });
+  const channel = attachDeviceChannel(server as Server, {
+    db,
+    clock,
+    log,
+    notifier,
+    pingMs: config.wsPingMs,
+    onWakeSent: (latencyMs) => metrics.observeWake(latencyMs / 1000),
+  });
+  metrics.countSocketsWith(() => channel.openSockets());
   answerClientErrors(server as Server, log);
   const { port } = server.address() as AddressInfo;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;

@@ -33,6 +33,8 @@ export interface DeviceChannelDeps {
   notifier: DeviceNotifier;
   /** Protocol ping interval; a peer that has not answered the previous ping by the next one is dropped. */
   pingMs: number;
+  /** Told the queue → frame latency of every wake written (the metrics histogram). */
+  onWakeSent?: (latencyMs: number) => void;
 }
 
 export interface DeviceChannel {
@@ -83,7 +85,10 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
   function admit(socket: WebSocket, deviceId: string, early: { revoked: boolean; wakes: WakeFrame[] }, stopEarly: () => void) {
     const peer: Peer = { socket, deviceId, alive: true, stopListening: () => undefined };
     peer.stopListening = notifier.listen(deviceId, (signal) => {
-      if (signal.type === 'wake') send(peer, signal.frame);
+      if (signal.type === 'wake') {
+        send(peer, signal.frame);
+        deps.onWakeSent?.(clock.now() - signal.queuedAt);
+      }
       else socket.close(CLOSE_CODES.revoked, 'device revoked');
     });
     // Listened since before the ticket was checked, so a revocation or wake that landed

@@ -1,0 +1,88 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { Hono } from 'hono';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { EventHub } from './domain/events.js';
+import { DomainError } from './domain/errors.js';
+import { bearerToken, type RestEnv } from './rest/app.js';
+import { countAllQueued } from './store/metrics.js';
+import type { Db } from './store/driver.js';
+
+export interface Metrics {
+  registry: Registry;
+  observeRequest(method: string, route: string, status: number, seconds: number): void;
+  /** Queue → wake frame written, in seconds. */
+  observeWake(seconds: number): void;
+  /** Where the open device socket count comes from (the wake channel). */
+  countSocketsWith(count: () => number): void;
+}
+
+/**
+ * Prometheus metrics on a registry of this service's own (not prom-client's global one),
+ * so several services in one process — the tests — do not share counters.
+ */
+export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'dfc_' });
+  const requests = new Counter({ name: 'dfc_http_requests_total', help: 'HTTP requests by method, route pattern and status.', labelNames: ['method', 'route', 'status'], registers: [registry] });
+  const durations = new Histogram({
+    name: 'dfc_http_request_duration_seconds',
+    help: 'HTTP request duration by method and route pattern.',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [registry],
+  });
+  const actions = new Counter({ name: 'dfc_actions_total', help: 'Action state changes by the status entered.', labelNames: ['status'], registers: [registry] });
+  const wake = new Histogram({
+    name: 'dfc_wake_latency_seconds',
+    help: 'Time from an action being queued to its wake frame being written to a device socket.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
+  let socketCount: () => number = () => 0;
+  new Gauge({
+    name: 'dfc_device_sockets_open',
+    help: 'Open device wake WebSockets.',
+    registers: [registry],
+    collect() {
+      this.set(socketCount());
+    },
+  });
+  new Gauge({
+    name: 'dfc_actions_queued',
+    help: 'Actions queued and not yet fetched by a device (queue depth).',
+    registers: [registry],
+    async collect() {
+      this.set(await countAllQueued(deps.db));
+    },
+  });
+  deps.events.subscribe((event) => {
+    if (event.type === 'action') actions.inc({ status: event.action.status });
+  });
+  return {
+    registry,
+    observeRequest(method, route, status, seconds) {
+      requests.inc({ method, route, status: String(status) });
+      durations.observe({ method, route }, seconds);
+    },
+    observeWake: (seconds) => wake.observe(seconds),
+    countSocketsWith(count) {
+      socketCount = count;
+    },
+  };
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** GET /metrics, behind METRICS_TOKEN; without a configured token the endpoint is off (503). */
+export function mountMetrics(app: Hono<RestEnv>, metrics: Metrics, token: string | undefined): void {
+  app.get('/metrics', async (c) => {
+    if (!token) throw new DomainError('not_configured', 'Metrics are off: set METRICS_TOKEN to enable /metrics.');
+    const given = bearerToken(c.req.header('authorization'));
+    if (!given || !sameSecret(given, token)) throw new DomainError('unauthorized', 'The metrics token is missing or wrong.');
+    return c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType });
+  });
+}
