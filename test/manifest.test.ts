@@ -197,7 +197,7 @@ describe('manifest validation', () => {
     ],
     ['a child kind "gateway"', 'hub', { capabilities: [], children: [{ key: 'k', name: 'c', kind: 'gateway', capabilities: [] }] }, 'children.0.kind'],
     ['an empty child key', 'hub', { capabilities: [], children: [{ key: '', name: 'c', kind: 'device', capabilities: [] }] }, 'children.0.key'],
-    ['an unknown field in a capability', 'lamp', { capabilities: [{ ...read('a'), extra: true }] }, 'capabilities.0'],
+    ['an unknown field in a capability', 'lamp', { capabilities: [{ ...read('a'), extra: true }] }, 'capabilities.0.extra'],
   ];
 
   it.each(cases)('rejects %s with 400 and an issue at its path', async (_label, who, body, path) => {

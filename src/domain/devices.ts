@@ -11,6 +11,7 @@ import {
   listDevices,
   replaceManifest,
   revokeDevice,
+  touchDevice,
   type CapabilityRow,
   type DeviceRow,
 } from '../store/devices.js';
@@ -214,6 +215,7 @@ export const publishManifest = defineOperation({
     if (issues.length > 0) throw fail.invalid('The manifest is not valid.', issues);
 
     const now = ctx.clock.now();
+    await touchDevice(ctx.db, self.id, now);
     const cancelled = await ctx.db.transaction(async (tx) => {
       const active = new Set((await listChildKeys(tx, self.id)).map((c) => c.childKey));
       const added = children.filter((c) => !active.has(c.key)).length;

@@ -14,6 +14,7 @@ export const errorCodes = [
   'grant_required',
   'device_limit_reached',
   'not_found',
+  'method_not_allowed',
   'conflict',
   'idempotency_key_reused',
   'payload_too_large',
@@ -53,10 +54,14 @@ export class DomainError extends Error {
 }
 
 export function issuesFromZod(error: z.ZodError, prefix: readonly PropertyKey[] = []): ErrorIssue[] {
-  return error.issues.map((issue) => ({
-    path: [...prefix, ...issue.path].map(String).join('.'),
-    message: issue.message,
-  }));
+  return error.issues.flatMap((issue) => {
+    const path = [...prefix, ...issue.path];
+    // One issue per unknown field, pointing at the field itself rather than at its object.
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => ({ path: [...path, key].map(String).join('.'), message: 'unknown field' }));
+    }
+    return [{ path: path.map(String).join('.'), message: issue.message }];
+  });
 }
 
 export const fail = {

@@ -200,8 +200,7 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
 
     if (c.req.method !== 'POST') {
       // Stateless server: no GET stream, no session to DELETE (MCP Streamable HTTP allows 405).
-      const body = { error: { code: 'method_not_allowed', message: 'POST /mcp only: this server keeps no stream or session.', requestId: c.get('requestId') } };
-      return c.json(body, 405, { Allow: 'POST' });
+      return envelope(c, new DomainError('method_not_allowed', 'POST /mcp only: this server keeps no stream or session.'), { Allow: 'POST' });
     }
 
     const auth = await authenticate(c);

@@ -47,7 +47,11 @@ function firstQueryValues(c: HonoContext): Record<string, string> {
 export function mountRoutes(app: Hono<RestEnv>, routes: Route[], authenticator: Authenticator): void {
   for (const route of routes) {
     const handler = async (c: HonoContext<RestEnv>) => {
-      const credential = await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
+      // A public operation (health, board enrollment) ignores any Authorization header: a
+      // stale token in a client's default headers must not turn it into a 401.
+      const credential = route.operation.credentials.includes('public')
+        ? null
+        : await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
       c.set('principalKind', credential?.kind);
       // service-api.md "Authentication": an OAuth access token serves the shared (owner and
       // agent) endpoints and MCP; the agent-only REST endpoints want an agent token.

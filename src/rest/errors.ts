@@ -11,6 +11,7 @@ export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   grant_required: 403,
   device_limit_reached: 403,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   idempotency_key_reused: 409,
   payload_too_large: 413,

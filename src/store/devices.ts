@@ -69,9 +69,10 @@ export function getDevice(db: Queryable, workspaceId: string, id: string): Promi
   ]);
 }
 
+/** Attachment order; a gateway's children in the order its manifest first listed them. */
 export function listDevices(db: Queryable, workspaceId: string): Promise<DeviceRow[]> {
   return db.all<DeviceRow>(
-    `SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL ORDER BY d.created_at, d.id`,
+    `SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL ORDER BY d.created_at, d.rowid`,
     [workspaceId],
   );
 }

@@ -37,9 +37,16 @@ export async function migrate(db: Db, migrations = loadMigrations()): Promise<nu
   const applied: number[] = [];
   for (const migration of migrations) {
     if (done.has(migration.version)) continue;
-    await db.script(
-      `${migration.sql}\nINSERT INTO schema_migrations (version, name, applied_at) VALUES (${migration.version}, '${migration.name}', ${Date.now()});`,
-    );
+    try {
+      await db.script(
+        `${migration.sql}\nINSERT INTO schema_migrations (version, name, applied_at) VALUES (${migration.version}, '${migration.name}', ${Date.now()});`,
+      );
+    } catch (error) {
+      // Another process starting on the same new file may have applied it meanwhile (its
+      // transaction held the write lock while ours waited): then the version is recorded.
+      if (await db.get('SELECT 1 AS one FROM schema_migrations WHERE version = ?', [migration.version])) continue;
+      throw error;
+    }
     applied.push(migration.version);
   }
   return applied;
