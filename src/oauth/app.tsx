@@ -68,13 +68,15 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
   const app = new Hono();
 
   // Every page and answer of the authorization server: never framed (clickjacking on the
-  // consent page), never cached, no referrer (authorization URLs carry state and codes).
+  // consent page), never cached, no referrer to other sites (authorization URLs carry state
+  // and codes). `same-origin`, not `no-referrer`: with the latter browsers send `Origin: null`
+  // on form posts, and the posts below check their Origin.
   app.use('/oauth/*', async (c, next) => {
     await next();
     if (!c.res.headers.has('Content-Security-Policy')) c.header('Content-Security-Policy', PAGE_CSP);
     c.header('X-Frame-Options', 'DENY');
     c.header('X-Content-Type-Options', 'nosniff');
-    c.header('Referrer-Policy', 'no-referrer');
+    c.header('Referrer-Policy', 'same-origin');
     c.header('Cache-Control', 'no-store');
   });
 
