@@ -1,6 +1,7 @@
 import type { Context } from './context.js';
 import { DomainError, issuesFromZod } from './errors.js';
 import type { AnyOperation } from './operation.js';
+import { inputIssues } from './input-limits.js';
 
 /**
  * The one chokepoint both transports call. In order: the credential kind (401 when there
@@ -18,6 +19,9 @@ export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown
   if (credential?.kind === 'agent' && operation.access === 'act' && credential.access !== 'act') {
     throw new DomainError('insufficient_access', 'This call needs the act access ceiling.', { requiredAccess: 'act' });
   }
+
+  const unsafe = inputIssues(raw);
+  if (unsafe.length > 0) throw new DomainError('validation_failed', 'The request holds text or nesting that cannot be stored as sent.', { issues: unsafe });
 
   const input = operation.input.safeParse(raw ?? {});
   if (!input.success) {
