@@ -224,23 +224,26 @@ describe('DEVICE_CONTROLS_ENABLED=false (kill switch)', () => {
     expect((await next(offApi, offLamp)).body).toEqual({ data: null });
   });
 
-  it('still hands out, completes and cancels commands queued before the switch was turned off', async () => {
+  it('holds commands queued before the switch was turned off: next hands out nothing, results of fetched ones are kept, queued ones stay cancellable', async () => {
     const before = await startTestServer({});
     const beforeApi = client(before.url);
     const o = await before.ownerToken('switch-restart-owner');
     const l = await attachDevice(beforeApi, o);
     const a = await createAgent(beforeApi, o, { access: 'act' });
     await grant(beforeApi, o, a.principal, l.id, ['get_state']);
+    const fetched = await queue(beforeApi, a.token, l.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
     const first = await queue(beforeApi, a.token, l.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
     const second = await queue(beforeApi, a.token, l.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
+    expect((await next(beforeApi, l)).body.data.id).toBe(fetched.id);
     await before.close();
 
     const after = await startTestServer({ dir: before.dir, env: { DEVICE_CONTROLS_ENABLED: 'false' } });
     try {
       const afterApi = client(after.url);
       expect((await requestAction(afterApi, a.token, l.id, { capability: 'get_state', arguments: {} })).status).toBe(503);
-      expect((await next(afterApi, l)).body.data.id).toBe(first.id);
-      expect((await report(afterApi, l, { actionId: first.id, ok: true })).body.data.status).toBe('succeeded');
+      expect((await next(afterApi, l)).body).toEqual({ data: null });
+      expect((await report(afterApi, l, { actionId: fetched.id, ok: true })).body.data.status).toBe('succeeded');
+      expect((await afterApi.get(`/v1/actions/${first.id}`, { token: a.token })).body.data.status).toBe('queued');
       expect((await afterApi.post(`/v1/actions/${second.id}/cancel`, { token: a.token })).body.data.status).toBe('cancelled');
     } finally {
       await after.close();

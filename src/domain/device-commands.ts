@@ -46,6 +46,9 @@ export const fetchNextCommand = defineOperation({
   output: deviceNext.nullable(),
   async run({ ctx, credential, input }) {
     await checkDevice(ctx, credential, input.deviceId, input.workspace);
+    // The kill switch is for physical safety: commands queued before it was thrown are held
+    // (and expire at their deadline) rather than handed to devices while it is off.
+    if (!ctx.settings.deviceControlsEnabled) return null;
     const row = await claimNext(ctx.db, credential.deviceId, ctx.clock.now());
     if (!row) return null;
     publishActions(ctx, [row]);
