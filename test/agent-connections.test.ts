@@ -72,7 +72,7 @@ describe('POST /v1/agent-connections', () => {
     [`ttlSeconds ${MAX_TTL + 1}`, { ttlSeconds: MAX_TTL + 1 }, 'ttlSeconds'],
     ['an empty principal', { principal: '' }, 'principal'],
     ['a principal of 129 characters', { principal: 'p'.repeat(129) }, 'principal'],
-    ['a deviceLimit (setup tokens only)', { deviceLimit: 1 }, ''],
+    ['a deviceLimit (setup tokens only)', { deviceLimit: 1 }, 'deviceLimit'],
   ];
   it.each(rejected)('rejects %s with 400 and an issue at its path', async (_label, extra, path) => {
     const res = await api.post('/v1/agent-connections', { token: owner, body: { name: 'bot', ...extra } });

@@ -78,7 +78,7 @@ describe('POST /v1/sdk/devices', () => {
     ['an empty name', { name: '' }, 'name'],
     ['a name of 65 characters', { name: 'n'.repeat(65) }, 'name'],
     ['kind "service" (only gateways create services)', { name: 'x', kind: 'service' }, 'kind'],
-    ['an unknown field', { name: 'x', deviceId: 'abc' }, ''],
+    ['an unknown field', { name: 'x', deviceId: 'abc' }, 'deviceId'],
   ];
   it.each(rejected)('rejects %s with 400 without using up the token', async (_label, body, path) => {
     const setup = await createSetupToken(api, owner);

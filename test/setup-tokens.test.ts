@@ -85,7 +85,7 @@ describe.each([
       ['deviceLimit 0', { name: 'd', deviceLimit: 0 }, 'deviceLimit'],
       ['deviceLimit 21', { name: 'd', deviceLimit: 21 }, 'deviceLimit'],
       ['a fractional deviceLimit', { name: 'd', deviceLimit: 1.5 }, 'deviceLimit'],
-      ['an unknown field', { name: 'x', access: 'act' }, ''],
+      ['an unknown field', { name: 'x', access: 'act' }, 'access'],
     ];
     it.each(rejected)('rejects %s with 400 and an issue at its path', async (_label, body, path) => {
       const res = await api.post(family, { token: owner, body });
