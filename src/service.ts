@@ -33,6 +33,8 @@ export interface ServiceOptions {
   notifier?: (events: EventHub) => DeviceNotifier;
   /** Shared limiter state for several instances; in-memory by default. */
   rateLimiter?: RateLimiter;
+  /** How long close() lets requests in progress finish before it cuts them off (10 s). */
+  shutdownGraceMs?: number;
 }
 
 /** Opens the database, builds the app and listens: what `npm start` and the tests run. */
@@ -74,14 +76,30 @@ export async function startService(config: Config, options: ServiceOptions = {})
     port,
     db,
     events,
+    /**
+     * Graceful shutdown (issue 7): stop accepting connections, close idle keep-alive ones,
+     * close the wake sockets with 1001, let requests in progress finish — for at most
+     * `shutdownGraceMs`, then cut what is left — and only then stop the sweep and close the
+     * database, which those requests may still be writing to.
+     */
     async close() {
-      stopSweep();
+      const drained = new Promise<void>((resolve) => server.close(() => resolve()));
+      // A keep-alive connection goes idle once its response is out, and would otherwise be
+      // held open until the keep-alive timeout: close idle ones as they appear.
+      const closeIdle = () => {
+        if ('closeIdleConnections' in server) server.closeIdleConnections();
+      };
+      closeIdle();
+      const idleSweep = setInterval(closeIdle, 50);
       await channel.close();
       notifier.close();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
+      const cutOff = setTimeout(() => {
         if ('closeAllConnections' in server) server.closeAllConnections();
-      });
+      }, options.shutdownGraceMs ?? 10_000);
+      await drained;
+      clearInterval(idleSweep);
+      clearTimeout(cutOff);
+      stopSweep();
       await db.close();
     },
   };

@@ -1,8 +1,12 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenKinds } from '../src/auth/tokens.js';
 import { client, type Client } from './helpers/api.js';
 import { lampManifest } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { envelope, MODERN } from './helpers/mcp-client.js';
+import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
+import type { TestServer } from './helpers/server.js';
+import { openSocket, wsUrl } from './helpers/ws.js';
 
 /**
  * decisions §1: one JSON line per request (method, route, status, duration, principal kind),
@@ -13,19 +17,20 @@ let server: TestServer;
 let api: Client;
 let requests = 0;
 const secrets: string[] = [];
+const CALLBACK = 'http://127.0.0.1:9/callback';
 
-/** Counts requests so the test can check there is exactly one log line per request. */
-function counted(api: Client): Client {
-  const count = <T>(promise: Promise<T>) => {
-    requests++;
-    return promise;
-  };
-  return {
-    get: (path, options) => count(api.get(path, options)),
-    post: (path, options) => count(api.post(path, options)),
-    request: (method, path, options) => count(api.request(method, path, options)),
-  };
-}
+/**
+ * Counts every HTTP request the test sends (its own client and the OAuth helpers all use
+ * fetch), so the test can check there is exactly one log line per request.
+ */
+const realFetch = globalThis.fetch;
+globalThis.fetch = ((...args: Parameters<typeof fetch>) => {
+  requests++;
+  return realFetch(...args);
+}) as typeof fetch;
+afterAll(() => {
+  globalThis.fetch = realFetch;
+});
 
 function keep<T extends string>(secret: T): T {
   secrets.push(secret);
@@ -33,8 +38,10 @@ function keep<T extends string>(secret: T): T {
 }
 
 beforeAll(async () => {
-  server = await startTestServer();
-  api = counted(client(server.url));
+  // PUBLIC_BASE_URL on the listening address, so the OAuth flow below works end to end.
+  const oauthServer = await startOAuthTestServer();
+  server = oauthServer;
+  api = client(server.url);
 
   const owner = keep(await server.ownerToken('logs-owner'));
   const forged = keep(await server.foreignToken('logs-owner'));
@@ -50,6 +57,48 @@ beforeAll(async () => {
   const deviceToken = keep(attached.body.data.token as string);
   const deviceId = attached.body.data.device.id as string;
   await api.post(`/v1/device/${deviceId}/manifest`, { token: deviceToken, body: lampManifest });
+
+  // A wake-channel ticket, redeemed once on the upgrade and then replayed (refused).
+  const ticket = keep((await api.post(`/v1/device/${deviceId}/events-ticket`, { token: deviceToken })).body.data.ticket as string);
+  const opened = await openSocket(wsUrl(server.url, deviceId, ticket));
+  requests++;
+  if (opened.ok) opened.socket.ws.close();
+  await openSocket(wsUrl(server.url, deviceId, ticket));
+  requests++;
+
+  // OAuth: a confidential client (its secret), the consent session, the code, access and
+  // refresh tokens, a rotation, the tokens used rightly and wrongly, and a revocation.
+  const registered = await registerClient(oauthServer.issuer, owner, { name: 'logged client', redirectUris: [CALLBACK], public: false, access: 'act' });
+  const clientSecret = keep(registered.token!);
+  const cookie = await ownerCookie(oauthServer.issuer, owner);
+  keep(decodeURIComponent(cookie.slice(cookie.indexOf('=') + 1)));
+  const { verifier, challenge } = pkce();
+  const back = await decide(authorizationUrl(oauthServer.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }), cookie);
+  const authorizationCode = keep(back.searchParams.get('code')!);
+  const basic = { id: registered.oauth.clientId, secret: clientSecret };
+  const form = { grant_type: 'authorization_code', code: authorizationCode, redirect_uri: CALLBACK, code_verifier: verifier, resource: oauthServer.resource };
+  const issued = await tokenRequest(oauthServer.issuer, form, basic);
+  const accessToken = keep(issued.body.access_token as string);
+  const refreshToken = keep(issued.body.refresh_token as string);
+  const rotated = await tokenRequest(oauthServer.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken }, basic);
+  keep(rotated.body.access_token as string);
+  const newRefresh = keep(rotated.body.refresh_token as string);
+  await api.get('/v1/devices', { token: accessToken });
+  await api.get('/v1/account', { token: accessToken });
+  await api.get('/v1/devices', { token: refreshToken });
+  await api.get('/v1/devices', { token: clientSecret });
+  await fetch(`${server.url}/mcp`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope() } }),
+  }).then((res) => res.text());
+  await fetch(`${oauthServer.issuer}/oauth/revoke`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${basic.id}:${basic.secret}`).toString('base64')}` },
+    body: new URLSearchParams({ token: newRefresh }).toString(),
+  }).then((res) => res.text());
+  await api.get('/v1/devices', { token: rotated.body.access_token });
+  await tokenRequest(oauthServer.issuer, form, basic); // a replayed code (revokes its tokens)
 
   const enrollment = await api.post('/v1/enrollments', { token: owner });
   const code = keep(enrollment.body.data.code as string);
@@ -111,9 +160,10 @@ describe('request log', () => {
 });
 
 describe('no secret in any log line', () => {
-  it('captured some credentials of every kind', () => {
-    for (const prefix of ['dfc_setup_', 'dfc_agent_', 'dfc_device_', 'dfc_enroll_', 'eyJ']) {
-      expect(secrets.some((secret) => secret.startsWith(prefix))).toBe(true);
+  it('captured some credentials of every kind the service issues', () => {
+    // From the token table itself: a new kind of token fails here until this test uses one.
+    for (const prefix of [...Object.values(tokenKinds), 'eyJ']) {
+      expect(secrets.some((secret) => secret.startsWith(prefix)), prefix).toBe(true);
     }
   });
 
@@ -131,6 +181,14 @@ describe('no secret in any log line', () => {
   it('contains no Authorization header', () => {
     const text = server.logs.join('\n').toLowerCase();
     expect(text).not.toContain('bearer');
-    expect(text).not.toContain('authorization');
+    expect(text).not.toMatch(/basic [a-z0-9+/=]{8}/);
+    // OAuth's own messages name the authorization flow ("authorization approved"); what must
+    // never appear is the header, as a field or as its value.
+    for (const line of server.logs) {
+      const keys = Object.keys(JSON.parse(line) as Record<string, unknown>).map((k) => k.toLowerCase());
+      expect(keys.filter((k) => k.includes('authorization') || k === 'headers')).toEqual([]);
+    }
+    expect(text).not.toContain('authorization:');
+    expect(text).not.toContain('"authorization"');
   });
 });
