@@ -92,11 +92,18 @@ export const requestAction = defineOperation({
   run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
 });
 
-/** Reads an action after bringing its deadline up to date; agents see only their principal's. */
+/**
+ * Reads an action after bringing its deadline up to date; agents see only their principal's.
+ * The expiring write runs only for an unfinished action already past its deadline, so the
+ * usual read (an MCP call waiting, an agent polling) is one SELECT.
+ */
 async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
-  const expired = await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId, id: actionId });
-  publishActions(ctx, expired);
-  const row = await getAction(ctx.db, credential.workspaceId, actionId);
+  const now = ctx.clock.now();
+  let row = await getAction(ctx.db, credential.workspaceId, actionId);
+  if (row && (row.status === 'queued' || row.status === 'received') && row.expiresAt <= now) {
+    publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: actionId }));
+    row = await getAction(ctx.db, credential.workspaceId, actionId);
+  }
   if (!row || (credential.kind === 'agent' && row.principal !== credential.principal)) throw fail.notFound('Action');
   return row;
 }

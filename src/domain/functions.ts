@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { getDevice, listDeviceCapabilities, type DeviceRow } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
-import { callableFunctions, hasLiveGrant, workspaceFunctions, type FunctionRow } from '../store/grants.js';
+import { callableFunctions, hasLiveGrant, nextGrantExpiry, workspaceFunctions, type FunctionRow } from '../store/grants.js';
+import { functionsVersion } from '../store/workspaces.js';
 import type { Access, Credential, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { defineOperation } from './operation.js';
@@ -45,6 +46,34 @@ export async function listCallableFunctions(db: Queryable, credential: Credentia
     return (await callableFunctions(db, credential.workspaceId, credential.principal, credential.access, now)).map(toCallable);
   }
   return [];
+}
+
+/**
+ * The agent's callable functions on the devices whose id starts with `deviceIdPrefix` (the
+ * same rule as listCallableFunctions, narrowed to the devices one tool call can name).
+ */
+export async function listCallableFunctionsOnDevices(
+  db: Queryable,
+  credential: CredentialOf<'agent'>,
+  now: number,
+  deviceIdPrefix: string,
+): Promise<CallableFunction[]> {
+  return (await callableFunctions(db, credential.workspaceId, credential.principal, credential.access, now, deviceIdPrefix)).map(toCallable);
+}
+
+/**
+ * What an agent's callable functions depend on, read before they are listed: a list built
+ * after these reads stays the agent's list while `callableFunctionsVersion` still answers the
+ * same number and the clock is before `callableFunctionsValidUntil` (the next expiry among its
+ * live grants). A write between these reads and the listing makes the recorded version stale,
+ * which costs a rebuild, never a stale answer.
+ */
+export function callableFunctionsVersion(db: Queryable, credential: CredentialOf<'agent'>): Promise<number> {
+  return functionsVersion(db, credential.workspaceId);
+}
+
+export async function callableFunctionsValidUntil(db: Queryable, credential: CredentialOf<'agent'>, now: number): Promise<number> {
+  return (await nextGrantExpiry(db, credential.workspaceId, credential.principal, now)) ?? Number.POSITIVE_INFINITY;
 }
 
 export const listFunctions = defineOperation({

@@ -5,15 +5,16 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Context, Credential, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import { listCallableFunctions } from '../domain/functions.js';
+import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import type { Logger } from '../domain/context.js';
 import { bearerToken, clientAddress, type RestEnv } from '../rest/app.js';
 import { MAX_BODY_BYTES, readLimitedBody } from '../rest/body.js';
 import { toHttpError } from '../rest/errors.js';
 import { createHostPolicy } from './hosts.js';
+import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
-import { DEVICE_TOOL_PATTERN, deviceToolNames, fixedToolOperation, registerTools, type McpSession } from './tools.js';
+import { DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames, fixedToolOperation, registerTools, type McpSession } from './tools.js';
 
 export interface McpDeps {
   config: Config;
@@ -105,6 +106,8 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     return server;
   };
 
+  const toolLists = createToolsListCache();
+
   const handler = createMcpHandler(factory, {
     legacy: 'stateless',
     maxRequestBodySize: MAX_BODY_BYTES,
@@ -165,11 +168,19 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     if (!methods.includes('tools/list') && deviceCalls.length === 0) return { session };
 
     const now = ctx.clock.now();
-    const tools = deviceToolNames(await listCallableFunctions(ctx.db, credential, now));
+    const listing = methods.includes('tools/list');
+    // A call alone looks only at the functions on the devices its tool name can point at.
+    const callable = async (agent: CredentialOf<'agent'>, name: string) =>
+      deviceToolNames(await listCallableFunctionsOnDevices(ctx.db, agent, now, deviceIdPrefixOf(name)));
+    const tools = listing ? deviceToolNames(await listCallableFunctions(ctx.db, credential, now)) : [];
     for (const name of deviceCalls) {
-      if (tools.some((t) => t.name === name)) continue;
+      const found = (listing ? tools : await callable(credential, name)).find((t) => t.name === name);
+      if (found) {
+        if (!listing && !tools.includes(found) && !tools.some((t) => t.name === name)) tools.push(found);
+        continue;
+      }
       if (credential.access !== 'act') {
-        const withAct = deviceToolNames(await listCallableFunctions(ctx.db, { ...credential, access: 'act' }, now));
+        const withAct = await callable({ ...credential, access: 'act' }, name);
         if (withAct.some((t) => t.name === name)) return { response: ceilingRefusal(c, name) };
       }
       return {
@@ -229,6 +240,20 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     );
 
     const ctx = c.get('context')(credential);
+
+    // A modern tools/list is answered from the caller's cached list while it is current
+    // (src/mcp/tools-list-cache.ts); a miss is answered by the SDK and kept.
+    const cacheable = parsedOk ? cacheableToolsList(c.req.raw.headers, parsed) : undefined;
+    let listState: { key: string; version: number; validUntil: number } | undefined;
+    if (cacheable) {
+      const now = ctx.clock.now();
+      const version = await callableFunctionsVersion(ctx.db, credential);
+      const key = toolsListKey(credential.workspaceId, credential.principal, credential.access);
+      const cached = toolLists.answer(key, { version, now }, cacheable.id);
+      if (cached) return cached;
+      listState = { key, version, validUntil: await callableFunctionsValidUntil(ctx.db, credential, now) };
+    }
+
     const gate = await gateToolCalls(c, ctx, credential, messages);
     if ('response' in gate) return gate.response;
 
@@ -242,6 +267,7 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     };
     sessions.set(authInfo, gate.session);
     const request = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: bytes, signal: c.req.raw.signal });
-    return handler.fetch(request, parsedOk ? { authInfo, parsedBody: parsed } : { authInfo });
+    const response = await handler.fetch(request, parsedOk ? { authInfo, parsedBody: parsed } : { authInfo });
+    return listState ? toolLists.keep(listState.key, listState, response) : response;
   });
 }

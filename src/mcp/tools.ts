@@ -52,6 +52,17 @@ export interface DeviceTool {
 
 export const DEVICE_TOOL_PATTERN = /^[a-z][a-z0-9_.-]*__(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
 
+/**
+ * The start of the device id a device tool name points at (`3f2c9a01-b7e4` for
+ * `set_power__3f2c9a01b7e4`). Every function that could share the name has a device id with
+ * the same start, so the caller's functions on those devices alone name it exactly as the
+ * full list would: a tools/call needs only them, not all the caller's functions.
+ */
+export function deviceIdPrefixOf(toolName: string): string {
+  const hex = toolName.slice(toolName.lastIndexOf('__') + 2, toolName.lastIndexOf('__') + 14);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}`;
+}
+
 function fitCapability(capability: string, budget: number): string {
   if (capability.length <= budget) return capability;
   const digest = createHash('sha256').update(capability).digest('hex').slice(0, 8);
@@ -95,7 +106,24 @@ function once<T>(make: () => T): () => T {
 
 function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
-  return rest;
+  return compact(rest) as Record<string, unknown>;
+}
+
+/**
+ * Drops what zod adds that says nothing to a client: the UUID regex beside `format: "uuid"`
+ * and the ±2^53 bounds of every integer. The Action schema is the outputSchema of every
+ * device tool, so this is most of a 1,000-function tools/list (issue 8: 2.9 → ~2 KiB a tool).
+ */
+function compact(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(compact);
+  if (typeof node !== 'object' || node === null) return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'pattern' && (node as Record<string, unknown>).format === 'uuid') continue;
+    if ((key === 'minimum' || key === 'maximum') && Math.abs(value as number) === Number.MAX_SAFE_INTEGER) continue;
+    out[key] = compact(value);
+  }
+  return out;
 }
 
 const actionJson = once(() => jsonSchemaOf(actionSchema, 'output'));

@@ -119,7 +119,10 @@ export function callableFunctions(
   principal: string,
   ceiling: 'read' | 'act',
   now: number,
+  /** Only devices whose id starts with this text: one tool call's device, found through the grants index. */
+  deviceIdPrefix?: string,
 ): Promise<FunctionRow[]> {
+  const narrowed = deviceIdPrefix !== undefined;
   return db.all<FunctionRow>(
     `SELECT ${FUNCTION_COLUMNS}
      FROM grants g
@@ -127,9 +130,23 @@ export function callableFunctions(
      JOIN devices d ON d.id = g.device_id
      LEFT JOIN devices p ON p.id = d.parent_id
      WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
+       ${narrowed ? 'AND g.device_id >= ? AND g.device_id < ?' : ''}
      ORDER BY d.created_at, d.id, c.position`,
-    [workspaceId, principal, now, ceiling],
+    // Device ids are lowercase UUID text: every character after the prefix sorts below '~'.
+    [workspaceId, principal, now, ceiling, ...(narrowed ? [deviceIdPrefix, `${deviceIdPrefix}~`] : [])],
   );
+}
+
+/**
+ * The earliest expiry among a principal's live grants, or null when none expires: until then,
+ * and without a write to grants, devices or capabilities, its callable functions stay the same.
+ */
+export async function nextGrantExpiry(db: Queryable, workspaceId: string, principal: string, now: number): Promise<number | null> {
+  const row = await db.get<{ at: number | null }>(
+    `SELECT min(g.expires_at) AS at FROM grants g WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND g.expires_at IS NOT NULL`,
+    [workspaceId, principal, now],
+  );
+  return row?.at ?? null;
 }
 
 /** Every function of the workspace's usable devices (what an owner may grant). */

@@ -1,0 +1,92 @@
+/**
+ * The server half of `npm run bench` (scripts/bench.ts), run as a child process so the load
+ * generator never competes with it for the same event loop (and, with taskset, not for the
+ * same core either). It is the real service — `startService` with the configuration parsed
+ * from the environment, exactly as src/main.ts does — plus three measuring hooks the parent
+ * asks for over the IPC channel:
+ *
+ * - `published`: when each action was published as `queued` (after its transaction
+ *   committed), on the monotonic clock `process.hrtime` reads, which is the same clock in
+ *   every process of the machine. The parent subtracts it from the moment its device socket
+ *   received the wake frame: the wake latency queue → frame, socket hop included.
+ * - `rss`: the process's resident set after a full garbage collection (run with --expose-gc).
+ * - `profile-start` / `profile-stop`: a V8 CPU profile of one phase only (the inspector's
+ *   Profiler, the same data as `node --cpu-prof`), written to `profiles/<name>.cpuprofile`.
+ * - `stop`: closes the service and exits.
+ */
+import fs from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import path from 'node:path';
+import { parseConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { createLocalNotifier } from '../src/device-channel/notifier.js';
+import { startService } from '../src/service.js';
+
+type Request =
+  | { type: 'published'; since: number }
+  | { type: 'rss' }
+  | { type: 'cpu' }
+  | { type: 'profile-start' }
+  | { type: 'profile-stop'; file: string }
+  | { type: 'stop' };
+
+let session: Session | undefined;
+
+const send = (message: unknown) => process.send!(message);
+const config = parseConfig(process.env);
+
+// actionId → hrtime (ms) of its `queued` publication; kept until the parent reads it. The
+// recorder subscribes before the wake notifier does, so it runs before the frame is written.
+const published = new Map<string, number>();
+const service = await startService(config, {
+  log: createLogger('silent'),
+  notifier: (events) => {
+    events.subscribe((event) => {
+      if (event.type === 'action' && event.action.status === 'queued') published.set(event.action.id, Number(process.hrtime.bigint()) / 1e6);
+    });
+    return createLocalNotifier(events);
+  },
+});
+
+process.on('message', (raw: Request) => {
+  switch (raw.type) {
+    case 'published': {
+      const entries = [...published].filter(([, at]) => at >= raw.since);
+      published.clear();
+      send({ type: 'published', entries });
+      break;
+    }
+    case 'rss': {
+      (globalThis as { gc?: () => void }).gc?.();
+      send({ type: 'rss', rss: process.memoryUsage().rss, heapUsed: process.memoryUsage().heapUsed });
+      break;
+    }
+    case 'cpu':
+      send({ type: 'cpu', usage: process.cpuUsage() });
+      break;
+    case 'profile-start':
+      void (async () => {
+        session = new Session();
+        session.connect();
+        await session.post('Profiler.enable');
+        await session.post('Profiler.setSamplingInterval', { interval: 200 });
+        await session.post('Profiler.start');
+        send({ type: 'profile-start' });
+      })();
+      break;
+    case 'profile-stop':
+      void (async () => {
+        const { profile } = await session!.post('Profiler.stop');
+        session!.disconnect();
+        fs.mkdirSync(path.dirname(raw.file), { recursive: true });
+        fs.writeFileSync(raw.file, JSON.stringify(profile));
+        send({ type: 'profile-stop' });
+      })();
+      break;
+    case 'stop':
+      void service.close().then(() => process.exit(0));
+      break;
+  }
+});
+
+send({ type: 'ready', url: service.url, pid: process.pid });

@@ -1,0 +1,641 @@
+/**
+ * `npm run bench` — issue 8's benchmark (not a test). One run reports every figure next to
+ * its baseline measured in the same run, as a table and as JSON:
+ *
+ *   1. GET /healthz rate at the round-trip phase's concurrency (autocannon): the ceiling.
+ *   2. Full action round trips per second with 100 simulated devices on wake WebSockets:
+ *      agent MCP `tools/call` (which waits) → wake frame → device `next` → device `result`
+ *      → the call returns `succeeded`. Three HTTP requests, so the ideal is healthz ÷ 3.
+ *      The same over REST (request, next, result, then the agent's GET: four requests).
+ *   3. Wake latency queue → frame received, and request → result, p50/p99, under that
+ *      load and one at a time.
+ *   4. `tools/list` p50 for a principal with 1,000 granted functions, as a multiple of the
+ *      /healthz round trip, both sequential on the same keep-alive connection.
+ *   5. Server RSS with 10,000 idle device WebSockets (a fresh server process).
+ *
+ * The server runs in a child process (scripts/bench-server.ts) on a temp libSQL file; with
+ * `taskset` present the server is pinned to core 0 and this load generator to core 1, so
+ * neither starves the other. Rate limits and the workspace device cap are raised through the
+ * environment (the bench measures the service, not its limiter).
+ *
+ *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,sockets --json out.json]
+ *
+ * `--profile` records a V8 CPU profile of the server during each measured phase
+ * (profiles/<phase>.cpuprofile; summarise with scripts/profile-summary.ts). Profiling slows
+ * the server: figures of a profiled run are not the benchmark's.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { Agent, Client, request as undiciRequest } from 'undici';
+import { WebSocket } from 'ws';
+import { signDevelopmentSession } from '../src/auth/owner.js';
+import { parseConfig } from '../src/config.js';
+
+const { values: opts } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '8' },
+    devices: { type: 'string', default: '100' },
+    sockets: { type: 'string', default: '10000' },
+    functions: { type: 'string', default: '1000' },
+    profile: { type: 'boolean', default: false },
+    'no-pin': { type: 'boolean', default: false },
+    only: { type: 'string' },
+    json: { type: 'string' },
+  },
+});
+const DURATION_S = Number(opts.duration);
+const DEVICES = Number(opts.devices);
+const SOCKETS = Number(opts.sockets);
+const FUNCTIONS = Number(opts.functions);
+const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,sockets').split(','));
+const ROOT = path.resolve(import.meta.dirname, '..');
+const MODERN = '2026-07-28';
+
+const hasTaskset = !opts['no-pin'] && os.cpus().length >= 2 && (() => {
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+if (hasTaskset) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
+
+// ---------------------------------------------------------------------------------------
+// Server child process
+// ---------------------------------------------------------------------------------------
+
+interface ServerProcess {
+  url: string;
+  pid: number;
+  config: ReturnType<typeof parseConfig>;
+  ask<T>(message: Record<string, unknown>): Promise<T>;
+  stop(): Promise<void>;
+}
+
+const tempDirs: string[] = [];
+
+async function startServer(extraEnv: Record<string, string> = {}): Promise<ServerProcess> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
+  tempDirs.push(dir);
+  const env: Record<string, string> = {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_AGENT_PER_SECOND: '1000000',
+    RATE_LIMIT_AGENT_BURST: '1000000',
+    RATE_LIMIT_DEVICE_PER_SECOND: '1000000',
+    RATE_LIMIT_DEVICE_BURST: '1000000',
+    AUTH_FAILURES_PER_MINUTE: '1000000',
+    WORKSPACE_MAX_DEVICES: '100000',
+    WORKSPACE_MAX_QUEUED_ACTIONS: '1000000',
+    ...extraEnv,
+  };
+  const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'scripts/bench-server.ts')];
+  const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const child: ChildProcess = spawn(command as string, args as string[], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const waiting = new Map<string, (message: any) => void>();
+  child.on('message', (message: any) => {
+    const resolve = waiting.get(message.type);
+    waiting.delete(message.type);
+    resolve?.(message);
+  });
+  const next = <T>(type: string) => new Promise<T>((resolve) => waiting.set(type, resolve));
+  const ready = await Promise.race([
+    next<{ url: string; pid: number }>('ready'),
+    new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)))),
+  ]);
+  return {
+    url: ready.url,
+    pid: ready.pid,
+    config: parseConfig(env),
+    ask<T>(message: Record<string, unknown>) {
+      const answer = next<T>(message.type as string);
+      child.send(message);
+      return answer;
+    },
+    async stop() {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.send({ type: 'stop' });
+      await exited;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP helpers (undici: a much lighter client than fetch, so the generator is not the limit)
+// ---------------------------------------------------------------------------------------
+
+const dispatcher = new Agent({ connections: 512, keepAliveTimeout: 30_000, pipelining: 1 });
+
+async function call(base: string, method: 'GET' | 'POST', route: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<any> {
+  const response = await undiciRequest(`${base}${route}`, {
+    method,
+    dispatcher,
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const json = (await response.body.json()) as { data?: unknown; error?: unknown };
+  if (response.statusCode >= 300) throw new Error(`${method} ${route} → ${response.statusCode} ${JSON.stringify(json)}`);
+  return json.data;
+}
+
+function mcpHeaders(token: string, method: string, name?: string): Record<string, string> {
+  return {
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': MODERN,
+    'mcp-method': method,
+    ...(name !== undefined ? { 'mcp-name': name } : {}),
+  };
+}
+
+const META = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+let rpcId = 0;
+
+function mcpBody(method: string, params: Record<string, unknown> = {}): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params: { ...params, _meta: META } });
+}
+
+/** The JSON-RPC message of a JSON answer, or the last one of an event stream. */
+function rpcMessage(contentType: string | undefined, text: string): any {
+  if (contentType?.includes('text/event-stream')) {
+    const frames = text.split('\n').filter((line) => line.startsWith('data:'));
+    return JSON.parse(frames.at(-1)!.slice(5));
+  }
+  return JSON.parse(text);
+}
+
+async function mcpCall(base: string, token: string, tool: string, args: Record<string, unknown>): Promise<any> {
+  const response = await undiciRequest(`${base}/mcp`, {
+    method: 'POST',
+    dispatcher,
+    headers: mcpHeaders(token, 'tools/call', tool),
+    body: mcpBody('tools/call', { name: tool, arguments: args }),
+  });
+  const text = await response.body.text();
+  if (response.statusCode !== 200) throw new Error(`tools/call ${tool} → ${response.statusCode} ${text.slice(0, 300)}`);
+  const message = rpcMessage(response.headers['content-type'] as string | undefined, text);
+  if (message.error) throw new Error(`tools/call ${tool}: ${JSON.stringify(message.error)}`);
+  return message.result.structuredContent;
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics and setup
+// ---------------------------------------------------------------------------------------
+
+const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function pct(samples: number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
+}
+
+const r2 = (n: number) => Math.round(n * 100) / 100;
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+async function pool<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const index = next++;
+        results[index] = await fn(items[index]!, index);
+      }
+    }),
+  );
+  return results;
+}
+
+interface BenchDevice {
+  id: string;
+  token: string;
+  workspace: string;
+}
+
+/** Attaches `count` devices through setup tokens of deviceLimit 20 (the contract's maximum). */
+async function attachDevices(base: string, owner: string, count: number, name: string): Promise<BenchDevice[]> {
+  const tokens = await pool(Array.from({ length: Math.ceil(count / 20) }), 16, () =>
+    call(base, 'POST', '/v1/device-setup-tokens', owner, { name, deviceLimit: 20, ttlSeconds: 3600 }),
+  );
+  return pool(Array.from({ length: count }), 64, async (_, i) => {
+    const attached = await call(base, 'POST', '/v1/sdk/devices', tokens[Math.floor(i / 20)].token, { name: `${name} ${i}` });
+    return { id: attached.device.id, token: attached.token, workspace: attached.workspace };
+  });
+}
+
+const setPower = {
+  name: 'set_power',
+  kind: 'control',
+  description: 'Switch the lamp on or off.',
+  arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'], additionalProperties: false },
+};
+
+function toolName(capability: string, deviceId: string): string {
+  return `${capability}__${deviceId.replaceAll('-', '').slice(0, 12)}`;
+}
+
+/** Opens a device's wake socket (ticket first); `onWake` gets every frame's action id. */
+async function openSocket(base: string, device: BenchDevice, onWake?: (actionId: string, at: number) => void): Promise<WebSocket> {
+  const { ticket } = await call(base, 'POST', `/v1/device/${device.id}/events-ticket`, device.token);
+  const socket = new WebSocket(`${base.replace(/^http/, 'ws')}/v1/device/${device.id}/events?ticket=${ticket}`, { perMessageDeflate: false });
+  if (onWake) {
+    socket.on('message', (data) => {
+      const at = nowMs();
+      const frame = JSON.parse(String(data)) as { type: string; actionId: string };
+      if (frame.type === 'wake') onWake(frame.actionId, at);
+    });
+  }
+  await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+  return socket;
+}
+
+// ---------------------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------------------
+
+const results: Record<string, unknown> = {};
+
+/** Runs one measured phase, under the server's CPU profiler when --profile is given. */
+async function phase<T>(server: ServerProcess, name: string, fn: () => Promise<T>): Promise<T> {
+  if (!opts.profile) return fn();
+  await server.ask({ type: 'profile-start' });
+  try {
+    return await fn();
+  } finally {
+    await server.ask({ type: 'profile-stop', file: path.join(ROOT, 'profiles', `${name}.cpuprofile`) });
+  }
+}
+const CONCURRENCY = DEVICES;
+
+async function healthzCeiling(server: ServerProcess) {
+  const run = (duration: number) =>
+    autocannon({ url: `${server.url}/healthz`, connections: CONCURRENCY, pipelining: 1, duration, workers: 0 }) as Promise<autocannon.Result>;
+  await run(1); // warm-up: JIT, connection set-up
+  const result = await run(Math.max(3, Math.round(DURATION_S / 2)));
+  const figure = { connections: CONCURRENCY, requestsPerSecond: Math.round(result.requests.average), p50Ms: result.latency.p50, p99Ms: result.latency.p99, errors: result.errors + result.non2xx };
+  results.healthz = figure;
+  return figure;
+}
+
+interface Fleet {
+  devices: BenchDevice[];
+  sockets: WebSocket[];
+  agentToken: string;
+  /** Frame arrival per action id, while recording. */
+  frames: Map<string, number>;
+  recording: { on: boolean };
+  /** Resolvers for REST agents waiting for their action's result to be reported. */
+  reported: Map<string, () => void>;
+}
+
+/** 100 devices on wake sockets, each draining `next` → `result` whenever it is woken. */
+async function startFleet(server: ServerProcess, owner: string): Promise<Fleet> {
+  const devices = await attachDevices(server.url, owner, DEVICES, 'bench lamp');
+  await pool(devices, 32, (device) => call(server.url, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
+  const agent = await call(server.url, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
+  await pool(devices, 32, (device) => call(server.url, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] }));
+  const fleet: Fleet = { devices, sockets: [], agentToken: agent.token, frames: new Map(), recording: { on: false }, reported: new Map() };
+
+  fleet.sockets = await pool(devices, 32, (device) => {
+    let draining = false;
+    let again = false;
+    const drain = async () => {
+      if (draining) {
+        again = true;
+        return;
+      }
+      draining = true;
+      try {
+        do {
+          again = false;
+          for (;;) {
+            const command = await call(server.url, 'POST', `/v1/device/${device.id}/next`, device.token, undefined, { 'x-service-workspace': device.workspace });
+            if (!command) break;
+            await call(server.url, 'POST', `/v1/device/${device.id}/result`, device.token, { actionId: command.id, ok: true, result: { on: command.args.on } });
+            fleet.reported.get(command.id)?.();
+            fleet.reported.delete(command.id);
+          }
+        } while (again);
+      } finally {
+        draining = false;
+      }
+    };
+    return openSocket(server.url, device, (actionId, at) => {
+      if (fleet.recording.on) fleet.frames.set(actionId, at);
+      drain().catch((error) => console.error('device loop:', error));
+    });
+  });
+  return fleet;
+}
+
+interface LoadFigures {
+  roundTripsPerSecond: number;
+  completed: number;
+  requestToResult: { p50Ms: number; p99Ms: number };
+  wake: { p50Ms: number; p99Ms: number; samples: number };
+  serverCpuPercent: number;
+  generatorCpuPercent: number;
+}
+
+/**
+ * Runs one agent loop per device for the warm-up and then `DURATION_S`, counting round trips
+ * completed inside the window, and joins each wake frame's arrival with the server's record of
+ * when the action was queued.
+ */
+async function roundTripLoad(server: ServerProcess, fleet: Fleet, roundTrip: (device: BenchDevice, i: number) => Promise<void>, seconds: number): Promise<LoadFigures> {
+  let running = true;
+  let windowStart = Infinity;
+  let windowEnd = Infinity;
+  const latencies: number[] = [];
+  const loops = fleet.devices.map(async (device, d) => {
+    for (let i = 0; running; i++) {
+      const t0 = nowMs();
+      await roundTrip(device, d * 1_000_000 + i);
+      const t1 = nowMs();
+      if (t0 >= windowStart && t1 <= windowEnd) latencies.push(t1 - t0);
+    }
+  });
+  await sleep(1500); // warm-up
+  fleet.frames.clear();
+  fleet.recording.on = true;
+  const cpuBefore = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+  const ownBefore = process.cpuUsage();
+  windowStart = nowMs();
+  windowEnd = windowStart + seconds * 1000;
+  await sleep(seconds * 1000);
+  const cpuAfter = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+  const ownAfter = process.cpuUsage(ownBefore);
+  fleet.recording.on = false;
+  running = false;
+  await Promise.all(loops);
+  const { entries } = await server.ask<{ entries: [string, number][] }>({ type: 'published', since: windowStart });
+  const wakes: number[] = [];
+  for (const [actionId, queuedAt] of entries) {
+    const frameAt = fleet.frames.get(actionId);
+    if (frameAt !== undefined && frameAt <= windowEnd) wakes.push(frameAt - queuedAt);
+  }
+  const wall = seconds * 1e6;
+  return {
+    roundTripsPerSecond: Math.round(latencies.length / seconds),
+    completed: latencies.length,
+    requestToResult: { p50Ms: r2(pct(latencies, 0.5)), p99Ms: r2(pct(latencies, 0.99)) },
+    wake: { p50Ms: r2(pct(wakes, 0.5)), p99Ms: r2(pct(wakes, 0.99)), samples: wakes.length },
+    serverCpuPercent: Math.round(((cpuAfter.user - cpuBefore.user + cpuAfter.system - cpuBefore.system) / wall) * 100),
+    generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / wall) * 100),
+  };
+}
+
+function mcpRoundTrip(server: ServerProcess, fleet: Fleet) {
+  return async (device: BenchDevice, i: number) => {
+    const action = await mcpCall(server.url, fleet.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
+    if (action.status !== 'succeeded') throw new Error(`MCP round trip ended ${action.status}`);
+  };
+}
+
+function restRoundTrip(server: ServerProcess, fleet: Fleet) {
+  return async (device: BenchDevice, i: number) => {
+    // The device may report before this POST's answer arrives: wait on the id from then on.
+    let reported!: () => void;
+    const done = new Promise<void>((resolve) => (reported = resolve));
+    const action = await call(server.url, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, { capability: 'set_power', arguments: { on: i % 2 === 0 } });
+    fleet.reported.set(action.id, reported);
+    const state = await call(server.url, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
+    if (state.status !== 'succeeded') {
+      await done;
+      const final = await call(server.url, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
+      if (final.status !== 'succeeded') throw new Error(`REST round trip ended ${final.status}`);
+    } else {
+      fleet.reported.delete(action.id);
+    }
+  };
+}
+
+/** One round trip at a time on one device: latencies without queueing behind other work. */
+async function sequential(server: ServerProcess, fleet: Fleet, count: number) {
+  const device = fleet.devices[0]!;
+  const latencies: number[] = [];
+  fleet.frames.clear();
+  fleet.recording.on = true;
+  const since = nowMs();
+  for (let i = 0; i < count; i++) {
+    const t0 = nowMs();
+    await mcpRoundTrip(server, fleet)(device, i);
+    latencies.push(nowMs() - t0);
+  }
+  fleet.recording.on = false;
+  const { entries } = await server.ask<{ entries: [string, number][] }>({ type: 'published', since });
+  const wakes = entries.flatMap(([id, at]) => (fleet.frames.has(id) ? [fleet.frames.get(id)! - at] : []));
+  return {
+    count,
+    requestToResult: { p50Ms: r2(pct(latencies, 0.5)), p99Ms: r2(pct(latencies, 0.99)) },
+    wake: { p50Ms: r2(pct(wakes, 0.5)), p99Ms: r2(pct(wakes, 0.99)), samples: wakes.length },
+  };
+}
+
+/** A principal granted FUNCTIONS functions (10 per device); tools/list vs /healthz, sequential on one connection. */
+async function toolsList(server: ServerProcess) {
+  const owner = await signDevelopmentSession(server.config, 'bench-tools');
+  const perDevice = 10;
+  const devices = await attachDevices(server.url, owner, Math.ceil(FUNCTIONS / perDevice), 'bench panel');
+  const capabilities = Array.from({ length: perDevice }, (_, k) => ({
+    name: `set_channel_${k}`,
+    kind: k % 3 === 0 ? 'read' : 'control',
+    description: `Channel ${k}: level and ramp time.`,
+    arguments: {
+      type: 'object',
+      properties: { level: { type: 'integer', minimum: 0, maximum: 100, description: 'Percent.' }, rampMs: { type: 'integer', minimum: 0, maximum: 60000 } },
+      required: ['level'],
+      additionalProperties: false,
+    },
+  }));
+  await pool(devices, 32, (device) => call(server.url, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities }));
+  const agent = await call(server.url, 'POST', '/v1/agent-connections', owner, { name: 'tools agent', access: 'act' });
+  await pool(devices, 32, (device) =>
+    call(server.url, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: capabilities.map((c) => c.name) }),
+  );
+
+  const client = new Client(server.url, { pipelining: 1, keepAliveTimeout: 30_000 });
+  const healthz = async () => {
+    const t0 = nowMs();
+    const response = await client.request({ path: '/healthz', method: 'GET' });
+    await response.body.text();
+    return nowMs() - t0;
+  };
+  let bytes = 0;
+  let tools = 0;
+  const list = async () => {
+    const t0 = nowMs();
+    const response = await client.request({ path: '/mcp', method: 'POST', headers: mcpHeaders(agent.token, 'tools/list'), body: mcpBody('tools/list') });
+    // Timed to the last byte received: the server's work, not the client's decoding and parsing.
+    const chunks: Buffer[] = [];
+    for await (const chunk of response.body) chunks.push(chunk as Buffer);
+    const elapsed = nowMs() - t0;
+    const body = Buffer.concat(chunks);
+    if (response.statusCode !== 200) throw new Error(`tools/list → ${response.statusCode} ${body.toString().slice(0, 300)}`);
+    if (body.length !== bytes) {
+      bytes = body.length;
+      tools = rpcMessage(response.headers['content-type'] as string | undefined, body.toString()).result.tools.length;
+    }
+    return elapsed;
+  };
+  for (let i = 0; i < 10; i++) {
+    await healthz();
+    await list();
+  }
+  const h: number[] = [];
+  const t: number[] = [];
+  await phase(server, 'tools-list', async () => {
+    const deadline = nowMs() + 6000;
+    for (let i = 0; i < 300 && (i < 20 || nowMs() < deadline); i++) {
+      h.push(await healthz());
+      t.push(await list());
+    }
+  });
+  await client.close();
+  const figure = {
+    functions: FUNCTIONS,
+    toolsListed: tools,
+    responseBytes: bytes,
+    samples: t.length,
+    toolsListP50Ms: r2(pct(t, 0.5)),
+    toolsListP99Ms: r2(pct(t, 0.99)),
+    healthzP50Ms: r2(pct(h, 0.5)),
+    multiple: r2(pct(t, 0.5) / pct(h, 0.5)),
+  };
+  results.toolsList = figure;
+  return figure;
+}
+
+/** A fresh server; SOCKETS devices attached, then RSS before and after opening one idle wake socket each. */
+async function idleSockets() {
+  const metricsToken = 'bench-metrics-token-0123456789';
+  const server = await startServer({ METRICS_TOKEN: metricsToken });
+  try {
+    const owner = await signDevelopmentSession(server.config, 'bench-sockets');
+    const started = nowMs();
+    const devices = await attachDevices(server.url, owner, SOCKETS, 'idle lamp');
+    const attachSeconds = (nowMs() - started) / 1000;
+    await sleep(500);
+    const before = await server.ask<{ rss: number; heapUsed: number }>({ type: 'rss' });
+    const opened = nowMs();
+    const sockets = await pool(devices, 128, (device) => openSocket(server.url, device));
+    const openSeconds = (nowMs() - opened) / 1000;
+    await sleep(1000);
+    const after = await server.ask<{ rss: number; heapUsed: number }>({ type: 'rss' });
+    const metrics = await (await undiciRequest(`${server.url}/metrics`, { dispatcher, headers: { authorization: `Bearer ${metricsToken}` } })).body.text();
+    const open = Number(/^dfc_device_sockets_open (\d+)/m.exec(metrics)?.[1] ?? NaN);
+    for (const socket of sockets) socket.terminate();
+    const mb = (bytes: number) => r2(bytes / 1024 / 1024);
+    const figure = {
+      sockets: SOCKETS,
+      serverReportsOpen: open,
+      rssMb: mb(after.rss),
+      rssBeforeSocketsMb: mb(before.rss),
+      deltaMb: mb(after.rss - before.rss),
+      perSocketKb: r2((after.rss - before.rss) / 1024 / SOCKETS),
+      heapUsedMb: mb(after.heapUsed),
+      attachSeconds: r2(attachSeconds),
+      openSeconds: r2(openSeconds),
+    };
+    results.sockets = figure;
+    return figure;
+  } finally {
+    await server.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------
+
+const runStarted = nowMs();
+try {
+  const server = await startServer();
+  try {
+    const owner = await signDevelopmentSession(server.config, 'bench-owner');
+    if (PHASES.has('healthz') || PHASES.has('mcp') || PHASES.has('rest')) await phase(server, 'healthz', () => healthzCeiling(server));
+    if (PHASES.has('mcp') || PHASES.has('rest')) {
+      const fleet = await startFleet(server, owner);
+      if (PHASES.has('mcp')) {
+        const load = await phase(server, 'mcp-round-trips', () => roundTripLoad(server, fleet, mcpRoundTrip(server, fleet), DURATION_S));
+        results.mcpRoundTrips = { ...load, requestsPerRoundTrip: 3 };
+        results.sequential = await sequential(server, fleet, 200);
+      }
+      if (PHASES.has('rest')) {
+        const load = await phase(server, 'rest-round-trips', () => roundTripLoad(server, fleet, restRoundTrip(server, fleet), Math.max(3, Math.round(DURATION_S / 2))));
+        results.restRoundTrips = { ...load, requestsPerRoundTrip: 4 };
+      }
+      for (const socket of fleet.sockets) socket.close();
+    }
+    if (PHASES.has('tools')) await toolsList(server);
+  } finally {
+    await server.stop();
+  }
+  if (PHASES.has('sockets')) await idleSockets();
+} finally {
+  await dispatcher.close();
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------
+
+const healthz = results.healthz as Awaited<ReturnType<typeof healthzCeiling>> | undefined;
+const mcp = results.mcpRoundTrips as (LoadFigures & { requestsPerRoundTrip: number }) | undefined;
+const rest = results.restRoundTrips as (LoadFigures & { requestsPerRoundTrip: number }) | undefined;
+const seq = results.sequential as Awaited<ReturnType<typeof sequential>> | undefined;
+const tl = results.toolsList as Awaited<ReturnType<typeof toolsList>> | undefined;
+const so = results.sockets as Awaited<ReturnType<typeof idleSockets>> | undefined;
+
+type Row = [string, string, string, string, string];
+const rows: Row[] = [];
+const mark = (ok: boolean) => (ok ? 'yes' : 'NO');
+if (healthz) rows.push([`GET /healthz, ${healthz.connections} connections`, `${healthz.requestsPerSecond} req/s (p99 ${healthz.p99Ms} ms)`, 'the ceiling', '', '']);
+if (mcp && healthz) {
+  const ideal = healthz.requestsPerSecond / 3;
+  const ratio = mcp.roundTripsPerSecond / ideal;
+  rows.push([`Round trips, MCP tools/call, ${DEVICES} devices`, `${mcp.roundTripsPerSecond}/s`, `ideal ${Math.round(ideal)}/s (healthz ÷ 3)`, `${Math.round(ratio * 100)} %`, `≥ 50 %: ${mark(ratio >= 0.5)}`]);
+  rows.push(['  wake queue → frame, under load', `p50 ${mcp.wake.p50Ms} ms, p99 ${mcp.wake.p99Ms} ms`, `${mcp.wake.samples} wakes`, '', `p99 < 20 ms: ${mark(mcp.wake.p99Ms < 20)}`]);
+  rows.push(['  request → result, under load', `p50 ${mcp.requestToResult.p50Ms} ms, p99 ${mcp.requestToResult.p99Ms} ms`, `server CPU ${mcp.serverCpuPercent} %`, `generator CPU ${mcp.generatorCpuPercent} %`, '']);
+}
+if (seq) {
+  rows.push(['  wake queue → frame, one at a time', `p50 ${seq.wake.p50Ms} ms, p99 ${seq.wake.p99Ms} ms`, `${seq.wake.samples} wakes`, '', `p99 < 20 ms: ${mark(seq.wake.p99Ms < 20)}`]);
+  rows.push(['  request → result, one at a time', `p50 ${seq.requestToResult.p50Ms} ms, p99 ${seq.requestToResult.p99Ms} ms`, '', '', '']);
+}
+if (rest && healthz) {
+  const ideal = healthz.requestsPerSecond / 4;
+  rows.push([`Round trips, REST (+ agent GET), ${DEVICES} devices`, `${rest.roundTripsPerSecond}/s`, `ideal ${Math.round(ideal)}/s (healthz ÷ 4)`, `${Math.round((rest.roundTripsPerSecond / ideal) * 100)} %`, '']);
+}
+if (tl) {
+  rows.push([`tools/list, ${tl.toolsListed} tools (${Math.round(tl.responseBytes / 1024)} KiB)`, `p50 ${tl.toolsListP50Ms} ms`, `healthz p50 ${tl.healthzP50Ms} ms`, `${tl.multiple}×`, `≤ 3×: ${mark(tl.multiple <= 3)}`]);
+}
+if (so) {
+  rows.push([`RSS, ${so.sockets} idle wake sockets (server counts ${so.serverReportsOpen})`, `${so.rssMb} MB`, `${so.rssBeforeSocketsMb} MB before sockets`, `+${so.perSocketKb} KB/socket`, `< 300 MB: ${mark(so.rssMb < 300)}`]);
+}
+
+const header: Row = ['Measure', 'Figure', 'Baseline (same run)', 'Ratio', 'Target'];
+const widths = header.map((_, c) => Math.max(...[header, ...rows].map((row) => row[c]!.length)));
+const line = (row: Row) => `| ${row.map((cell, c) => cell.padEnd(widths[c]!)).join(' | ')} |`;
+console.log(`\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? 'server on core 0, generator on core 1' : 'not pinned'}, ${r2((nowMs() - runStarted) / 1000)} s\n`);
+console.log(line(header));
+console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+for (const row of rows) console.log(line(row));
+const report = { node: process.version, cores: os.cpus().length, pinned: hasTaskset, durationSeconds: DURATION_S, devices: DEVICES, ...results };
+console.log(`\n${JSON.stringify(report)}`);
+if (opts.json) fs.writeFileSync(opts.json, `${JSON.stringify(report, null, 2)}\n`);
+if (opts.profile) console.log(`\nCPU profiles of the server processes: ${path.join(ROOT, 'profiles')}`);

@@ -1,0 +1,102 @@
+/**
+ * A per-caller cache of the modern `tools/list` answer (issue 8's profile: a principal with
+ * 1,000 functions paid a 1,000-row query, 1,000 schema parses, 1,000 SDK tool registrations
+ * and a 3 MB JSON serialisation on every call, ~50× a /healthz round trip).
+ *
+ * What is cached is the SDK's own answer: a miss goes through the SDK exactly as before, and
+ * its `result` is kept, serialised once. A hit answers the same bytes with the request's id.
+ * An entry is used only while
+ *   - the workspace's functions_version (bumped by trigger with every write to grants,
+ *     capabilities and devices, migration 0006) is the one read before the entry was built,
+ *   - the clock is before the earliest expiry among the caller's live grants, and
+ *   - the key matches: workspace, principal and access ceiling (an OAuth token's scope is
+ *     already part of its ceiling).
+ * The filter is UX, the check is correctness: tools/call re-checks the live grant on every
+ * call whatever this cache says (src/mcp/handler.ts).
+ *
+ * Only a request the SDK would answer with exactly that result takes the fast path: one
+ * modern (2026-07-28) `tools/list` with matching routing headers, no cursor and nothing in
+ * `_meta` but the protocol version, client capabilities and client info. Anything else, and
+ * every 2025-era request, goes to the SDK.
+ */
+/** The stateless revision (decisions §6); 2025-era requests always go to the SDK. */
+const MODERN_PROTOCOL_VERSION = '2026-07-28';
+const VERSION_KEY = 'io.modelcontextprotocol/protocolVersion';
+const CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
+const CLIENT_INFO_KEY = 'io.modelcontextprotocol/clientInfo';
+const META_KEYS = new Set([VERSION_KEY, CAPABILITIES_KEY, CLIENT_INFO_KEY]);
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The id of a request eligible for the cached answer, or undefined to let the SDK answer. */
+export function cacheableToolsList(headers: Headers, message: unknown): { id: string | number } | undefined {
+  if (!isObject(message) || message.jsonrpc !== '2.0' || message.method !== 'tools/list') return undefined;
+  const { id, params } = message;
+  if (!(typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)))) return undefined;
+  if (Object.keys(message).some((key) => !['jsonrpc', 'id', 'method', 'params'].includes(key))) return undefined;
+  if (!isObject(params) || Object.keys(params).some((key) => key !== '_meta')) return undefined;
+  const meta = params._meta;
+  if (!isObject(meta) || Object.keys(meta).some((key) => !META_KEYS.has(key))) return undefined;
+  if (meta[VERSION_KEY] !== MODERN_PROTOCOL_VERSION || !isObject(meta[CAPABILITIES_KEY])) return undefined;
+  const info = meta[CLIENT_INFO_KEY];
+  if (info !== undefined && !(isObject(info) && typeof info.name === 'string' && typeof info.version === 'string')) return undefined;
+  if (headers.get('mcp-protocol-version') !== MODERN_PROTOCOL_VERSION || headers.get('mcp-method') !== 'tools/list') return undefined;
+  return { id };
+}
+
+interface Entry {
+  version: number;
+  validUntil: number;
+  /** `JSON.stringify(result)` of the SDK's answer, UTF-8 encoded once. */
+  result: Buffer;
+  headers: [string, string][];
+}
+
+export interface ToolsListCache {
+  /** The cached answer for this request id, when the entry is still valid. */
+  answer(key: string, state: { version: number; now: number }, id: string | number): Response | undefined;
+  /** Keeps the SDK's answer (a 200 JSON-RPC success) for `key`; returns it for sending. */
+  keep(key: string, state: { version: number; validUntil: number }, response: Response): Promise<Response>;
+}
+
+const RESULT_HEAD = Buffer.from('{"result":');
+
+export function toolsListKey(workspaceId: string, principal: string, access: string): string {
+  return JSON.stringify([workspaceId, principal, access]);
+}
+
+export function createToolsListCache(maxEntries = 1000): ToolsListCache {
+  const entries = new Map<string, Entry>();
+  return {
+    answer(key, state, id) {
+      const entry = entries.get(key);
+      if (!entry) return undefined;
+      if (entry.version !== state.version || state.now >= entry.validUntil) {
+        entries.delete(key);
+        return undefined;
+      }
+      // Least recently used goes first when the map is full.
+      entries.delete(key);
+      entries.set(key, entry);
+      // One copy of bytes encoded once, not a new multi-megabyte string per request.
+      const body = Buffer.concat([RESULT_HEAD, entry.result, Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(id)}}`)]);
+      return new Response(body, { status: 200, headers: entry.headers });
+    },
+    async keep(key, state, response) {
+      const type = response.headers.get('content-type') ?? '';
+      if (response.status !== 200 || !type.includes('application/json')) return response;
+      const text = await response.text();
+      const headers = [...response.headers].filter(([name]) => name !== 'content-length');
+      try {
+        const message = JSON.parse(text) as { result?: unknown; error?: unknown };
+        if (isObject(message.result) && message.error === undefined) {
+          if (!entries.has(key) && entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
+          entries.set(key, { version: state.version, validUntil: state.validUntil, result: Buffer.from(JSON.stringify(message.result)), headers });
+        }
+      } catch {
+        // Not JSON after all: answer it as it came, keep nothing.
+      }
+      return new Response(text, { status: response.status, headers });
+    },
+  };
+}
