@@ -322,7 +322,15 @@ describe('POST /mcp with broken JSON-RPC params', () => {
   const tools = ['list_devices', 'list_functions', 'get_action', 'cancel_action', 'broadcast', 'get_state__000000000000', 'set_label', '../../etc/passwd', "' OR 1=1 --", ''];
 
   let checked = 0;
+  const outcomes = new Map<string, number>();
+  let fingerprintNow: () => Promise<string>;
+  let lastFingerprint = '';
+  beforeAll(async () => {
+    fingerprintNow = fingerprinter(server.service.db);
+    lastFingerprint = await fingerprintNow();
+  });
   afterAll(() => {
+    if (process.env.FUZZ_STATS) console.info(`mcp fuzz: ${checked} cases`, Object.fromEntries(outcomes));
     // eslint-style guard against a silently empty property: the run below must have happened.
     if (checked > 0) expect(checked).toBeGreaterThanOrEqual(300);
   });
@@ -334,13 +342,16 @@ describe('POST /mcp with broken JSON-RPC params', () => {
         tool: fc.oneof(fc.constantFrom(...tools), fc.constant('__device__')),
         arguments: fc.oneof(nastyValue, fc.dictionary(fc.constantFrom('actionId', 'deviceIds', 'capability', 'arguments', 'idempotencyKey', 'label', 'on', 'extra'), nastyValue, { maxKeys: 4 })),
         extraParams: fc.dictionary(fc.constantFrom('uri', 'name', 'cursor', 'level', 'ref', 'argument', 'protocolVersion', 'capabilities'), nastyValue, { maxKeys: 3 }),
-        id: fc.oneof(fc.integer(), fc.string({ maxLength: 10 }), fc.constant(null), nastyValue),
-        mangle: fc.constantFrom('none', 'params-not-object', 'no-meta', 'meta-not-object', 'no-jsonrpc', 'batch'),
+        id: fc.oneof({ weight: 8, arbitrary: fc.integer() }, { weight: 2, arbitrary: fc.string({ maxLength: 10 }) }, { weight: 1, arbitrary: nastyValue }),
+        mangle: fc.oneof(
+          { weight: 6, arbitrary: fc.constant('none') },
+          { weight: 1, arbitrary: fc.constantFrom('params-not-object', 'no-meta', 'meta-not-object', 'no-jsonrpc', 'batch') },
+        ),
       }),
     ],
     { numRuns: 300 },
   )(
-    'answers below 500, and writes nothing it was not asked to',
+    'answers below 500, and a refused call (HTTP error, JSON-RPC error or isError) writes nothing',
     async (c) => {
       checked++;
       const deviceTool = `set_label__${lamp.id.replace(/-/g, '').slice(0, 12)}`;
@@ -362,9 +373,21 @@ describe('POST /mcp with broken JSON-RPC params', () => {
         'mcp-name': name.replace(/[^\x20-\x7e]/g, '?'),
       };
       const res = await post('/mcp', agent.token, body, headers);
-      expect(res.status, `${body.slice(0, 400)} → ${res.status} ${JSON.stringify(res.body).slice(0, 400)}`).toBeLessThan(500);
+      const shown = `${body.slice(0, 400)} → ${res.status} ${JSON.stringify(res.body).slice(0, 400)}`;
+      expect(res.status, shown).toBeLessThan(500);
       // The contract's own statuses on /mcp carry the service envelope (service-api.md "MCP").
       if ([401, 403, 413].includes(res.status)) expectWellFormed(res.status, res.body, body.slice(0, 200));
+      // An answer of an event stream is its last JSON-RPC message.
+      const answer =
+        typeof res.body === 'string' && res.body.includes('data:')
+          ? JSON.parse(res.body.split('\n').filter((l: string) => l.startsWith('data:')).at(-1)!.slice(5))
+          : res.body;
+      const refused = res.status >= 300 || answer?.error !== undefined || answer?.result?.isError === true || (Array.isArray(answer) && answer.every((m) => m.error));
+      const outcome = `${res.status} ${answer?.error ? `rpc ${answer.error.code}` : answer?.result?.isError ? 'isError' : Array.isArray(answer) ? 'batch' : 'ok'}`;
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+      const after = await fingerprintNow();
+      if (refused) expect(after, `a refused MCP call changed the database: ${shown}`).toBe(lastFingerprint);
+      lastFingerprint = after;
     },
     120_000,
   );
