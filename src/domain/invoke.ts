@@ -13,7 +13,7 @@ export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown
   if (!operation.credentials.includes('public')) {
     if (!credential) throw new DomainError('unauthorized', 'A valid credential is required.');
     if (!operation.credentials.includes(credential.kind)) {
-      throw new DomainError('forbidden', `This endpoint does not accept a ${credential.kind} credential.`);
+      throw new DomainError('forbidden', `This endpoint does not accept ${/^[aeiou]/.test(credential.kind) ? 'an' : 'a'} ${credential.kind} credential.`);
     }
   }
   if (credential?.kind === 'agent' && operation.access === 'act' && credential.access !== 'act') {
