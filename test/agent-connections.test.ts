@@ -143,3 +143,26 @@ describe('agent token lifetime', () => {
     }
   });
 });
+
+describe('GET /v1/agent-connections for an OAuth client', () => {
+  it('lists the client’s connection with its oauth object, and no secret', async () => {
+    const registered = await api.post('/v1/oauth-clients', {
+      token: owner,
+      body: { name: 'Desk app', redirectUris: ['http://127.0.0.1:9999/callback'], public: true, access: 'act' },
+    });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(201);
+    const listed = await api.get('/v1/agent-connections', { token: owner });
+    const row = listed.body.data.find((c: { id: string }) => c.id === registered.body.data.id);
+    expect(row).toMatchObject({
+      purpose: 'agent',
+      access: 'act',
+      oauth: {
+        applicationId: registered.body.data.oauth.applicationId,
+        clientId: registered.body.data.oauth.clientId,
+        redirectUris: ['http://127.0.0.1:9999/callback'],
+        public: true,
+      },
+    });
+    expect(row.token).toBeUndefined();
+  });
+});

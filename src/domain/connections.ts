@@ -25,6 +25,16 @@ function toConnection(row: ConnectionRow, now: number): z.input<typeof connectio
     expiresAt: row.expiresAt,
     revoked: row.revokedAt !== null,
     access: row.access,
+    ...(row.oauthApplicationId
+      ? {
+          oauth: {
+            applicationId: row.oauthApplicationId,
+            clientId: row.oauthClientId!,
+            redirectUris: JSON.parse(row.oauthRedirectUris ?? '[]') as string[],
+            public: row.oauthPublic === 1,
+          },
+        }
+      : {}),
     purpose: row.purpose,
     canAttach: setup && live && row.attachedCount < row.deviceLimit,
     deviceLimit: row.deviceLimit,

@@ -15,11 +15,20 @@ export interface ConnectionRow {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
+  /** Set when the connection belongs to an OAuth client. */
+  oauthApplicationId?: string | null;
+  oauthClientId?: string | null;
+  /** JSON array text. */
+  oauthRedirectUris?: string | null;
+  oauthPublic?: number | null;
 }
 
-const COLUMNS = `id, workspace_id AS workspaceId, purpose, name, principal, access, token_prefix AS tokenPrefix,
-  device_limit AS deviceLimit, attached_count AS attachedCount, expires_at AS expiresAt,
-  revoked_at AS revokedAt, created_at AS createdAt`;
+const COLUMNS = `c.id, c.workspace_id AS workspaceId, c.purpose, c.name, c.principal, c.access, c.token_prefix AS tokenPrefix,
+  c.device_limit AS deviceLimit, c.attached_count AS attachedCount, c.expires_at AS expiresAt,
+  c.revoked_at AS revokedAt, c.created_at AS createdAt,
+  o.id AS oauthApplicationId, o.client_id AS oauthClientId, o.redirect_uris AS oauthRedirectUris, o.public AS oauthPublic`;
+// An OAuth client acts through an agent connection linked to its registration (0005_oauth.sql).
+const FROM = 'connections c LEFT JOIN oauth_clients o ON o.id = c.oauth_client';
 
 export interface NewConnectionRow extends Omit<ConnectionRow, 'attachedCount' | 'revokedAt'> {
   tokenHash: string;
@@ -50,7 +59,7 @@ export async function insertConnection(db: Queryable, row: NewConnectionRow): Pr
 
 export function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose): Promise<ConnectionRow[]> {
   return db.all<ConnectionRow>(
-    `SELECT ${COLUMNS} FROM connections WHERE workspace_id = ? AND purpose = ? ORDER BY created_at DESC, id`,
+    `SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? ORDER BY c.created_at DESC, c.id`,
     [workspaceId, purpose],
   );
 }
@@ -61,7 +70,7 @@ export function getConnection(
   purpose: ConnectionPurpose,
   id: string,
 ): Promise<ConnectionRow | undefined> {
-  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE workspace_id = ? AND purpose = ? AND id = ?`, [
+  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? AND c.id = ?`, [
     workspaceId,
     purpose,
     id,
@@ -84,7 +93,7 @@ export async function revokeConnection(
 }
 
 export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<ConnectionRow | undefined> {
-  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM connections WHERE token_hash = ?`, [tokenHash]);
+  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.token_hash = ?`, [tokenHash]);
 }
 
 /**
