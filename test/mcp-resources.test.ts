@@ -51,10 +51,10 @@ describe.each<Era>(['modern', 'legacy'])('resources (%s client)', (era) => {
     expect(templates).toEqual(['device://{deviceId}', 'action://{actionId}']);
   });
 
-  it('lists only the devices each agent may call a function on', async () => {
-    expect((await a.listResources()).resources.map((r) => r.uri)).toEqual([`device://${lamp.id}`]);
+  it('lists only the devices each agent may call a function on, and only its own actions', async () => {
+    expect((await a.listResources()).resources.map((r) => r.uri)).toEqual([`device://${lamp.id}`, `action://${aliceAction.id}`]);
     expect((await b.listResources()).resources.map((r) => r.uri)).toEqual([`device://${fan.id}`]);
-    for (const r of (await a.listResources()).resources) expect(r.description).toBeTruthy();
+    for (const r of (await a.listResources()).resources.filter((r) => r.uri.startsWith('device://'))) expect(r.description).toBeTruthy();
   });
 
   it('reads a granted device with its capabilities filtered, and refuses others as not found', async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { cancelQueued, expireDue, exportActions, getAction, insertAction, recentActions, type ActionRow } from '../store/actions.js';
+import { cancelQueued, expireDue, exportActions, getAction, insertAction, recentActions, recentActionsOf, type ActionRow } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { argumentIssues } from './argument-schemas.js';
@@ -147,6 +147,19 @@ export const listRecentActions = defineOperation({
   async run({ ctx, credential }) {
     publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
     return (await recentActions(ctx.db, credential.workspaceId, HISTORY_LIMIT)).map(toActionRecord);
+  },
+});
+
+export const listRequestedActions = defineOperation({
+  name: 'actions.listRequested',
+  description: `The ${HISTORY_LIMIT} most recent actions this agent's principal requested, newest first (the MCP action:// resource list).`,
+  credentials: ['agent'],
+  access: 'read',
+  input: z.strictObject({}),
+  output: z.array(action),
+  async run({ ctx, credential }) {
+    publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
+    return (await recentActionsOf(ctx.db, credential.workspaceId, credential.principal, HISTORY_LIMIT)).map(toActionRecord);
   },
 });
 

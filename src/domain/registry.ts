@@ -1,5 +1,5 @@
 import { getAccount } from './account.js';
-import { broadcast, cancelAction, exportHistory, getActionState, listRecentActions, requestAction } from './actions.js';
+import { broadcast, cancelAction, exportHistory, getActionState, listRecentActions, listRequestedActions, requestAction } from './actions.js';
 import {
   createAgentConnection,
   createSetupToken,
@@ -46,6 +46,7 @@ export const operations = {
   getAction: getActionState,
   cancelAction,
   listActions: listRecentActions,
+  listRequestedActions,
   exportActions: exportHistory,
   broadcast,
   fetchNext: fetchNextCommand,

@@ -54,9 +54,17 @@ export function registerResources(server: McpServer, session: McpSession): void 
 
   server.registerResource(
     'action',
-    // No list: no registry operation lists an agent's own actions (actions.list is the
-    // owner's history), and MCP must not offer what REST does not.
-    new ResourceTemplate('action://{actionId}', { list: undefined }),
+    new ResourceTemplate('action://{actionId}', {
+      // The principal's own newest actions: what an agent may read with get_action.
+      list: async () => ({
+        resources: ((await invoke(operations.listRequestedActions, ctx, {})) as ActionRecord[]).map((a) => ({
+          uri: `action://${a.id}`,
+          name: `${a.capability} ${a.status}`,
+          title: `${a.capability} on ${a.deviceId}: ${a.status}`,
+          mimeType: JSON_TYPE,
+        })),
+      }),
+    }),
     {
       title: 'Action',
       description: 'An action you requested: status (queued, received, succeeded, failed, cancelled, expired), result or error.',

@@ -137,6 +137,14 @@ export function expireDue(db: Queryable, now: number, scope: { workspaceId?: str
   );
 }
 
+/** The newest actions one principal requested. */
+export function recentActionsOf(db: Queryable, workspaceId: string, principal: string, limit: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND principal = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+    [workspaceId, principal, limit],
+  );
+}
+
 export function recentActions(db: Queryable, workspaceId: string, limit: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
     `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
