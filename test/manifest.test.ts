@@ -41,7 +41,7 @@ describe('POST /v1/device/{deviceId}/manifest', () => {
     const record = (await devices()).find((d) => d.id === lamp.id);
     expect(record.capabilities).toEqual(lampManifest.capabilities);
     expect(Object.keys(record).sort()).toEqual(
-      ['capabilities', 'createdAt', 'id', 'kind', 'lastSeenAt', 'name', 'online', 'parentId', 'revoked'].sort(),
+      ['capabilities', 'createdAt', 'id', 'key', 'kind', 'lastSeenAt', 'name', 'online', 'parentId', 'revoked'].sort(),
     );
   });
 
@@ -90,8 +90,9 @@ describe('gateway manifests', () => {
     const hub = await attachDevice(api, owner, { kind: 'gateway', name: 'Hub', manifest: null });
     const res = await api.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: hubManifest });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body.data.device).toMatchObject({ id: hub.id, kind: 'gateway', parentId: null });
+    expect(res.body.data.device).toMatchObject({ id: hub.id, kind: 'gateway', parentId: null, key: null });
     expect(res.body.data.children).toHaveLength(3);
+    expect(res.body.data.children.map((c: { key: string }) => c.key)).toEqual(hubManifest.children.map((c) => c.key));
 
     const children = (await devices()).filter((d) => d.parentId === hub.id);
     expect(children.map((c) => [c.name, c.kind]).sort()).toEqual([

@@ -99,12 +99,6 @@ export class Device {
     this.#options = options;
     this.deviceId = options.credentials.deviceId;
     this.#api = deviceApi(options.url, options.credentials, options.fetch);
-    const names = (options.manifest?.children ?? []).map((c) => c.name);
-    if (new Set(names).size !== names.length) {
-      // The manifest answer names children by device record, which carries no key: the SDK
-      // matches them by name, so names must be unique within a gateway.
-      throw new Error('child names must be unique within a gateway manifest');
-    }
   }
 
   /** Registers the handler for one of this device's capabilities. */
@@ -198,12 +192,8 @@ export class Device {
     for (let attempt = 0; !this.stopped; attempt += 1) {
       try {
         const published = await this.#api.publishManifest(manifest);
-        const byName = new Map((manifest.children ?? []).map((c) => [c.name, c.key]));
         this.#childKeys.clear();
-        for (const child of published.children) {
-          const key = byName.get(child.name);
-          if (key !== undefined) this.#childKeys.set(child.id, key);
-        }
+        for (const child of published.children) if (child.key !== null) this.#childKeys.set(child.id, child.key);
         this.#emit({ type: 'manifest', children: [...this.#childKeys].map(([deviceId, key]) => ({ key, deviceId })) });
         return;
       } catch (error) {

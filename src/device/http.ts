@@ -40,6 +40,8 @@ export interface DeviceRecord {
   name: string;
   kind: 'device' | 'gateway' | 'service';
   parentId: string | null;
+  /** A gateway child's manifest key; null for attached devices. */
+  key: string | null;
   capabilities: Capability[];
   [field: string]: unknown;
 }

@@ -36,6 +36,7 @@ export function toDeviceRecord(row: DeviceRow, capabilities: CapabilityRow[], no
     name: row.name,
     kind: row.kind,
     parentId: row.parentId,
+    key: row.childKey,
     online: row.revokedAt === null && row.lastSeenAt !== null && now - row.lastSeenAt < ONLINE_WINDOW_MS,
     lastSeenAt: row.lastSeenAt,
     revoked: row.revokedAt !== null,

@@ -28,6 +28,7 @@ export const device = z.object({
   name: z.string(),
   kind: z.enum(['device', 'gateway', 'service']),
   parentId: uuid.nullable().describe('The gateway of a child or service device.'),
+  key: z.string().nullable().describe("A gateway child's key in its gateway's manifest (stable across republishing); null otherwise."),
   online: z.boolean().describe('Called in within the last 60 seconds (children: their gateway).'),
   lastSeenAt: timestamp.nullable(),
   revoked: z.boolean(),

@@ -9,6 +9,8 @@ export interface DeviceRow {
   name: string;
   kind: DeviceKind;
   parentId: string | null;
+  /** A gateway child's key in its gateway's manifest; null for attached devices. */
+  childKey: string | null;
   /** For a gateway's child: when its gateway last called in. */
   lastSeenAt: number | null;
   revokedAt: number | null;
@@ -38,7 +40,7 @@ export interface ChildInput {
   capabilities: CapabilityInput[];
 }
 
-const COLUMNS = `d.id, d.workspace_id AS workspaceId, d.name, d.kind, d.parent_id AS parentId,
+const COLUMNS = `d.id, d.workspace_id AS workspaceId, d.name, d.kind, d.parent_id AS parentId, d.child_key AS childKey,
   CASE WHEN d.parent_id IS NULL THEN d.last_seen_at ELSE p.last_seen_at END AS lastSeenAt,
   d.revoked_at AS revokedAt, d.created_at AS createdAt`;
 const FROM = 'devices d LEFT JOIN devices p ON p.id = d.parent_id';
