@@ -128,6 +128,22 @@ function compact(node: unknown): unknown {
 
 const actionJson = once(() => jsonSchemaOf(actionSchema, 'output'));
 
+/**
+ * The outputSchema of device tools: the Action's id and status, taken from the full Action
+ * schema, which `get_action` advertises whole. Repeating the whole schema in each of a
+ * principal's device tools made it ~70 % of a 1,000-function tools/list (issue 8); JSON
+ * Schema allows the other properties, so the structuredContent (a full Action) conforms.
+ */
+const deviceToolOutputJson = once(() => {
+  const full = actionJson() as { properties: Record<string, { enum?: unknown }> };
+  return {
+    type: 'object',
+    description: 'The Action; get_action describes every field.',
+    properties: { id: { type: 'string' }, status: { type: 'string', enum: full.properties.status!.enum } },
+    required: ['id', 'status'],
+  };
+});
+
 // ---------------------------------------------------------------------------------------
 // Fixed tools: each is a registry operation called through `invoke`, with the operation's
 // own input schema, so REST and MCP cannot drift apart (decisions §6).
@@ -259,11 +275,9 @@ export function placeOf(fn: CallableFunction): string {
 function describe(fn: CallableFunction): string {
   const what = fn.description ? `${fn.description.replace(/\s+$/, '')}${/[.!?]$/.test(fn.description.trim()) ? '' : '.'} ` : '';
   const kind = fn.kind === 'read' ? 'Read function (observes, changes nothing)' : 'Control function (changes the device)';
-  return (
-    `${what}${kind} "${fn.capability}" of ${placeOf(fn)} (device id ${fn.deviceId}). ` +
-    'Queues an action, waits up to 10 s for the device to report, and returns the Action; ' +
-    'if it is still queued or received then, follow it with get_action or the action:// resource.'
-  );
+  // Kept short: it is repeated in every device tool of a tools/list that may hold a
+  // thousand of them; the server instructions and the operate_devices prompt say the rest.
+  return `${what}${kind} "${fn.capability}" of ${placeOf(fn)}. Returns the Action (waits up to 10 s; follow an unfinished one with get_action).`;
 }
 
 function waitBound(meta: Record<string, unknown> | undefined): number {
@@ -331,18 +345,18 @@ async function awaitSettled(
 }
 
 function registerDeviceTool(server: McpServer, session: McpSession, name: string, fn: CallableFunction): void {
-  const annotations: ToolAnnotations =
-    fn.kind === 'read'
-      ? { title: `${fn.capability} · ${fn.deviceName}`, readOnlyHint: true, openWorldHint: true }
-      : { title: `${fn.capability} · ${fn.deviceName}`, readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
+  // Only the hints whose value says something: the title is the tool's own, and
+  // openWorldHint (true) and idempotentHint (false) are the protocol's defaults. Every byte
+  // here is repeated in each device tool of a tools/list.
+  const annotations: ToolAnnotations = fn.kind === 'read' ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: true };
   server.registerTool(
     name,
     {
-      title: annotations.title!,
+      title: `${fn.capability} · ${fn.deviceName}`,
       description: describe(fn),
       // decisions §6: the inputSchema is the capability's argument schema, unchanged.
       inputSchema: advertised(fn.arguments),
-      outputSchema: advertised(actionJson()),
+      outputSchema: advertised(deviceToolOutputJson()),
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
     },
