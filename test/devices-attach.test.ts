@@ -37,6 +37,7 @@ describe('POST /v1/sdk/devices', () => {
         name: 'Desk lamp',
         kind: 'device',
         parentId: null,
+        key: null,
         online: false,
         lastSeenAt: null,
         revoked: false,
