@@ -88,7 +88,9 @@ function operationObject(route: Route): Record<string, unknown> {
     operationId: op.name,
     summary: op.description.split('. ')[0],
     description: op.description,
-    tags: [route.path.split('/')[route.path.startsWith('/v1/') ? 2 : 1]],
+    // Grouped by the resource an operation belongs to (`setupTokens.create` → setupTokens),
+    // so the legacy aliases sit beside the routes they mirror.
+    tags: [op.name.split('.')[0]],
     ...(route.deprecated ? { deprecated: true } : {}),
     security: publicRoute ? [] : (op.credentials as CredentialKind[]).map((kind) => ({ [securitySchemes[kind].scheme]: [] })),
     ...(parameters.length > 0 ? { parameters } : {}),
