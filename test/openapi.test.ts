@@ -36,7 +36,8 @@ describe('GET /openapi.json', () => {
 
   it('has a security scheme for each credential kind', async () => {
     const { body } = await client(server.url).get('/openapi.json');
-    expect(Object.keys(body.components.securitySchemes).sort()).toEqual(['agentToken', 'deviceToken', 'ownerSession', 'setupToken']);
+    expect(Object.keys(body.components.securitySchemes).sort()).toEqual(['agentToken', 'deviceToken', 'metricsToken', 'oauth', 'ownerSession', 'setupToken']);
+    expect(body.components.securitySchemes.oauth.flows.authorizationCode.scopes).toHaveProperty('act');
   });
 
   it('describes path, header and body fields where they travel', async () => {
@@ -48,6 +49,15 @@ describe('GET /openapi.json', () => {
     expect(setup.requestBody.content['application/json'].schema.properties.ttlSeconds).toMatchObject({ minimum: 60, maximum: 86400, default: 600 });
     const exportOp = body.paths['/v1/actions/export'].get;
     expect(exportOp.parameters.map((p: { name: string }) => p.name)).toEqual(['since', 'until']);
+  });
+
+  it('also names the endpoints that are not registry operations: MCP, OAuth, metadata, the wake socket, metrics', async () => {
+    const { body } = await client(server.url).get('/openapi.json');
+    for (const path of ['/mcp', '/oauth/authorize', '/oauth/token', '/oauth/revoke', '/oauth/register', '/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp', '/v1/device/{deviceId}/events', '/metrics']) {
+      expect(body.paths[path], path).toBeDefined();
+    }
+    expect(body.paths['/v1/functions'].get.security).toContainEqual({ oauth: ['read'] });
+    expect(body.paths['/v1/broadcasts'].post.security).toEqual([{ agentToken: [] }]);
   });
 });
 

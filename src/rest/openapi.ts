@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { CredentialKind } from '../domain/context.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { httpStatus } from './errors.js';
+import { extraPaths } from './openapi-extras.js';
 import type { Route } from './routes.js';
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
@@ -62,6 +63,17 @@ function propertyOf(schema: JsonSchema, field: string): unknown {
   return schema.properties?.[field] ?? schema.anyOf?.map((b) => b.properties?.[field]).find(Boolean) ?? { type: 'string' };
 }
 
+/**
+ * One alternative per accepted credential kind. OAuth access tokens serve the shared
+ * endpoints (those open to owners and agents) and MCP, not the agent-only ones (README "OAuth").
+ */
+function security(op: AnyOperation): Record<string, string[]>[] {
+  const kinds = op.credentials as CredentialKind[];
+  const alternatives = kinds.map((kind) => ({ [securitySchemes[kind].scheme]: [] as string[] }));
+  if (kinds.includes('agent') && kinds.includes('owner')) alternatives.push({ oauth: op.access === 'act' ? ['read', 'act'] : ['read'] });
+  return alternatives;
+}
+
 function operationObject(route: Route): Record<string, unknown> {
   const op: AnyOperation = route.operation;
   const input = jsonSchema(op.input, 'input');
@@ -92,7 +104,7 @@ function operationObject(route: Route): Record<string, unknown> {
     // so the legacy aliases sit beside the routes they mirror.
     tags: [op.name.split('.')[0]],
     ...(route.deprecated ? { deprecated: true } : {}),
-    security: publicRoute ? [] : (op.credentials as CredentialKind[]).map((kind) => ({ [securitySchemes[kind].scheme]: [] })),
+    security: publicRoute ? [] : security(op),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(route.method === 'POST' && Object.keys(rest.properties ?? {}).length + (rest.anyOf?.length ?? 0) > 0
       ? { requestBody: { required: (rest.required ?? []).length > 0 || Boolean(rest.anyOf), content: { 'application/json': { schema: rest } } } }
@@ -108,7 +120,7 @@ function operationObject(route: Route): Record<string, unknown> {
 
 /** OpenAPI 3.1 built from the same route table and zod schemas the server runs. */
 export function buildOpenApi(routes: Route[], options: { version: string; serverUrl: string }): Record<string, unknown> {
-  const paths: Record<string, Record<string, unknown>> = {};
+  const paths: Record<string, Record<string, unknown>> = extraPaths();
   for (const route of routes) {
     paths[route.path] ??= {};
     paths[route.path]![route.method.toLowerCase()] = operationObject(route);
@@ -125,12 +137,27 @@ export function buildOpenApi(routes: Route[], options: { version: string; server
     paths,
     components: {
       schemas: { Error: errorEnvelope },
-      securitySchemes: Object.fromEntries(
-        Object.values(securitySchemes).map(({ scheme, description, bearerFormat }) => [
-          scheme,
-          { type: 'http', scheme: 'bearer', description, ...(bearerFormat ? { bearerFormat } : {}) },
-        ]),
-      ),
+      securitySchemes: {
+        ...Object.fromEntries(
+          Object.values(securitySchemes).map(({ scheme, description, bearerFormat }) => [
+            scheme,
+            { type: 'http', scheme: 'bearer', description, ...(bearerFormat ? { bearerFormat } : {}) },
+          ]),
+        ),
+        oauth: {
+          type: 'oauth2',
+          description: 'OAuth 2.1 access token (`dfc_oauth_…`) bound to the resource `${PUBLIC_BASE_URL}/mcp`; scopes are a ceiling only.',
+          flows: {
+            authorizationCode: {
+              authorizationUrl: `${options.serverUrl}/oauth/authorize`,
+              tokenUrl: `${options.serverUrl}/oauth/token`,
+              refreshUrl: `${options.serverUrl}/oauth/token`,
+              scopes: { read: 'Call read functions and read state.', act: 'Also call control functions (implies read).' },
+            },
+          },
+        },
+        metricsToken: { type: 'http', scheme: 'bearer', description: 'The METRICS_TOKEN of the deployment.' },
+      },
     },
   };
 }
