@@ -20,7 +20,11 @@ const t0 = performance.now();
 const ms = (from: number, to = performance.now()) => `${(to - from).toFixed(1)} ms`;
 const step = (text: string) => console.log(`[${ms(t0).padStart(9)}] ${text}`);
 
-async function call(method: string, route: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
+// `any` bodies: the demo reads a few known fields of its own API's answers and prints them;
+// a wrong field fails the demo loudly at run time, which is all a walk-through needs.
+type Answer = { status: number; body: any };
+
+async function call(method: string, route: string, token: string, body?: unknown): Promise<Answer> {
   const response = await fetch(`${url}${route}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
@@ -29,7 +33,7 @@ async function call(method: string, route: string, token: string, body?: unknown
   return { status: response.status, body: await response.json() };
 }
 
-async function expectStatus(status: number, pending: Promise<{ status: number; body: any }>) {
+async function expectStatus(status: number, pending: Promise<Answer>) {
   const res = await pending;
   if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`);
   return res.body;
