@@ -24,8 +24,10 @@ import {
   rotateRefreshToken,
   type OAuthClientRow,
   type OAuthConnectionRow,
+  type TokenRow,
 } from '../store/oauth.js';
 import type { Access, Clock, Logger } from './context.js';
+import { inputIssues } from './input-limits.js';
 import { metadataDocumentUrl, MetadataDocumentError, resolveMetadataClient, type DocumentFetcher } from './oauth-cimd.js';
 import { oauthError, UnsafeAuthorizationRequest } from './oauth-errors.js';
 import { isLoopbackRedirect, redirectUriProblem } from './oauth-redirects.js';
@@ -84,7 +86,9 @@ export function defaultPrincipal(clientId: string, applicationId: string): strin
 
 /** Finds a client by its protocol client_id: registered or dynamic in the table, or a metadata document URL. */
 export async function resolveClient(deps: OAuthDeps, clientId: string): Promise<OAuthClientRow | undefined> {
-  if (clientId === '' || clientId.length > 512) return undefined;
+  // Text no client can have been stored with (NUL, lone surrogates; src/domain/input-limits.ts)
+  // names no client, whatever the driver would make of it.
+  if (clientId === '' || clientId.length > 512 || inputIssues(clientId).length > 0) return undefined;
   const url = metadataDocumentUrl(clientId, deps.cimdAllowLoopback);
   if (!url) return findClient(deps.db, clientId);
   try {
@@ -107,6 +111,8 @@ export interface AuthorizationParams {
   state?: string | undefined;
   scope?: string | undefined;
   resource?: string | undefined;
+  /** Parameters the request carried more than once (RFC 6749 §3.1: "MUST NOT be included more than once"). */
+  repeated?: readonly string[] | undefined;
 }
 
 export interface ValidAuthorization {
@@ -136,6 +142,11 @@ export async function checkAuthorizationRequest(
   deps: OAuthDeps,
   params: AuthorizationParams,
 ): Promise<{ ok: true; value: ValidAuthorization } | { ok: false; error: ReturnType<typeof oauthError>; to: ErrorDestination }> {
+  const repeated = params.repeated ?? [];
+  // Which client or redirect URI is meant is unclear: nothing may be sent back to either.
+  for (const name of ['client_id', 'redirect_uri']) {
+    if (repeated.includes(name)) throw new UnsafeAuthorizationRequest(`The request carries ${name} more than once.`);
+  }
   if (!params.client_id) throw new UnsafeAuthorizationRequest('The request names no client (client_id is missing).');
   const client = await resolveClient(deps, params.client_id);
   if (!client) throw new UnsafeAuthorizationRequest('The client is not known to this service.');
@@ -145,6 +156,7 @@ export async function checkAuthorizationRequest(
   }
   const to = { redirectUri: params.redirect_uri, state: params.state };
   const fail = (error: ReturnType<typeof oauthError>) => ({ ok: false as const, error, to });
+  if (repeated.length > 0) return fail(oauthError('invalid_request', `Parameter ${repeated[0]} is repeated.`));
   if (params.response_type !== 'code') return fail(oauthError('unsupported_response_type', 'Only response_type=code is supported.'));
   if (!params.code_challenge) return fail(oauthError('invalid_request', 'PKCE is required: code_challenge is missing.'));
   if (params.code_challenge_method !== 'S256') return fail(oauthError('invalid_request', 'code_challenge_method must be S256.'));
@@ -395,19 +407,24 @@ export async function refreshTokens(
   if (!params.refresh_token) throw oauthError('invalid_request', 'refresh_token is required.');
   const now = deps.clock.now();
   const hash = hashToken(params.refresh_token);
+  // OAuth 2.1 §4.3.1 / BCP 240 §4.14.2: a rotated refresh token presented again means two
+  // parties hold it; the whole family is revoked, the legitimate client signs in again.
+  const reuse = async (tx: Queryable, token: TokenRow): Promise<Outcome> => {
+    const revoked = await revokeFamily(tx, token.familyId, now);
+    deps.log.info({ msg: 'refresh token reused', clientId: client.clientId, revokedTokens: revoked });
+    return { ok: false, error: oauthError('invalid_grant', 'The refresh token was already used; every token of this authorization is revoked.') };
+  };
   const outcome = await deps.db.transaction(async (tx): Promise<Outcome> => {
     const token = await findToken(tx, hash);
     if (!token || token.kind !== 'refresh' || token.clientId !== client.clientId) {
       return { ok: false, error: oauthError('invalid_grant', 'The refresh token is unknown or was issued to another client.') };
     }
     if (token.revokedAt !== null) return { ok: false, error: oauthError('invalid_grant', 'The refresh token is revoked.') };
-    if (!(await rotateRefreshToken(tx, token.id, now))) {
-      // OAuth 2.1 §4.3.1 / BCP 240 §4.14.2: a rotated refresh token presented again means two
-      // parties hold it; the whole family is revoked, the legitimate client signs in again.
-      const revoked = await revokeFamily(tx, token.familyId, now);
-      deps.log.info({ msg: 'refresh token reused', clientId: client.clientId, revokedTokens: revoked });
-      return { ok: false, error: oauthError('invalid_grant', 'The refresh token was already used; every token of this authorization is revoked.') };
-    }
+    // Reuse first: a rotated token presented again revokes its family whatever else is wrong.
+    if (token.rotatedAt !== null) return reuse(tx, token);
+    // Every other check comes before the rotation, so that a refused request (a bad scope or
+    // resource, an expired token) writes nothing: the client keeps its refresh token instead
+    // of losing it and then tripping the reuse detection with its next, valid, request.
     if (token.expiresAt <= now) return { ok: false, error: oauthError('invalid_grant', 'The refresh token has expired.') };
     if (params.resource !== undefined && params.resource !== token.resource) {
       return { ok: false, error: oauthError('invalid_target', 'resource differs from the one the token was issued for.') };
@@ -425,6 +442,8 @@ export async function refreshTokens(
       scope = scopeString(asked);
     }
     if (!(await connectionIsLive(tx, token.connectionId, now))) return { ok: false, error: oauthError('invalid_grant', 'The client was revoked.') };
+    // Guarded: of two requests racing with the same token, one rotates it and the other is reuse.
+    if (!(await rotateRefreshToken(tx, token.id, now))) return reuse(tx, token);
     const tokens = await issuePair(
       tx,
       { familyId: token.familyId, connectionId: token.connectionId, workspaceId: token.workspaceId, clientId: token.clientId, scope, resource: token.resource },
@@ -465,6 +484,9 @@ export const registrationRequest = z.looseObject({
 });
 
 export async function registerDynamicClient(deps: OAuthDeps, body: unknown): Promise<Record<string, unknown>> {
+  // Text that cannot be stored as sent (NUL, lone surrogates) or nesting past the limit, as invoke refuses it on /v1.
+  const unsafe = inputIssues(body)[0];
+  if (unsafe) throw oauthError('invalid_client_metadata', `${unsafe.path || 'body'}: ${unsafe.message}`);
   const parsed = registrationRequest.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

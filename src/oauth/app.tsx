@@ -132,6 +132,16 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     return origin === undefined || origin === new URL(issuer).origin;
   };
 
+  /** A form post the browser's pages make: a refusal is an HTML page, like every other answer there. */
+  const pageForm = (c: HonoContext) =>
+    readForm(c.req.raw, (message, status) => c.html(<ErrorPage title="This form cannot be read" message={message} />, status));
+
+  /** A form post of the token and revocation endpoints: a refusal is RFC 6749 JSON, never cached. */
+  const protocolForm = (c: HonoContext) =>
+    readForm(c.req.raw, (description, status) =>
+      c.json({ error: 'invalid_request', error_description: description }, status, { 'Cache-Control': 'no-store', Pragma: 'no-cache' }),
+    );
+
   /** Only a path back into the authorization endpoint may follow a sign-in (no open redirect). */
   const safeNext = (next: string | undefined) => (next && /^\/oauth\/authorize\?[^\\]*$/.test(next) && !next.startsWith('//') ? next : undefined);
 
@@ -139,7 +149,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
 
   app.post('/oauth/sign-in', async (c) => {
     if (!sameOrigin(c)) return c.html(<ErrorPage title="Refused" message="This form can only be posted from this service's own pages." />, 403);
-    const form = await readForm(c.req.raw);
+    const form = await pageForm(c);
     if (form instanceof Response) return form;
     const next = safeNext(form.get('next') ?? undefined);
     const outcome = await startSession(c, (form.get('token') ?? '').trim());
@@ -178,11 +188,16 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
   const errorPage = (c: HonoContext, message: string, status: 400 | 403 = 400) =>
     c.html(<ErrorPage title="This authorization request cannot be completed" message={message} />, status);
 
-  const authorizationParams = (get: (name: string) => string | undefined): AuthorizationParams =>
-    Object.fromEntries(AUTHORIZATION_PARAMS.map((name) => [name, get(name)])) as AuthorizationParams;
+  const authorizationParams = (get: (name: string) => string | undefined, repeated: readonly string[] = []): AuthorizationParams => ({
+    ...(Object.fromEntries(AUTHORIZATION_PARAMS.map((name) => [name, get(name)])) as AuthorizationParams),
+    repeated,
+  });
 
   app.get('/oauth/authorize', async (c) => {
-    const params = authorizationParams((name) => c.req.query(name));
+    const params = authorizationParams(
+      (name) => c.req.query(name),
+      AUTHORIZATION_PARAMS.filter((name) => (c.req.queries(name)?.length ?? 0) > 1),
+    );
     try {
       const checked = await checkAuthorizationRequest(oauth, params);
       if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
@@ -193,7 +208,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
         return c.redirect(`/oauth/sign-in?next=${encodeURIComponent(`/oauth/authorize${here.search}`)}`, 302);
       }
       const view = await consentView(oauth, owner, checked.value);
-      const fields = Object.fromEntries(Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined));
+      const fields = Object.fromEntries(AUTHORIZATION_PARAMS.flatMap((name) => (params[name] === undefined ? [] : [[name, params[name]]])));
       // The approve/deny post answers with a redirect to the client: form-action must allow its origin.
       c.header('Content-Security-Policy', `${PAGE_CSP.replace("form-action 'self'", `form-action 'self' ${new URL(view.redirectUri).origin}`)}`);
       return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fields} />);
@@ -205,7 +220,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
 
   app.post('/oauth/authorize', async (c) => {
     if (!sameOrigin(c)) return errorPage(c, "The decision can only be posted from this service's consent page.", 403);
-    const form = await readForm(c.req.raw);
+    const form = await pageForm(c);
     if (form instanceof Response) return form;
     const token = sessionToken(c);
     const owner = await ownerSession(oauth, token);
@@ -250,7 +265,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
 
   app.post('/oauth/token', (c) =>
     handle(c, async () => {
-      const form = await readForm(c.req.raw, true);
+      const form = await protocolForm(c);
       if (form instanceof Response) return form;
       const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
       const grantType = form.get('grant_type');
@@ -269,7 +284,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
 
   app.post('/oauth/revoke', (c) =>
     handle(c, async () => {
-      const form = await readForm(c.req.raw, true);
+      const form = await protocolForm(c);
       if (form instanceof Response) return form;
       const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
       await revokeToken(oauth, client, form.get('token') ?? undefined);
@@ -314,13 +329,15 @@ const STATUS: Record<OAuthErrorCode, 400 | 401 | 403 | 500 | 503> = {
 
 /**
  * Reads an application/x-www-form-urlencoded body (16 KiB limit). A repeated parameter is
- * refused (RFC 6749 §3.1: "MUST NOT be included more than once").
+ * refused (RFC 6749 §3.1: "MUST NOT be included more than once"). `answer` renders a refusal
+ * in the endpoint's own format: RFC 6749 JSON on the protocol endpoints, an HTML page on the
+ * browser's forms.
  */
-async function readForm(request: Request, protocol = false): Promise<URLSearchParams | Response> {
-  const fail = (description: string, status: 400 | 413 = 400) =>
-    protocol
-      ? Response.json({ error: 'invalid_request', error_description: description }, { status, headers: { 'Cache-Control': 'no-store' } })
-      : new Response(description, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+async function readForm(
+  request: Request,
+  answer: (description: string, status: 400 | 413) => Response | Promise<Response>,
+): Promise<URLSearchParams | Response> {
+  const fail = (description: string, status: 400 | 413 = 400) => answer(description, status);
   const type = request.headers.get('content-type') ?? '';
   if (!/^application\/x-www-form-urlencoded\b/i.test(type)) return fail('The body must be application/x-www-form-urlencoded.');
   let bytes: Uint8Array;

@@ -36,6 +36,8 @@ export function answerClientErrors(server: Server, log: Logger): void {
       [
         `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}`,
         'Content-Type: application/json',
+        // Never cached, like every error (and every answer of the OAuth token endpoint, which this may be).
+        'Cache-Control: no-store',
         `Content-Length: ${Buffer.byteLength(json)}`,
         `X-Request-Id: ${requestId}`,
         'Connection: close',
