@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import type { Clock, Logger, ServiceSettings } from './domain/context.js';
 import { DomainError } from './domain/errors.js';
 import type { EventHub } from './domain/events.js';
+import type { RateLimiter } from './domain/rate-limits.js';
 import { createOAuthApp } from './oauth/app.js';
 import { mountRoutes, type RestEnv } from './rest/app.js';
 import { mountDocs } from './rest/docs.js';
@@ -18,6 +19,8 @@ export interface AppDeps {
   config: Config;
   db: Db;
   authenticator: Authenticator;
+  /** The authenticator's limiter: the OAuth endpoints draw from the same per-address buckets. */
+  limiter: RateLimiter;
   clock: Clock;
   log: Logger;
   events: EventHub;
@@ -30,7 +33,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<RestEnv> {
-  const { config, db, authenticator, clock, log, events, metrics } = deps;
+  const { config, db, authenticator, limiter, clock, log, events, metrics } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -60,7 +63,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   });
 
   mountRoutes(app, routes, authenticator);
-  app.route('/', createOAuthApp({ config, db, authenticator, clock, log }));
+  app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
   mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
   mountMcp(app, { config, authenticator, log, version: API_VERSION });
   mountMetrics(app, metrics, config.metricsToken);

@@ -45,6 +45,7 @@ export const configSchema = z
     RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10),
     RATE_LIMIT_DEVICE_BURST: positiveInt.default(20),
     AUTH_FAILURES_PER_MINUTE: positiveInt.default(10),
+    OAUTH_REGISTRATIONS_PER_HOUR: positiveInt.default(20),
     WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
     WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt.default(10_000),
     DEVICE_MAX_QUEUED_ACTIONS: positiveInt.default(100),
@@ -133,6 +134,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
       device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },
       authFailures: { ratePerSecond: e.AUTH_FAILURES_PER_MINUTE / 60, burst: e.AUTH_FAILURES_PER_MINUTE },
+      registrations: { ratePerSecond: e.OAUTH_REGISTRATIONS_PER_HOUR / 3600, burst: e.OAUTH_REGISTRATIONS_PER_HOUR },
     },
     capacity: {
       devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,

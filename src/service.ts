@@ -43,14 +43,16 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const clock = options.clock ?? { now: () => Date.now() };
   const db = await openDb(config.databaseUrl, config.databaseAuthToken);
   const owners = await createOwnerVerifier(config);
+  // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (decisions §8).
+  const limiter = options.rateLimiter ?? createMemoryRateLimiter();
   const authenticator = withRateLimits(createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` }), {
-    limiter: options.rateLimiter ?? createMemoryRateLimiter(),
+    limiter,
     settings: config.rateLimits,
     now: clock.now,
   });
   const events = createEventHub();
   const metrics = createMetrics({ db, events });
-  const app = createApp({ config, db, authenticator, clock, log, events, metrics });
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics });
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
 
   const server: ServerType = await new Promise((resolve) => {

@@ -1,5 +1,5 @@
 import { DomainError } from '../domain/errors.js';
-import { credentialBucket, rateLimited, type RateLimiter, type RateLimitSettings } from '../domain/rate-limits.js';
+import { authFailureKey, credentialBucket, rateLimited, type RateLimiter, type RateLimitSettings } from '../domain/rate-limits.js';
 import type { Authenticator } from './authenticate.js';
 
 /**
@@ -12,7 +12,7 @@ export function withRateLimits(inner: Authenticator, deps: { limiter: RateLimite
   const { limiter, settings, now } = deps;
   return {
     async authenticate(bearer, clientAddress) {
-      const failureKey = clientAddress !== undefined ? `auth-failures:${clientAddress}` : undefined;
+      const failureKey = clientAddress !== undefined ? authFailureKey(clientAddress) : undefined;
       if (failureKey && bearer !== null) {
         const standing = limiter.peek(failureKey, settings.authFailures, now());
         if (!standing.allowed) throw rateLimited(standing, 'client address after failed authentications');

@@ -25,6 +25,8 @@ export class OAuthProtocolError extends Error {
   constructor(
     readonly code: OAuthErrorCode,
     readonly description: string,
+    /** Set on a rate-limit refusal: answered as HTTP 429 with Retry-After (decisions §8). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(description);
     this.name = 'OAuthProtocolError';

@@ -75,7 +75,19 @@ export interface RateLimitSettings {
   device: BucketRule;
   /** Failed authentications per client address. */
   authFailures: BucketRule;
+  /** OAuth dynamic client registrations per client address (each one stores a client). */
+  registrations: BucketRule;
 }
+
+/**
+ * The per-address bucket of failed authentications (decisions §8). One key for every place
+ * that authenticates — bearer tokens on /v1 and /mcp, the consent page's sign-in, OAuth client
+ * authentication and grants at /oauth/token and /oauth/revoke — so that guessing in one place
+ * is not free in another.
+ */
+export const authFailureKey = (clientAddress: string): string => `auth-failures:${clientAddress}`;
+
+export const registrationKey = (clientAddress: string): string => `oauth-registrations:${clientAddress}`;
 
 /** The bucket a credential draws from, or undefined for kinds that are not limited per credential. */
 export function credentialBucket(credential: Credential | null, settings: RateLimitSettings): { key: string; rule: BucketRule } | undefined {

@@ -25,6 +25,8 @@ import {
   type OAuthDeps,
 } from '../domain/oauth.js';
 import { OAuthProtocolError, UnsafeAuthorizationRequest, type OAuthErrorCode } from '../domain/oauth-errors.js';
+import { authFailureKey, registrationKey, type BucketRule, type RateLimiter } from '../domain/rate-limits.js';
+import { clientAddress } from '../rest/app.js';
 import { MAX_BODY_BYTES, readLimitedBody } from '../rest/body.js';
 import type { Db } from '../store/driver.js';
 import { createDocumentFetcher } from './cimd-fetch.js';
@@ -42,6 +44,8 @@ export interface OAuthAppDeps {
   config: Config;
   db: Db;
   authenticator: Authenticator;
+  /** The authenticator's limiter (src/service.ts): failures here and there fill one bucket per address. */
+  limiter: RateLimiter;
   clock: Clock;
   log: Logger;
 }
@@ -51,7 +55,7 @@ const AUTHORIZATION_PARAMS = ['response_type', 'client_id', 'redirect_uri', 'cod
 const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export function createOAuthApp(deps: OAuthAppDeps): Hono {
-  const { config, db, authenticator, clock, log } = deps;
+  const { config, db, authenticator, limiter, clock, log } = deps;
   const issuer = config.publicBaseUrl;
   const secureCookies = issuer.startsWith('https://');
   // `__Host-` binds the cookie to this exact origin, but browsers accept it only when Secure.
@@ -105,12 +109,16 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
 
   const sessionToken = (c: HonoContext) => getCookie(c, sessionCookie);
 
-  const startSession = async (c: HonoContext, jwt: string): Promise<{ subject: string } | { error: string }> => {
+  const startSession = async (c: HonoContext, jwt: string): Promise<{ subject: string } | { error: string; retryAfterSeconds?: number }> => {
     let credential;
     try {
-      credential = await authenticator.authenticate(jwt);
+      // With the client address, a failed sign-in costs that address a token of the failure
+      // bucket the bearer-token endpoints use, and an address over its limit is refused.
+      credential = await authenticator.authenticate(jwt, clientAddress(c));
     } catch (error) {
-      if (error instanceof DomainError && error.code === 'rate_limited') return { error: 'Too many failed sign-ins; wait a minute.' };
+      if (error instanceof DomainError && error.code === 'rate_limited') {
+        return { error: 'Too many failed sign-ins from this address; wait a minute.', retryAfterSeconds: error.details.retryAfterSeconds ?? 60 };
+      }
       return { error: 'That is not a valid owner session token.' };
     }
     if (credential?.kind !== 'owner') return { error: 'That is not an owner session token.' };
@@ -153,7 +161,10 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     if (form instanceof Response) return form;
     const next = safeNext(form.get('next') ?? undefined);
     const outcome = await startSession(c, (form.get('token') ?? '').trim());
-    if ('error' in outcome) return c.html(<SignInPage next={next} mode={config.owner.mode} error={outcome.error} />, 401);
+    if ('error' in outcome) {
+      if (outcome.retryAfterSeconds !== undefined) c.header('Retry-After', String(outcome.retryAfterSeconds));
+      return c.html(<SignInPage next={next} mode={config.owner.mode} error={outcome.error} />, outcome.retryAfterSeconds !== undefined ? 429 : 401);
+    }
     if (next) return c.redirect(next, 303);
     return c.html(<SignedInPage subject={outcome.subject} />);
   });
@@ -163,6 +174,9 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     const match = /^Bearer[ ]+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
     if (!match) return c.json({ error: { code: 'unauthorized', message: 'Send the owner session as a bearer token.' } }, 401, { 'WWW-Authenticate': 'Bearer' });
     const outcome = await startSession(c, match[1]!);
+    if ('error' in outcome && outcome.retryAfterSeconds !== undefined) {
+      return c.json({ error: { code: 'rate_limited', message: outcome.error } }, 429, { 'Retry-After': String(outcome.retryAfterSeconds) });
+    }
     if ('error' in outcome) return c.json({ error: { code: 'unauthorized', message: outcome.error } }, 401, { 'WWW-Authenticate': 'Bearer' });
     return c.body(null, 204);
   });
@@ -248,17 +262,41 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
   // The token, revocation and registration endpoints: JSON answers, never cached.
 
   const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
-    const status = STATUS[error.code];
+    const status = error.retryAfterSeconds !== undefined ? 429 : STATUS[error.code];
     const headers: Record<string, string> = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
     if (status === 401) headers['WWW-Authenticate'] = 'Basic realm="dfc-oauth"';
+    if (error.retryAfterSeconds !== undefined) headers['Retry-After'] = String(error.retryAfterSeconds);
     return c.json({ error: error.code, error_description: error.description }, status, headers);
   };
 
-  const handle = async (c: HonoContext, fn: () => Promise<Response>) => {
+  /**
+   * Decisions §8 on the protocol endpoints. RFC 6749 has no rate-limit error, and `slow_down`
+   * belongs to the device flow (RFC 8628), so a refusal is HTTP 429 with Retry-After and the
+   * closest standard code, `temporarily_unavailable`, in the usual JSON.
+   */
+  const refuseOverLimit = (key: string, rule: BucketRule, what: string) => {
+    const standing = limiter.peek(key, rule, clock.now());
+    if (!standing.allowed) {
+      throw new OAuthProtocolError('temporarily_unavailable', `Too many ${what} from this address; retry after ${standing.retryAfterSeconds} s.`, standing.retryAfterSeconds);
+    }
+  };
+
+  /**
+   * Runs a protocol endpoint. With `failures`, an address over its failed-authentication limit
+   * is refused before anything is looked at, and each answer with one of those codes (a wrong
+   * client secret, an unknown code or refresh token: guesses) costs the address a token.
+   */
+  const handle = async (c: HonoContext, fn: () => Promise<Response>, failures?: readonly OAuthErrorCode[]) => {
+    const address = clientAddress(c);
+    const key = failures && address !== undefined ? authFailureKey(address) : undefined;
     try {
+      if (key) refuseOverLimit(key, config.rateLimits.authFailures, 'failed authentications');
       return await fn();
     } catch (error) {
-      if (error instanceof OAuthProtocolError) return protocolError(c, error);
+      if (error instanceof OAuthProtocolError) {
+        if (key && failures!.includes(error.code) && error.retryAfterSeconds === undefined) limiter.take(key, config.rateLimits.authFailures, clock.now());
+        return protocolError(c, error);
+      }
       throw error;
     }
   };
@@ -279,7 +317,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
         throw new OAuthProtocolError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token.');
       }
       return c.json(tokens, 200, { 'Cache-Control': 'no-store', Pragma: 'no-cache' });
-    }),
+    }, ['invalid_client', 'invalid_grant']),
   );
 
   app.post('/oauth/revoke', (c) =>
@@ -289,11 +327,19 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
       const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
       await revokeToken(oauth, client, form.get('token') ?? undefined);
       return c.body(null, 200, { 'Cache-Control': 'no-store' });
-    }),
+    }, ['invalid_client']),
   );
 
   app.post('/oauth/register', (c) =>
     handle(c, async () => {
+      // Every registration attempt takes a token: each success stores a client for good.
+      const address = clientAddress(c);
+      if (address !== undefined) {
+        const taken = limiter.take(registrationKey(address), config.rateLimits.registrations, clock.now());
+        if (!taken.allowed) {
+          throw new OAuthProtocolError('temporarily_unavailable', `Too many client registrations from this address; retry after ${taken.retryAfterSeconds} s.`, taken.retryAfterSeconds);
+        }
+      }
       let body: unknown;
       try {
         body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(await readLimitedBody(c.req.raw)));

@@ -16,6 +16,7 @@ export const RELAXED_LIMITS: Record<string, string> = {
   RATE_LIMIT_DEVICE_PER_SECOND: '100000',
   RATE_LIMIT_DEVICE_BURST: '100000',
   AUTH_FAILURES_PER_MINUTE: '100000',
+  OAUTH_REGISTRATIONS_PER_HOUR: '100000',
 };
 
 export interface TestServer {
