@@ -32,6 +32,7 @@ export const configSchema = z
     DEVICE_CONTROLS_ENABLED: booleanString.default(true),
     SERVICE_COMMIT: z.string().min(1).optional(),
     EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
+    HOUSEKEEPING_SWEEP_SECONDS: positiveInt.default(600),
     LOG_LEVEL: z.enum(['info', 'silent']).default('info'),
     OAUTH_CIMD_ALLOW_LOOPBACK: booleanString.default(false),
     MCP_ALLOWED_HOSTS: z
@@ -74,6 +75,8 @@ export interface Config {
   deviceControlsEnabled: boolean;
   commit: string | undefined;
   expirySweepMs: number;
+  /** How often rows past their purpose (codes, tokens, sessions, tickets, idempotency records) are deleted. */
+  housekeepingSweepMs: number;
   logLevel: 'info' | 'silent';
   /** Test only: lets Client ID Metadata Documents be fetched over http from loopback addresses. */
   oauthCimdAllowLoopback: boolean;
@@ -125,6 +128,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     deviceControlsEnabled: e.DEVICE_CONTROLS_ENABLED,
     commit: e.SERVICE_COMMIT,
     expirySweepMs: e.EXPIRY_SWEEP_SECONDS * 1000,
+    housekeepingSweepMs: e.HOUSEKEEPING_SWEEP_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
     oauthCimdAllowLoopback: e.OAUTH_CIMD_ALLOW_LOOPBACK,
     mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),

@@ -12,6 +12,7 @@ import { attachDeviceChannel } from './device-channel/socket-server.js';
 import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
+import { startHousekeeping } from './domain/housekeeping.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import type { Db } from './store/driver.js';
@@ -54,6 +55,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const metrics = createMetrics({ db, events });
   const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics });
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
+  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs);
 
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
@@ -102,6 +104,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       clearInterval(idleSweep);
       clearTimeout(cutOff);
       stopSweep();
+      await stopHousekeeping();
       await db.close();
     },
   };

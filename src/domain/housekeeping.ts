@@ -1,0 +1,83 @@
+import { setImmediate as yieldToRequests } from 'node:timers/promises';
+import type { Db } from '../store/driver.js';
+import { deleteDueBatch, SWEPT_KINDS, type SweptKind } from '../store/housekeeping.js';
+import type { Clock, Logger } from './context.js';
+import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
+
+/**
+ * Rows that outlived their purpose, deleted so the database does not grow forever. What is
+ * kept and why:
+ *
+ * - Actions are history (decisions §5: history and export): never deleted.
+ * - Authorization codes: one hour past their 60 s expiry, so that a stolen code replayed in
+ *   that hour still revokes the tokens it issued (src/domain/oauth.ts, exchangeCode).
+ * - Access and refresh tokens, including rotated and revoked ones: until they expire. A
+ *   rotated refresh token must stay while it could still be presented, or its reuse could not
+ *   be detected (and its family revoked); a revoked one may go once it would have expired anyway.
+ * - Consent-page sessions: until they expire (at most 8 h).
+ * - Wake-channel tickets: once used, or past their 30 s.
+ * - Idempotency records: 24 h, their replay window (decisions §5).
+ */
+export const CODE_RETENTION_MS = 3_600_000;
+
+/** Rows of each kind due for deletion at `now` are those whose deadline is at or before this. */
+export function deadlines(now: number): Record<SweptKind, number> {
+  return {
+    oauthCodes: now - CODE_RETENTION_MS,
+    oauthTokens: now,
+    ownerSessions: now,
+    eventTickets: now,
+    idempotencyKeys: now - IDEMPOTENCY_WINDOW_MS,
+  };
+}
+
+export interface HousekeepingOptions {
+  /** Rows per DELETE statement (500). */
+  batchSize?: number;
+  /** Batches per kind and run (200): a huge backlog is worked off over several runs. */
+  maxBatches?: number;
+}
+
+/** One pass over every kind; returns how many rows of each were deleted. */
+export async function runHousekeeping(deps: { db: Db; clock: Clock }, options: HousekeepingOptions = {}): Promise<Record<SweptKind, number>> {
+  const batchSize = options.batchSize ?? 500;
+  const maxBatches = options.maxBatches ?? 200;
+  const due = deadlines(deps.clock.now());
+  const deleted = {} as Record<SweptKind, number>;
+  for (const kind of SWEPT_KINDS) {
+    deleted[kind] = 0;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      const n = await deleteDueBatch(deps.db, kind, due[kind], batchSize);
+      deleted[kind] += n;
+      if (n < batchSize) break;
+      // Let requests waiting on the database in between batches.
+      await yieldToRequests();
+    }
+  }
+  return deleted;
+}
+
+/**
+ * Runs `runHousekeeping` every `intervalMs` (HOUSEKEEPING_SWEEP_SECONDS, default 10 minutes).
+ * Returns a stop function that waits for a run in progress, so the database is not closed
+ * under it.
+ */
+export function startHousekeeping(deps: { db: Db; clock: Clock; log: Logger }, intervalMs: number, options: HousekeepingOptions = {}): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = runHousekeeping(deps, options)
+      .then((deleted) => {
+        if (Object.values(deleted).some((n) => n > 0)) deps.log.info({ msg: 'housekeeping', deleted });
+      })
+      .catch((error: unknown) => deps.log.error({ msg: 'housekeeping failed', error: String(error) }))
+      .finally(() => {
+        running = undefined;
+      });
+  }, intervalMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await running;
+  };
+}

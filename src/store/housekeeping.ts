@@ -1,0 +1,28 @@
+import type { Queryable } from './driver.js';
+
+/**
+ * Deletes of the housekeeping sweep (src/domain/housekeeping.ts): rows that can no longer
+ * mean anything, at most `limit` per statement so that each write transaction stays short
+ * and requests interleave with a large cleanup. `rowid IN (… LIMIT ?)` because SQLite's
+ * `DELETE … LIMIT` is a compile-time option that libSQL builds need not have.
+ */
+const STATEMENTS = {
+  /** Authorization codes past `before` (the sweep passes expiry minus a replay-detection grace). */
+  oauthCodes: 'DELETE FROM oauth_codes WHERE rowid IN (SELECT rowid FROM oauth_codes WHERE expires_at <= ? LIMIT ?)',
+  /** Access and refresh tokens past their expiry: live, rotated and revoked alike. */
+  oauthTokens: 'DELETE FROM oauth_tokens WHERE rowid IN (SELECT rowid FROM oauth_tokens WHERE expires_at <= ? LIMIT ?)',
+  /** Consent-page sessions past their expiry. */
+  ownerSessions: 'DELETE FROM owner_sessions WHERE rowid IN (SELECT rowid FROM owner_sessions WHERE expires_at <= ? LIMIT ?)',
+  /** Wake-channel tickets used once already or past their 30 s. */
+  eventTickets: 'DELETE FROM event_tickets WHERE rowid IN (SELECT rowid FROM event_tickets WHERE used_at IS NOT NULL OR expires_at <= ? LIMIT ?)',
+  /** Idempotency records created at or before `before` (the end of their replay window). */
+  idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
+} as const;
+
+export type SweptKind = keyof typeof STATEMENTS;
+export const SWEPT_KINDS = Object.keys(STATEMENTS) as SweptKind[];
+
+/** Deletes one batch of `kind` due at or before `before`; returns how many rows went. */
+export async function deleteDueBatch(db: Queryable, kind: SweptKind, before: number, limit: number): Promise<number> {
+  return (await db.run(STATEMENTS[kind], [before, limit])).changes;
+}
