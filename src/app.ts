@@ -7,7 +7,7 @@ import { DomainError } from './domain/errors.js';
 import type { EventHub } from './domain/events.js';
 import type { RateLimiter } from './domain/rate-limits.js';
 import { createOAuthApp } from './oauth/app.js';
-import { mountRoutes, type RestEnv } from './rest/app.js';
+import { mountRoutes, peerAddress, type RestEnv } from './rest/app.js';
 import { mountDocs } from './rest/docs.js';
 import { mountMcp } from './mcp/handler.js';
 import { mountMetrics, type Metrics } from './metrics.js';
@@ -47,6 +47,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   app.use('*', requestId());
   app.use('*', async (c, next) => {
     const started = performance.now();
+    c.set('clientAddress', peerAddress(c, config.trustProxyHops));
     c.set('context', (credential) => ({ credential, requestId: c.get('requestId'), db, clock, log, settings, events }));
     await next();
     const seconds = (performance.now() - started) / 1000;

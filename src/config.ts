@@ -39,6 +39,7 @@ export const configSchema = z
       .string()
       .regex(/^\s*[A-Za-z0-9.:\[\]-]+\s*(,\s*[A-Za-z0-9.:\[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
       .optional(),
+    TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     WS_PING_SECONDS: positiveInt.default(15),
     RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20),
@@ -86,6 +87,8 @@ export interface Config {
   wsPingMs: number;
   rateLimits: RateLimitSettings;
   capacity: CapacityLimits;
+  /** Reverse proxies in front that append to X-Forwarded-For; 0: use the socket's peer. */
+  trustProxyHops: number;
   /** Bearer token for GET /metrics; metrics are off without it. */
   metricsToken: string | undefined;
 }
@@ -133,6 +136,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     oauthCimdAllowLoopback: e.OAUTH_CIMD_ALLOW_LOOPBACK,
     mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     wsPingMs: e.WS_PING_SECONDS * 1000,
+    trustProxyHops: e.TRUST_PROXY_HOPS,
     metricsToken: e.METRICS_TOKEN,
     rateLimits: {
       agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },

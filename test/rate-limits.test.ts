@@ -115,3 +115,33 @@ describe('workspace capacity', () => {
     expect(history.body.data).toHaveLength(2);
   });
 });
+
+describe('client address behind trusted proxies (TRUST_PROXY_HOPS)', () => {
+  const failures = (proxied: TestServer, forwardedFor: string) =>
+    client(proxied.url).get('/v1/account', { token: 'dfc_agent_nope', headers: { 'x-forwarded-for': forwardedFor } });
+
+  it('counts failures per address the trusted proxy saw, ignoring what the client wrote further left', async () => {
+    const proxied = await startTestServer({ env: { TRUST_PROXY_HOPS: '1', AUTH_FAILURES_PER_MINUTE: '3' } });
+    try {
+      const owner = await proxied.ownerToken('carol');
+      // The client writes its own X-Forwarded-For entries; the proxy appends 203.0.113.7.
+      for (const spoof of ['1.1.1.1', '2.2.2.2', '3.3.3.3']) expect((await failures(proxied, `${spoof}, 203.0.113.7`)).status).toBe(401);
+      const refused = await client(proxied.url).get('/v1/account', { token: owner, headers: { 'x-forwarded-for': '9.9.9.9, 203.0.113.7' } });
+      expect(refused.status).toBe(429);
+      const other = await client(proxied.url).get('/v1/account', { token: owner, headers: { 'x-forwarded-for': '198.51.100.2' } });
+      expect(other.status).toBe(200);
+    } finally {
+      await proxied.close();
+    }
+  });
+
+  it('ignores X-Forwarded-For when no proxy is trusted, so rotating it evades nothing', async () => {
+    const direct = await startTestServer({ env: { AUTH_FAILURES_PER_MINUTE: '3' } });
+    try {
+      for (const spoof of ['1.1.1.1', '2.2.2.2', '3.3.3.3']) expect((await failures(direct, spoof)).status).toBe(401);
+      expect((await failures(direct, '4.4.4.4')).status).toBe(429);
+    } finally {
+      await direct.close();
+    }
+  });
+});

@@ -12,6 +12,8 @@ export interface RestEnv {
   Variables: {
     requestId: string;
     principalKind: string | undefined;
+    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
+    clientAddress: string | undefined;
     /** Builds the domain context for this request once the credential is known. */
     context: (credential: Context['credential']) => Context;
   };
@@ -24,13 +26,31 @@ export function bearerToken(header: string | undefined): string | null {
   return match ? match[1]! : '';
 }
 
-/** The peer address of the connection (a proxy in front would need X-Forwarded-For handling). */
-export function clientAddress(c: HonoContext): string | undefined {
+/**
+ * The address a request came from, as the rate limits count it: the socket's peer, or, with
+ * `trustedProxyHops` reverse proxies in front (TRUST_PROXY_HOPS), the address the outermost
+ * of them saw. Each proxy appends the address it saw to X-Forwarded-For, so that one is
+ * `hops` entries from the right; anything further left was written by the client and is
+ * not believed. Without trusted proxies the header is ignored, so rotating it evades nothing.
+ */
+export function peerAddress(c: HonoContext, trustedProxyHops: number): string | undefined {
+  let socket: string | undefined;
   try {
-    return getConnInfo(c).remote.address;
+    socket = getConnInfo(c).remote.address;
   } catch {
-    return undefined;
+    socket = undefined;
   }
+  if (trustedProxyHops === 0) return socket;
+  const forwarded = (c.req.header('x-forwarded-for') ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  return forwarded.length >= trustedProxyHops ? forwarded[forwarded.length - trustedProxyHops] : socket;
+}
+
+/** The request's client address, resolved once per request by the app (see `peerAddress`). */
+export function clientAddress(c: HonoContext): string | undefined {
+  return (c as HonoContext<RestEnv>).get('clientAddress');
 }
 
 function honoPath(path: string): string {
