@@ -1,3 +1,4 @@
+import type { HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono } from 'hono';
 import type { Context as HonoContext } from 'hono';
@@ -5,7 +6,7 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Context } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
-import { parseJsonObject, readLimitedBody } from './body.js';
+import { parseJsonObject, readLimitedBody, readLimitedNodeBody } from './body.js';
 import type { Route } from './routes.js';
 
 export interface RestEnv {
@@ -53,6 +54,12 @@ export function clientAddress(c: HonoContext): string | undefined {
   return (c as HonoContext<RestEnv>).get('clientAddress');
 }
 
+/** The body bytes, from the Node request when the app runs on @hono/node-server. */
+function requestBody(c: HonoContext): Promise<Uint8Array> {
+  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+  return incoming ? readLimitedNodeBody(incoming) : readLimitedBody(c.req.raw);
+}
+
 function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
 }
@@ -78,7 +85,7 @@ export function mountRoutes(app: Hono<RestEnv>, routes: Route[], authenticator: 
       if (credential?.kind === 'agent' && credential.oauth && !route.operation.credentials.includes('owner')) {
         throw new DomainError('forbidden', 'OAuth access tokens are accepted on shared endpoints and MCP, not on agent-only endpoints.');
       }
-      const body = route.method === 'POST' ? parseJsonObject(await readLimitedBody(c.req.raw)) : {};
+      const body = route.method === 'POST' ? parseJsonObject(await requestBody(c)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
       for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);
       // Path parameters win over body fields of the same name: the URL names the resource.
