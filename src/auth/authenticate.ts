@@ -48,7 +48,7 @@ export function createAuthenticator(deps: {
       if (kind === 'device') {
         const row = await findDeviceByTokenHash(db, hashToken(bearer));
         if (!row || row.revokedAt !== null) throw invalid();
-        return { kind: 'device', workspaceId: row.workspaceId, deviceId: row.id, routingId: row.routingId };
+        return { kind: 'device', workspaceId: row.workspaceId, deviceId: row.id, routingId: row.routingId, lastSeenAt: row.lastSeenAt };
       }
       if (kind === undefined && bearer.split('.').length === 3) {
         const identity = await owners.verify(bearer);

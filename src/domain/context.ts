@@ -8,7 +8,7 @@ export type Credential =
   | { kind: 'owner'; workspaceId: string; subject: string }
   | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access; oauth?: OAuthTokenInfo }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
-  | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string };
+  | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string; /** As read while authenticating. */ lastSeenAt: number | null };
 
 /**
  * Set when an agent credential is an OAuth access token: `access` is then already the token's

@@ -1,12 +1,11 @@
 import { z } from 'zod';
 import { claimNext, completeAction, expireDue, findTargetedAction } from '../store/actions.js';
-import { touchDevice } from '../store/devices.js';
 import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './actions.js';
 import type { Context, CredentialOf } from './context.js';
 import { fail } from './errors.js';
 import { canonical } from './idempotency.js';
-import { assertOwnDevice } from './devices.js';
+import { assertOwnDevice, noteDeviceSeen } from './devices.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
@@ -27,7 +26,7 @@ function checkDevice(ctx: Context, credential: CredentialOf<'device'>, deviceId:
   if (workspace !== undefined && workspace !== credential.routingId) {
     throw fail.forbidden('x-service-workspace does not name this device’s workspace.');
   }
-  return touchDevice(ctx.db, credential.deviceId, ctx.clock.now());
+  return noteDeviceSeen(ctx, credential);
 }
 
 export const fetchNextCommand = defineOperation({

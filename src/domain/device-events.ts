@@ -4,7 +4,7 @@ import { consumeEventTicket, insertEventTicket, pruneEventTickets } from '../sto
 import { touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import type { Clock } from './context.js';
-import { assertOwnDevice } from './devices.js';
+import { assertOwnDevice, noteDeviceSeen } from './devices.js';
 import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
@@ -34,7 +34,7 @@ export const issueEventsTicket = defineOperation({
       await pruneEventTickets(tx, credential.workspaceId, credential.deviceId, now);
       await insertEventTicket(tx, { ticketHash: issued.hash, workspaceId: credential.workspaceId, deviceId: credential.deviceId, expiresAt, createdAt: now });
     });
-    await touchDevice(ctx.db, credential.deviceId, now);
+    await noteDeviceSeen(ctx, credential);
     return { ticket: issued.token, expiresAt };
   },
 });

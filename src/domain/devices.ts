@@ -11,6 +11,7 @@ import {
   listDevices,
   replaceManifest,
   revokeDevice,
+  SEEN_WRITE_INTERVAL_MS,
   touchDevice,
   type CapabilityRow,
   type DeviceRow,
@@ -182,6 +183,17 @@ const manifestInput = z.strictObject({
     .max(64)
     .optional(),
 });
+
+/**
+ * Marks the calling device as seen. The credential was read moments ago while
+ * authenticating, so when that read shows a fresh last_seen_at the write is skipped: a
+ * polling device then costs no write at all (issue 8's profile put it at ~6 % of a round trip).
+ */
+export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'device'>): Promise<void> {
+  const now = ctx.clock.now();
+  if (credential.lastSeenAt !== null && now - credential.lastSeenAt < SEEN_WRITE_INTERVAL_MS) return;
+  await touchDevice(ctx.db, credential.deviceId, now);
+}
 
 export function assertOwnDevice(credential: CredentialOf<'device'>, deviceId: string): void {
   if (credential.deviceId !== deviceId) throw fail.forbidden('A device credential acts only for its own device.');

@@ -112,12 +112,15 @@ export async function revokeDevice(db: Queryable, workspaceId: string, id: strin
   return result.changes;
 }
 
+/** How stale last_seen_at may get before a device's call writes it again. */
+export const SEEN_WRITE_INTERVAL_MS = 5000;
+
 /** Records that a device called in; written at most every few seconds per device. */
 export async function touchDevice(db: Queryable, id: string, now: number): Promise<void> {
   await db.run('UPDATE devices SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [
     now,
     id,
-    now - 5000,
+    now - SEEN_WRITE_INTERVAL_MS,
   ]);
 }
 
