@@ -110,17 +110,36 @@ function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string,
 }
 
 /**
- * Drops what zod adds that says nothing to a client: the UUID regex beside `format: "uuid"`
- * and the ±2^53 bounds of every integer. The Action schema is the outputSchema of every
- * device tool, so this is most of a 1,000-function tools/list (issue 8: 2.9 → ~2 KiB a tool).
+ * Shapes the JSON Schema zod emits for the fixed tools so every MCP client can use it:
+ * - drops what says nothing to a client: the UUID regex beside `format: "uuid"` and the ±2^53
+ *   bounds of every integer (issue 8: most of a large tools/list);
+ * - writes a nullable `type: [T, "null"]` as `anyOf: [{ type: T, … }, { type: "null" }]` and a
+ *   free-form `additionalProperties: {}` as `true`: both are legal JSON Schema, but clients
+ *   that map tool schemas onto a single-`type` dialect (the MCP Inspector's schema
+ *   portability check names Gemini's function declarations) refuse or mishandle them.
  */
 function compact(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(compact);
   if (typeof node !== 'object' || node === null) return node;
+  const source = node as Record<string, unknown>;
+  if (Array.isArray(source.type) && source.type.length === 2 && source.type.includes('null')) {
+    const { type, description, title, default: fallback, ...rest } = source;
+    const nonNull = (type as string[]).find((t) => t !== 'null');
+    return compact({
+      ...(title !== undefined ? { title } : {}),
+      ...(description !== undefined ? { description } : {}),
+      ...(fallback !== undefined ? { default: fallback } : {}),
+      anyOf: [{ type: nonNull, ...rest }, { type: 'null' }],
+    });
+  }
   const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(node)) {
-    if (key === 'pattern' && (node as Record<string, unknown>).format === 'uuid') continue;
+  for (const [key, value] of Object.entries(source)) {
+    if (key === 'pattern' && source.format === 'uuid') continue;
     if ((key === 'minimum' || key === 'maximum') && Math.abs(value as number) === Number.MAX_SAFE_INTEGER) continue;
+    if (key === 'additionalProperties' && typeof value === 'object' && value !== null && Object.keys(value).length === 0) {
+      out[key] = true;
+      continue;
+    }
     out[key] = compact(value);
   }
   return out;
