@@ -15,7 +15,8 @@ import { access, connection, newConnection, principal, uuid } from './schemas.js
 
 const MAX_TTL_SECONDS = 31_536_000;
 
-function toConnection(row: ConnectionRow, now: number): z.input<typeof connection> {
+/** The listed shape of a connection: one mapping for setup tokens, agent connections and OAuth clients. */
+export function toConnection(row: ConnectionRow, now: number): z.input<typeof connection> {
   const live = row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);
   const setup = row.purpose === 'device-setup';
   return {
@@ -25,16 +26,7 @@ function toConnection(row: ConnectionRow, now: number): z.input<typeof connectio
     expiresAt: row.expiresAt,
     revoked: row.revokedAt !== null,
     access: row.access,
-    ...(row.oauthApplicationId
-      ? {
-          oauth: {
-            applicationId: row.oauthApplicationId,
-            clientId: row.oauthClientId!,
-            redirectUris: JSON.parse(row.oauthRedirectUris ?? '[]') as string[],
-            public: row.oauthPublic === 1,
-          },
-        }
-      : {}),
+    ...(row.oauth ? { oauth: row.oauth } : {}),
     purpose: row.purpose,
     canAttach: setup && live && row.attachedCount < row.deviceLimit,
     deviceLimit: row.deviceLimit,
@@ -65,6 +57,7 @@ async function create(
     expiresAt: fields.ttlSeconds === null ? null : now + fields.ttlSeconds * 1000,
     revokedAt: null,
     createdAt: now,
+    oauth: null,
   };
   await insertConnection(ctx.db, { ...row, tokenHash: issued.hash, createdBy: owner.subject });
   return { ...toConnection(row, now), token: issued.token };

@@ -11,6 +11,7 @@ import {
   revokeClientConnection,
   type OAuthConnectionRow,
 } from '../store/oauth.js';
+import { toConnection } from './connections.js';
 import { fail } from './errors.js';
 import { defaultPrincipal } from './oauth.js';
 import { redirectUriProblem } from './oauth-redirects.js';
@@ -24,21 +25,9 @@ import { access, connection, newConnection, principal } from './schemas.js';
  * first approves them on the consent page, and are listed and revoked here too.
  */
 
-function toClientConnection(row: OAuthConnectionRow): z.input<typeof connection> {
-  return {
-    id: row.id,
-    principal: row.principal,
-    name: row.name,
-    expiresAt: row.expiresAt,
-    revoked: row.revokedAt !== null,
-    access: row.access,
-    oauth: { applicationId: row.applicationId, clientId: row.clientId, redirectUris: row.redirectUris, public: row.public },
-    purpose: 'agent',
-    canAttach: false,
-    deviceLimit: 0,
-    tokenPrefix: row.tokenPrefix,
-    createdAt: row.createdAt,
-  };
+function toClientConnection(row: OAuthConnectionRow, now: number): z.input<typeof connection> {
+  const oauth = { applicationId: row.applicationId, clientId: row.clientId, redirectUris: row.redirectUris, public: row.public };
+  return toConnection({ ...row, purpose: 'agent', deviceLimit: 0, attachedCount: 0, oauth }, now);
 }
 
 const redirectUri = z
@@ -103,7 +92,7 @@ export const createOAuthClient = defineOperation({
       await linkConnection(tx, connectionId, applicationId);
     });
     const row = (await getClientConnection(ctx.db, connectionId))!;
-    return { ...toClientConnection(row), ...(secret ? { token: secret.token } : {}) };
+    return { ...toClientConnection(row, now), ...(secret ? { token: secret.token } : {}) };
   },
 });
 
@@ -116,7 +105,8 @@ export const listOAuthClients = defineOperation({
   input: z.strictObject({}),
   output: z.array(connection),
   async run({ ctx, credential }) {
-    return (await listClientConnections(ctx.db, credential.workspaceId)).map((row) => toClientConnection(row));
+    const now = ctx.clock.now();
+    return (await listClientConnections(ctx.db, credential.workspaceId)).map((row) => toClientConnection(row, now));
   },
 });
 
@@ -136,6 +126,6 @@ export const revokeOAuthClient = defineOperation({
       await revokeClientConnection(tx, credential.workspaceId, found.id, now);
       return (await getClientConnection(tx, found.id))!;
     });
-    return toClientConnection(row);
+    return toClientConnection(row, now);
   },
 });

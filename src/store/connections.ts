@@ -15,22 +15,46 @@ export interface ConnectionRow {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
-  /** Set when the connection belongs to an OAuth client. */
-  oauthApplicationId?: string | null;
-  oauthClientId?: string | null;
-  /** JSON array text. */
-  oauthRedirectUris?: string | null;
-  oauthPublic?: number | null;
+  /** The client's registration when the connection belongs to an OAuth client. */
+  oauth: OAuthInfo | null;
 }
 
-const COLUMNS = `c.id, c.workspace_id AS workspaceId, c.purpose, c.name, c.principal, c.access, c.token_prefix AS tokenPrefix,
+export interface OAuthInfo {
+  applicationId: string;
+  clientId: string;
+  redirectUris: string[];
+  public: boolean;
+}
+
+/** What authentication needs: the connection alone, no join on its hot path. */
+export type CredentialConnectionRow = Omit<ConnectionRow, 'oauth'>;
+
+const BASE_COLUMNS = `c.id, c.workspace_id AS workspaceId, c.purpose, c.name, c.principal, c.access, c.token_prefix AS tokenPrefix,
   c.device_limit AS deviceLimit, c.attached_count AS attachedCount, c.expires_at AS expiresAt,
-  c.revoked_at AS revokedAt, c.created_at AS createdAt,
+  c.revoked_at AS revokedAt, c.created_at AS createdAt`;
+const COLUMNS = `${BASE_COLUMNS},
   o.id AS oauthApplicationId, o.client_id AS oauthClientId, o.redirect_uris AS oauthRedirectUris, o.public AS oauthPublic`;
 // An OAuth client acts through an agent connection linked to its registration (0005_oauth.sql).
 const FROM = 'connections c LEFT JOIN oauth_clients o ON o.id = c.oauth_client';
 
-export interface NewConnectionRow extends Omit<ConnectionRow, 'attachedCount' | 'revokedAt'> {
+interface RawConnectionRow extends CredentialConnectionRow {
+  oauthApplicationId: string | null;
+  oauthClientId: string | null;
+  oauthRedirectUris: string | null;
+  oauthPublic: number | null;
+}
+
+function toRow({ oauthApplicationId, oauthClientId, oauthRedirectUris, oauthPublic, ...row }: RawConnectionRow): ConnectionRow {
+  return {
+    ...row,
+    oauth:
+      oauthApplicationId === null
+        ? null
+        : { applicationId: oauthApplicationId, clientId: oauthClientId!, redirectUris: JSON.parse(oauthRedirectUris!) as string[], public: oauthPublic === 1 },
+  };
+}
+
+export interface NewConnectionRow extends Omit<ConnectionRow, 'attachedCount' | 'revokedAt' | 'oauth'> {
   tokenHash: string;
   createdBy: string;
 }
@@ -57,24 +81,26 @@ export async function insertConnection(db: Queryable, row: NewConnectionRow): Pr
   );
 }
 
-export function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose): Promise<ConnectionRow[]> {
-  return db.all<ConnectionRow>(
+export async function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose): Promise<ConnectionRow[]> {
+  const rows = await db.all<RawConnectionRow>(
     `SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? ORDER BY c.created_at DESC, c.id`,
     [workspaceId, purpose],
   );
+  return rows.map(toRow);
 }
 
-export function getConnection(
+export async function getConnection(
   db: Queryable,
   workspaceId: string,
   purpose: ConnectionPurpose,
   id: string,
 ): Promise<ConnectionRow | undefined> {
-  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? AND c.id = ?`, [
+  const row = await db.get<RawConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? AND c.id = ?`, [
     workspaceId,
     purpose,
     id,
   ]);
+  return row && toRow(row);
 }
 
 /** Sets the revoked time once; a repeated revoke keeps the first time. */
@@ -92,8 +118,8 @@ export async function revokeConnection(
   return getConnection(db, workspaceId, purpose, id);
 }
 
-export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<ConnectionRow | undefined> {
-  return db.get<ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.token_hash = ?`, [tokenHash]);
+export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<CredentialConnectionRow | undefined> {
+  return db.get<CredentialConnectionRow>(`SELECT ${BASE_COLUMNS} FROM connections c WHERE c.token_hash = ?`, [tokenHash]);
 }
 
 /**
