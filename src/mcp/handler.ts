@@ -7,8 +7,8 @@ import type { Context, Credential, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import type { Logger } from '../domain/context.js';
-import { bearerToken, clientAddress, type RestEnv } from '../rest/app.js';
-import { MAX_BODY_BYTES, readLimitedBody } from '../rest/body.js';
+import { bearerToken, clientAddress, requestBody, type RestEnv } from '../rest/app.js';
+import { MAX_BODY_BYTES } from '../rest/body.js';
 import { toHttpError } from '../rest/errors.js';
 import { createHostPolicy } from './hosts.js';
 import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
@@ -226,7 +226,7 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
       return rpcError(406, 'Not Acceptable: Accept must include both application/json and text/event-stream');
     }
 
-    const bytes = await readLimitedBody(c.req.raw);
+    const bytes = await requestBody(c);
     let parsed: unknown;
     let parsedOk = false;
     try {

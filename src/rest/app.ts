@@ -55,7 +55,7 @@ export function clientAddress(c: HonoContext): string | undefined {
 }
 
 /** The body bytes, from the Node request when the app runs on @hono/node-server. */
-function requestBody(c: HonoContext): Promise<Uint8Array> {
+export function requestBody(c: HonoContext): Promise<Uint8Array> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
   return incoming ? readLimitedNodeBody(incoming) : readLimitedBody(c.req.raw);
 }
