@@ -66,7 +66,7 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   mountRoutes(app, routes, authenticator);
   app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
   mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
-  mountMcp(app, { config, authenticator, log, version: API_VERSION });
+  mountMcp(app, { config, authenticator, log, metrics, version: API_VERSION });
   mountMetrics(app, metrics, config.metricsToken);
 
   app.notFound((c) => {

@@ -10,6 +10,11 @@ import type { Db } from './store/driver.js';
 export interface Metrics {
   registry: Registry;
   observeRequest(method: string, route: string, status: number, seconds: number): void;
+  /**
+   * A POST /mcp message that passed the gate, by JSON-RPC method and by what answered it:
+   * `direct` (a plain device tool call), `cache` (the cached tools/list) or `sdk`.
+   */
+  observeMcp(method: string, answeredBy: 'direct' | 'cache' | 'sdk'): void;
   /** Queue → wake frame written, in seconds. */
   observeWake(seconds: number): void;
   /** Where the open device socket count comes from (the wake channel). */
@@ -32,6 +37,12 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     registers: [registry],
   });
   const actions = new Counter({ name: 'dfc_actions_total', help: 'Action state changes by the status entered.', labelNames: ['status'], registers: [registry] });
+  const mcp = new Counter({
+    name: 'dfc_mcp_messages_total',
+    help: 'MCP messages that passed the gate, by method and by what answered them (direct, cache or sdk).',
+    labelNames: ['method', 'answered_by'],
+    registers: [registry],
+  });
   const wake = new Histogram({
     name: 'dfc_wake_latency_seconds',
     help: 'Time from an action being queued to its wake frame being written to a device socket.',
@@ -64,6 +75,7 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
       requests.inc({ method, route, status: String(status) });
       durations.observe({ method, route }, seconds);
     },
+    observeMcp: (method, answeredBy) => mcp.inc({ method, answered_by: answeredBy }),
     observeWake: (seconds) => wake.observe(seconds),
     countSocketsWith(count) {
       socketCount = count;

@@ -7,19 +7,22 @@ import type { Context, Credential, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import type { Logger } from '../domain/context.js';
+import type { Metrics } from '../metrics.js';
 import { bearerToken, clientAddress, requestBody, type RestEnv } from '../rest/app.js';
 import { MAX_BODY_BYTES } from '../rest/body.js';
 import { toHttpError } from '../rest/errors.js';
+import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
 import { createHostPolicy } from './hosts.js';
 import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
-import { DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames, fixedToolOperation, registerTools, type McpSession } from './tools.js';
+import { callDeviceTool, DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames, fixedToolOperation, registerTools, type McpSession } from './tools.js';
 
 export interface McpDeps {
   config: Config;
   authenticator: Authenticator;
   log: Logger;
+  metrics: Pick<Metrics, 'observeMcp'>;
   version: string;
 }
 
@@ -45,6 +48,17 @@ function rpcError(status: 406 | 415, message: string): Response {
   return Response.json({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }, { status });
 }
 
+/** Methods named in the metrics; anything else a client sends is counted as `other`, so no client can grow the label set. */
+const KNOWN_METHODS = new Set([
+  'initialize', 'ping', 'server/discover', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list',
+  'resources/read', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel',
+  'notifications/initialized', 'notifications/cancelled', 'notifications/progress',
+]);
+
+function methodLabel(method: unknown): string {
+  return typeof method === 'string' && KNOWN_METHODS.has(method) ? method : 'other';
+}
+
 function mediaTypes(header: string | undefined): string[] {
   return (header ?? '').split(',').map((part) => part.split(';')[0]!.trim().toLowerCase());
 }
@@ -63,10 +77,12 @@ interface RpcMessage {
  *   Host/Origin (403) → method (405) → bearer (401, or 403 for another credential kind)
  *   → Content-Type (415) → Accept (406) → 16 KiB body (413) → for tools/call: the live
  *   grant and ceiling of a device tool (403) and the kill switch (503).
- * Only then is the SDK handed a rebuilt Request with the bytes already read.
+ * Only then is the request answered: a current cached tools/list and a plain call of a
+ * device tool directly (tools-list-cache.ts, direct-call.ts: the hot paths, answered as the
+ * SDK would), everything else by the SDK, handed a rebuilt Request with the bytes already read.
  */
 export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
-  const { config, authenticator, log } = deps;
+  const { config, authenticator, log, metrics } = deps;
   const base = config.publicBaseUrl;
   const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`;
   const hosts = createHostPolicy(base, config.mcpAllowedHosts);
@@ -74,6 +90,8 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
 
   app.get('/.well-known/oauth-protected-resource', (c) => c.json(metadata));
   app.get('/.well-known/oauth-protected-resource/mcp', (c) => c.json(metadata));
+
+  const serverInfo = (name: string): ServerInfo => ({ name, title: 'Device function control', version: deps.version });
 
   // The per-request session rides on the AuthInfo object, which the SDK passes through
   // unchanged to the factory; a WeakMap keeps it typed and lets it go with the request.
@@ -84,7 +102,7 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     // The gate always authenticates first; reaching here without a session is a bug.
     if (!session) throw new Error('MCP server factory ran without an authenticated session');
     const server = new McpServer(
-      { name: session.ctx.settings.serviceName, title: 'Device function control', version: deps.version },
+      serverInfo(session.ctx.settings.serviceName),
       {
         instructions: INSTRUCTIONS,
         // This server never emits list_changed (each request is a fresh server), so it says so.
@@ -250,12 +268,23 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
       const version = await callableFunctionsVersion(ctx.db, credential);
       const key = toolsListKey(credential.workspaceId, credential.principal, credential.access);
       const cached = toolLists.answer(key, { version, now }, cacheable.id);
-      if (cached) return cached;
+      if (cached) {
+        metrics.observeMcp('tools/list', 'cache');
+        return cached;
+      }
       listState = { key, version, validUntil: await callableFunctionsValidUntil(ctx.db, credential, now) };
     }
 
     const gate = await gateToolCalls(c, ctx, credential, messages);
     if ('response' in gate) return gate.response;
+
+    // A plain call of a device tool is answered directly (src/mcp/direct-call.ts).
+    const direct = parsedOk ? directDeviceCall(c.req.raw.headers, parsed, gate.session.tools) : undefined;
+    if (direct) {
+      metrics.observeMcp('tools/call', 'direct');
+      const result = await callDeviceTool(gate.session, direct.tool.fn, direct.args, { meta: direct.meta, signal: c.req.raw.signal });
+      return directAnswer(direct.id, result, serverInfo(ctx.settings.serviceName));
+    }
 
     const authInfo: AuthInfo = {
       // The token itself is not needed past this point and is not carried further.
@@ -266,6 +295,7 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
       expiresAt: Math.floor(ctx.clock.now() / 1000) + 60,
     };
     sessions.set(authInfo, gate.session);
+    for (const message of messages) metrics.observeMcp(methodLabel(message.method), 'sdk');
     const request = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: bytes, signal: c.req.raw.signal });
     const response = await handler.fetch(request, parsedOk ? { authInfo, parsedBody: parsed } : { authInfo });
     return listState ? toolLists.keep(listState.key, listState, response) : response;

@@ -1,3 +1,5 @@
+import { isObject, plainModernRequest } from './modern-requests.js';
+
 /**
  * A per-caller cache of the modern `tools/list` answer (issue 8's profile: a principal with
  * 1,000 functions paid a 1,000-row query, 1,000 schema parses, 1,000 SDK tool registrations
@@ -19,29 +21,11 @@
  * `_meta` but the protocol version, client capabilities and client info. Anything else, and
  * every 2025-era request, goes to the SDK.
  */
-/** The stateless revision (decisions §6); 2025-era requests always go to the SDK. */
-const MODERN_PROTOCOL_VERSION = '2026-07-28';
-const VERSION_KEY = 'io.modelcontextprotocol/protocolVersion';
-const CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
-const CLIENT_INFO_KEY = 'io.modelcontextprotocol/clientInfo';
-const META_KEYS = new Set([VERSION_KEY, CAPABILITIES_KEY, CLIENT_INFO_KEY]);
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** The id of a request eligible for the cached answer, or undefined to let the SDK answer. */
-export function cacheableToolsList(headers: Headers, message: unknown): { id: string | number } | undefined {
-  if (!isObject(message) || message.jsonrpc !== '2.0' || message.method !== 'tools/list') return undefined;
-  const { id, params } = message;
-  if (!(typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)))) return undefined;
-  if (Object.keys(message).some((key) => !['jsonrpc', 'id', 'method', 'params'].includes(key))) return undefined;
-  if (!isObject(params) || Object.keys(params).some((key) => key !== '_meta')) return undefined;
-  const meta = params._meta;
-  if (!isObject(meta) || Object.keys(meta).some((key) => !META_KEYS.has(key))) return undefined;
-  if (meta[VERSION_KEY] !== MODERN_PROTOCOL_VERSION || !isObject(meta[CAPABILITIES_KEY])) return undefined;
-  const info = meta[CLIENT_INFO_KEY];
-  if (info !== undefined && !(isObject(info) && typeof info.name === 'string' && typeof info.version === 'string')) return undefined;
-  if (headers.get('mcp-protocol-version') !== MODERN_PROTOCOL_VERSION || headers.get('mcp-method') !== 'tools/list') return undefined;
-  return { id };
+export function cacheableToolsList(headers: Parameters<typeof plainModernRequest>[0], message: unknown): { id: string | number } | undefined {
+  const request = plainModernRequest(headers, message, 'tools/list');
+  return request && { id: request.id };
 }
 
 interface Entry {

@@ -5,6 +5,7 @@ import {
   type jsonSchemaValidator,
   type JsonSchemaType,
   type McpServer,
+  type ProgressNotificationParams,
   type ServerContext,
   type ToolAnnotations,
 } from '@modelcontextprotocol/server';
@@ -379,40 +380,61 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
     },
-    async (args: unknown, extra: ServerContext): Promise<CallToolResult> => {
-      const { ctx } = session;
-      const signal = extra.mcpReq.signal;
-      const token = extra.mcpReq._meta?.progressToken;
-      let lastStatus: string | undefined;
-      const progress = async (action: ActionRecord) => {
-        if (token === undefined || action.status === lastStatus || signal.aborted) return;
-        lastStatus = action.status;
-        try {
-          await extra.mcpReq.notify({
-            method: 'notifications/progress',
-            params: { progressToken: token, progress: PROGRESS[action.status] ?? 3, total: 3, message: action.status },
-          });
-        } catch {
-          // The client went away between the check and the send: the wait ends on the abort.
-        }
-      };
-      try {
-        const queued = (await invoke(operations.requestAction, ctx, {
-          deviceId: fn.deviceId,
-          capability: fn.capability,
-          arguments: args ?? {},
-        })) as ActionRecord;
-        const action = await awaitSettled(session, queued, waitBound(extra.mcpReq._meta as Record<string, unknown> | undefined), signal, progress);
-        return {
-          content: [{ type: 'text', text: `${summary(fn, action)}\n${jsonText(action)}` }],
-          structuredContent: action as unknown as Record<string, unknown>,
-          ...(action.status === 'failed' || action.status === 'expired' ? { isError: true } : {}),
-        };
-      } catch (error) {
-        return toolError(error, ctx);
-      }
-    },
+    (args: unknown, extra: ServerContext): Promise<CallToolResult> =>
+      callDeviceTool(session, fn, args, {
+        meta: extra.mcpReq._meta as Record<string, unknown> | undefined,
+        signal: extra.mcpReq.signal,
+        notify: (notification) => extra.mcpReq.notify(notification),
+      }),
   );
+}
+
+export interface DeviceToolCall {
+  /** The request's `_meta`: its progress token and the wait bound (WAIT_META_KEY). */
+  meta: Record<string, unknown> | undefined;
+  /** Aborts when the client goes away: the wait ends, the action stays queued. */
+  signal: AbortSignal;
+  /** Sends a notification on the request's stream; absent when the answer is plain JSON. */
+  notify?: (notification: { method: 'notifications/progress'; params: ProgressNotificationParams }) => Promise<void>;
+}
+
+/**
+ * A device tool's call: queues the action (through `invoke`, like REST), waits for it to
+ * settle and answers the Action. Shared by the tool registered on the SDK's server and by
+ * the direct path for plain calls (direct-call.ts), so both answer the same result.
+ */
+export async function callDeviceTool(session: McpSession, fn: CallableFunction, args: unknown, call: DeviceToolCall): Promise<CallToolResult> {
+  const { ctx } = session;
+  const { signal, notify } = call;
+  const token = call.meta?.progressToken as string | number | undefined;
+  let lastStatus: string | undefined;
+  const progress = async (action: ActionRecord) => {
+    if (token === undefined || !notify || action.status === lastStatus || signal.aborted) return;
+    lastStatus = action.status;
+    try {
+      await notify({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress: PROGRESS[action.status] ?? 3, total: 3, message: action.status },
+      });
+    } catch {
+      // The client went away between the check and the send: the wait ends on the abort.
+    }
+  };
+  try {
+    const queued = (await invoke(operations.requestAction, ctx, {
+      deviceId: fn.deviceId,
+      capability: fn.capability,
+      arguments: args ?? {},
+    })) as ActionRecord;
+    const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress);
+    return {
+      content: [{ type: 'text', text: `${summary(fn, action)}\n${jsonText(action)}` }],
+      structuredContent: action as unknown as Record<string, unknown>,
+      ...(action.status === 'failed' || action.status === 'expired' ? { isError: true } : {}),
+    };
+  } catch (error) {
+    return toolError(error, ctx);
+  }
 }
 
 /**
