@@ -11,14 +11,18 @@
  *      load and one at a time.
  *   4. `tools/list` p50 for a principal with 1,000 granted functions, as a multiple of the
  *      /healthz round trip, both sequential on the same keep-alive connection.
- *   5. Server RSS with 10,000 idle device WebSockets (a fresh server process).
+ *   5. The floor: the same round trip on a bare node:http + libSQL server doing only the
+ *      three authenticated POSTs and three durable writes (scripts/bench-floor-server.ts),
+ *      and the tools/list answer's size from memory on it. It tells how much of the gap to
+ *      the ideal is the machine and how much is the service's own code.
+ *   6. Server RSS with 10,000 idle device WebSockets (a fresh server process).
  *
  * The server runs in a child process (scripts/bench-server.ts) on a temp libSQL file; with
  * `taskset` present the server is pinned to core 0 and this load generator to core 1, so
  * neither starves the other. Rate limits and the workspace device cap are raised through the
  * environment (the bench measures the service, not its limiter).
  *
- *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,sockets --json out.json]
+ *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets --json out.json]
  *
  * `--profile` records a V8 CPU profile of the server during each measured phase
  * (profiles/<phase>.cpuprofile; summarise with scripts/profile-summary.ts). Profiling slows
@@ -51,7 +55,7 @@ const DURATION_S = Number(opts.duration);
 const DEVICES = Number(opts.devices);
 const SOCKETS = Number(opts.sockets);
 const FUNCTIONS = Number(opts.functions);
-const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,sockets').split(','));
+const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,floor,sockets').split(','));
 const ROOT = path.resolve(import.meta.dirname, '..');
 const MODERN = '2026-07-28';
 
@@ -72,6 +76,8 @@ if (hasTaskset) execFileSync('taskset', ['-pc', '1', String(process.pid)], { std
 interface ServerProcess {
   url: string;
   pid: number;
+  /** The child's `ready` message (the floor server sends its credentials in it). */
+  ready: Record<string, any>;
   config: ReturnType<typeof parseConfig>;
   ask<T>(message: Record<string, unknown>): Promise<T>;
   stop(): Promise<void>;
@@ -79,7 +85,7 @@ interface ServerProcess {
 
 const tempDirs: string[] = [];
 
-async function startServer(extraEnv: Record<string, string> = {}): Promise<ServerProcess> {
+async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
   const env: Record<string, string> = {
@@ -96,7 +102,7 @@ async function startServer(extraEnv: Record<string, string> = {}): Promise<Serve
     WORKSPACE_MAX_QUEUED_ACTIONS: '1000000',
     ...extraEnv,
   };
-  const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'scripts/bench-server.ts')];
+  const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const child: ChildProcess = spawn(command as string, args as string[], {
     cwd: ROOT,
@@ -111,12 +117,13 @@ async function startServer(extraEnv: Record<string, string> = {}): Promise<Serve
   });
   const next = <T>(type: string) => new Promise<T>((resolve) => waiting.set(type, resolve));
   const ready = await Promise.race([
-    next<{ url: string; pid: number }>('ready'),
+    next<{ url: string; pid: number } & Record<string, any>>('ready'),
     new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)))),
   ]);
   return {
     url: ready.url,
     pid: ready.pid,
+    ready,
     config: parseConfig(env),
     ask<T>(message: Record<string, unknown>) {
       const answer = next<T>(message.type as string);
@@ -558,6 +565,88 @@ async function idleSockets() {
   }
 }
 
+/**
+ * The floor (scripts/bench-floor-server.ts): the same round trip's irreducible work on a bare
+ * Node server pinned the same way, loaded the same way (one agent loop per device, the
+ * device's `next` waiting for work), and the same number of bytes as the tools/list answer
+ * next to that server's own /healthz. What the service reaches, as a share of this, is what
+ * its own code costs; what the floor reaches, as a share of the ideal, is what the machine
+ * and the durable writes cost.
+ */
+async function floor(bytes: number) {
+  const server = await startServer({ FLOOR_DEVICES: String(DEVICES) }, 'scripts/bench-floor-server.ts');
+  try {
+    const { agentToken, devices } = server.ready as { agentToken: string; devices: { id: string; token: string }[] };
+    const post = async (route: string, token: string, body: unknown) => {
+      const response = await undiciRequest(`${server.url}${route}`, {
+        method: 'POST',
+        dispatcher,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const json = (await response.body.json()) as any;
+      if (response.statusCode !== 200) throw new Error(`floor ${route} → ${response.statusCode} ${JSON.stringify(json)}`);
+      return json;
+    };
+    const healthz = await autocannon({ url: `${server.url}/healthz`, connections: CONCURRENCY, pipelining: 1, duration: Math.max(3, Math.round(DURATION_S / 2)), workers: 0 });
+
+    let running = true;
+    let counting = false;
+    let completed = 0;
+    const deviceLoops = devices.map(async (device) => {
+      while (running) {
+        const command = await post(`/next/${device.id}`, device.token, {});
+        await post(`/result/${device.id}`, device.token, { actionId: command.id, ok: true, result: { on: command.args.on } });
+      }
+    });
+    const agentLoops = devices.map(async (device, d) => {
+      for (let i = 0; running; i++) {
+        const action = await post(`/act/${device.id}`, agentToken, { arguments: { on: (d + i) % 2 === 0 } });
+        if (action.status !== 'succeeded') throw new Error(`floor round trip ended ${action.status}`);
+        if (counting) completed++;
+      }
+    });
+    await sleep(1500);
+    const cpuBefore = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+    counting = true;
+    await sleep(DURATION_S * 1000);
+    counting = false;
+    const cpuAfter = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+    running = false;
+    await Promise.all(agentLoops);
+    // The devices' last `next` waits for work that will not come: stopping the server ends it.
+
+    const client = new Client(server.url, { pipelining: 1, keepAliveTimeout: 30_000 });
+    const timed = async (route: string) => {
+      const t0 = nowMs();
+      const response = await client.request({ path: route, method: 'GET' });
+      for await (const _chunk of response.body);
+      return nowMs() - t0;
+    };
+    const h: number[] = [];
+    const b: number[] = [];
+    for (let i = 0; i < 300; i++) {
+      const [x, y] = [await timed('/healthz'), await timed(`/bytes/${bytes}`)];
+      if (i >= 20) h.push(x), b.push(y);
+    }
+    await client.close();
+    void Promise.allSettled(deviceLoops);
+    const figure = {
+      healthzRequestsPerSecond: Math.round(healthz.requests.average),
+      roundTripsPerSecond: Math.round(completed / DURATION_S),
+      serverCpuPercent: Math.round(((cpuAfter.user - cpuBefore.user + cpuAfter.system - cpuBefore.system) / (DURATION_S * 1e6)) * 100),
+      bytes,
+      bytesP50Ms: r2(pct(b, 0.5)),
+      healthzP50Ms: r2(pct(h, 0.5)),
+      bytesMultiple: r2(pct(b, 0.5) / pct(h, 0.5)),
+    };
+    results.floor = figure;
+    return figure;
+  } finally {
+    await server.stop();
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------------------
@@ -585,6 +674,7 @@ try {
   } finally {
     await server.stop();
   }
+  if (PHASES.has('floor')) await floor((results.toolsList as { responseBytes?: number } | undefined)?.responseBytes ?? 945_000);
   if (PHASES.has('sockets')) await idleSockets();
 } finally {
   await dispatcher.close();
@@ -601,6 +691,7 @@ const rest = results.restRoundTrips as (LoadFigures & { requestsPerRoundTrip: nu
 const seq = results.sequential as Awaited<ReturnType<typeof sequential>> | undefined;
 const tl = results.toolsList as Awaited<ReturnType<typeof toolsList>> | undefined;
 const so = results.sockets as Awaited<ReturnType<typeof idleSockets>> | undefined;
+const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
 
 type Row = [string, string, string, string, string];
 const rows: Row[] = [];
@@ -623,6 +714,18 @@ if (rest && healthz) {
 }
 if (tl) {
   rows.push([`tools/list, ${tl.toolsListed} tools (${Math.round(tl.responseBytes / 1024)} KiB)`, `p50 ${tl.toolsListP50Ms} ms`, `healthz p50 ${tl.healthzP50Ms} ms`, `${tl.multiple}×`, `≤ 3×: ${mark(tl.multiple <= 3)}`]);
+}
+if (fl) {
+  const ideal = healthz ? healthz.requestsPerSecond / 3 : undefined;
+  rows.push([
+    `Floor: bare node:http + libSQL, ${DEVICES} devices`,
+    `${fl.roundTripsPerSecond} round trips/s`,
+    ideal ? `ideal ${Math.round(ideal)}/s (service healthz ÷ 3)` : `its healthz ${fl.healthzRequestsPerSecond} req/s`,
+    ideal ? `${Math.round((fl.roundTripsPerSecond / ideal) * 100)} %` : '',
+    `server CPU ${fl.serverCpuPercent} %`,
+  ]);
+  if (mcp) rows.push(['  MCP round trips as a share of the floor', `${mcp.roundTripsPerSecond}/s`, `floor ${fl.roundTripsPerSecond}/s`, `${Math.round((mcp.roundTripsPerSecond / fl.roundTripsPerSecond) * 100)} %`, '']);
+  rows.push([`  ${Math.round(fl.bytes / 1024)} KiB from memory, bare node:http`, `p50 ${fl.bytesP50Ms} ms`, `its healthz p50 ${fl.healthzP50Ms} ms`, `${fl.bytesMultiple}×`, '']);
 }
 if (so) {
   rows.push([`RSS, ${so.sockets} idle wake sockets (server counts ${so.serverReportsOpen})`, `${so.rssMb} MB`, `${so.rssBeforeSocketsMb} MB before sockets`, `+${so.perSocketKb} KB/socket`, `< 300 MB: ${mark(so.rssMb < 300)}`]);
