@@ -42,29 +42,48 @@ export function createEventHub(): EventHub {
   };
 }
 
+export interface ActionWatch {
+  /**
+   * The next published change of the action (oldest first), or undefined when the timeout
+   * passes or the signal aborts first.
+   */
+  next(options: { timeoutMs: number; signal?: AbortSignal }): Promise<ActionRecord | undefined>;
+  close(): void;
+}
+
 /**
- * Resolves with the action's next published change, or undefined when the signal aborts
- * or the timeout passes first. Subscribe before re-reading state to close the gap between
- * a read and the wait.
+ * Watches one action's published changes from now until `close`, keeping those nobody has
+ * asked for yet. Watch first, then read the state: a change that commits between the two is
+ * both in the read and among the changes, never lost.
  */
-export function waitForActionChange(
-  hub: EventHub,
-  actionId: string,
-  options: { timeoutMs: number; signal?: AbortSignal },
-): Promise<ActionRecord | undefined> {
-  return new Promise((resolve) => {
-    if (options.signal?.aborted) return resolve(undefined);
-    const finish = (value: ActionRecord | undefined) => {
-      clearTimeout(timer);
-      unsubscribe();
-      options.signal?.removeEventListener('abort', onAbort);
-      resolve(value);
-    };
-    const onAbort = () => finish(undefined);
-    const unsubscribe = hub.subscribe((event) => {
-      if (event.type === 'action' && event.action.id === actionId) finish(event.action);
-    });
-    const timer = setTimeout(() => finish(undefined), options.timeoutMs);
-    options.signal?.addEventListener('abort', onAbort, { once: true });
+export function watchAction(hub: EventHub, actionId: string): ActionWatch {
+  const pending: ActionRecord[] = [];
+  let waiter: ((action: ActionRecord | undefined) => void) | undefined;
+  const unsubscribe = hub.subscribe((event) => {
+    if (event.type !== 'action' || event.action.id !== actionId) return;
+    if (waiter) waiter(event.action);
+    else pending.push(event.action);
   });
+  return {
+    next({ timeoutMs, signal }) {
+      const queued = pending.shift();
+      if (queued) return Promise.resolve(queued);
+      if (signal?.aborted) return Promise.resolve(undefined);
+      return new Promise((resolve) => {
+        const finish = (value: ActionRecord | undefined) => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          waiter = undefined;
+          resolve(value);
+        };
+        const onAbort = () => finish(undefined);
+        const timer = setTimeout(() => finish(undefined), timeoutMs);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        waiter = finish;
+      });
+    },
+    close: () => {
+      unsubscribe();
+    },
+  };
 }

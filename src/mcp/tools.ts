@@ -12,7 +12,7 @@ import {
 import { z } from 'zod';
 import { action as actionSchema, type ActionRecord } from '../domain/action-records.js';
 import type { Context, CredentialOf } from '../domain/context.js';
-import { waitForActionChange } from '../domain/events.js';
+import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
 import type { AnyOperation } from '../domain/operation.js';
@@ -277,6 +277,8 @@ export const WAIT_META_KEY = 'dfc/waitSeconds';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 const PROGRESS: Record<string, number> = { queued: 1, received: 2 };
+/** How far along each status is: a change never moves an action back. */
+const STAGE: Record<string, number> = { queued: 0, received: 1, succeeded: 2, failed: 2, cancelled: 2, expired: 2 };
 
 /** Where the device sits, in words: the description must name the device and its place. */
 export function placeOf(fn: CallableFunction): string {
@@ -317,10 +319,12 @@ function summary(fn: CallableFunction, action: ActionRecord): string {
 
 /**
  * Waits for the action to settle, up to `waitMs`, telling the client each state change as
- * progress (queued 1/3 → received 2/3 → done 3/3) when it asked for progress. Each round
- * subscribes first and then re-reads the state, so a change that lands between the two is
- * never missed. Aborting `signal` (the client went away) ends the wait and leaves the action
- * queued: a dropped stream is no cancel.
+ * progress (queued 1/3 → received 2/3 → done 3/3) when it asked for progress. It watches the
+ * action's changes first and then reads its state once, so a change that lands between the
+ * insert and the watch is in the read and none after it is missed; from then on the
+ * published changes (each a full Action, in commit order) are the state. Aborting `signal`
+ * (the client went away) ends the wait and leaves the action queued: a dropped stream is no
+ * cancel.
  */
 async function awaitSettled(
   session: McpSession,
@@ -332,36 +336,30 @@ async function awaitSettled(
   const { ctx } = session;
   const deadline = Date.now() + waitMs;
   const read = async () => (await invoke(operations.getAction, ctx, { actionId: first.id })) as ActionRecord;
-  let current = first;
-  await progress(current);
-  while (!TERMINAL.has(current.status) && !signal.aborted) {
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) break;
-    const round = new AbortController();
-    const stop = () => round.abort();
-    signal.addEventListener('abort', stop, { once: true });
-    try {
-      const change = waitForActionChange(ctx.events, first.id, { timeoutMs: remaining, signal: round.signal });
-      const fresh = await read();
-      if (fresh.status !== current.status) {
-        round.abort();
-        await change;
-        current = fresh;
-      } else {
-        const next = await change;
-        if (!next) {
-          // Timed out or aborted: one last read so the answer is the state as of now.
-          if (!signal.aborted) current = await read();
-          break;
-        }
-        current = next;
+  await progress(first);
+  if (TERMINAL.has(first.status)) return first;
+  const changes = watchAction(ctx.events, first.id);
+  try {
+    let current = await read();
+    await progress(current);
+    while (!TERMINAL.has(current.status) && !signal.aborted) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      const change = await changes.next({ timeoutMs: remaining, signal });
+      if (!change) {
+        // Timed out or aborted: one last read so the answer is the state as of now.
+        if (!signal.aborted) current = await read();
+        break;
       }
+      // A change published before the read can be older than what the read saw.
+      if (STAGE[change.status]! < STAGE[current.status]!) continue;
+      current = change;
       await progress(current);
-    } finally {
-      signal.removeEventListener('abort', stop);
     }
+    return current;
+  } finally {
+    changes.close();
   }
-  return current;
 }
 
 function registerDeviceTool(server: McpServer, session: McpSession, name: string, fn: CallableFunction): void {
