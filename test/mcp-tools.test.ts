@@ -1,4 +1,6 @@
 import type { Client as McpClient } from '@modelcontextprotocol/client';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest } from './helpers/actions.js';
@@ -17,6 +19,9 @@ let cloudId: string;
 let alice: { token: string; principal: string; id: string };
 /** read ceiling; lamp get_state + set_power (the control one is above its ceiling). */
 let bob: { token: string; principal: string; id: string };
+
+// ajv-formats is CommonJS: its default export arrives wrapped under ESM.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
 
@@ -81,6 +86,23 @@ describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)',
     expect(bulb.inputSchema).toEqual(hubManifest.children[0]!.capabilities[1]!.arguments);
     expect(byName.get(`cloud_info__${hex12(cloudId)}`)!.description).toContain('integration-wide service "Cloud" of gateway "Hub"');
     for (const tool of tools) expect(tool.name).toMatch(/^[A-Za-z0-9_.-]{1,64}$/);
+  });
+
+  it('gives device tools no outputSchema; get_action advertises the Action they return, and their results conform to it', async () => {
+    const tools = (await a.listTools()).tools;
+    for (const tool of tools.filter((t) => t.name.includes('__'))) expect(tool.outputSchema).toBeUndefined();
+    const actionSchema = tools.find((t) => t.name === 'get_action')!.outputSchema!;
+    expect(Object.keys(actionSchema.properties ?? {})).toEqual(expect.arrayContaining(['id', 'status', 'deviceId', 'capability', 'result']));
+    const device = simulateDevice(api, lamp, () => ({ ok: true, result: { on: true } }));
+    try {
+      const result = await a.callTool({ name: `get_state__${hex12(lamp.id)}`, arguments: {} });
+      const ajv = new Ajv({ strict: false });
+      addFormats(ajv);
+      const valid = ajv.validate(actionSchema, result.structuredContent);
+      expect(valid, JSON.stringify(ajv.errors)).toBe(true);
+    } finally {
+      await device.stop();
+    }
   });
 
   it('lists the same tools in the same order every time', async () => {

@@ -10,7 +10,7 @@ import {
   type ToolAnnotations,
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { action as actionSchema, type ActionRecord } from '../domain/action-records.js';
+import type { ActionRecord } from '../domain/action-records.js';
 import type { Context, CredentialOf } from '../domain/context.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
@@ -145,24 +145,6 @@ function compact(node: unknown): unknown {
   }
   return out;
 }
-
-const actionJson = once(() => jsonSchemaOf(actionSchema, 'output'));
-
-/**
- * The outputSchema of device tools: the Action's id and status, taken from the full Action
- * schema, which `get_action` advertises whole. Repeating the whole schema in each of a
- * principal's device tools made it ~70 % of a 1,000-function tools/list (issue 8); JSON
- * Schema allows the other properties, so the structuredContent (a full Action) conforms.
- */
-const deviceToolOutputJson = once(() => {
-  const full = actionJson() as { properties: Record<string, { enum?: unknown }> };
-  return {
-    type: 'object',
-    description: 'The Action; get_action describes every field.',
-    properties: { id: { type: 'string' }, status: { type: 'string', enum: full.properties.status!.enum } },
-    required: ['id', 'status'],
-  };
-});
 
 // ---------------------------------------------------------------------------------------
 // Fixed tools: each is a registry operation called through `invoke`, with the operation's
@@ -374,7 +356,6 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
       description: describe(fn),
       // decisions §6: the inputSchema is the capability's argument schema, unchanged.
       inputSchema: advertised(fn.arguments),
-      outputSchema: advertised(deviceToolOutputJson()),
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
     },
