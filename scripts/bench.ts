@@ -608,10 +608,12 @@ async function floor(bytes: number) {
     });
     await sleep(1500);
     const cpuBefore = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+    const ownBefore = process.cpuUsage();
     counting = true;
     await sleep(DURATION_S * 1000);
     counting = false;
     const cpuAfter = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+    const ownAfter = process.cpuUsage(ownBefore);
     running = false;
     await Promise.all(agentLoops);
     // The devices' last `next` waits for work that will not come: stopping the server ends it.
@@ -635,6 +637,7 @@ async function floor(bytes: number) {
       healthzRequestsPerSecond: Math.round(healthz.requests.average),
       roundTripsPerSecond: Math.round(completed / DURATION_S),
       serverCpuPercent: Math.round(((cpuAfter.user - cpuBefore.user + cpuAfter.system - cpuBefore.system) / (DURATION_S * 1e6)) * 100),
+      generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / (DURATION_S * 1e6)) * 100),
       bytes,
       bytesP50Ms: r2(pct(b, 0.5)),
       healthzP50Ms: r2(pct(h, 0.5)),
@@ -722,7 +725,7 @@ if (fl) {
     `${fl.roundTripsPerSecond} round trips/s`,
     ideal ? `ideal ${Math.round(ideal)}/s (service healthz ÷ 3)` : `its healthz ${fl.healthzRequestsPerSecond} req/s`,
     ideal ? `${Math.round((fl.roundTripsPerSecond / ideal) * 100)} %` : '',
-    `server CPU ${fl.serverCpuPercent} %`,
+    `server CPU ${fl.serverCpuPercent} %, generator ${fl.generatorCpuPercent} %`,
   ]);
   if (mcp) rows.push(['  MCP round trips as a share of the floor', `${mcp.roundTripsPerSecond}/s`, `floor ${fl.roundTripsPerSecond}/s`, `${Math.round((mcp.roundTripsPerSecond / fl.roundTripsPerSecond) * 100)} %`, '']);
   rows.push([`  ${Math.round(fl.bytes / 1024)} KiB from memory, bare node:http`, `p50 ${fl.bytesP50Ms} ms`, `its healthz p50 ${fl.healthzP50Ms} ms`, `${fl.bytesMultiple}×`, '']);
