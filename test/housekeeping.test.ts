@@ -151,6 +151,40 @@ describe('housekeeping sweep', () => {
     expect(await count('SELECT count(*) AS n FROM oauth_tokens')).toBe(0);
   });
 
+  it('deletes OAuth clients nobody approved a day after they registered; approved and pre-registered ones stay', async () => {
+    const registeredAt = clock.now();
+    const register = async (name: string): Promise<string> => {
+      const res = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: name, redirect_uris: [CALLBACK], token_endpoint_auth_method: 'none' }),
+      });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { client_id: string }).client_id;
+    };
+    const abandoned = await register('Abandoned');
+    const approved = await register('Approved');
+    const cookie = await ownerCookie(server.issuer, await server.ownerToken('housekeeping-owner', { expiresIn: '40d' }));
+    const back = await decide(authorizationUrl(server.issuer, { client_id: approved, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), cookie);
+    expect(back.searchParams.get('code')).toBeTruthy();
+    const clientExists = (clientId: string) => count('SELECT count(*) AS n FROM oauth_clients WHERE client_id = ?', [clientId]);
+    const registered = () => count("SELECT count(*) AS n FROM oauth_clients WHERE source = 'registered'");
+    expect(await registered()).toBe(1);
+
+    clock.set(registeredAt + DAY - MINUTE);
+    expect((await sweep()).unapprovedClients).toBe(0);
+    expect(await clientExists(abandoned)).toBe(1);
+
+    clock.set(registeredAt + DAY + MINUTE);
+    expect((await sweep()).unapprovedClients).toBe(1);
+    expect(await clientExists(abandoned)).toBe(0);
+    expect(await clientExists(approved)).toBe(1);
+    expect(await registered()).toBe(1);
+    // The deleted client is now unknown: its next authorization request is refused, not served.
+    const again = await fetch(authorizationUrl(server.issuer, { client_id: abandoned, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { redirect: 'manual' });
+    expect(again.status).toBe(400);
+  });
+
   it('never deletes actions, however old', async () => {
     expect(await actions()).toBe(2);
     const history = await api.get('/v1/actions', { token: owner });

@@ -17,8 +17,13 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  * - Consent-page sessions: until they expire (at most 8 h).
  * - Wake-channel tickets: once used, or past their 30 s.
  * - Idempotency records: 24 h, their replay window (decisions §5).
+ * - OAuth clients no owner approved (no connection uses them): a dynamic registration a day
+ *   after it was made, a cached client metadata document a day after it went stale. Anyone
+ *   may register (POST /oauth/register), so unapproved ones would otherwise pile up; a client
+ *   that comes back later registers again (or its document is fetched again).
  */
 export const CODE_RETENTION_MS = 3_600_000;
+export const UNAPPROVED_CLIENT_RETENTION_MS = 24 * 3_600_000;
 
 /** Rows of each kind due for deletion at `now` are those whose deadline is at or before this. */
 export function deadlines(now: number): Record<SweptKind, number> {
@@ -28,6 +33,7 @@ export function deadlines(now: number): Record<SweptKind, number> {
     ownerSessions: now,
     eventTickets: now,
     idempotencyKeys: now - IDEMPOTENCY_WINDOW_MS,
+    unapprovedClients: now - UNAPPROVED_CLIENT_RETENTION_MS,
   };
 }
 

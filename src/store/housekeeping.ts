@@ -15,6 +15,15 @@ const STATEMENTS = {
   ownerSessions: 'DELETE FROM owner_sessions WHERE rowid IN (SELECT rowid FROM owner_sessions WHERE expires_at <= ? LIMIT ?)',
   /** Wake-channel tickets used once already or past their 30 s. */
   eventTickets: 'DELETE FROM event_tickets WHERE rowid IN (SELECT rowid FROM event_tickets WHERE used_at IS NOT NULL OR expires_at <= ? LIMIT ?)',
+  /**
+   * OAuth clients no owner ever approved (no connection uses them): dynamic registrations made
+   * at or before `before`, and cached client metadata documents stale since then.
+   */
+  unapprovedClients: `DELETE FROM oauth_clients WHERE rowid IN (
+     SELECT c.rowid FROM oauth_clients c
+      WHERE ((c.source = 'dynamic' AND c.created_at <= ?1) OR (c.source = 'metadata-document' AND c.fresh_until <= ?1))
+        AND NOT EXISTS (SELECT 1 FROM connections k WHERE k.oauth_client = c.id)
+      LIMIT ?2)`,
   /** Idempotency records created at or before `before` (the end of their replay window). */
   idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
 } as const;
