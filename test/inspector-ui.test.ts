@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './helpers/oauth.js';
 
 /**
  * Issue 8: "MCP Inspector … in modern mode with a bearer token and with OAuth, and it works".
@@ -19,17 +19,6 @@ let browser: BrowserContext;
 let userDataDir: string;
 const launched: ChildProcess[] = [];
 
-/** A port nothing listens on now, so the Inspector's fixed defaults (6274…) cannot collide. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-    probe.on('error', reject);
-  });
-}
-
 interface Inspector {
   /** The web UI's address with its session token. */
   url: string;
@@ -39,6 +28,7 @@ interface Inspector {
 
 /** Runs `npm run inspector -- <args>` (the script itself) and waits for the web UI's address. */
 async function startInspector(args: string[]): Promise<Inspector> {
+  // Ports nothing listens on now, so the Inspector's fixed defaults (6274…) cannot collide.
   const env = {
     ...process.env,
     CLIENT_PORT: String(await freePort()),
