@@ -38,6 +38,7 @@ import { Agent, Client, request as undiciRequest } from 'undici';
 import { WebSocket } from 'ws';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { parseConfig } from '../src/config.js';
+import { measuringEnv } from './measuring-env.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -88,20 +89,7 @@ const tempDirs: string[] = [];
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
-  const env: Record<string, string> = {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
-    LOG_LEVEL: 'silent',
-    RATE_LIMIT_AGENT_PER_SECOND: '1000000',
-    RATE_LIMIT_AGENT_BURST: '1000000',
-    RATE_LIMIT_DEVICE_PER_SECOND: '1000000',
-    RATE_LIMIT_DEVICE_BURST: '1000000',
-    AUTH_FAILURES_PER_MINUTE: '1000000',
-    WORKSPACE_MAX_DEVICES: '100000',
-    WORKSPACE_MAX_QUEUED_ACTIONS: '1000000',
-    ...extraEnv,
-  };
+  const env: Record<string, string> = { ...measuringEnv(dir), ...extraEnv };
   const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const child: ChildProcess = spawn(command as string, args as string[], {

@@ -16,6 +16,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { parseConfig } from '../src/config.js';
+import { measuringEnv } from './measuring-env.js';
 import { createLogger } from '../src/logger.js';
 import { startService } from '../src/service.js';
 
@@ -28,16 +29,7 @@ if (!Number.isInteger(count) || count < 1 || !Number.isInteger(warmup) || warmup
 }
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-roundtrips-'));
-const config = parseConfig({
-  PORT: '0',
-  HOST: '127.0.0.1',
-  DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
-  LOG_LEVEL: 'silent',
-  RATE_LIMIT_AGENT_PER_SECOND: '1000000',
-  RATE_LIMIT_AGENT_BURST: '1000000',
-  RATE_LIMIT_DEVICE_PER_SECOND: '1000000',
-  RATE_LIMIT_DEVICE_BURST: '1000000',
-});
+const config = parseConfig(measuringEnv(dir));
 const service = await startService(config, { log: createLogger('silent') });
 
 async function call(method: string, route: string, token: string, body?: unknown, headers: Record<string, string> = {}) {

@@ -6,6 +6,7 @@ import { WebSocket } from 'ws';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { lampManifest } from '../src/cli/simulated.js';
 import { parseConfig } from '../src/config.js';
+import { measuringEnv } from './measuring-env.js';
 import { startService } from '../src/service.js';
 
 // `npm run wake-latency [-- --actions 1000 --poll-samples 20 --poll-interval-ms 1000]`
@@ -31,15 +32,7 @@ const POLL_INTERVAL_MS = Number(values['poll-interval-ms']);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-wake-latency-'));
 // Rate limits are raised: this measures the wake path, not the limiter.
-const config = parseConfig({
-  PORT: '0',
-  DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
-  LOG_LEVEL: 'silent',
-  RATE_LIMIT_AGENT_PER_SECOND: '100000',
-  RATE_LIMIT_AGENT_BURST: '100000',
-  RATE_LIMIT_DEVICE_PER_SECOND: '100000',
-  RATE_LIMIT_DEVICE_BURST: '100000',
-});
+const config = parseConfig(measuringEnv(dir));
 const service = await startService(config);
 const url = service.url;
 
