@@ -1,17 +1,16 @@
 import { Hono } from 'hono';
-import { requestId } from 'hono/request-id';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Config } from './config.js';
 import type { Clock, Logger, ServiceSettings } from './domain/context.js';
-import { DomainError } from './domain/errors.js';
 import type { EventHub } from './domain/events.js';
 import type { RateLimiter } from './domain/rate-limits.js';
 import { createOAuthApp } from './oauth/app.js';
-import { mountRoutes, peerAddress, type RestEnv } from './rest/app.js';
+import { observe } from './http/observe.js';
+import type { HttpEnv } from './http/request.js';
+import { mountRoutes } from './rest/app.js';
 import { mountDocs } from './rest/docs.js';
 import { mountMcp } from './mcp/handler.js';
 import { mountMetrics, type Metrics } from './metrics.js';
-import { toHttpError } from './rest/errors.js';
 import { routes } from './rest/routes.js';
 import type { Db } from './store/driver.js';
 
@@ -32,7 +31,7 @@ export const SERVICE_NAME = 'dfc';
 export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
-export function createApp(deps: AppDeps): Hono<RestEnv> {
+export function createApp(deps: AppDeps): Hono<HttpEnv> {
   const { config, db, authenticator, limiter, clock, log, events, metrics } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
@@ -42,25 +41,12 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
     publicBaseUrl: config.publicBaseUrl,
     capacity: config.capacity,
   };
-  const app = new Hono<RestEnv>();
-
-  app.use('*', requestId());
-  app.use('*', async (c, next) => {
-    const started = performance.now();
-    c.set('clientAddress', peerAddress(c, config.trustProxyHops));
-    c.set('context', (credential) => ({ credential, requestId: c.get('requestId'), db, clock, log, settings, events }));
-    await next();
-    const seconds = (performance.now() - started) / 1000;
-    metrics.observeRequest(c.req.method, c.req.routePath, c.res.status, seconds);
-    log.info({
-      msg: 'request',
-      requestId: c.get('requestId'),
-      method: c.req.method,
-      route: c.req.routePath,
-      status: c.res.status,
-      durationMs: Math.round(seconds * 100_000) / 100,
-      principalKind: c.get('principalKind') ?? null,
-    });
+  const app = new Hono<HttpEnv>();
+  observe(app, {
+    trustProxyHops: config.trustProxyHops,
+    log,
+    observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
+    context: (credential, requestId) => ({ credential, requestId, db, clock, log, settings, events }),
   });
 
   mountRoutes(app, routes, authenticator);
@@ -69,16 +55,5 @@ export function createApp(deps: AppDeps): Hono<RestEnv> {
   mountMcp(app, { config, authenticator, log, metrics, version: API_VERSION });
   mountMetrics(app, metrics, config.metricsToken);
 
-  app.notFound((c) => {
-    const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));
-    return c.json(body, status);
-  });
-  app.onError((error, c) => {
-    const mapped = toHttpError(error, c.get('requestId'));
-    if (mapped.internal) {
-      log.error({ msg: 'internal error', requestId: c.get('requestId'), route: c.req.routePath, error: error.stack ?? String(error) });
-    }
-    return c.json(mapped.body, mapped.status, mapped.headers);
-  });
   return app;
 }

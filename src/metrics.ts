@@ -3,7 +3,7 @@ import type { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { EventHub } from './domain/events.js';
 import { DomainError } from './domain/errors.js';
-import { bearerToken, type RestEnv } from './rest/app.js';
+import { bearerToken, type HttpEnv } from './http/request.js';
 import { countAllQueued } from './store/metrics.js';
 import type { Db } from './store/driver.js';
 
@@ -90,7 +90,7 @@ function sameSecret(given: string, expected: string): boolean {
 }
 
 /** GET /metrics, behind METRICS_TOKEN; without a configured token the endpoint is off (503). */
-export function mountMetrics(app: Hono<RestEnv>, metrics: Metrics, token: string | undefined): void {
+export function mountMetrics(app: Hono<HttpEnv>, metrics: Metrics, token: string | undefined): void {
   app.get('/metrics', async (c) => {
     if (!token) throw new DomainError('not_configured', 'Metrics are off: set METRICS_TOKEN to enable /metrics.');
     const given = bearerToken(c.req.header('authorization'));

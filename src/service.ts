@@ -17,7 +17,7 @@ import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
-import { answerClientErrors } from './rest/client-errors.js';
+import { answerClientErrors } from './http/client-errors.js';
 
 export interface RunningService {
   url: string;

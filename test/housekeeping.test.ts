@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CODE_RETENTION_MS, runHousekeeping } from '../src/domain/housekeeping.js';
-import { hashToken } from '../src/auth/tokens.js';
+import { hashToken } from '../src/domain/tokens.js';
 import { queue, grant } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tokenKinds } from '../src/auth/tokens.js';
+import { tokenKinds } from '../src/domain/tokens.js';
 import { client, type Client } from './helpers/api.js';
 import { lampManifest } from './helpers/fixtures.js';
 import { envelope, MODERN } from './helpers/mcp-client.js';

@@ -207,3 +207,31 @@ describe('Host and Origin (DNS rebinding)', () => {
     expect(res.status, JSON.stringify(h)).toBe(200);
   });
 });
+
+describe('X-Request-Id on every /mcp answer', () => {
+  const requestIdOf = (res: { headers: Headers }) => res.headers.get('x-request-id');
+
+  it('is on an answer of the SDK (server/discover), a fresh tools/list and its cached repeat', async () => {
+    const answers = [
+      await rawMcp(server.url, { token: agent.token, method: 'server/discover' }),
+      await rawMcp(server.url, { token: agent.token, method: 'tools/list' }),
+      await rawMcp(server.url, { token: agent.token, method: 'tools/list' }),
+    ];
+    for (const res of answers) {
+      expect(res.status).toBe(200);
+      expect(requestIdOf(res)).toMatch(/^[\w-]{8,}$/);
+    }
+    expect(new Set(answers.map(requestIdOf)).size).toBe(answers.length);
+  });
+
+  it('is on a direct device tool call and on a gate refusal', async () => {
+    const tools = (await rawMcp(server.url, { token: agent.token, method: 'tools/list' })).json as { result: { tools: { name: string }[] } };
+    const name = tools.result.tools.find((t) => t.name.startsWith('get_state__'))!.name;
+    const call = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name, params: { name, arguments: {}, _meta: { 'dfc/waitSeconds': 0 } } });
+    expect(call.status).toBe(200);
+    expect(requestIdOf(call)).toMatch(/^[\w-]{8,}$/);
+    const refused = await rawMcp(server.url, { method: 'tools/list' });
+    expect(refused.status).toBe(401);
+    expect(requestIdOf(refused)).toMatch(/^[\w-]{8,}$/);
+  });
+});

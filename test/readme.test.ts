@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../src/config.js';
 import { errorCodes } from '../src/domain/errors.js';
-import { httpStatus } from '../src/rest/errors.js';
+import { httpStatus } from '../src/http/errors.js';
 
 /** The README's tables are the operator's reference: they must not drift from the code. */
 const readme = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'README.md'), 'utf8');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../src/auth/tokens.js';
+import { hashToken } from '../src/domain/tokens.js';
 import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';

@@ -6,7 +6,7 @@ import type { Db } from '../store/driver.js';
 import { workspaceForOwner } from '../store/workspaces.js';
 import { resolveOAuthAccessToken } from './oauth-tokens.js';
 import type { OwnerVerifier } from './owner.js';
-import { hashToken, tokenKindOf } from './tokens.js';
+import { hashToken, tokenKindOf } from '../domain/tokens.js';
 
 export interface Authenticator {
   /**

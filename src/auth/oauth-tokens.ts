@@ -2,7 +2,7 @@ import type { CredentialOf } from '../domain/context.js';
 import { lowerAccess, parseScope, scopesOf } from '../domain/oauth.js';
 import type { Db } from '../store/driver.js';
 import { findAccessToken } from '../store/oauth.js';
-import { hashToken } from './tokens.js';
+import { hashToken } from '../domain/tokens.js';
 
 /**
  * Resolves an OAuth access token (`dfc_oauth_…`) to the agent credential it acts as, or

@@ -5,7 +5,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Clock, Logger } from '../domain/context.js';
 import { markDeviceSeen, redeemEventsTicket } from '../domain/device-events.js';
 import { DomainError } from '../domain/errors.js';
-import { toHttpError } from '../rest/errors.js';
+import { toHttpError } from '../http/errors.js';
 import type { Db } from '../store/driver.js';
 import type { DeviceNotifier, WakeFrame } from './notifier.js';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { issueToken } from '../auth/tokens.js';
+import { issueToken } from './tokens.js';
 import {
   insertConnection,
   listConnections,

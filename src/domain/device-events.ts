@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { hashToken, issueToken, tokenKinds } from '../auth/tokens.js';
+import { hashToken, issueToken, tokenKinds } from './tokens.js';
 import { consumeEventTicket, insertEventTicket, pruneEventTickets } from '../store/event-tickets.js';
 import { touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';

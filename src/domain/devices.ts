@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { issueToken } from '../auth/tokens.js';
+import { issueToken } from './tokens.js';
 import { cancelQueuedForTarget, cancelQueuedOnDetachedChildren } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {

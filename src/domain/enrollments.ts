@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { hashToken, issueToken } from '../auth/tokens.js';
+import { hashToken, issueToken } from './tokens.js';
 import { consumeEnrollment, insertEnrollment, recordEnrolledDevice } from '../store/enrollments.js';
 import { assertDeviceCapacity } from './capacity.js';
 import { createAttachedDevice } from './devices.js';

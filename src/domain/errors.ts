@@ -2,7 +2,7 @@ import type { z } from 'zod';
 
 /**
  * The closed family of domain errors. Each code maps to exactly one HTTP status in
- * src/rest/errors.ts and to an MCP result in src/mcp/errors.ts; 401-class (who are you)
+ * src/http/errors.ts and to an MCP result in src/mcp/errors.ts; 401-class (who are you)
  * and 403-class (you may not) codes are kept apart.
  */
 export const errorCodes = [

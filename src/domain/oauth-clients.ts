@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { hashToken, issueToken } from '../auth/tokens.js';
+import { hashToken, issueToken } from './tokens.js';
 import { insertConnection } from '../store/connections.js';
 import {
   clientConnectionByClientId,

@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { hashToken, issueToken } from '../auth/tokens.js';
+import { hashToken, issueToken } from './tokens.js';
 import { insertConnection } from '../store/connections.js';
 import type { Db, Queryable } from '../store/driver.js';
 import { callableFunctions } from '../store/grants.js';

@@ -1,7 +1,7 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type CallToolResult } from '@modelcontextprotocol/server';
 import type { Context } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import { toHttpError } from '../rest/errors.js';
+import { toHttpError } from '../http/errors.js';
 
 /**
  * DomainError → MCP (style.md habit 4). Inside a tool call an error is a tool result with

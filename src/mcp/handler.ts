@@ -7,10 +7,9 @@ import type { Context, Credential, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import type { Logger } from '../domain/context.js';
-import type { Metrics } from '../metrics.js';
-import { bearerToken, clientAddress, requestBody, type RestEnv } from '../rest/app.js';
-import { MAX_BODY_BYTES } from '../rest/body.js';
-import { toHttpError } from '../rest/errors.js';
+import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
+import { MAX_BODY_BYTES } from '../http/body.js';
+import { toHttpError } from '../http/errors.js';
 import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
 import { createHostPolicy } from './hosts.js';
 import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
@@ -22,7 +21,8 @@ export interface McpDeps {
   config: Config;
   authenticator: Authenticator;
   log: Logger;
-  metrics: Pick<Metrics, 'observeMcp'>;
+  /** Counts each POST /mcp message by method and by what answered it (src/metrics.ts). */
+  metrics: { observeMcp(method: string, answeredBy: 'direct' | 'cache' | 'sdk'): void };
   version: string;
 }
 
@@ -81,7 +81,7 @@ interface RpcMessage {
  * device tool directly (tools-list-cache.ts, direct-call.ts: the hot paths, answered as the
  * SDK would), everything else by the SDK, handed a rebuilt Request with the bytes already read.
  */
-export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
+export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const { config, authenticator, log, metrics } = deps;
   const base = config.publicBaseUrl;
   const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`;
@@ -132,12 +132,12 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     onerror: (error) => log.error({ msg: 'mcp error', error: error.stack ?? error.message }),
   });
 
-  const envelope = (c: HonoContext<RestEnv>, error: DomainError, headers: Record<string, string> = {}): Response => {
+  const envelope = (c: HonoContext<HttpEnv>, error: DomainError, headers: Record<string, string> = {}): Response => {
     const mapped = toHttpError(error, c.get('requestId'));
     return c.json(mapped.body, mapped.status, { ...mapped.headers, ...headers });
   };
 
-  async function authenticate(c: HonoContext<RestEnv>): Promise<{ credential: CredentialOf<'agent'> } | { response: Response }> {
+  async function authenticate(c: HonoContext<HttpEnv>): Promise<{ credential: CredentialOf<'agent'> } | { response: Response }> {
     const bearer = bearerToken(c.req.header('authorization'));
     let credential: Credential | null;
     try {
@@ -168,7 +168,7 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
    * may not call now is HTTP 403 with the error envelope, decided here because the SDK would
    * answer an unknown tool in-band with HTTP 200.
    */
-  async function gateToolCalls(c: HonoContext<RestEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]): Promise<Gate> {
+  async function gateToolCalls(c: HonoContext<HttpEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]): Promise<Gate> {
     const methods = messages.map((m) => m.method);
     const calls = messages.filter((m) => m.method === 'tools/call' && typeof m.params?.name === 'string').map((m) => m.params!.name as string);
     const session: McpSession = { ctx, credential, tools: undefined };
@@ -212,13 +212,13 @@ export function mountMcp(app: Hono<RestEnv>, deps: McpDeps): void {
     return { session };
   }
 
-  function ceilingRefusal(c: HonoContext<RestEnv>, name: string): Response {
+  function ceilingRefusal(c: HonoContext<HttpEnv>, name: string): Response {
     return envelope(c, new DomainError('insufficient_access', `Tool ${name} runs a control function; this credential's ceiling is read.`, { requiredAccess: 'act' }), {
       'WWW-Authenticate': `Bearer error="insufficient_scope", scope="act", resource_metadata="${metadataUrl}"`,
     });
   }
 
-  function killSwitch(c: HonoContext<RestEnv>): Response {
+  function killSwitch(c: HonoContext<HttpEnv>): Response {
     return envelope(c, new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).'));
   }
 

@@ -26,8 +26,8 @@ import {
 } from '../domain/oauth.js';
 import { OAuthProtocolError, UnsafeAuthorizationRequest, type OAuthErrorCode } from '../domain/oauth-errors.js';
 import { authFailureKey, registrationKey, type BucketRule, type RateLimiter } from '../domain/rate-limits.js';
-import { clientAddress } from '../rest/app.js';
-import { MAX_BODY_BYTES, readLimitedBody } from '../rest/body.js';
+import { clientAddress } from '../http/request.js';
+import { MAX_BODY_BYTES, readLimitedBody } from '../http/body.js';
 import type { Db } from '../store/driver.js';
 import { createDocumentFetcher } from './cimd-fetch.js';
 import { ConsentPage, ErrorPage, SignedInPage, SignInPage } from './pages.js';

@@ -1,64 +1,12 @@
-import type { HttpBindings } from '@hono/node-server';
-import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono } from 'hono';
 import type { Context as HonoContext } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Context } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
-import { parseJsonObject, readLimitedBody, readLimitedNodeBody } from './body.js';
+import { parseJsonObject } from '../http/body.js';
+import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
-
-export interface RestEnv {
-  Variables: {
-    requestId: string;
-    principalKind: string | undefined;
-    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
-    clientAddress: string | undefined;
-    /** Builds the domain context for this request once the credential is known. */
-    context: (credential: Context['credential']) => Context;
-  };
-}
-
-export function bearerToken(header: string | undefined): string | null {
-  if (header === undefined) return null;
-  const match = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header);
-  // A malformed Authorization header is a credential that cannot be valid, not an absent one.
-  return match ? match[1]! : '';
-}
-
-/**
- * The address a request came from, as the rate limits count it: the socket's peer, or, with
- * `trustedProxyHops` reverse proxies in front (TRUST_PROXY_HOPS), the address the outermost
- * of them saw. Each proxy appends the address it saw to X-Forwarded-For, so that one is
- * `hops` entries from the right; anything further left was written by the client and is
- * not believed. Without trusted proxies the header is ignored, so rotating it evades nothing.
- */
-export function peerAddress(c: HonoContext, trustedProxyHops: number): string | undefined {
-  let socket: string | undefined;
-  try {
-    socket = getConnInfo(c).remote.address;
-  } catch {
-    socket = undefined;
-  }
-  if (trustedProxyHops === 0) return socket;
-  const forwarded = (c.req.header('x-forwarded-for') ?? '')
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean);
-  return forwarded.length >= trustedProxyHops ? forwarded[forwarded.length - trustedProxyHops] : socket;
-}
-
-/** The request's client address, resolved once per request by the app (see `peerAddress`). */
-export function clientAddress(c: HonoContext): string | undefined {
-  return (c as HonoContext<RestEnv>).get('clientAddress');
-}
-
-/** The body bytes, from the Node request when the app runs on @hono/node-server. */
-export function requestBody(c: HonoContext): Promise<Uint8Array> {
-  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
-  return incoming ? readLimitedNodeBody(incoming) : readLimitedBody(c.req.raw);
-}
 
 function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
@@ -71,9 +19,9 @@ function firstQueryValues(c: HonoContext): Record<string, string> {
 }
 
 /** Mounts every route of the table: authenticate, assemble input, invoke, answer. */
-export function mountRoutes(app: Hono<RestEnv>, routes: Route[], authenticator: Authenticator): void {
+export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: Authenticator): void {
   for (const route of routes) {
-    const handler = async (c: HonoContext<RestEnv>) => {
+    const handler = async (c: HonoContext<HttpEnv>) => {
       // A public operation (health, board enrollment) ignores any Authorization header: a
       // stale token in a client's default headers must not turn it into a 401.
       const credential = route.operation.credentials.includes('public')

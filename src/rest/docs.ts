@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { Scalar } from '@scalar/hono-api-reference';
 import type { Hono } from 'hono';
-import type { RestEnv } from './app.js';
+import type { HttpEnv } from '../http/request.js';
 import { buildOpenApi } from './openapi.js';
 import type { Route } from './routes.js';
 
@@ -13,7 +13,7 @@ const SCALAR_BUNDLE = '/docs/scalar.js';
  * GET /openapi.json (built once from the route table) and a rendered reference at /docs.
  * The reference's script is served from the installed package, so the page loads no CDN.
  */
-export function mountDocs(app: Hono<RestEnv>, routes: Route[], options: { version: string; serverUrl: string }): void {
+export function mountDocs(app: Hono<HttpEnv>, routes: Route[], options: { version: string; serverUrl: string }): void {
   const document = JSON.stringify(buildOpenApi(routes, options));
   let bundle: string | undefined;
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { CredentialKind } from '../domain/context.js';
 import type { AnyOperation } from '../domain/operation.js';
-import { httpStatus } from './errors.js';
+import { httpStatus } from '../http/errors.js';
 import { extraPaths } from './openapi-extras.js';
 import type { Route } from './routes.js';
 

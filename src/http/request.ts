@@ -1,0 +1,57 @@
+import type { HttpBindings } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import type { Context as HonoContext } from 'hono';
+import type { Context } from '../domain/context.js';
+import { readLimitedBody, readLimitedNodeBody } from './body.js';
+
+/** What every surface's handlers find on the Hono context (set by src/http/observe.ts). */
+export interface HttpEnv {
+  Variables: {
+    requestId: string;
+    principalKind: string | undefined;
+    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
+    clientAddress: string | undefined;
+    /** Builds the domain context for this request once the credential is known. */
+    context: (credential: Context['credential']) => Context;
+  };
+}
+
+export function bearerToken(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  const match = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header);
+  // A malformed Authorization header is a credential that cannot be valid, not an absent one.
+  return match ? match[1]! : '';
+}
+
+/**
+ * The address a request came from, as the rate limits count it: the socket's peer, or, with
+ * `trustedProxyHops` reverse proxies in front (TRUST_PROXY_HOPS), the address the outermost
+ * of them saw. Each proxy appends the address it saw to X-Forwarded-For, so that one is
+ * `hops` entries from the right; anything further left was written by the client and is
+ * not believed. Without trusted proxies the header is ignored, so rotating it evades nothing.
+ */
+export function peerAddress(c: HonoContext, trustedProxyHops: number): string | undefined {
+  let socket: string | undefined;
+  try {
+    socket = getConnInfo(c).remote.address;
+  } catch {
+    socket = undefined;
+  }
+  if (trustedProxyHops === 0) return socket;
+  const forwarded = (c.req.header('x-forwarded-for') ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  return forwarded.length >= trustedProxyHops ? forwarded[forwarded.length - trustedProxyHops] : socket;
+}
+
+/** The request's client address, resolved once per request (see `peerAddress`). */
+export function clientAddress(c: HonoContext): string | undefined {
+  return (c as HonoContext<HttpEnv>).get('clientAddress');
+}
+
+/** The body bytes (16 KiB at most), from the Node request when the app runs on @hono/node-server. */
+export function requestBody(c: HonoContext): Promise<Uint8Array> {
+  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+  return incoming ? readLimitedNodeBody(incoming) : readLimitedBody(c.req.raw);
+}
