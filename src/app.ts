@@ -46,7 +46,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     trustProxyHops: config.trustProxyHops,
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
-    context: (credential, requestId) => ({ credential, requestId, db, clock, log, settings, events }),
+    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events }),
   });
 
   mountRoutes(app, routes, authenticator);

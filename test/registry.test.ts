@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { CredentialKind } from '../src/domain/context.js';
+import type { CredentialKind, Surface } from '../src/domain/context.js';
 import type { AccessRequirement, AnyOperation } from '../src/domain/operation.js';
 import { allOperations } from '../src/domain/registry.js';
 import { routes } from '../src/rest/routes.js';
@@ -14,7 +14,8 @@ import { routes } from '../src/rest/routes.js';
 // A Record over the union: adding a credential kind or access level without deciding here
 // whether it is valid fails to compile.
 const credentialKinds: Record<CredentialKind | 'public', true> = { public: true, owner: true, agent: true, setup: true, device: true };
-const accessLevels: Record<AccessRequirement, true> = { none: true, read: true, act: true, 'per-function': true };
+const accessLevels: Record<AccessRequirement, true> = { none: true, read: true, 'per-function': true };
+const surfaces: Record<Surface, true> = { rest: true, mcp: true };
 
 /** Everything wrong with an operation's declaration; empty when it is sound. */
 function declarationProblems(operation: Partial<AnyOperation> & { name?: unknown }): string[] {
@@ -43,6 +44,45 @@ function declarationProblems(operation: Partial<AnyOperation> & { name?: unknown
   if (typeof operation.description !== 'string' || operation.description.length < 10) problems.push('has no description');
   if (!(operation.input instanceof z.ZodType) || !(operation.output instanceof z.ZodType)) problems.push('lacks input or output schema');
   if (typeof operation.run !== 'function') problems.push('has no run');
+  if (typeof operation.title !== 'string' || operation.title.length < 3) problems.push('has no title');
+  if (typeof operation.hints?.readOnly !== 'boolean') problems.push('declares no readOnly hint');
+  problems.push(...surfaceProblems(operation));
+  return problems;
+}
+
+/** Fields the shape of an input schema must hold, when it is an object schema. */
+function inputFields(operation: Partial<AnyOperation>): Set<string> | undefined {
+  const shape = (operation.input as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return shape ? new Set(Object.keys(shape)) : undefined;
+}
+
+/** Everything wrong with how an operation declares its surfaces (OAuth, routes, MCP tool, own device, kill switch). */
+function surfaceProblems(operation: Partial<AnyOperation>): string[] {
+  const problems: string[] = [];
+  const credentials = (operation.credentials ?? []) as readonly string[];
+  const forAgents = credentials.includes('agent');
+  if (forAgents && !Array.isArray(operation.oauth)) problems.push('is open to agents but does not say where OAuth tokens are accepted');
+  if (!forAgents && operation.oauth !== undefined) problems.push('declares OAuth surfaces but is closed to agents');
+  for (const surface of operation.oauth ?? []) if (!(surface in surfaces)) problems.push(`declares unknown surface ${String(surface)}`);
+  if (!Array.isArray(operation.rest)) {
+    problems.push('declares no REST routes (an empty list for none)');
+  } else {
+    const fields = inputFields(operation);
+    for (const route of operation.rest) {
+      if (route.method === 'GET' && operation.hints?.readOnly !== true) problems.push(`has GET ${route.path} but is not read-only`);
+      for (const [, name] of route.path.matchAll(/\{(\w+)\}/g)) if (fields && !fields.has(name!)) problems.push(`has path parameter ${name} that its input lacks`);
+    }
+    if (operation.rest.length === 0 && !operation.mcp && !forAgents) problems.push('is reachable from no surface');
+  }
+  if (operation.mcp) {
+    if (!/^[a-z][a-z0-9_]{0,63}$/.test(operation.mcp.name) || operation.mcp.name.includes('__')) problems.push(`has MCP tool name ${operation.mcp.name} outside [a-z0-9_] or with __`);
+    if (!forAgents) problems.push('has an MCP tool but is closed to agents');
+  }
+  if (operation.ownDevice !== undefined) {
+    if (!credentials.includes('device')) problems.push('declares ownDevice but is closed to devices');
+    if (!inputFields(operation)?.has(operation.ownDevice)) problems.push(`declares ownDevice ${operation.ownDevice} that its input lacks`);
+  }
+  if (operation.queuesDeviceActions && operation.hints?.readOnly) problems.push('queues device actions but claims to be read-only');
   return problems;
 }
 
@@ -77,6 +117,17 @@ describe('the registry check itself', () => {
     ['no access', { ...sound, access: undefined }, 'declares no valid access (undefined)'],
     ['an unknown access', { ...sound, access: 'write' }, 'declares no valid access (write)'],
     ['agents with access none', { ...sound, credentials: ['owner', 'agent'], access: 'none' }, 'is open to agents but declares access "none"'],
+    ['no title', { ...sound, title: undefined }, 'has no title'],
+    ['no hints', { ...sound, hints: undefined }, 'declares no readOnly hint'],
+    ['agents without OAuth surfaces', { ...sound, credentials: ['owner', 'agent'], access: 'read' }, 'is open to agents but does not say where OAuth tokens are accepted'],
+    ['OAuth surfaces for owners only', { ...sound, oauth: ['rest'] }, 'declares OAuth surfaces but is closed to agents'],
+    ['no REST list', { ...sound, rest: undefined }, 'declares no REST routes (an empty list for none)'],
+    ['a GET route on a changing operation', { ...sound, hints: { readOnly: false } }, 'has GET /v1/account but is not read-only'],
+    ['a path parameter the input lacks', { ...sound, rest: [{ method: 'GET', path: '/v1/account/{accountId}' }] }, 'has path parameter accountId that its input lacks'],
+    ['an MCP tool name with a dot', { ...sound, credentials: ['agent'], access: 'read', oauth: ['mcp'], mcp: { name: 'get.account' } }, 'has MCP tool name get.account outside [a-z0-9_] or with __'],
+    ['an MCP tool for owners only', { ...sound, mcp: { name: 'get_account' } }, 'has an MCP tool but is closed to agents'],
+    ['ownDevice without device credentials', { ...sound, ownDevice: 'deviceId' }, 'declares ownDevice but is closed to devices'],
+    ['a read-only operation that queues actions', { ...sound, queuesDeviceActions: true }, 'queues device actions but claims to be read-only'],
   ])('fails an operation with %s', (_label, operation, problem) => {
     expect(declarationProblems(operation as unknown as AnyOperation)).toContain(problem);
   });
@@ -87,6 +138,22 @@ describe('REST routes', () => {
 
   it.each(routes.map((route) => [`${route.method} ${route.path}`, route] as const))('%s calls a registry operation', (_label, route) => {
     expect(registered.has(route.operation)).toBe(true);
+  });
+
+  it('never lets a route with a {parameter} shadow a literal route declared after it', () => {
+    routes.forEach((later, index) => {
+      for (const earlier of routes.slice(0, index)) {
+        const a = earlier.path.split('/');
+        const b = later.path.split('/');
+        const shadowing = earlier.method === later.method && a.length === b.length && a.every((segment, i) => segment === b[i] || segment.startsWith('{'));
+        expect(shadowing, `${earlier.path} before ${later.path}`).toBe(false);
+      }
+    });
+  });
+
+  it('is exactly the routes the operations declare', () => {
+    const declared = allOperations.flatMap((operation) => operation.rest.map((route) => `${route.method} ${route.path} → ${operation.name}`));
+    expect(routes.map((route) => `${route.method} ${route.path} → ${route.operation.name}`).sort()).toEqual(declared.sort());
   });
 
   it('has no duplicate method and path', () => {
@@ -106,5 +173,14 @@ describe('REST routes', () => {
       expect(b.operation).toBe(a.operation);
       expect(b.status).toBe(a.status);
     }
+  });
+});
+
+describe('MCP fixed tools', () => {
+  it('have unique names, none shaped like a device tool', () => {
+    const names = allOperations.flatMap((operation) => (operation.mcp ? [operation.mcp.name] : []));
+    expect(names.length).toBeGreaterThan(0);
+    expect(new Set(names).size).toBe(names.length);
+    for (const name of names) expect(name).not.toContain('__');
   });
 });

@@ -18,9 +18,12 @@ export const account = z.object({
 
 export const getAccount = defineOperation({
   name: 'account.get',
+  title: 'Get the account',
   description: "The signed-in owner's workspace and what it holds.",
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/account' }],
   input: z.strictObject({}),
   output: account,
   async run({ ctx, credential }) {

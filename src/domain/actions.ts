@@ -18,12 +18,6 @@ const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadli
 const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
 const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
 
-function assertControlsEnabled(ctx: Context): void {
-  if (!ctx.settings.deviceControlsEnabled) {
-    throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
-  }
-}
-
 /** Tells waiters and the wake channel, after the change has committed. */
 export function publishActions(ctx: Context, rows: ActionRow[]): void {
   for (const row of rows) ctx.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
@@ -55,7 +49,7 @@ async function queueAction(
   });
 }
 
-export const requestActionInput = z.strictObject({
+const requestActionInput = z.strictObject({
   deviceId: uuid,
   capability: capabilityName,
   arguments: args.default({}),
@@ -63,9 +57,8 @@ export const requestActionInput = z.strictObject({
   idempotencyKey: idempotencyKey.optional(),
 });
 
-/** Queues one action; shared by REST and the MCP device tools. */
-export async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
-  assertControlsEnabled(ctx);
+/** Queues one action: REST and the MCP device tools both reach it through `invoke`. */
+async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
   const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl } = input;
   const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
@@ -83,10 +76,16 @@ export async function requestDeviceAction(ctx: Context, agent: CredentialOf<'age
 
 export const requestAction = defineOperation({
   name: 'actions.request',
+  title: 'Request an action',
   description:
     'Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result.',
   credentials: ['agent'],
   access: 'per-function',
+  oauth: ['mcp'],
+  // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+  hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  queuesDeviceActions: true,
+  rest: [{ method: 'POST', path: '/v1/devices/{deviceId}/actions', status: 201 }],
   input: requestActionInput,
   output: action,
   run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
@@ -110,9 +109,14 @@ async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agen
 
 export const getActionState = defineOperation({
   name: 'actions.get',
+  title: 'Get an action',
   description: 'The current state of an action: the owner sees any, an agent those its principal requested.',
   credentials: ['owner', 'agent'],
   access: 'read',
+  oauth: ['rest', 'mcp'],
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/actions/{actionId}' }],
+  mcp: { name: 'get_action' },
   input: z.strictObject({ actionId: uuid }),
   output: action,
   async run({ ctx, credential, input }) {
@@ -122,9 +126,14 @@ export const getActionState = defineOperation({
 
 export const cancelAction = defineOperation({
   name: 'actions.cancel',
+  title: 'Cancel a queued action',
   description: 'Cancel an action that is still queued. Once a device has fetched it, it can no longer be cancelled (409).',
   credentials: ['owner', 'agent'],
   access: 'read',
+  oauth: ['rest', 'mcp'],
+  hints: { readOnly: false, destructive: false, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/actions/{actionId}/cancel' }],
+  mcp: { name: 'cancel_action' },
   input: z.strictObject({ actionId: uuid }),
   output: action,
   async run({ ctx, credential, input }) {
@@ -139,9 +148,12 @@ export const cancelAction = defineOperation({
 
 export const listRecentActions = defineOperation({
   name: 'actions.list',
+  title: 'List recent actions',
   description: `The ${HISTORY_LIMIT} most recent actions of the workspace, newest first.`,
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/actions' }],
   input: z.strictObject({}),
   output: z.array(action),
   async run({ ctx, credential }) {
@@ -152,9 +164,14 @@ export const listRecentActions = defineOperation({
 
 export const listRequestedActions = defineOperation({
   name: 'actions.listRequested',
+  title: 'List the actions this agent requested',
   description: `The ${HISTORY_LIMIT} most recent actions this agent's principal requested, newest first (the MCP action:// resource list).`,
   credentials: ['agent'],
   access: 'read',
+  oauth: ['mcp'],
+  hints: { readOnly: true },
+  // Agents reach it as the MCP action:// resource list only.
+  rest: [],
   input: z.strictObject({}),
   output: z.array(action),
   async run({ ctx, credential }) {
@@ -167,9 +184,12 @@ const queryTime = z.coerce.number().int().min(0).optional();
 
 export const exportHistory = defineOperation({
   name: 'actions.export',
+  title: 'Export the action history',
   description: 'Every action of the workspace, oldest first, optionally created in [since, until) (Unix ms).',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/actions/export' }],
   input: z.strictObject({ since: queryTime, until: queryTime }),
   output: z.object({ generatedAt: timestamp, count: z.number().int(), actions: z.array(action) }),
   async run({ ctx, credential, input }) {
@@ -191,10 +211,17 @@ const broadcastResult = z.discriminatedUnion('ok', [
 
 export const broadcast = defineOperation({
   name: 'broadcasts.create',
+  title: 'Broadcast one function to several devices',
   description:
     'Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic.',
   credentials: ['agent'],
   access: 'per-function',
+  oauth: ['mcp'],
+  // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+  hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  queuesDeviceActions: true,
+  rest: [{ method: 'POST', path: '/v1/broadcasts' }],
+  mcp: { name: 'broadcast' },
   input: z.strictObject({
     deviceIds: z
       .array(uuid)
@@ -213,7 +240,6 @@ export const broadcast = defineOperation({
   }),
   output: z.object({ id: uuid, results: z.array(broadcastResult) }),
   async run({ ctx, credential, input }) {
-    assertControlsEnabled(ctx);
     const now = ctx.clock.now();
     const created: ActionRow[] = [];
     const scope = { workspaceId: credential.workspaceId, principal: credential.principal, key: input.idempotencyKey };

@@ -73,9 +73,15 @@ async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurp
 
 export const createSetupToken = defineOperation({
   name: 'setupTokens.create',
+  title: 'Create a device setup token',
   description: 'Create an attach-only device setup token. It can attach devices and do nothing else.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [
+    { method: 'POST', path: '/v1/device-setup-tokens', status: 201 },
+    { method: 'POST', path: '/v1/sdk-tokens', status: 201, deprecated: true },
+  ],
   input: z.strictObject({
     name: z.string().min(1).max(64),
     ttlSeconds: z.number().int().min(60).max(86_400).default(600),
@@ -88,9 +94,15 @@ export const createSetupToken = defineOperation({
 
 export const listSetupTokens = defineOperation({
   name: 'setupTokens.list',
+  title: 'List device setup tokens',
   description: 'List device setup tokens, newest first. Tokens themselves are never shown again.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [
+    { method: 'GET', path: '/v1/device-setup-tokens' },
+    { method: 'GET', path: '/v1/sdk-tokens', deprecated: true },
+  ],
   input: z.strictObject({}),
   output: z.array(connection),
   async run({ ctx, credential }) {
@@ -101,9 +113,15 @@ export const listSetupTokens = defineOperation({
 
 export const revokeSetupToken = defineOperation({
   name: 'setupTokens.revoke',
+  title: 'Revoke a device setup token',
   description: 'Revoke a setup token. Devices it attached stay attached with their own credentials.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [
+    { method: 'POST', path: '/v1/device-setup-tokens/{connectionId}/revoke' },
+    { method: 'POST', path: '/v1/sdk-tokens/{connectionId}/revoke', deprecated: true },
+  ],
   input: z.strictObject({ connectionId: uuid }),
   output: connection,
   run: ({ ctx, credential, input }) => revoke(ctx, credential.workspaceId, 'device-setup', input.connectionId),
@@ -113,10 +131,13 @@ export const revokeSetupToken = defineOperation({
 
 export const createAgentConnection = defineOperation({
   name: 'agentConnections.create',
+  title: 'Create an agent connection',
   description:
     'Create an agent API connection: a token with an access ceiling for one principal. It reaches no device until that principal is granted functions.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [{ method: 'POST', path: '/v1/agent-connections', status: 201 }],
   input: z.strictObject({
     name: z.string().min(1).max(64),
     access: access.default('read'),
@@ -144,9 +165,12 @@ export const createAgentConnection = defineOperation({
 
 export const listAgentConnections = defineOperation({
   name: 'agentConnections.list',
+  title: 'List agent connections',
   description: 'List agent connections, newest first.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/agent-connections' }],
   input: z.strictObject({}),
   output: z.array(connection),
   async run({ ctx, credential }) {
@@ -157,9 +181,12 @@ export const listAgentConnections = defineOperation({
 
 export const revokeAgentConnection = defineOperation({
   name: 'agentConnections.revoke',
+  title: 'Revoke an agent connection',
   description: "Revoke an agent connection: its token answers 401 from the next request on. The principal's grants stay.",
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [{ method: 'POST', path: '/v1/agent-connections/{connectionId}/revoke' }],
   input: z.strictObject({ connectionId: uuid }),
   output: connection,
   run: ({ ctx, credential, input }) => revoke(ctx, credential.workspaceId, 'agent', input.connectionId),

@@ -54,9 +54,13 @@ export interface CapacityLimits {
   queuedActionsPerDevice: number;
 }
 
+/** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */
+export type Surface = 'rest' | 'mcp';
+
 /** What every operation receives: plain data, never a transport's request object. */
 export interface Context {
   credential: Credential | null;
+  surface: Surface;
   requestId: string;
   db: Db;
   clock: Clock;

@@ -5,7 +5,7 @@ import { publishActions } from './actions.js';
 import type { Context, CredentialOf } from './context.js';
 import { fail } from './errors.js';
 import { canonical } from './idempotency.js';
-import { assertOwnDevice, noteDeviceSeen } from './devices.js';
+import { noteDeviceSeen } from './devices.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
@@ -21,8 +21,7 @@ export const deviceNext = z.object({
   dispatchedAt: timestamp,
 });
 
-function checkDevice(ctx: Context, credential: CredentialOf<'device'>, deviceId: string, workspace?: string): Promise<void> {
-  assertOwnDevice(credential, deviceId);
+function checkDevice(ctx: Context, credential: CredentialOf<'device'>, workspace?: string): Promise<void> {
   if (workspace !== undefined && workspace !== credential.routingId) {
     throw fail.forbidden('x-service-workspace does not name this device’s workspace.');
   }
@@ -31,10 +30,15 @@ function checkDevice(ctx: Context, credential: CredentialOf<'device'>, deviceId:
 
 export const fetchNextCommand = defineOperation({
   name: 'device.next',
+  title: 'Fetch the next command',
   description:
     'Fetch the oldest queued, unexpired command for this device or, for a gateway, its children. Each command is handed out once and becomes `received`; `null` when there is none.',
   credentials: ['device'],
   access: 'none',
+  // Claims a command: state changes, so not read-only, though it moves nothing itself.
+  hints: { readOnly: false, destructive: false },
+  ownDevice: 'deviceId',
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/next', headers: { 'x-service-workspace': 'workspace' } }],
   input: z.strictObject({
     deviceId: uuid,
     workspace: z
@@ -44,7 +48,7 @@ export const fetchNextCommand = defineOperation({
   }),
   output: deviceNext.nullable(),
   async run({ ctx, credential, input }) {
-    await checkDevice(ctx, credential, input.deviceId, input.workspace);
+    await checkDevice(ctx, credential, input.workspace);
     // The kill switch is for physical safety: commands queued before it was thrown are held
     // (and expire at their deadline) rather than handed to devices while it is off.
     if (!ctx.settings.deviceControlsEnabled) return null;
@@ -68,10 +72,14 @@ const reportError = z.strictObject({ code: z.string().min(1).max(64), message: z
 
 export const reportResult = defineOperation({
   name: 'device.result',
+  title: "Report a command's result",
   description:
     'Report the result of a command this device fetched: received → succeeded (ok) or failed. Repeating the same report returns the stored action; a different report for a finished action is 409.',
   credentials: ['device'],
   access: 'none',
+  hints: { readOnly: false, destructive: false, idempotent: true },
+  ownDevice: 'deviceId',
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/result' }],
   input: z
     .strictObject({
       deviceId: uuid,
@@ -84,7 +92,7 @@ export const reportResult = defineOperation({
     .refine((body) => !body.ok || body.error === undefined, { path: ['error'], message: 'a successful result has no error' }),
   output: action,
   async run({ ctx, credential, input }) {
-    await checkDevice(ctx, credential, input.deviceId);
+    await checkDevice(ctx, credential);
     const now = ctx.clock.now();
     const result = input.ok && input.result !== undefined ? JSON.stringify(input.result) : null;
     const report = { id: input.actionId, targetId: credential.deviceId, ok: input.ok, result, errorCode: input.error?.code ?? null, errorMessage: input.error?.message ?? null };

@@ -4,7 +4,7 @@ import { consumeEventTicket, insertEventTicket, pruneEventTickets } from '../sto
 import { touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import type { Clock } from './context.js';
-import { assertOwnDevice, noteDeviceSeen } from './devices.js';
+import { noteDeviceSeen } from './devices.js';
 import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
@@ -19,14 +19,18 @@ export const eventsTicket = z.object({
 
 export const issueEventsTicket = defineOperation({
   name: 'device.eventsTicket',
+  title: 'Issue a wake-channel ticket',
   description:
     "Issue a one-use ticket for this device's wake WebSocket. Valid 30 s, for this device only; the WebSocket upgrade consumes it. A ticket rather than the device credential goes in the URL because URLs end up in logs.",
   credentials: ['device'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  ownDevice: 'deviceId',
+  // GET /v1/device/{deviceId}/events, the wake WebSocket the ticket opens, is served by src/device-channel.
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/events-ticket', status: 201 }],
   input: z.strictObject({ deviceId: uuid }),
   output: eventsTicket,
   async run({ ctx, credential, input }) {
-    assertOwnDevice(credential, input.deviceId);
     const now = ctx.clock.now();
     const issued = issueToken('ticket');
     const expiresAt = now + EVENT_TICKET_TTL_MS;

@@ -89,10 +89,13 @@ export async function createAttachedDevice(
 
 export const attachDevice = defineOperation({
   name: 'devices.attach',
+  title: 'Attach a device',
   description:
     "Attach a device with a setup token. Returns the device's own credential (shown once) and the workspace routing id. Attaching grants no function access.",
   credentials: ['setup'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [{ method: 'POST', path: '/v1/sdk/devices', status: 201 }],
   input: z.strictObject({ name: deviceName, kind: z.enum(['device', 'gateway']).default('device') }),
   output: attachedDevice,
   run: ({ ctx, credential, input }) =>
@@ -109,10 +112,15 @@ export const attachDevice = defineOperation({
 
 export const listWorkspaceDevices = defineOperation({
   name: 'devices.list',
+  title: 'List devices',
   description:
     'List devices. An owner sees every device of the workspace, revoked ones included; an agent sees only devices it may call a function on now, with capabilities filtered to those functions.',
   credentials: ['owner', 'agent'],
   access: 'read',
+  oauth: ['rest', 'mcp'],
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/devices' }],
+  mcp: { name: 'list_devices', listKey: 'devices' },
   input: z.strictObject({}),
   output: z.array(device),
   async run({ ctx, credential }) {
@@ -131,9 +139,12 @@ export const listWorkspaceDevices = defineOperation({
 
 export const revokeWorkspaceDevice = defineOperation({
   name: 'devices.revoke',
+  title: 'Revoke a device',
   description: "Revoke a device (and a gateway's children): its credential answers 401 from the next request on.",
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [{ method: 'POST', path: '/v1/devices/{deviceId}/revoke' }],
   input: z.strictObject({ deviceId: uuid }),
   output: device,
   async run({ ctx, credential, input }) {
@@ -195,20 +206,19 @@ export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'dev
   await touchDevice(ctx.db, credential.deviceId, now);
 }
 
-export function assertOwnDevice(credential: CredentialOf<'device'>, deviceId: string): void {
-  if (credential.deviceId !== deviceId) throw fail.forbidden('A device credential acts only for its own device.');
-}
-
 export const publishManifest = defineOperation({
   name: 'devices.publishManifest',
+  title: 'Publish a device manifest',
   description:
     "Publish the device's manifest: its capabilities and, for a gateway, its children. Republishing replaces it; a child keeps its id per key.",
   credentials: ['device'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  ownDevice: 'deviceId',
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/manifest' }],
   input: manifestInput,
   output: z.object({ device, children: z.array(device) }),
   async run({ ctx, credential, input }) {
-    assertOwnDevice(credential, input.deviceId);
     const issues: ErrorIssue[] = [];
     uniqueNames(input.capabilities, ['capabilities'], issues);
     schemaIssues(input.capabilities, ['capabilities'], issues);

@@ -13,9 +13,12 @@ const ENROLLMENT_TTL_MS = 10 * 60_000;
 
 export const createEnrollment = defineOperation({
   name: 'enrollments.create',
+  title: 'Create a board enrollment code (legacy)',
   description: 'Legacy: create a one-use board enrollment code, valid 10 minutes. New devices should use setup tokens.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [{ method: 'POST', path: '/v1/enrollments', status: 201, deprecated: true }],
   input: z.strictObject({}),
   output: z.object({
     id: uuid,
@@ -33,10 +36,13 @@ export const createEnrollment = defineOperation({
 
 export const enrollBoard = defineOperation({
   name: 'enrollments.enroll',
+  title: 'Enroll a board (legacy)',
   description: 'Legacy: a board trades its enrollment code for a device credential, once.',
   // The code in the body is the credential; a bearer header is not needed.
   credentials: ['public'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [{ method: 'POST', path: '/v1/device/enroll', status: 201, deprecated: true }],
   input: z.strictObject({
     code: z.string().min(1).max(128),
     name: z.string().min(1).max(64),

@@ -78,9 +78,14 @@ export async function callableFunctionsValidUntil(db: Queryable, credential: Cre
 
 export const listFunctions = defineOperation({
   name: 'functions.list',
+  title: 'List callable functions',
   description: 'List device functions. Owners see all; agents see exactly the functions they may call now.',
   credentials: ['owner', 'agent'],
   access: 'read',
+  oauth: ['rest', 'mcp'],
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/functions' }],
+  mcp: { name: 'list_functions', listKey: 'functions' },
   input: z.strictObject({}),
   output: z.array(callableFunction),
   run: ({ ctx, credential }) => listCallableFunctions(ctx.db, credential, ctx.clock.now()),

@@ -37,10 +37,13 @@ function toGrant(row: GrantRow, now: number): z.infer<typeof grant> {
 
 export const createGrants = defineOperation({
   name: 'grants.create',
+  title: 'Grant device functions',
   description:
     "Grant a principal device functions. An existing grant for the same function is replaced (its expiry renewed). Grants are per principal, so they survive rotating the principal's tokens.",
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [{ method: 'POST', path: '/v1/grants', status: 201 }],
   input: z.strictObject({
     principal,
     deviceId: uuid,
@@ -74,9 +77,12 @@ export const createGrants = defineOperation({
 
 export const listWorkspaceGrants = defineOperation({
   name: 'grants.list',
+  title: 'List grants',
   description: 'List unrevoked grants, newest first, optionally for one principal or device. Expired grants show `expired: true`.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/grants' }],
   input: z.strictObject({ principal: principal.optional(), deviceId: uuid.optional() }),
   output: z.array(grant),
   async run({ ctx, credential, input }) {
@@ -87,10 +93,13 @@ export const listWorkspaceGrants = defineOperation({
 
 export const revokeWorkspaceGrants = defineOperation({
   name: 'grants.revoke',
+  title: 'Revoke grants',
   description:
     'Revoke one grant by id, or every grant of a principal on a device (optionally one capability). Takes effect on the next request, also for MCP tools listed earlier.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [{ method: 'POST', path: '/v1/grants/revoke' }],
   input: z.union([
     z.strictObject({ grantId: uuid }),
     z.strictObject({ principal, deviceId: uuid, capability: capabilityName.optional() }),
@@ -148,10 +157,13 @@ async function replaceGatewayGrants(
 
 export const grantGateway = defineOperation({
   name: 'gatewayGrants.replace',
+  title: 'Grant a gateway and its devices',
   description:
     "Grant a principal a gateway and its linked devices in one call, replacing that principal's earlier grants on them. `read` grants read functions, `control` all functions; service devices only with includeServices (omitted ones lose their grants and this principal's queued commands). Devices linked later stay ungranted; other gateways are untouched.",
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [{ method: 'POST', path: '/v1/devices/{deviceId}/gateway-grants' }],
   input: z.strictObject({
     deviceId: uuid,
     principal,

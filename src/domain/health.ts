@@ -11,9 +11,12 @@ export const healthObject = z.object({
 
 export const getHealth = defineOperation({
   name: 'health.get',
+  title: 'Service health',
   description: 'Service health. It says nothing of device health or physical execution.',
   credentials: ['public'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/healthz', unwrapped: true }],
   input: z.object({}),
   output: healthObject,
   async run({ ctx }) {

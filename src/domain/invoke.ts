@@ -4,21 +4,40 @@ import type { AnyOperation } from './operation.js';
 import { inputIssues } from './input-limits.js';
 
 /**
- * The one chokepoint both transports call. In order: the credential kind (401 when there
- * is none, 403 when it is of another kind), the agent's access ceiling, the input schema,
- * the operation itself, and its output schema — so no check can be forgotten on one surface.
+ * Who may call the operation at all, from its declaration and the caller's credential
+ * alone: the credential kind (401 when there is none, 403 when it is of another kind) and
+ * whether an OAuth access token is accepted on this surface. It needs no input, so a
+ * surface may call it before reading a request body; `invoke` calls it again.
+ */
+export function admit(operation: AnyOperation, ctx: Context): void {
+  const credential = ctx.credential;
+  if (operation.credentials.includes('public')) return;
+  if (!credential) throw new DomainError('unauthorized', 'A valid credential is required.');
+  if (!operation.credentials.includes(credential.kind)) {
+    throw new DomainError('forbidden', `This endpoint does not accept ${/^[aeiou]/.test(credential.kind) ? 'an' : 'a'} ${credential.kind} credential.`);
+  }
+  if (credential.kind === 'agent' && credential.oauth && !operation.oauth?.includes(ctx.surface)) {
+    throw new DomainError('forbidden', 'OAuth access tokens are accepted on shared endpoints and MCP, not on agent-only endpoints.');
+  }
+}
+
+/** The kill switch (DEVICE_CONTROLS_ENABLED=false) refuses every operation that queues device actions. */
+export function assertControlsEnabled(operation: AnyOperation, ctx: Context): void {
+  if (operation.queuesDeviceActions && !ctx.settings.deviceControlsEnabled) {
+    throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
+  }
+}
+
+/**
+ * The one chokepoint every surface calls. In order: who may call (`admit`), the input
+ * schema, the caller's own device, the kill switch, the operation itself, and its output
+ * schema — so no check can be forgotten on one surface. The live grant and ceiling of a
+ * device function (`access: 'per-function'`) are checked by the operation inside the
+ * transaction that queues the action, where they cannot change underneath it.
  */
 export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {
+  admit(operation, ctx);
   const credential = ctx.credential;
-  if (!operation.credentials.includes('public')) {
-    if (!credential) throw new DomainError('unauthorized', 'A valid credential is required.');
-    if (!operation.credentials.includes(credential.kind)) {
-      throw new DomainError('forbidden', `This endpoint does not accept ${/^[aeiou]/.test(credential.kind) ? 'an' : 'a'} ${credential.kind} credential.`);
-    }
-  }
-  if (credential?.kind === 'agent' && operation.access === 'act' && credential.access !== 'act') {
-    throw new DomainError('insufficient_access', 'This call needs the act access ceiling.', { requiredAccess: 'act' });
-  }
 
   const unsafe = inputIssues(raw);
   if (unsafe.length > 0) throw new DomainError('validation_failed', 'The request holds text or nesting that cannot be stored as sent.', { issues: unsafe });
@@ -27,6 +46,11 @@ export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown
   if (!input.success) {
     throw new DomainError('validation_failed', 'The request is not valid.', { issues: issuesFromZod(input.error) });
   }
+
+  if (operation.ownDevice !== undefined && credential?.kind === 'device' && (input.data as Record<string, unknown>)[operation.ownDevice] !== credential.deviceId) {
+    throw new DomainError('forbidden', 'A device credential acts only for its own device.');
+  }
+  assertControlsEnabled(operation, ctx);
 
   const result = await operation.run({ ctx, credential, input: input.data });
 

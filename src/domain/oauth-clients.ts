@@ -40,10 +40,13 @@ const redirectUri = z
 
 export const createOAuthClient = defineOperation({
   name: 'oauthClients.create',
+  title: 'Pre-register an OAuth client',
   description:
     'Pre-register an OAuth client for this workspace: an agent connection whose tokens come from the authorization code flow. A confidential client receives its client secret once, as `token`; a public client (PKCE only) has none.',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: false },
+  rest: [{ method: 'POST', path: '/v1/oauth-clients', status: 201 }],
   input: z.strictObject({
     name: z.string().min(1).max(64),
     redirectUris: z.array(redirectUri).min(1).max(10),
@@ -98,10 +101,13 @@ export const createOAuthClient = defineOperation({
 
 export const listOAuthClients = defineOperation({
   name: 'oauthClients.list',
+  title: 'List OAuth clients',
   description:
     'List the OAuth clients of this workspace, newest first: pre-registered ones and those an owner approved on the consent page (dynamic registration or client metadata documents).',
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/oauth-clients' }],
   input: z.strictObject({}),
   output: z.array(connection),
   async run({ ctx, credential }) {
@@ -112,10 +118,13 @@ export const listOAuthClients = defineOperation({
 
 export const revokeOAuthClient = defineOperation({
   name: 'oauthClients.revoke',
+  title: 'Revoke an OAuth client',
   description:
     "Revoke an OAuth client in this workspace: its access and refresh tokens answer 401 from the next request on. The principal's grants stay.",
   credentials: ['owner'],
   access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [{ method: 'POST', path: '/v1/oauth-clients/{clientId}/revoke' }],
   input: z.strictObject({ clientId: z.string().min(1).max(512).describe('The OAuth client_id (URL-encoded when it is a metadata document URL).') }),
   output: connection,
   async run({ ctx, credential, input }) {

@@ -1,14 +1,52 @@
 import type { z } from 'zod';
-import type { Context, CredentialKind, CredentialOf } from './context.js';
+import type { Context, CredentialKind, CredentialOf, Surface } from './context.js';
 
 /**
- * The access ceiling an agent credential needs for an operation:
- * - `none`: the operation is not open to agents, or needs no ceiling;
- * - `read` / `act`: checked by `invoke` before the operation runs;
- * - `per-function`: depends on the device function named in the input, so the operation
- *   checks it itself (decisions §3) through src/domain/access.ts.
+ * What an agent credential's ceiling must allow for an operation:
+ * - `none`: the operation is not open to agents;
+ * - `read`: any agent credential may call it (every ceiling includes read);
+ * - `per-function`: depends on the kind of the device function named in the input (a
+ *   control function needs `act`), checked live inside the operation's own transaction
+ *   (`authorizeFunction` in src/domain/functions.ts), where the grant is read too.
  */
-export type AccessRequirement = 'none' | 'read' | 'act' | 'per-function';
+export type AccessRequirement = 'none' | 'read' | 'per-function';
+
+/**
+ * How the operation touches the world, for callers deciding whether to ask a human first.
+ * MCP tools advertise these as their annotations (readOnlyHint, destructiveHint, …).
+ */
+export interface OperationHints {
+  /** Changes nothing: safe to call at any time. A GET route must be read-only. */
+  readOnly: boolean;
+  /** May undo or overwrite something, or move a physical device (only meaningful when not read-only). */
+  destructive?: boolean;
+  /** Repeating the same call has no further effect (an idempotency key replays, a cancel stays cancelled). */
+  idempotent?: boolean;
+  /** Reaches beyond this service's own records: a device acts in the physical world. */
+  openWorld?: boolean;
+}
+
+/** One REST route of an operation; `{name}` path segments become input fields of the same name. */
+export interface RestRoute {
+  method: 'GET' | 'POST';
+  path: string;
+  /** Success status; 200 unless stated. */
+  status?: 200 | 201;
+  /** Health answers a raw object, not `{ data }` (docs/rules.md "Envelopes"). */
+  unwrapped?: boolean;
+  /** Request headers copied into input fields: header name → field. */
+  headers?: Readonly<Record<string, string>>;
+  /** A legacy alias kept for old clients; the OpenAPI document marks it deprecated. */
+  deprecated?: boolean;
+}
+
+/** The operation's fixed MCP tool (device functions are tools of their own, src/mcp/tools.ts). */
+export interface McpTool {
+  /** Letters, digits and `_` only, so every LLM API accepts it; never containing `__` (device tools' separator). */
+  name: string;
+  /** `structuredContent` must be an object: a list result is put under this key. */
+  listKey?: string;
+}
 
 export interface OperationArgs<K extends CredentialKind | 'public', I> {
   ctx: Context;
@@ -16,6 +54,13 @@ export interface OperationArgs<K extends CredentialKind | 'public', I> {
   input: I;
 }
 
+/**
+ * An operation: everything every surface needs to know about one thing the service does,
+ * declared once. `invoke` (src/domain/invoke.ts) enforces the declarations — credential
+ * kinds, where OAuth tokens are accepted, the caller's own device, the kill switch — so the
+ * operation's `run` holds only its own logic; the REST route table, the OpenAPI document,
+ * the MCP fixed tools and the authorization matrix are all built from these descriptors.
+ */
 export interface Operation<
   K extends CredentialKind | 'public' = CredentialKind | 'public',
   I extends z.ZodType = z.ZodType,
@@ -23,10 +68,30 @@ export interface Operation<
 > {
   /** `resource.verb`, e.g. `setupTokens.create`. */
   name: string;
+  /** A short human title: the MCP tool title and the OpenAPI summary. */
+  title: string;
   description: string;
   /** Credential kinds that may call it; `['public']` for no credential at all. */
   credentials: readonly K[];
+  /**
+   * Where an OAuth access token (an agent credential issued by /oauth/token) is accepted.
+   * Declared by every operation open to agents: OAuth tokens serve the endpoints shared by
+   * owners and agents on REST, and MCP; agent-only REST endpoints want an agent token.
+   */
+  oauth?: readonly Surface[];
   access: AccessRequirement;
+  hints: OperationHints;
+  /**
+   * Queues device actions: refused with 503 `device_controls_disabled` while the kill switch
+   * (DEVICE_CONTROLS_ENABLED=false) is thrown.
+   */
+  queuesDeviceActions?: boolean;
+  /** The input field naming a device that must be the calling device's own (device credentials). */
+  ownDevice?: string;
+  /** Its REST routes: the route first, legacy aliases after it. None for MCP-only operations. */
+  rest: readonly RestRoute[];
+  /** Its fixed MCP tool, if agents should have one. */
+  mcp?: McpTool;
   input: I;
   output: O;
   run(args: OperationArgs<K, z.output<I>>): Promise<z.input<O>>;

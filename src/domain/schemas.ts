@@ -71,5 +71,3 @@ export const attachedDevice = z.object({
   workspace: z.string().regex(/^[a-f0-9]{64}$/).describe('Routing identifier for the `x-service-workspace` header.'),
 });
 
-export const empty = z.strictObject({});
-export const idParam = (name: string) => z.strictObject({ [name]: uuid });

@@ -1,7 +1,6 @@
 import type { Hono } from 'hono';
 import { requestId } from 'hono/request-id';
-import type { Context } from '../domain/context.js';
-import type { Logger } from '../domain/context.js';
+import type { Context, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { toHttpError } from './errors.js';
 import { peerAddress, type HttpEnv } from './request.js';
@@ -13,7 +12,7 @@ export interface ObserveDeps {
   /** Told every answered request: the metrics histogram. */
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** The domain context of a request, from its credential and request id. */
-  context(credential: Context['credential'], requestId: string): Context;
+  context(credential: Context['credential'], surface: Surface, requestId: string): Context;
 }
 
 /**
@@ -29,7 +28,7 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     const started = performance.now();
     const id = c.get('requestId');
     c.set('clientAddress', peerAddress(c, trustProxyHops));
-    c.set('context', (credential) => deps.context(credential, id));
+    c.set('context', (credential, surface) => deps.context(credential, surface, id));
     await next();
     // A handler that returns a Response of its own (the MCP SDK's, a cached tools/list)
     // skips the headers set on the context: add the request id to it here.

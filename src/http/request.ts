@@ -1,7 +1,7 @@
 import type { HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context as HonoContext } from 'hono';
-import type { Context } from '../domain/context.js';
+import type { Context, Surface } from '../domain/context.js';
 import { readLimitedBody, readLimitedNodeBody } from './body.js';
 
 /** What every surface's handlers find on the Hono context (set by src/http/observe.ts). */
@@ -12,7 +12,7 @@ export interface HttpEnv {
     /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
     clientAddress: string | undefined;
     /** Builds the domain context for this request once the credential is known. */
-    context: (credential: Context['credential']) => Context;
+    context: (credential: Context['credential'], surface: Surface) => Context;
   };
 }
 

@@ -5,6 +5,9 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Context, Credential, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
+import { admit, assertControlsEnabled } from '../domain/invoke.js';
+import type { AnyOperation } from '../domain/operation.js';
+import { operations } from '../domain/registry.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import type { Logger } from '../domain/context.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
@@ -175,11 +178,8 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
     for (const name of calls) {
       const operation = fixedToolOperation(name);
-      if (!operation) continue;
-      if (operation.access === 'act' && credential.access !== 'act') {
-        return { response: ceilingRefusal(c, name) };
-      }
-      if (name === 'broadcast' && !ctx.settings.deviceControlsEnabled) return { response: killSwitch(c) };
+      const refusal = operation && admissionRefusal(c, operation, ctx);
+      if (refusal) return { response: refusal };
     }
 
     const deviceCalls = calls.filter((name) => DEVICE_TOOL_PATTERN.test(name));
@@ -205,7 +205,9 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
         response: envelope(c, new DomainError('grant_required', `Tool ${name} is not a device function you may call now: no live grant for it.`)),
       };
     }
-    if (deviceCalls.length > 0 && !ctx.settings.deviceControlsEnabled) return { response: killSwitch(c) };
+    // A device tool runs actions.request: its descriptor's checks (the kill switch among them) apply.
+    const refusal = deviceCalls.length > 0 && admissionRefusal(c, operations.requestAction, ctx);
+    if (refusal) return { response: refusal };
 
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
     session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));
@@ -218,8 +220,20 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     });
   }
 
-  function killSwitch(c: HonoContext<HttpEnv>): Response {
-    return envelope(c, new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).'));
+  /**
+   * What `invoke` would refuse before reading the arguments (credential kind, OAuth on this
+   * surface, the kill switch), answered here as an HTTP status because the SDK would answer
+   * it in-band with 200. `invoke` checks the same again when the tool runs.
+   */
+  function admissionRefusal(c: HonoContext<HttpEnv>, operation: AnyOperation, ctx: Context): Response | undefined {
+    try {
+      admit(operation, ctx);
+      assertControlsEnabled(operation, ctx);
+      return undefined;
+    } catch (error) {
+      if (error instanceof DomainError) return envelope(c, error);
+      throw error;
+    }
   }
 
   app.all('/mcp', async (c) => {
@@ -257,7 +271,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       (m): m is RpcMessage => typeof m === 'object' && m !== null,
     );
 
-    const ctx = c.get('context')(credential);
+    const ctx = c.get('context')(credential, 'mcp');
 
     // A modern tools/list is answered from the caller's cached list while it is current
     // (src/mcp/tools-list-cache.ts); a miss is answered by the SDK and kept.

@@ -15,8 +15,8 @@ import type { Context, CredentialOf } from '../domain/context.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
-import type { AnyOperation } from '../domain/operation.js';
-import { operations } from '../domain/registry.js';
+import type { AnyOperation, OperationHints } from '../domain/operation.js';
+import { allOperations, operations } from '../domain/registry.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -147,60 +147,33 @@ function compact(node: unknown): unknown {
 }
 
 // ---------------------------------------------------------------------------------------
-// Fixed tools: each is a registry operation called through `invoke`, with the operation's
-// own input schema, so REST and MCP cannot drift apart (decisions §6).
+// Fixed tools: the registry operations that declare an MCP tool, each called through
+// `invoke` with the operation's own input schema, so REST and MCP cannot drift apart. Name,
+// title, description, annotations and schemas all come from the operation's descriptor.
 // ---------------------------------------------------------------------------------------
 
 interface FixedTool {
   name: string;
-  title: string;
   operation: AnyOperation;
-  annotations: ToolAnnotations;
   /** structuredContent must be an object: a list is put under this key. */
   listKey?: string;
 }
 
-const fixedTools: FixedTool[] = [
-  {
-    name: 'list_devices',
-    title: 'List devices',
-    operation: operations.listDevices,
-    listKey: 'devices',
-    annotations: { readOnlyHint: true, openWorldHint: false },
-  },
-  {
-    name: 'list_functions',
-    title: 'List callable functions',
-    operation: operations.listFunctions,
-    listKey: 'functions',
-    annotations: { readOnlyHint: true, openWorldHint: false },
-  },
-  {
-    name: 'get_action',
-    title: 'Get an action',
-    operation: operations.getAction,
-    annotations: { readOnlyHint: true, openWorldHint: false },
-  },
-  {
-    name: 'cancel_action',
-    title: 'Cancel a queued action',
-    operation: operations.cancelAction,
-    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  },
-  {
-    name: 'broadcast',
-    title: 'Broadcast one function to several devices',
-    operation: operations.broadcast,
-    // Control functions change the physical world; a repeat with the same idempotencyKey replays.
-    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
-  },
-];
+const fixedTools: FixedTool[] = allOperations.flatMap((operation) => (operation.mcp ? [{ ...operation.mcp, operation }] : []));
 
-export const FIXED_TOOL_NAMES = new Set(fixedTools.map((t) => t.name));
-
-/** Fixed tools whose operation needs the `act` ceiling as a whole (checked before the SDK). */
+/** The registry operation behind a fixed tool, for the gate's checks before the SDK runs. */
 export function fixedToolOperation(name: string): AnyOperation | undefined {
   return fixedTools.find((t) => t.name === name)?.operation;
+}
+
+/** MCP tool annotations from an operation's hints; only what differs from the protocol's defaults is left out. */
+function annotationsOf({ readOnly, destructive, idempotent, openWorld }: OperationHints): ToolAnnotations {
+  return {
+    readOnlyHint: readOnly,
+    ...(readOnly ? {} : { destructiveHint: destructive ?? true }),
+    ...(readOnly || idempotent === undefined ? {} : { idempotentHint: idempotent }),
+    openWorldHint: openWorld ?? false,
+  };
 }
 
 const fixedSchemas = once(() =>
@@ -229,11 +202,11 @@ function registerFixedTools(server: McpServer, session: McpSession): void {
     server.registerTool(
       tool.name,
       {
-        title: tool.title,
+        title: tool.operation.title,
         description: tool.operation.description,
         inputSchema: advertised(schema.input),
         outputSchema: advertised(schema.output),
-        annotations: tool.annotations,
+        annotations: annotationsOf(tool.operation.hints),
       },
       async (args: unknown): Promise<CallToolResult> => {
         try {

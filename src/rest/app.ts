@@ -2,8 +2,7 @@ import { Hono } from 'hono';
 import type { Context as HonoContext } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Context } from '../domain/context.js';
-import { DomainError } from '../domain/errors.js';
-import { invoke } from '../domain/invoke.js';
+import { admit, invoke } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
@@ -28,17 +27,16 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
         ? null
         : await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
       c.set('principalKind', credential?.kind);
-      // service-api.md "Authentication": an OAuth access token serves the shared (owner and
-      // agent) endpoints and MCP; the agent-only REST endpoints want an agent token.
-      if (credential?.kind === 'agent' && credential.oauth && !route.operation.credentials.includes('owner')) {
-        throw new DomainError('forbidden', 'OAuth access tokens are accepted on shared endpoints and MCP, not on agent-only endpoints.');
-      }
+      const ctx = c.get('context')(credential, 'rest');
+      // Who may call is decided before the body is read: a caller that cannot call learns
+      // nothing about how its body would have been judged.
+      admit(route.operation, ctx);
       const body = route.method === 'POST' ? parseJsonObject(await requestBody(c)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
       for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);
       // Path parameters win over body fields of the same name: the URL names the resource.
       const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
-      const data = await invoke(route.operation, c.get('context')(credential), input);
+      const data = await invoke(route.operation, ctx, input);
       return c.json(route.unwrapped ? data : { data }, route.status ?? 200);
     };
     if (route.method === 'GET') app.get(honoPath(route.path), handler);

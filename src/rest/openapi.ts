@@ -63,14 +63,11 @@ function propertyOf(schema: JsonSchema, field: string): unknown {
   return schema.properties?.[field] ?? schema.anyOf?.map((b) => b.properties?.[field]).find(Boolean) ?? { type: 'string' };
 }
 
-/**
- * One alternative per accepted credential kind. OAuth access tokens serve the shared
- * endpoints (those open to owners and agents) and MCP, not the agent-only ones (README "OAuth").
- */
+/** One alternative per accepted credential kind, and OAuth where the operation accepts it on REST. */
 function security(op: AnyOperation): Record<string, string[]>[] {
   const kinds = op.credentials as CredentialKind[];
   const alternatives = kinds.map((kind) => ({ [securitySchemes[kind].scheme]: [] as string[] }));
-  if (kinds.includes('agent') && kinds.includes('owner')) alternatives.push({ oauth: op.access === 'act' ? ['read', 'act'] : ['read'] });
+  if (op.oauth?.includes('rest')) alternatives.push({ oauth: ['read'] });
   return alternatives;
 }
 
@@ -98,7 +95,7 @@ function operationObject(route: Route): Record<string, unknown> {
 
   return {
     operationId: op.name,
-    summary: op.description.split('. ')[0],
+    summary: op.title,
     description: op.description,
     // Grouped by the resource an operation belongs to (`setupTokens.create` → setupTokens),
     // so the legacy aliases sit beside the routes they mirror.
