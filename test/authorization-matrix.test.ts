@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { allOperations } from '../src/domain/registry.js';
 import { routes } from '../src/rest/routes.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, next, queue } from './helpers/actions.js';
@@ -14,7 +15,8 @@ import type { TestServer } from './helpers/server.js';
  * no grant, an OAuth access token, a setup token, a device, a second workspace's owner, agent
  * and device, a revoked and an expired credential of each kind, and no credential. Each cell
  * states the status class it must get. The table is keyed by `${method} ${path}` and must
- * hold exactly the routes of src/rest/routes.ts, so a new route fails here until it has a row.
+ * hold exactly the routes the registry declares (src/rest/routes.ts derives them), so a new
+ * route fails here until it has a row; the MCP rows likewise hold exactly its fixed tools.
  *
  * Every request is well formed for its route, so a cell measures who may call, not what
  * they sent. Answers a second workspace's credentials get must carry none of the first
@@ -404,6 +406,11 @@ describe('authorization matrix: MCP tools', () => {
     const names = (json.result.tools as { name: string }[]).map((t) => t.name);
     expect(names).toContain(lampTool());
     expect([...names.filter((n) => !n.includes('__')), '<device tool>'].sort()).toEqual(Object.keys(mcpMatrix).sort());
+  });
+
+  it('has exactly one row per fixed tool the registry declares, plus the device tool', () => {
+    const declared = allOperations.flatMap((operation) => (operation.mcp ? [operation.mcp.name] : []));
+    expect(Object.keys(mcpMatrix).filter((tool) => tool !== '<device tool>').sort()).toEqual(declared.sort());
   });
 
   const mcpCases = Object.keys(mcpMatrix).flatMap((tool) => [...LIVE, ...DEAD].map((caller) => ({ tool, caller })));
