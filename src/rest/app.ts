@@ -1,7 +1,6 @@
 import { Hono } from 'hono';
 import type { Context as HonoContext } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
-import type { Context } from '../domain/context.js';
 import { admit, invoke } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
