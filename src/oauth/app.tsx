@@ -5,26 +5,15 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Clock, Logger } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import {
-  approveAuthorization,
-  authenticateClient,
-  checkAuthorizationRequest,
-  consentView,
-  createOwnerSession,
-  csrfMatches,
-  csrfToken,
-  endOwnerSession,
-  exchangeCode,
-  ownerSession,
-  refreshTokens,
-  registerDynamicClient,
-  revokeToken,
-  SCOPES,
-  type AuthorizationParams,
-  type ClientCredentials,
-  type OAuthDeps,
-} from '../domain/oauth.js';
-import { OAuthProtocolError, UnsafeAuthorizationRequest, type OAuthErrorCode } from '../domain/oauth-errors.js';
+import { approveAuthorization, checkAuthorizationRequest, consentView, type AuthorizationParams } from '../domain/oauth/authorize.js';
+import { authenticateClient, type ClientCredentials } from '../domain/oauth/clients.js';
+import type { OAuthDeps } from '../domain/oauth/deps.js';
+import { OAuthProtocolError, UnsafeAuthorizationRequest, type OAuthErrorCode } from '../domain/oauth/errors.js';
+import { registerDynamicClient } from '../domain/oauth/registration.js';
+import { revokeToken } from '../domain/oauth/revoke.js';
+import { SCOPES } from '../domain/oauth/scopes.js';
+import { createOwnerSession, csrfMatches, csrfToken, endOwnerSession, ownerSession } from '../domain/oauth/sessions.js';
+import { exchangeCode, refreshTokens } from '../domain/oauth/token.js';
 import { authFailureKey, registrationKey, type BucketRule, type RateLimiter } from '../domain/rate-limits.js';
 import { clientAddress } from '../http/request.js';
 import { MAX_BODY_BYTES, readLimitedBody } from '../http/body.js';
@@ -37,7 +26,7 @@ import { ConsentPage, ErrorPage, SignedInPage, SignInPage } from './pages.js';
  * authorization endpoint with its consent page, token (RFC 6749, PKCE), revocation
  * (RFC 7009), dynamic registration (RFC 7591, deprecated), and the owner's sign-in. These
  * endpoints speak OAuth's own wire formats, so they live here rather than in the registry;
- * their logic is in src/domain/oauth.ts.
+ * their logic is in src/domain/oauth/.
  */
 
 export interface OAuthAppDeps {

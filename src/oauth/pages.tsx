@@ -1,5 +1,5 @@
 import type { Child } from 'hono/jsx';
-import type { ConsentView } from '../domain/oauth.js';
+import type { ConsentView } from '../domain/oauth/authorize.js';
 
 /**
  * Server-rendered pages of the authorization server (hono/jsx, no script, no front-end
