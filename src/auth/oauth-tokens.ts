@@ -1,5 +1,5 @@
 import type { CredentialOf } from '../domain/context.js';
-import { lowerAccess, parseScope, scopesOf } from '../domain/oauth.js';
+import { lowerAccess, parseScope, scopesOf } from '../domain/oauth/scopes.js';
 import type { Db } from '../store/driver.js';
 import { findAccessToken } from '../store/oauth.js';
 import { hashToken } from '../domain/tokens.js';

@@ -10,7 +10,7 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  *
  * - Actions are history (decisions §5: history and export): never deleted.
  * - Authorization codes: one hour past their 60 s expiry, so that a stolen code replayed in
- *   that hour still revokes the tokens it issued (src/domain/oauth.ts, exchangeCode).
+ *   that hour still revokes the tokens it issued (src/domain/oauth/token.ts, exchangeCode).
  * - Access and refresh tokens, including rotated and revoked ones: until they expire. A
  *   rotated refresh token must stay while it could still be presented, or its reuse could not
  *   be detected (and its family revoked); a revoked one may go once it would have expired anyway.

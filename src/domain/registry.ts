@@ -15,7 +15,7 @@ import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
 import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants } from './grants.js';
 import { getHealth } from './health.js';
-import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth-clients.js';
+import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */

@@ -2,7 +2,7 @@ import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP } from 'node:net';
-import type { DocumentFetcher } from '../domain/oauth-cimd.js';
+import type { DocumentFetcher } from '../domain/oauth/metadata-documents.js';
 
 /**
  * Fetches Client ID Metadata Documents without letting a client_id turn this server into a

@@ -1,10 +1,10 @@
 import type { Child } from 'hono/jsx';
-import type { ConsentView } from '../domain/oauth.js';
+import type { ConsentView } from '../domain/oauth/authorize.js';
 
 /**
  * Server-rendered pages of the authorization server (hono/jsx, no script, no front-end
  * build). hono/jsx escapes every interpolated string, so client-chosen names cannot inject
- * markup; the CSP set in src/oauth/app.tsx forbids scripts and framing anyway.
+ * markup; the CSP set in src/oauth/app.ts forbids scripts and framing anyway.
  */
 
 const STYLE = `

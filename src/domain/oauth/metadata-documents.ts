@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { Db } from '../store/driver.js';
-import { findClient, upsertMetadataClient, type OAuthClientRow } from '../store/oauth.js';
-import { redirectUriProblem } from './oauth-redirects.js';
+import type { Db } from '../../store/driver.js';
+import { findClient, upsertMetadataClient, type OAuthClientRow } from '../../store/oauth.js';
+import { redirectUriProblem } from './redirects.js';
 
 /**
  * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, the MCP

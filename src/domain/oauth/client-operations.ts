@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { hashToken, issueToken } from './tokens.js';
-import { insertConnection } from '../store/connections.js';
+import { hashToken, issueToken } from '../tokens.js';
+import { insertConnection } from '../../store/connections.js';
 import {
   clientConnectionByClientId,
   getClientConnection,
@@ -10,19 +10,20 @@ import {
   listClientConnections,
   revokeClientConnection,
   type OAuthConnectionRow,
-} from '../store/oauth.js';
-import { toConnection } from './connections.js';
-import { fail } from './errors.js';
-import { defaultPrincipal } from './oauth.js';
-import { redirectUriProblem } from './oauth-redirects.js';
-import { defineOperation } from './operation.js';
-import { access, connection, newConnection, principal } from './schemas.js';
+} from '../../store/oauth.js';
+import { toConnection } from '../connections.js';
+import { fail } from '../errors.js';
+import { defaultPrincipal } from './clients.js';
+import { redirectUriProblem } from './redirects.js';
+import { defineOperation } from '../operation.js';
+import { access, connection, newConnection, principal } from '../schemas.js';
 
 /**
  * OAuth clients as the owner sees them (service-api.md "OAuth" rows, decisions §3): each is
  * an agent connection with an `oauth` object and a principal. Pre-registered clients are
  * made here; dynamic and metadata-document clients get their connection when an owner
- * first approves them on the consent page, and are listed and revoked here too.
+ * first approves them on the consent page, and are listed and revoked here too. How the
+ * authorization server finds and authenticates a client during the flow is in clients.ts.
  */
 
 function toClientConnection(row: OAuthConnectionRow, now: number): z.input<typeof connection> {

@@ -1,0 +1,23 @@
+import type { Db } from '../../store/driver.js';
+import type { Clock, Logger } from '../context.js';
+import type { DocumentFetcher } from './metadata-documents.js';
+
+/**
+ * The authorization server's protocol logic (decisions §7, issue 6), free of HTTP: the
+ * endpoints in src/oauth parse requests into these calls and render what they return. This
+ * folder holds one file per concern (scopes, clients, authorize, token, revoke, registration,
+ * sessions); this file holds what every one of them is handed.
+ */
+
+export interface OAuthDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  /** PUBLIC_BASE_URL: the issuer, served at /.well-known/oauth-authorization-server. */
+  issuer: string;
+  /** `${PUBLIC_BASE_URL}/mcp`: the only resource (RFC 8707) tokens are issued for. */
+  resource: string;
+  fetchClientDocument: DocumentFetcher;
+  /** OAUTH_CIMD_ALLOW_LOOPBACK: test-only, admits http loopback document URLs. */
+  cimdAllowLoopback: boolean;
+}

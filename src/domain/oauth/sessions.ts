@@ -1,0 +1,49 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { hashToken, issueToken } from '../tokens.js';
+import { deleteSession, findSession, insertSession } from '../../store/oauth.js';
+import type { OAuthDeps } from './deps.js';
+
+/**
+ * Owner sessions of the consent page: the owner signs in once (the sign-in page in
+ * src/oauth) and approves requests under a session cookie; the consent form carries a CSRF
+ * token derived from it.
+ */
+
+export const SESSION_MAX_TTL_MS = 8 * 3_600_000;
+
+export interface OwnerSession {
+  workspaceId: string;
+  subject: string;
+}
+
+export async function createOwnerSession(deps: OAuthDeps, owner: OwnerSession, notAfter: number | undefined): Promise<{ token: string; expiresAt: number }> {
+  const now = deps.clock.now();
+  const session = issueToken('session');
+  // A session never outlives the owner JWT it was made from, nor eight hours.
+  const expiresAt = Math.min(now + SESSION_MAX_TTL_MS, notAfter ?? Number.POSITIVE_INFINITY);
+  await insertSession(deps.db, { tokenHash: session.hash, workspaceId: owner.workspaceId, subject: owner.subject, expiresAt, createdAt: now });
+  return { token: session.token, expiresAt };
+}
+
+export async function ownerSession(deps: OAuthDeps, token: string | undefined): Promise<OwnerSession | undefined> {
+  if (!token) return undefined;
+  const row = await findSession(deps.db, hashToken(token));
+  if (!row || row.expiresAt <= deps.clock.now()) return undefined;
+  return { workspaceId: row.workspaceId, subject: row.subject };
+}
+
+export async function endOwnerSession(deps: OAuthDeps, token: string | undefined): Promise<void> {
+  if (token) await deleteSession(deps.db, hashToken(token));
+}
+
+/** The CSRF token of a session: derived from the session secret, so it is bound to it and needs no storage. */
+export function csrfToken(sessionToken: string): string {
+  return createHmac('sha256', sessionToken).update('dfc consent csrf').digest('base64url');
+}
+
+export function csrfMatches(sessionToken: string, presented: string | undefined): boolean {
+  if (!presented) return false;
+  const a = Buffer.from(csrfToken(sessionToken));
+  const b = Buffer.from(presented);
+  return a.length === b.length && timingSafeEqual(a, b);
+}

@@ -1,0 +1,88 @@
+import type { Hono, Context as HonoContext } from 'hono';
+import { approveAuthorization, checkAuthorizationRequest, consentView, type AuthorizationParams } from '../domain/oauth/authorize.js';
+import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
+import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
+import { PAGE_CSP, pageForm, sameOrigin, sessionToken } from './browser.js';
+import type { OAuthEndpointDeps } from './deps.js';
+import { ConsentPage, ErrorPage } from './pages.js';
+
+/**
+ * The authorization endpoint and its consent page: GET checks the request and shows the
+ * signed-in owner what the client asks for (or sends them to sign in, session.tsx); POST
+ * carries the owner's decision and redirects back to the client with a code or an error.
+ */
+
+const AUTHORIZATION_PARAMS = ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'state', 'scope', 'resource'] as const;
+
+const errorPage = (c: HonoContext, message: string, status: 400 | 403 = 400) =>
+  c.html(<ErrorPage title="This authorization request cannot be completed" message={message} />, status);
+
+const authorizationParams = (get: (name: string) => string | undefined, repeated: readonly string[] = []): AuthorizationParams => ({
+  ...(Object.fromEntries(AUTHORIZATION_PARAMS.map((name) => [name, get(name)])) as AuthorizationParams),
+  repeated,
+});
+
+export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
+  const { oauth, log } = deps;
+
+  /** RFC 6749 §4.1.2 / RFC 9207: back to the client, with state echoed and iss on every answer. */
+  const redirectBack = (c: HonoContext, to: { redirectUri: string; state: string | undefined }, params: Record<string, string>, status: 302 | 303) => {
+    const url = new URL(to.redirectUri);
+    for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
+    if (to.state !== undefined) url.searchParams.set('state', to.state);
+    url.searchParams.set('iss', oauth.issuer);
+    return c.redirect(url.toString(), status);
+  };
+
+  app.get('/oauth/authorize', async (c) => {
+    const params = authorizationParams(
+      (name) => c.req.query(name),
+      AUTHORIZATION_PARAMS.filter((name) => (c.req.queries(name)?.length ?? 0) > 1),
+    );
+    try {
+      const checked = await checkAuthorizationRequest(oauth, params);
+      if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
+      const token = sessionToken(deps, c);
+      const owner = await ownerSession(oauth, token);
+      if (!owner || !token) {
+        const here = new URL(c.req.url);
+        return c.redirect(`/oauth/sign-in?next=${encodeURIComponent(`/oauth/authorize${here.search}`)}`, 302);
+      }
+      const view = await consentView(oauth, owner, checked.value);
+      const fields = Object.fromEntries(AUTHORIZATION_PARAMS.flatMap((name) => (params[name] === undefined ? [] : [[name, params[name]]])));
+      // The approve/deny post answers with a redirect to the client: form-action must allow its origin.
+      c.header('Content-Security-Policy', `${PAGE_CSP.replace("form-action 'self'", `form-action 'self' ${new URL(view.redirectUri).origin}`)}`);
+      return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fields} />);
+    } catch (error) {
+      if (error instanceof UnsafeAuthorizationRequest) return errorPage(c, error.message);
+      throw error;
+    }
+  });
+
+  app.post('/oauth/authorize', async (c) => {
+    if (!sameOrigin(deps, c)) return errorPage(c, "The decision can only be posted from this service's consent page.", 403);
+    const form = await pageForm(c);
+    if (form instanceof Response) return form;
+    const token = sessionToken(deps, c);
+    const owner = await ownerSession(oauth, token);
+    if (!owner || !token) return errorPage(c, 'Your sign-in has ended. Start again from the application.', 403);
+    if (!csrfMatches(token, form.get('csrf') ?? undefined)) return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
+    const params = authorizationParams((name) => form.get(name) ?? undefined);
+    try {
+      const checked = await checkAuthorizationRequest(oauth, params);
+      if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 303);
+      const to = { redirectUri: checked.value.redirectUri, state: checked.value.state };
+      const decision = form.get('decision');
+      if (decision !== 'approve' && decision !== 'approve-read') {
+        log.info({ msg: 'authorization denied', clientId: checked.value.client.clientId });
+        return redirectBack(c, to, { error: 'access_denied', error_description: 'The owner denied the request.' }, 303);
+      }
+      const { code } = await approveAuthorization(oauth, owner, checked.value, decision === 'approve-read' ? 'read' : checked.value.requested);
+      log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId });
+      return redirectBack(c, to, { code }, 303);
+    } catch (error) {
+      if (error instanceof UnsafeAuthorizationRequest) return errorPage(c, error.message);
+      throw error;
+    }
+  });
+}

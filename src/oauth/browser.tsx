@@ -1,0 +1,25 @@
+import type { Context as HonoContext } from 'hono';
+import { getCookie } from 'hono/cookie';
+import type { OAuthEndpointDeps } from './deps.js';
+import { readForm } from './form.js';
+import { ErrorPage } from './pages.js';
+
+/**
+ * What the pages a browser sees (sign-in in session.tsx, consent in authorize.tsx) share:
+ * their Content-Security-Policy, the owner's session cookie, the same-origin rule on form
+ * posts, and form refusals rendered as pages.
+ */
+
+export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+export const sessionToken = (deps: OAuthEndpointDeps, c: HonoContext) => getCookie(c, deps.sessionCookie);
+
+/** Form posts must come from this origin: a login-CSRF and cross-site-post guard besides SameSite. */
+export const sameOrigin = (deps: OAuthEndpointDeps, c: HonoContext) => {
+  const origin = c.req.header('origin');
+  return origin === undefined || origin === new URL(deps.oauth.issuer).origin;
+};
+
+/** A form post the browser's pages make: a refusal is an HTML page, like every other answer there. */
+export const pageForm = (c: HonoContext) =>
+  readForm(c.req.raw, (message, status) => c.html(<ErrorPage title="This form cannot be read" message={message} />, status));

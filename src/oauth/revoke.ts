@@ -1,0 +1,22 @@
+import type { Hono } from 'hono';
+import { authenticateClient } from '../domain/oauth/clients.js';
+import { revokeToken } from '../domain/oauth/revoke.js';
+import type { OAuthEndpointDeps } from './deps.js';
+import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol.js';
+
+/**
+ * The revocation endpoint (RFC 7009): the client authenticates as at the token endpoint and
+ * gets 200 whether or not the token was one of its own.
+ */
+export function mountRevocationEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
+  const { oauth } = deps;
+  app.post('/oauth/revoke', (c) =>
+    runProtocolEndpoint(deps, c, async () => {
+      const form = await protocolForm(c);
+      if (form instanceof Response) return form;
+      const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
+      await revokeToken(oauth, client, form.get('token') ?? undefined);
+      return c.body(null, 200, { 'Cache-Control': 'no-store' });
+    }, ['invalid_client']),
+  );
+}
