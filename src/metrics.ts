@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ACTION_STATUSES } from './domain/action-states.js';
 import type { EventHub } from './domain/events.js';
 import { DomainError } from './domain/errors.js';
 import { bearerToken, type HttpEnv } from './http/request.js';
@@ -37,6 +38,9 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     registers: [registry],
   });
   const actions = new Counter({ name: 'dfc_actions_total', help: 'Action state changes by the status entered.', labelNames: ['status'], registers: [registry] });
+  // Every status is exported from the start, at 0: a series that first appears at 1 hides
+  // that first change from rate() and increase().
+  for (const status of ACTION_STATUSES) actions.inc({ status }, 0);
   const mcp = new Counter({
     name: 'dfc_mcp_messages_total',
     help: 'MCP messages that passed the gate, by method and by what answered them (direct, cache or sdk).',

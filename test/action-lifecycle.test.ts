@@ -253,6 +253,25 @@ describe('POST /v1/device/{deviceId}/result: forbidden transitions', () => {
     expect((await getAction(action.id)).body.data).toMatchObject({ status: 'succeeded', result: { on: true } });
   });
 
+  it('answers 409 to a repeated failure report with another error message or code, and keeps the first', async () => {
+    await drain(lamp);
+    const action = await queue(http, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
+    await next(http, lamp);
+    const first = await report(http, lamp, { actionId: action.id, ok: false, error: { code: 'offline', message: 'no answer' } });
+    expect(first.status).toBe(200);
+    for (const error of [
+      { code: 'offline', message: 'no answer after 3 tries' },
+      { code: 'jammed', message: 'no answer' },
+      { code: 'jammed', message: 'relay stuck' },
+    ]) {
+      const res = await report(http, lamp, { actionId: action.id, ok: false, error });
+      expect(res.status, JSON.stringify(error)).toBe(409);
+      expect(res.body.error.code).toBe('conflict');
+    }
+    expect((await report(http, lamp, { actionId: action.id, ok: false, error: { code: 'offline', message: 'no answer' } })).body).toEqual(first.body);
+    expect((await getAction(action.id)).body.data).toMatchObject({ status: 'failed', error: { code: 'offline', message: 'no answer' } });
+  });
+
   it("answers 404 to a device reporting another device's action, which stays untouched", async () => {
     await drain(lamp);
     const action = await queue(http, agent.token, lamp.id, { capability: 'get_state', arguments: {} });

@@ -2,8 +2,9 @@ import type { Client as McpClient } from '@modelcontextprotocol/client';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ActionChange } from '../src/domain/events.js';
 import { client, type Client } from './helpers/api.js';
-import { grant, hubManifest } from './helpers/actions.js';
+import { grant, hubManifest, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -184,6 +185,36 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
       const { requestId: _b, ...restError } = rest.body.error;
       expect(mcpError).toEqual(restError);
     } finally {
+      await mcp.close();
+    }
+  });
+});
+
+describe("a device tool call's wait never moves an action back", () => {
+  it('ignores a queued change that arrives after it has seen received, and goes on to the result', async () => {
+    const device = await attachDevice(api, owner, { name: 'Late lamp' });
+    await grant(api, owner, alice.principal, device.id, ['set_power']);
+    const changes: ActionChange[] = [];
+    const unsubscribe = server.service.events.subscribe((event) => {
+      if (event.type === 'action' && event.action.deviceId === device.id) changes.push(event);
+    });
+    const mcp = await connect(server.url, alice.token, 'modern');
+    try {
+      const progress: string[] = [];
+      const call = mcp.callTool({ name: `set_power__${hex12(device.id)}`, arguments: { on: true } }, { onprogress: (p) => progress.push(p.message ?? '') });
+      await expect.poll(() => changes.length).toBe(1);
+      const queued = changes[0]!;
+      expect(queued.action.status).toBe('queued');
+      expect((await next(api, device)).body.data).toMatchObject({ id: queued.action.id, status: 'received' });
+      await expect.poll(() => progress).toEqual(['queued', 'received']);
+      // The queued change once more, now stale: the wait has already seen received.
+      server.service.events.publish(queued);
+      expect((await report(api, device, { actionId: queued.action.id, ok: true, result: { on: true } })).status).toBe(200);
+      const result = await call;
+      expect(result.structuredContent).toMatchObject({ id: queued.action.id, status: 'succeeded', result: { on: true } });
+      expect(progress).toEqual(['queued', 'received', 'succeeded']);
+    } finally {
+      unsubscribe();
       await mcp.close();
     }
   });

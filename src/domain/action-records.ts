@@ -1,10 +1,15 @@
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
+import { ACTION_STATUSES, TRANSITIONS } from './action-states.js';
 import { timestamp, uuid } from './schemas.js';
 
 export const actionStatus = z
-  .enum(['queued', 'received', 'succeeded', 'failed', 'cancelled', 'expired'])
-  .describe('queued → received → succeeded | failed; queued → cancelled; queued | received → expired (decisions §5).');
+  .enum(ACTION_STATUSES)
+  .describe(
+    Object.values(TRANSITIONS)
+      .map((move) => `${move.from.join(' | ')} → ${move.to.join(' | ')}`)
+      .join('; ') + '.',
+  );
 
 export const action = z.object({
   id: uuid,

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { cancelQueued, expireDue, exportActions, getAction, insertAction, recentActions, recentActionsOf, type ActionRow } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
+import { TRANSITIONS, type ActionStatus } from './action-states.js';
 import { argumentIssues } from './argument-schemas.js';
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
@@ -91,6 +92,8 @@ export const requestAction = defineOperation({
   run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
 });
 
+const EXPIRABLE: readonly ActionStatus[] = TRANSITIONS.expire.from;
+
 /**
  * Reads an action after bringing its deadline up to date; agents see only their principal's.
  * The expiring write runs only for an unfinished action already past its deadline, so the
@@ -99,7 +102,7 @@ export const requestAction = defineOperation({
 async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
   const now = ctx.clock.now();
   let row = await getAction(ctx.db, credential.workspaceId, actionId);
-  if (row && (row.status === 'queued' || row.status === 'received') && row.expiresAt <= now) {
+  if (row && EXPIRABLE.includes(row.status) && row.expiresAt <= now) {
     publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: actionId }));
     row = await getAction(ctx.db, credential.workspaceId, actionId);
   }

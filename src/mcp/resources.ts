@@ -1,5 +1,6 @@
 import { ResourceTemplate, type McpServer, type ReadResourceResult } from '@modelcontextprotocol/server';
 import type { ActionRecord } from '../domain/action-records.js';
+import { ACTION_STATUSES } from '../domain/action-states.js';
 import type { DeviceRecord } from '../domain/devices.js';
 import { fail } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
@@ -67,7 +68,7 @@ export function registerResources(server: McpServer, session: McpSession): void 
     }),
     {
       title: 'Action',
-      description: 'An action you requested: status (queued, received, succeeded, failed, cancelled, expired), result or error.',
+      description: `An action you requested: status (${ACTION_STATUSES.join(', ')}), result or error.`,
       mimeType: JSON_TYPE,
     },
     async (uri, variables) => {

@@ -11,6 +11,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { ActionRecord } from '../domain/action-records.js';
+import { ACTION_STATES, ACTION_STATUSES } from '../domain/action-states.js';
 import type { Context, CredentialOf } from '../domain/context.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
@@ -230,10 +231,8 @@ export const MAX_WAIT_MS = 60_000;
 /** Request `_meta` key that sets how long a device tool call waits for the result, in seconds (0..60). */
 export const WAIT_META_KEY = 'dfc/waitSeconds';
 
-const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
-const PROGRESS: Record<string, number> = { queued: 1, received: 2 };
-/** How far along each status is: a change never moves an action back. */
-const STAGE: Record<string, number> = { queued: 0, received: 1, succeeded: 2, failed: 2, cancelled: 2, expired: 2 };
+/** Progress is the action's stage counted from 1, out of as many as there are (queued 1/3 → received 2/3 → done 3/3). */
+const PROGRESS_TOTAL = Math.max(...ACTION_STATUSES.map((status) => ACTION_STATES[status].stage)) + 1;
 
 /** Where the device sits, in words: the description must name the device and its place. */
 export function placeOf(fn: CallableFunction): string {
@@ -292,12 +291,12 @@ async function awaitSettled(
   const deadline = Date.now() + waitMs;
   const read = async () => (await invoke(operations.getAction, ctx, { actionId: first.id })) as ActionRecord;
   await progress(first);
-  if (TERMINAL.has(first.status)) return first;
+  if (ACTION_STATES[first.status].terminal) return first;
   const changes = watchAction(ctx.events, first.id);
   try {
     let current = await read();
     await progress(current);
-    while (!TERMINAL.has(current.status) && !signal.aborted) {
+    while (!ACTION_STATES[current.status].terminal && !signal.aborted) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       const change = await changes.next({ timeoutMs: remaining, signal });
@@ -307,7 +306,7 @@ async function awaitSettled(
         break;
       }
       // A change published before the read can be older than what the read saw.
-      if (STAGE[change.status]! < STAGE[current.status]!) continue;
+      if (ACTION_STATES[change.status].stage < ACTION_STATES[current.status].stage) continue;
       current = change;
       await progress(current);
     }
@@ -366,7 +365,7 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
     try {
       await notify({
         method: 'notifications/progress',
-        params: { progressToken: token, progress: PROGRESS[action.status] ?? 3, total: 3, message: action.status },
+        params: { progressToken: token, progress: ACTION_STATES[action.status].stage + 1, total: PROGRESS_TOTAL, message: action.status },
       });
     } catch {
       // The client went away between the check and the send: the wait ends on the abort.

@@ -1,6 +1,5 @@
+import { INITIAL_STATUS, TRANSITIONS, type ActionStatus, type TransitionName } from '../domain/action-states.js';
 import type { Queryable } from './driver.js';
-
-export type ActionStatus = 'queued' | 'received' | 'succeeded' | 'failed' | 'cancelled' | 'expired';
 
 export interface ActionRow {
   id: string;
@@ -25,13 +24,36 @@ const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, target_
   status, principal, broadcast_id AS broadcastId, created_at AS createdAt, expires_at AS expiresAt,
   dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage`;
 
+/**
+ * The SQL condition "the status is one of `statuses`". The statuses are the state table's
+ * constants, never input, so they are written into the SQL text where the query planner
+ * can match them against the partial indexes on `status`; one status is written
+ * `status = '…'`, the form those indexes name.
+ */
+export function statusIn(statuses: readonly ActionStatus[]): string {
+  const quoted = statuses.map((status) => `'${status}'`);
+  return quoted.length === 1 ? `status = ${quoted[0]}` : `status IN (${quoted.join(', ')})`;
+}
+
+/** The guard of a move: the action is in a status the move leaves, so of two racing moves only one matches. */
+function guard(move: TransitionName): string {
+  return statusIn(TRANSITIONS[move].from);
+}
+
+type Destination<M extends TransitionName> = (typeof TRANSITIONS)[M]['to'][number];
+
+/** The SET of a move into `status`; naming the move lets the compiler check that `status` is one of its destinations. */
+function enter<M extends TransitionName>(_move: M, status: Destination<M>): string {
+  return `status = '${status}'`;
+}
+
 export type NewActionRow = Omit<ActionRow, 'status' | 'dispatchedAt' | 'completedAt' | 'result' | 'errorCode' | 'errorMessage'>;
 
 export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
   return (await db.get<ActionRow>(
     `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, broadcast_id, created_at, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING ${COLUMNS}`,
-    [row.id, row.workspaceId, row.deviceId, row.targetId, row.capability, row.arguments, row.principal, row.broadcastId, row.createdAt, row.expiresAt],
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+    [row.id, row.workspaceId, row.deviceId, row.targetId, row.capability, row.arguments, INITIAL_STATUS, row.principal, row.broadcastId, row.createdAt, row.expiresAt],
   ))!;
 }
 
@@ -47,10 +69,10 @@ export function getAction(db: Queryable, workspaceId: string, id: string): Promi
  */
 export function claimNext(db: Queryable, targetId: string, now: number): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(
-    `UPDATE actions SET status = 'received', dispatched_at = ?1
-     WHERE id = (SELECT id FROM actions WHERE target_id = ?2 AND status = 'queued' AND expires_at > ?1
+    `UPDATE actions SET ${enter('claim', 'received')}, dispatched_at = ?1
+     WHERE id = (SELECT id FROM actions WHERE target_id = ?2 AND ${guard('claim')} AND expires_at > ?1
                  ORDER BY created_at, rowid LIMIT 1)
-       AND status = 'queued'
+       AND ${guard('claim')}
      RETURNING ${COLUMNS}`,
     [now, targetId],
   );
@@ -62,11 +84,12 @@ export function completeAction(
   report: { id: string; targetId: string; ok: boolean; result: string | null; errorCode: string | null; errorMessage: string | null },
   now: number,
 ): Promise<ActionRow | undefined> {
+  const status: Destination<'complete'> = report.ok ? 'succeeded' : 'failed';
   return db.get<ActionRow>(
     `UPDATE actions SET status = ?, completed_at = ?, result = ?, error_code = ?, error_message = ?
-     WHERE id = ? AND target_id = ? AND status = 'received' AND expires_at > ?
+     WHERE id = ? AND target_id = ? AND ${guard('complete')} AND expires_at > ?
      RETURNING ${COLUMNS}`,
-    [report.ok ? 'succeeded' : 'failed', now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId, now],
+    [status, now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId, now],
   );
 }
 
@@ -77,8 +100,8 @@ export function findTargetedAction(db: Queryable, targetId: string, id: string):
 /** queued → cancelled; `principal` limits it to the requester's own actions. */
 export function cancelQueued(db: Queryable, workspaceId: string, id: string, principal: string | null, now: number): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(
-    `UPDATE actions SET status = 'cancelled', completed_at = ?
-     WHERE workspace_id = ? AND id = ? AND status = 'queued' AND (? IS NULL OR principal = ?)
+    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+     WHERE workspace_id = ? AND id = ? AND ${guard('cancel')} AND (? IS NULL OR principal = ?)
      RETURNING ${COLUMNS}`,
     [now, workspaceId, id, principal, principal],
   );
@@ -90,8 +113,8 @@ export function cancelQueued(db: Queryable, workspaceId: string, id: string, pri
  */
 export function cancelQueuedOnServices(db: Queryable, workspaceId: string, principal: string, gatewayId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET status = 'cancelled', completed_at = ?
-     WHERE workspace_id = ? AND principal = ? AND status = 'queued'
+    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+     WHERE workspace_id = ? AND principal = ? AND ${guard('cancel')}
        AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND kind = 'service')
      RETURNING ${COLUMNS}`,
     [now, workspaceId, principal, workspaceId, gatewayId],
@@ -104,8 +127,8 @@ export function cancelQueuedOnServices(db: Queryable, workspaceId: string, princ
  */
 export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: string, gatewayId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET status = 'cancelled', completed_at = ?
-     WHERE workspace_id = ? AND target_id = ? AND status = 'queued'
+    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+     WHERE workspace_id = ? AND target_id = ? AND ${guard('cancel')}
        AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND detached_at IS NOT NULL)
      RETURNING ${COLUMNS}`,
     [now, workspaceId, gatewayId, workspaceId, gatewayId],
@@ -115,8 +138,8 @@ export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: strin
 /** Cancels every queued command fetched by a revoked device: nothing can deliver them now. */
 export function cancelQueuedForTarget(db: Queryable, workspaceId: string, targetId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET status = 'cancelled', completed_at = ?
-     WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND status = 'queued'
+    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+     WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND ${guard('cancel')}
      RETURNING ${COLUMNS}`,
     [now, workspaceId, targetId, targetId],
   );
@@ -129,8 +152,8 @@ export function cancelQueuedForTarget(db: Queryable, workspaceId: string, target
  */
 export function expireDue(db: Queryable, now: number, scope: { workspaceId?: string; id?: string } = {}): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET status = 'expired', completed_at = expires_at
-     WHERE status IN ('queued', 'received') AND expires_at <= ?
+    `UPDATE actions SET ${enter('expire', 'expired')}, completed_at = expires_at
+     WHERE ${guard('expire')} AND expires_at <= ?
        AND (? IS NULL OR workspace_id = ?) AND (? IS NULL OR id = ?)
      RETURNING ${COLUMNS}`,
     [now, scope.workspaceId ?? null, scope.workspaceId ?? null, scope.id ?? null, scope.id ?? null],

@@ -1,3 +1,4 @@
+import { statusIn } from './actions.js';
 import type { Queryable } from './driver.js';
 
 /** Device records that count against the workspace's capacity: attached, not revoked, not detached. */
@@ -11,8 +12,8 @@ export async function countActiveDevices(db: Queryable, workspaceId: string): Pr
 
 export async function countQueued(db: Queryable, workspaceId: string, deviceId: string): Promise<{ workspace: number; device: number }> {
   const row = await db.get<{ workspace: number; device: number }>(
-    `SELECT (SELECT count(*) FROM actions WHERE workspace_id = ? AND status = 'queued') AS workspace,
-            (SELECT count(*) FROM actions WHERE device_id = ? AND status = 'queued') AS device`,
+    `SELECT (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['queued'])}) AS workspace,
+            (SELECT count(*) FROM actions WHERE device_id = ? AND ${statusIn(['queued'])}) AS device`,
     [workspaceId, deviceId],
   );
   return row!;

@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACTION_STATES, ACTION_STATUSES, INITIAL_STATUS, TRANSITIONS, type ActionStatus, type TransitionName } from '../src/domain/action-states.js';
+import {
+  cancelQueued,
+  cancelQueuedForTarget,
+  cancelQueuedOnDetachedChildren,
+  cancelQueuedOnServices,
+  claimNext,
+  completeAction,
+  expireDue,
+  getAction,
+  insertAction,
+  type ActionRow,
+} from '../src/store/actions.js';
+import type { Db } from '../src/store/driver.js';
+import { openDb } from '../src/store/open.js';
+
+// The state table in src/domain/action-states.ts is the one list of action statuses and
+// moves: the database, the store's guarded UPDATEs and the README must all agree with it.
+
+const statuses = (list: readonly ActionStatus[]) => list.join(' | ');
+const transitionNames = Object.keys(TRANSITIONS) as TransitionName[];
+
+describe('the state table', () => {
+  it('has a status final exactly when no move leaves it', () => {
+    const left = new Set<ActionStatus>(Object.values(TRANSITIONS).flatMap((move) => move.from));
+    for (const status of ACTION_STATUSES) expect(ACTION_STATES[status].terminal, status).toBe(!left.has(status));
+  });
+
+  it('moves every action forward: each destination is at a later stage than each status it leaves', () => {
+    for (const [name, move] of Object.entries(TRANSITIONS)) {
+      for (const from of move.from) for (const to of move.to) expect(ACTION_STATES[to].stage, `${name}: ${from} → ${to}`).toBeGreaterThan(ACTION_STATES[from].stage);
+    }
+  });
+
+  it('puts every final status at the last stage, so a waiter treats them alike', () => {
+    const last = Math.max(...ACTION_STATUSES.map((status) => ACTION_STATES[status].stage));
+    for (const status of ACTION_STATUSES.filter((s) => ACTION_STATES[s].terminal)) expect(ACTION_STATES[status].stage, status).toBe(last);
+  });
+
+  it('reaches every status from the initial one', () => {
+    const reached = new Set<ActionStatus>([INITIAL_STATUS]);
+    for (let known = 0; reached.size > known; ) {
+      known = reached.size;
+      for (const move of Object.values(TRANSITIONS)) if (move.from.some((from) => reached.has(from))) for (const to of move.to) reached.add(to);
+    }
+    expect([...reached].sort()).toEqual([...ACTION_STATUSES].sort());
+  });
+});
+
+const NOW = 1_000_000;
+
+interface World {
+  workspaceId: string;
+  gatewayId: string;
+  /** An integration-wide service of the gateway. */
+  serviceId: string;
+  /** A child the gateway's latest manifest left out. */
+  detachedId: string;
+}
+
+/** Which device the action is for; the gateway fetches it in every case. */
+type Device = 'gateway' | 'service' | 'detached';
+
+interface StoreMove {
+  /** The store function making the move, for the check that every guarded UPDATE is driven here. */
+  fn: (...args: never[]) => unknown;
+  device: Device;
+  /** The deadline has passed (expire) or not (every other move). */
+  due: boolean;
+  run(db: Db, world: World, action: ActionRow): Promise<ActionRow | ActionRow[] | undefined>;
+  into: ActionStatus;
+}
+
+const PRINCIPAL = 'agent:mover';
+
+const report = (action: ActionRow, ok: boolean) => ({
+  id: action.id,
+  targetId: action.targetId,
+  ok,
+  result: ok ? '{"on":true}' : null,
+  errorCode: ok ? null : 'jammed',
+  errorMessage: ok ? null : 'relay stuck',
+});
+
+/** Every store function that moves an action, by the move of the table it makes. */
+const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
+  claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: (db, w) => claimNext(db, w.gatewayId, NOW) }],
+  complete: [
+    { fn: completeAction, device: 'gateway', due: false, into: 'succeeded', run: (db, _w, a) => completeAction(db, report(a, true), NOW) },
+    { fn: completeAction, device: 'gateway', due: false, into: 'failed', run: (db, _w, a) => completeAction(db, report(a, false), NOW) },
+  ],
+  cancel: [
+    { fn: cancelQueued, device: 'gateway', due: false, into: 'cancelled', run: (db, w, a) => cancelQueued(db, w.workspaceId, a.id, null, NOW) },
+    {
+      fn: cancelQueuedOnServices,
+      device: 'service',
+      due: false,
+      into: 'cancelled',
+      run: (db, w) => cancelQueuedOnServices(db, w.workspaceId, PRINCIPAL, w.gatewayId, NOW),
+    },
+    {
+      fn: cancelQueuedOnDetachedChildren,
+      device: 'detached',
+      due: false,
+      into: 'cancelled',
+      run: (db, w) => cancelQueuedOnDetachedChildren(db, w.workspaceId, w.gatewayId, NOW),
+    },
+    { fn: cancelQueuedForTarget, device: 'gateway', due: false, into: 'cancelled', run: (db, w) => cancelQueuedForTarget(db, w.workspaceId, w.gatewayId, NOW) },
+  ],
+  expire: [{ fn: expireDue, device: 'gateway', due: true, into: 'expired', run: (db, _w, a) => expireDue(db, NOW, { id: a.id }) }],
+};
+
+describe('the database and the store', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await openDb(`file:${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-states-')), 'service.db')}`);
+  });
+  afterAll(() => db.close());
+
+  /** A fresh workspace with a gateway, its service and a detached child: each case is alone in it. */
+  async function world(): Promise<World> {
+    const workspaceId = randomUUID();
+    await db.run('INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, 0)', [workspaceId, workspaceId, workspaceId.replaceAll('-', '')]);
+    const device = async (kind: string, parentId: string | null, detachedAt: number | null) => {
+      const id = randomUUID();
+      await db.run(
+        `INSERT INTO devices (id, workspace_id, parent_id, child_key, name, kind, attached_via, detached_at, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'test', ?, 0)`,
+        [id, workspaceId, parentId, parentId === null ? null : id, kind, kind, detachedAt],
+      );
+      return id;
+    };
+    const gatewayId = await device('gateway', null, null);
+    return { workspaceId, gatewayId, serviceId: await device('service', gatewayId, null), detachedId: await device('device', gatewayId, 1) };
+  }
+
+  /** An action in `status`, put there by hand: the case is what the move does from it. */
+  async function actionIn(w: World, status: ActionStatus, device: Device, due: boolean): Promise<ActionRow> {
+    const deviceId = { gateway: w.gatewayId, service: w.serviceId, detached: w.detachedId }[device];
+    const row = await insertAction(db, {
+      id: randomUUID(),
+      workspaceId: w.workspaceId,
+      deviceId,
+      targetId: w.gatewayId,
+      capability: 'set_power',
+      arguments: '{}',
+      principal: PRINCIPAL,
+      broadcastId: null,
+      createdAt: NOW - 60_000,
+      expiresAt: due ? NOW : NOW + 30_000,
+    });
+    expect(row.status).toBe(INITIAL_STATUS);
+    await db.run('UPDATE actions SET status = ? WHERE id = ?', [status, row.id]);
+    return (await getAction(db, w.workspaceId, row.id))!;
+  }
+
+  it("lets the actions table's CHECK accept exactly the table's statuses", async () => {
+    const { sql } = (await db.get<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'actions'"))!;
+    const check = /CHECK \(status IN \(([^)]*)\)\)/.exec(sql);
+    expect(check, sql).not.toBeNull();
+    expect(check![1]!.split(',').map((literal) => literal.trim().replace(/^'(.*)'$/, '$1'))).toEqual([...ACTION_STATUSES]);
+  });
+
+  describe.each(transitionNames)('%s', (name) => {
+    const move = TRANSITIONS[name];
+    it.each(STORE_MOVES[name].map((storeMove) => [storeMove.fn.name, storeMove.into, storeMove] as const))(
+      `%s moves an action from ${statuses(move.from)} into %s, and no action in any other status`,
+      async (_fn, _into, storeMove) => {
+        expect(move.to).toContain(storeMove.into);
+        for (const status of ACTION_STATUSES) {
+          const w = await world();
+          const before = await actionIn(w, status, storeMove.device, storeMove.due);
+          const answer = await storeMove.run(db, w, before);
+          const moved = [answer ?? []].flat();
+          const after = (await getAction(db, w.workspaceId, before.id))!;
+          if ((move.from as readonly ActionStatus[]).includes(status)) {
+            expect(after.status, `from ${status}`).toBe(storeMove.into);
+            expect(moved, `from ${status}`).toEqual([after]);
+          } else {
+            expect(moved, `from ${status}`).toEqual([]);
+            expect(after, `from ${status}`).toEqual(before);
+          }
+        }
+      },
+    );
+  });
+
+  it('drives every store function that UPDATEs an action status above', () => {
+    const source = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'store', 'actions.ts'), 'utf8');
+    const updating = source
+      .split(/\n(?=export )/)
+      .filter((part) => /UPDATE actions SET/.test(part))
+      .map((part) => /^export (?:async )?function (\w+)/.exec(part)?.[1]);
+    expect(new Set(updating)).toEqual(new Set(Object.values(STORE_MOVES).flatMap((moves) => moves.map((m) => m.fn.name))));
+  });
+});
+
+describe('the README', () => {
+  const readme = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'README.md'), 'utf8');
+  const start = readme.indexOf('\n### Action states (as implemented)\n');
+  const section = readme.slice(start, readme.indexOf('\n#', start + 1));
+
+  /** The README's copy of the table, between its markers. */
+  function generated(): string {
+    const code = (list: readonly string[]) => list.map((s) => `\`${s}\``).join(', ');
+    return [
+      `A new action is \`${INITIAL_STATUS}\`. Final, no move leaves them: ${code(ACTION_STATUSES.filter((s) => ACTION_STATES[s].terminal))}.`,
+      '',
+      '| Move | From | To | Made by |',
+      '|---|---|---|---|',
+      ...transitionNames.map((name) => `| \`${name}\` | ${code(TRANSITIONS[name].from)} | ${code(TRANSITIONS[name].to)} | ${TRANSITIONS[name].by} |`),
+    ].join('\n');
+  }
+
+  it('has an "Action states (as implemented)" section', () => {
+    expect(start).toBeGreaterThanOrEqual(0);
+  });
+
+  it('carries the table generated from the code between its markers (replace it with the expected text when this fails)', () => {
+    const block = /<!-- action-transitions:start -->\n([\s\S]*?)\n<!-- action-transitions:end -->/.exec(section);
+    expect(block, 'the markers are in the section').not.toBeNull();
+    expect(block![1]).toBe(generated());
+  });
+
+  it.each([...ACTION_STATUSES])('mentions the status %s', (status) => {
+    expect(section).toContain(`\`${status}\``);
+  });
+
+  it.each(transitionNames.map((name) => [name, statuses(TRANSITIONS[name].from), statuses(TRANSITIONS[name].to)]))('mentions the move %s (%s → %s)', (name) => {
+    expect(section).toContain(`| \`${name}\` |`);
+  });
+});
