@@ -27,7 +27,7 @@ export interface AppDeps {
 }
 
 export const SERVICE_NAME = 'dfc';
-/** The REST contract's version (service-api.md "Versioning"). */
+/** The REST contract's version (docs/rules.md "Versioning"). */
 export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */

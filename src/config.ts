@@ -4,7 +4,7 @@ import type { CapacityLimits } from './domain/context.js';
 import type { RateLimitSettings } from './domain/rate-limits.js';
 
 /**
- * Every setting the service reads, all optional (decisions §1). Parsed once by the entry
+ * Every setting the service reads, all optional (docs/rules.md "Running"). Parsed once by the entry
  * points (src/main.ts, src/cli/*) from the environment and injected everywhere else.
  */
 const booleanString = z

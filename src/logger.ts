@@ -1,7 +1,7 @@
 import type { Logger } from './domain/context.js';
 
 /**
- * Structured JSON lines on stdout (decisions §1). Callers pass records that never hold a
+ * Structured JSON lines on stdout (docs/rules.md "Running"). Callers pass records that never hold a
  * token, a secret or an Authorization header; the request log records route patterns,
  * not URLs, so a ticket in a query string cannot reach it either.
  */

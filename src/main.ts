@@ -1,7 +1,7 @@
 import { ConfigError, parseConfig } from './config.js';
 import { startService } from './service.js';
 
-// The only place that reads process.env (style.md habit 10).
+// The only place that reads process.env (docs/rules.md "Running").
 let config;
 try {
   config = parseConfig(process.env);

@@ -44,7 +44,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const clock = options.clock ?? { now: () => Date.now() };
   const db = await openDb(config.databaseUrl, config.databaseAuthToken);
   const owners = await createOwnerVerifier(config);
-  // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (decisions §8).
+  // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (docs/rules.md "Errors and limits").
   const limiter = options.rateLimiter ?? createMemoryRateLimiter();
   const authenticator = withRateLimits(createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` }), {
     limiter,

@@ -27,7 +27,7 @@ const json = async (res: Response): Promise<any> => res.json();
 
 beforeAll(async () => {
   // Failed authentications are expected here (revoked tokens must answer 401): keep the
-  // per-address limit of decisions §8 out of the way.
+  // per-address limit of docs/rules.md "Errors and limits" out of the way.
   server = await startOAuthTestServer({ clock, env: { AUTH_FAILURES_PER_MINUTE: '1000' } });
   api = client(server.url);
   // Sessions never outlive the owner JWT; the manual clock runs ahead of real time below.

@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 // The legacy /v1/sdk-tokens family must mirror /v1/device-setup-tokens exactly
-// (service-api.md "Versioning"), so every rule runs against both.
+// (docs/rules.md "Versioning"), so every rule runs against both.
 describe.each([
   { family: '/v1/device-setup-tokens' },
   { family: '/v1/sdk-tokens' },

@@ -3,7 +3,7 @@ import { authFailureKey, credentialBucket, rateLimited, type RateLimiter, type R
 import type { Authenticator } from './authenticate.js';
 
 /**
- * Wraps an authenticator with the limits of decisions §8, so every transport that
+ * Wraps an authenticator with the limits of docs/rules.md "Errors and limits", so every transport that
  * authenticates is limited the same way: an address that failed authentication too often
  * is refused before its token is even looked at, a failure costs that address a token, and
  * each agent and device credential draws from its own bucket.

@@ -13,7 +13,7 @@ import type { DeviceNotifier, WakeFrame } from './notifier.js';
 export const CLOSE_CODES = {
   /** The service is shutting down; reconnect with backoff. */
   goingAway: 1001,
-  /** The device was revoked (decisions §2): do not reconnect. */
+  /** The device was revoked (docs/rules.md "Credentials"): do not reconnect. */
   revoked: 4401,
   /** The device opened more sockets than allowed; its oldest socket gives way. */
   replaced: 4409,
@@ -68,7 +68,7 @@ function refuse(socket: Duplex, error: unknown, requestId: string): number {
 }
 
 /**
- * The wake channel (decisions §5) on the API's own port: `ws` in noServer mode behind the
+ * The wake channel (docs/rules.md "Actions") on the API's own port: `ws` in noServer mode behind the
  * node server's 'upgrade' event. The ticket is checked, and consumed, before the upgrade,
  * so a refused client gets an HTTP 401 with the error envelope, never a socket.
  */

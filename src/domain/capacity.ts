@@ -4,7 +4,7 @@ import type { CapacityLimits } from './context.js';
 import { DomainError } from './errors.js';
 
 /**
- * Workspace capacity (decisions §8). Each check runs inside the transaction that would
+ * Workspace capacity (docs/rules.md "Errors and limits"). Each check runs inside the transaction that would
  * exceed it, so two concurrent requests cannot both take the last place.
  */
 export async function assertDeviceCapacity(tx: Queryable, limits: CapacityLimits, workspaceId: string, adding: number): Promise<void> {

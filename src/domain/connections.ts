@@ -69,7 +69,7 @@ async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurp
   return toConnection(row, ctx.clock.now());
 }
 
-// Setup tokens (attach-only; service-api.md "POST /v1/device-setup-tokens").
+// Setup tokens (attach-only; docs/rules.md "Credentials").
 
 export const createSetupToken = defineOperation({
   name: 'setupTokens.create',
@@ -127,7 +127,7 @@ export const revokeSetupToken = defineOperation({
   run: ({ ctx, credential, input }) => revoke(ctx, credential.workspaceId, 'device-setup', input.connectionId),
 });
 
-// Agent connections (decisions §3: one principal each, with an access ceiling).
+// Agent connections (docs/rules.md "Access": one principal each, with an access ceiling).
 
 export const createAgentConnection = defineOperation({
   name: 'agentConnections.create',

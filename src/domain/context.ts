@@ -12,7 +12,7 @@ export type Credential =
 
 /**
  * Set when an agent credential is an OAuth access token: `access` is then already the token's
- * scope ceiling intersected with its connection's (decisions §3), so every check that reads
+ * scope ceiling intersected with its connection's (docs/rules.md "Access"), so every check that reads
  * `access` holds for OAuth tokens too.
  */
 export interface OAuthTokenInfo {
@@ -47,7 +47,7 @@ export interface ServiceSettings {
   capacity: CapacityLimits;
 }
 
-/** Workspace capacity (decisions §8), checked in the transaction that would exceed it. */
+/** Workspace capacity (docs/rules.md "Errors and limits"), checked in the transaction that would exceed it. */
 export interface CapacityLimits {
   devicesPerWorkspace: number;
   queuedActionsPerWorkspace: number;

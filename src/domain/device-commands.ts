@@ -9,7 +9,7 @@ import { noteDeviceSeen } from './devices.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
-/** DeviceNext (service-api.md): what a device is handed. */
+/** DeviceNext: what a device is handed (docs/rules.md "Actions"). */
 export const deviceNext = z.object({
   id: uuid,
   deviceId: uuid.describe('Which device runs it: the gateway itself or one of its children.'),

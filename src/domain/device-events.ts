@@ -9,7 +9,7 @@ import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
-/** A ticket opens one wake socket within 30 s of issue (decisions §5). */
+/** A ticket opens one wake socket within 30 s of issue (docs/rules.md "Actions"). */
 export const EVENT_TICKET_TTL_MS = 30_000;
 
 export const eventsTicket = z.object({

@@ -9,7 +9,7 @@ export interface ActionChange {
   action: ActionRecord;
 }
 
-/** A device was revoked: its open wake sockets must close (decisions §2, code 4401). */
+/** A device was revoked: its open wake sockets must close (docs/rules.md "Credentials", code 4401). */
 export interface DeviceRevoked {
   type: 'device-revoked';
   workspaceId: string;

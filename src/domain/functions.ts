@@ -102,7 +102,7 @@ export interface AuthorizedFunction {
 type Agent = { workspaceId: string; principal: string; access: Access };
 
 /**
- * The live access check of decisions §3 for one function, evaluated inside the transaction
+ * The live access check of docs/rules.md "Access" for one function, evaluated inside the transaction
  * that queues the action: the device is in the caller's workspace and usable, a live grant
  * exists for the principal, and the ceiling allows the function's kind.
  */

@@ -8,7 +8,7 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  * Rows that outlived their purpose, deleted so the database does not grow forever. What is
  * kept and why:
  *
- * - Actions are history (decisions §5: history and export): never deleted.
+ * - Actions are history (docs/rules.md "Actions": history and export): never deleted.
  * - Authorization codes: one hour past their 60 s expiry, so that a stolen code replayed in
  *   that hour still revokes the tokens it issued (src/domain/oauth/token.ts, exchangeCode).
  * - Access and refresh tokens, including rotated and revoked ones: until they expire. A
@@ -16,7 +16,7 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  *   be detected (and its family revoked); a revoked one may go once it would have expired anyway.
  * - Consent-page sessions: until they expire (at most 8 h).
  * - Wake-channel tickets: once used, or past their 30 s.
- * - Idempotency records: 24 h, their replay window (decisions §5).
+ * - Idempotency records: 24 h, their replay window (docs/rules.md "Actions").
  * - OAuth clients no owner approved (no connection uses them): a dynamic registration a day
  *   after it was made, a cached client metadata document a day after it went stale. Anyone
  *   may register (POST /oauth/register), so unapproved ones would otherwise pile up; a client

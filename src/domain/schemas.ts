@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** Shared shapes of the contract (service-api.md "Resources"), documented once here. */
+/** Shared shapes of the contract (docs/rules.md "MCP"), documented once here. */
 
 export const uuid = z.uuid({ version: 'v4' });
 export const timestamp = z.number().int().describe('Unix milliseconds');

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 
-/** Kinds of opaque credential, each with a readable prefix (decisions §2). */
+/** Kinds of opaque credential, each with a readable prefix (docs/rules.md "Credentials"). */
 export const tokenKinds = {
   agent: 'dfc_agent_',
   setup: 'dfc_setup_',

@@ -1,7 +1,7 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { DomainError, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
 
-/** The one table from domain error to HTTP status (service-api.md "Errors"). */
+/** The one table from domain error to HTTP status (docs/rules.md "Errors and limits"). */
 export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   invalid_request: 400,
   validation_failed: 400,

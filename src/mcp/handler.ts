@@ -76,7 +76,7 @@ interface RpcMessage {
  *
  * The SDK's `createMcpHandler` speaks the protocol (both eras, `_meta`, routing headers,
  * -32020/-32022, 404 for unknown methods). In front of it, in this order, this gate does
- * what the SDK does not (issue 5, service-api.md "POST /mcp"):
+ * what the SDK does not (issue 5, docs/rules.md "MCP"):
  *   Host/Origin (403) → method (405) → bearer (401, or 403 for another credential kind)
  *   → Content-Type (415) → Accept (406) → 16 KiB body (413) → for tools/call: the live
  *   grant and ceiling of a device tool (403) and the kill switch (503).
@@ -160,14 +160,14 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       };
     }
     if (credential.kind !== 'agent') {
-      // decisions §2: a valid credential of another kind is 403, not 401.
+      // docs/rules.md "Credentials": a valid credential of another kind is 403, not 401.
       return { response: envelope(c, new DomainError('forbidden', `/mcp does not accept a ${credential.kind} credential.`)) };
     }
     return { credential };
   }
 
   /**
-   * tools/call re-checks what tools/list showed (style.md habit 7): a device tool the caller
+   * tools/call re-checks what tools/list showed (docs/rules.md "MCP"): a device tool the caller
    * may not call now is HTTP 403 with the error envelope, decided here because the SDK would
    * answer an unknown tool in-band with HTTP 200.
    */

@@ -37,7 +37,7 @@ export interface DeviceTool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Tool names (decisions §6): [A-Za-z0-9_.-], at most 64 characters, containing the
+// Tool names (docs/rules.md "MCP"): [A-Za-z0-9_.-], at most 64 characters, containing the
 // capability name, stable across calls and unique per caller.
 //
 //   <capability>__<first 12 hex digits of the device id>      e.g. set_power__3f2c9a01b7e4
@@ -326,7 +326,7 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
     {
       title: `${fn.capability} · ${fn.deviceName}`,
       description: describe(fn),
-      // decisions §6: the inputSchema is the capability's argument schema, unchanged.
+      // docs/rules.md "MCP": the inputSchema is the capability's argument schema, unchanged.
       inputSchema: advertised(fn.arguments),
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
@@ -391,7 +391,7 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
 /**
  * Registers the caller's tools on its per-request server: the fixed tools always, and one
  * tool per callable function when the gate loaded them (tools/list, tools/call). The kill
- * switch hides device tools: none could be called (decisions §1), and tools/list shows only
+ * switch hides device tools: none could be called (docs/rules.md "Running"), and tools/list shows only
  * what the caller may call now.
  */
 export function registerTools(server: McpServer, session: McpSession): void {

@@ -44,8 +44,8 @@ const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
 };
 
 /**
- * Decisions §8 on the protocol endpoints. RFC 6749 has no rate-limit error, and `slow_down`
- * belongs to the device flow (RFC 8628), so a refusal is HTTP 429 with Retry-After and the
+ * The rate limits (docs/rules.md "Errors and limits") on the protocol endpoints. RFC 6749 has
+ * no rate-limit error, and `slow_down` belongs to the device flow (RFC 8628), so a refusal is HTTP 429 with Retry-After and the
  * closest standard code, `temporarily_unavailable`, in the usual JSON.
  */
 const refuseOverLimit = (deps: OAuthEndpointDeps, key: string, rule: BucketRule, what: string) => {

@@ -7,7 +7,7 @@ import type { Route } from './routes.js';
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
 
-/** Security scheme per credential kind (service-api.md "Authentication"). */
+/** Security scheme per credential kind (docs/rules.md "Credentials"). */
 const securitySchemes: Record<CredentialKind, { scheme: string; description: string; bearerFormat?: string }> = {
   owner: { scheme: 'ownerSession', bearerFormat: 'JWT', description: 'Owner session: a JWT from the identity provider (or `npm run owner-token` in development).' },
   agent: { scheme: 'agentToken', description: 'Agent token (`dfc_agent_…`) or OAuth access token, each with a `read` or `act` ceiling.' },

@@ -65,7 +65,7 @@ export function getAction(db: Queryable, workspaceId: string, id: string): Promi
  * Hands the oldest queued, unexpired command for a device (and, for a gateway, its
  * children: they share the gateway as target) to exactly one caller. One guarded UPDATE:
  * a SELECT-then-UPDATE pair handed the same command to two pollers thousands of times in a
- * measured run (shared/facts.md).
+ * measured run (docs/performance.md "Storage facts the code relies on").
  */
 export function claimNext(db: Queryable, targetId: string, now: number): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(

@@ -2,7 +2,7 @@
  * The thin driver interface every repository talks to. Two implementations: the embedded
  * default (`libsql` package, one connection, cached prepared statements — measured 1.7×
  * faster than `@libsql/client` on this machine and free of its pool pitfalls, see
- * shared/facts.md) and a remote libSQL server (sqld / Turso) through `@libsql/client`.
+ * docs/performance.md "Storage facts the code relies on") and a remote libSQL server (sqld / Turso) through `@libsql/client`.
  */
 export type SqlValue = string | number | bigint | null;
 

@@ -15,7 +15,7 @@ export interface GrantRow {
 const COLUMNS = `id, principal, device_id AS deviceId, capability, gateway_id AS gatewayId,
   expires_at AS expiresAt, revoked_at AS revokedAt, created_at AS createdAt`;
 
-/** A grant counts when it is not revoked and not past its expiry (decisions §3). */
+/** A grant counts when it is not revoked and not past its expiry (docs/rules.md "Access"). */
 const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ?))';
 
 export interface GrantFilter {
@@ -110,7 +110,7 @@ const FUNCTION_COLUMNS = `c.device_id AS deviceId, d.name AS deviceName, d.kind 
 const USABLE_DEVICE = 'd.revoked_at IS NULL AND d.detached_at IS NULL AND (p.id IS NULL OR p.revoked_at IS NULL)';
 
 /**
- * The functions a principal may call now: the intersection of decisions §3 — a live grant,
+ * The functions a principal may call now: the intersection of docs/rules.md "Access" — a live grant,
  * the ceiling (`read` sees read functions only), and an attached, unrevoked device.
  */
 export function callableFunctions(

@@ -37,7 +37,8 @@ const BUSY_TIMEOUT_MS = 5000;
  *
  * A `file:` URL also works here (the tests use it to exercise this driver without a server).
  * `@libsql/client` then keeps a pool of local connections, and a PRAGMA run through
- * `execute()` reaches only one of them (shared/facts.md), so the busy timeout is given to the
+ * `execute()` reaches only one of them (docs/performance.md "Storage facts the code relies
+ * on"), so the busy timeout is given to the
  * client, which sets it on every connection it opens, and WAL, which the file itself
  * remembers, is switched on once before the first statement. `openDb` serves `file:` URLs
  * with the embedded driver; this path is for exercising the remote driver only.
