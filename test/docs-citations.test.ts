@@ -1,0 +1,47 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * Comments and the README cite the project's own docs (`docs/rules.md "Section"`), never
+ * documents outside the repository: a stranger's clone has only what is in it.
+ */
+const root = path.resolve(import.meta.dirname, '..');
+const tracked = execFileSync('git', ['ls-files', 'src', 'test', 'scripts', 'README.md', 'docs'], { cwd: root, encoding: 'utf8' })
+  .split('\n')
+  .filter((file) => /\.(ts|tsx|sql|md)$/.test(file) && fs.existsSync(path.join(root, file)));
+
+function headings(file: string): Set<string> {
+  const text = fs.readFileSync(path.join(root, file), 'utf8');
+  return new Set([...text.matchAll(/^#{2,3} (.+)$/gm)].map((m) => m[1]!.trim()));
+}
+
+const citations = tracked.flatMap((file) => {
+  const text = fs.readFileSync(path.join(root, file), 'utf8');
+  return [...text.matchAll(/docs\/(rules|performance)\.md "([^"]+)"/g)].map((m) => ({ file, doc: `docs/${m[1]}.md`, section: m[2]!.replace(/\s*\n\s*\*?\s*/g, ' ') }));
+});
+
+describe('citations of the project docs', () => {
+  it('exist', () => {
+    expect(citations.length).toBeGreaterThan(20);
+  });
+
+  it.each(citations.map((c) => [`${c.file} → ${c.doc} "${c.section}"`, c] as const))('%s names a real section', (_label, citation) => {
+    expect([...headings(citation.doc)]).toContain(citation.section);
+  });
+});
+
+describe('references outside the repository', () => {
+  // This test file names the patterns it looks for, so it is left out of its own search.
+  const others = tracked.filter((file) => file !== 'test/docs-citations.test.ts');
+
+  it.each([
+    ['a sibling shared/ folder', /\.\.\/shared|shared\/(spec|facts)/],
+    ['the decisions document', /decisions §|decisions\.md/],
+    ['the contract document', /service-api\.md/],
+    ['the style guide', /style\.md habit/],
+  ])('none cites %s', (_label, pattern) => {
+    expect(others.filter((file) => pattern.test(fs.readFileSync(path.join(root, file), 'utf8')))).toEqual([]);
+  });
+});
