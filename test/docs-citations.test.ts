@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Comments and the README cite the project's own docs (`docs/rules.md "Section"`), never
+ * Comments and the README cite the project's own docs (docs/rules.md and a section title), never
  * documents outside the repository: a stranger's clone has only what is in it.
  */
 const root = path.resolve(import.meta.dirname, '..');
