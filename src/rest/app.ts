@@ -1,7 +1,5 @@
-import { Hono } from 'hono';
-import type { Context as HonoContext } from 'hono';
+import type { Context as HonoContext, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
-import type { Context } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
