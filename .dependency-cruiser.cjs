@@ -68,9 +68,7 @@ module.exports = {
     {
       name: 'http-imports-only-domain',
       severity: 'error',
-      comment:
-        'src/http is what every surface shares; it may use domain and the Db type, never the store itself, ' +
-        'auth or a surface.',
+      comment: 'src/http is what every surface shares; it may use domain and the Db type, never the store itself, ' + 'auth or a surface.',
       from: { path: '^src/http/' },
       to: { path: '^src/', pathNot: ['^src/http/', '^src/domain/', '^src/store/driver[.]ts$'] },
     },
@@ -105,9 +103,7 @@ module.exports = {
     {
       name: 'device-sdk-imports-no-server',
       severity: 'error',
-      comment:
-        'src/device is the SDK shipped to device makers (package export "./device"): it imports only itself ' +
-        'and npm packages, never server code.',
+      comment: 'src/device is the SDK shipped to device makers (package export "./device"): it imports only itself ' + 'and npm packages, never server code.',
       from: { path: '^src/device/' },
       to: { path: '^src/', pathNot: '^src/device/' },
     },

@@ -65,6 +65,11 @@ describe('layer rules', () => {
         'src/store/driver.ts': "import '../domain/grants.js';",
         'src/rest/app.ts': "import '../store/driver.js';",
       }),
-    ).toEqual(expect.arrayContaining(['store-imports-no-layer: src/store/driver.ts → src/domain/grants.ts', 'db-type-only-above-domain: src/rest/app.ts → src/store/driver.ts']));
+    ).toEqual(
+      expect.arrayContaining([
+        'store-imports-no-layer: src/store/driver.ts → src/domain/grants.ts',
+        'db-type-only-above-domain: src/rest/app.ts → src/store/driver.ts',
+      ]),
+    );
   });
 });
