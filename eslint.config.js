@@ -16,8 +16,8 @@ export default defineConfig(
   {
     // Three type-aware rules, not the whole recommendedTypeChecked set: an unawaited or misused
     // promise is the bug an async service actually ships, while the no-unsafe-* family flags every
-    // JSON body a test reads (~1,500 findings). Type information costs ~15 s of the lint run;
-    // the full type-checked set took ~50 s on two cores.
+    // JSON body a test reads (~1,500 findings). Measured on two shared cores: ~9 s without type
+    // information, ~19 s with these three rules, ~50 s with the full type-checked set.
     files: ['src/**/*.{ts,tsx}', 'test/**/*.ts', 'scripts/**/*.ts'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
