@@ -617,7 +617,10 @@ async function floor(bytes: number) {
     const b: number[] = [];
     for (let i = 0; i < 300; i++) {
       const [x, y] = [await timed('/healthz'), await timed(`/bytes/${bytes}`)];
-      if (i >= 20) h.push(x), b.push(y);
+      if (i >= 20) {
+        h.push(x);
+        b.push(y);
+      }
     }
     await client.close();
     void Promise.allSettled(deviceLoops);

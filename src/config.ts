@@ -37,7 +37,7 @@ export const configSchema = z
     OAUTH_CIMD_ALLOW_LOOPBACK: booleanString.default(false),
     MCP_ALLOWED_HOSTS: z
       .string()
-      .regex(/^\s*[A-Za-z0-9.:\[\]-]+\s*(,\s*[A-Za-z0-9.:\[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
+      .regex(/^\s*[A-Za-z0-9.:[\]-]+\s*(,\s*[A-Za-z0-9.:[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
       .optional(),
     TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),

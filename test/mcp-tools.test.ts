@@ -13,7 +13,6 @@ let server: TestServer;
 let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
-let hub: AttachedDevice;
 let bulbId: string;
 let cloudId: string;
 /** act ceiling; lamp get_state + set_power, bulb set_power, cloud cloud_info. */
@@ -31,7 +30,7 @@ beforeAll(async () => {
   api = client(server.url);
   owner = await server.ownerToken('owner-mcp');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
-  hub = await attachDevice(api, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
+  await attachDevice(api, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
   const devices = (await api.get('/v1/devices', { token: owner })).body.data as { id: string; name: string }[];
   bulbId = devices.find((d) => d.name === 'Bulb')!.id;
   cloudId = devices.find((d) => d.name === 'Cloud')!.id;

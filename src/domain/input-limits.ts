@@ -13,6 +13,7 @@ import type { ErrorIssue } from './errors.js';
  */
 export const MAX_DEPTH = 64;
 
+// eslint-disable-next-line no-control-regex -- NUL is one of the characters this rejects
 const UNSAFE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 const MAX_ISSUES = 20;

@@ -1,5 +1,4 @@
-import { Hono } from 'hono';
-import type { Context as HonoContext } from 'hono';
+import type { Context as HonoContext, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import { admit, invoke } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';

@@ -1,0 +1,69 @@
+// ESLint for src/, test/ and scripts/ (`npm run lint:eslint`, part of `npm run lint`). The layer rules
+// live in .dependency-cruiser.cjs; formatting is Prettier's (.prettierrc.json), so nothing here is
+// about layout.
+import js from '@eslint/js';
+import { defineConfig } from 'eslint/config';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default defineConfig(
+  { ignores: ['dist/', 'data/', 'profiles/', 'coverage/', 'tools/'] },
+  { linterOptions: { reportUnusedDisableDirectives: 'error' } },
+
+  js.configs.recommended,
+  tseslint.configs.recommended,
+
+  {
+    // Three type-aware rules, not the whole recommendedTypeChecked set: an unawaited or misused
+    // promise is the bug an async service actually ships, while the no-unsafe-* family flags every
+    // JSON body a test reads (~1,500 findings). Measured on two shared cores: ~9 s without type
+    // information, ~19 s with these three rules, ~50 s with the full type-checked set.
+    files: ['src/**/*.{ts,tsx}', 'test/**/*.ts', 'scripts/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/await-thenable': 'error',
+    },
+  },
+
+  {
+    rules: {
+      // `_name` is the project's mark for a value taken apart on purpose and not used
+      // (`const { secret: _secret, ...rest } = row`, a callback's unused parameter).
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
+      ],
+      // Already the habit everywhere: a type is imported with `import type`, so the layer check
+      // (.dependency-cruiser.cjs) can tell "uses the Db type" from "uses the store".
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+    },
+  },
+
+  {
+    // Tests, scripts and the CLI read JSON answers as `any` and let the assertion (or the reader)
+    // check the shape; typing each body would add nothing the expectation does not already say.
+    files: ['test/**', 'scripts/**', 'src/cli/**'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  {
+    // The two deliberate `any`s of the server, each explained where it stands: a registry of
+    // operations of every credential kind (AnyOperation) and a map of handlers that each declare
+    // their own argument type. Anywhere else in src/, `any` is an error.
+    files: ['src/domain/operation.ts', 'src/device/device.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+
+  {
+    // The config files themselves (this one, .dependency-cruiser.cjs) run on Node.
+    files: ['**/*.js', '**/*.cjs'],
+    languageOptions: { globals: globals.node },
+  },
+);
