@@ -30,7 +30,7 @@ export const issueEventsTicket = defineOperation({
   rest: [{ method: 'POST', path: '/v1/device/{deviceId}/events-ticket', status: 201 }],
   input: z.strictObject({ deviceId: uuid }),
   output: eventsTicket,
-  async run({ ctx, credential, input }) {
+  async run({ ctx, credential }) {
     const now = ctx.clock.now();
     const issued = issueToken('ticket');
     const expiresAt = now + EVENT_TICKET_TTL_MS;

@@ -3,13 +3,12 @@ import { createMcpHandler, McpServer, type AuthInfo, type McpRequestContext } fr
 import type { Context as HonoContext, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
-import type { Context, Credential, CredentialOf } from '../domain/context.js';
+import type { Context, Credential, CredentialOf, Logger } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
-import type { Logger } from '../domain/context.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
