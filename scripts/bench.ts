@@ -60,14 +60,17 @@ const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,floor,sockets').spl
 const ROOT = path.resolve(import.meta.dirname, '..');
 const MODERN = '2026-07-28';
 
-const hasTaskset = !opts['no-pin'] && os.cpus().length >= 2 && (() => {
-  try {
-    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const hasTaskset =
+  !opts['no-pin'] &&
+  os.cpus().length >= 2 &&
+  (() => {
+    try {
+      execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
 if (hasTaskset) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
 
 // ---------------------------------------------------------------------------------------
@@ -281,7 +284,13 @@ async function healthzCeiling(server: ServerProcess) {
     autocannon({ url: `${server.url}/healthz`, connections: CONCURRENCY, pipelining: 1, duration, workers: 0 }) as Promise<autocannon.Result>;
   await run(1); // warm-up: JIT, connection set-up
   const result = await run(Math.max(3, Math.round(DURATION_S / 2)));
-  const figure = { connections: CONCURRENCY, requestsPerSecond: Math.round(result.requests.average), p50Ms: result.latency.p50, p99Ms: result.latency.p99, errors: result.errors + result.non2xx };
+  const figure = {
+    connections: CONCURRENCY,
+    requestsPerSecond: Math.round(result.requests.average),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    errors: result.errors + result.non2xx,
+  };
   results.healthz = figure;
   return figure;
 }
@@ -310,7 +319,9 @@ async function startFleet(server: ServerProcess, owner: string): Promise<Fleet> 
   const devices = await attachDevices(server.url, owner, DEVICES, 'bench lamp');
   await pool(devices, 32, (device) => call(server.url, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
   const agent = await call(server.url, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
-  await pool(devices, 32, (device) => call(server.url, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] }));
+  await pool(devices, 32, (device) =>
+    call(server.url, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] }),
+  );
   const fleet: Fleet = { devices, sockets: [], agentToken: agent.token, frames: new Map(), recording: { on: false }, reported: new Map(), emptyNexts: 0 };
 
   fleet.sockets = await pool(devices, 32, (device) => {
@@ -349,7 +360,12 @@ interface LoadFigures {
  * completed inside the window, and joins each wake frame's arrival with the server's record of
  * when the action was queued.
  */
-async function roundTripLoad(server: ServerProcess, fleet: Fleet, roundTrip: (device: BenchDevice, i: number) => Promise<void>, seconds: number): Promise<LoadFigures> {
+async function roundTripLoad(
+  server: ServerProcess,
+  fleet: Fleet,
+  roundTrip: (device: BenchDevice, i: number) => Promise<void>,
+  seconds: number,
+): Promise<LoadFigures> {
   let running = true;
   let windowStart = Infinity;
   let windowEnd = Infinity;
@@ -406,7 +422,10 @@ function restRoundTrip(server: ServerProcess, fleet: Fleet) {
     // The device may report before this POST's answer arrives: wait on the id from then on.
     let reported!: () => void;
     const done = new Promise<void>((resolve) => (reported = resolve));
-    const action = await call(server.url, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, { capability: 'set_power', arguments: { on: i % 2 === 0 } });
+    const action = await call(server.url, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, {
+      capability: 'set_power',
+      arguments: { on: i % 2 === 0 },
+    });
     fleet.reported.set(action.id, reported);
     const state = await call(server.url, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
     if (state.status !== 'succeeded') {
@@ -576,7 +595,13 @@ async function floor(bytes: number) {
       if (response.statusCode !== 200) throw new Error(`floor ${route} → ${response.statusCode} ${JSON.stringify(json)}`);
       return json;
     };
-    const healthz = await autocannon({ url: `${server.url}/healthz`, connections: CONCURRENCY, pipelining: 1, duration: Math.max(3, Math.round(DURATION_S / 2)), workers: 0 });
+    const healthz = await autocannon({
+      url: `${server.url}/healthz`,
+      connections: CONCURRENCY,
+      pipelining: 1,
+      duration: Math.max(3, Math.round(DURATION_S / 2)),
+      workers: 0,
+    });
 
     let running = true;
     let counting = false;
@@ -659,7 +684,9 @@ try {
         results.sequential = await sequential(server, fleet, 200);
       }
       if (PHASES.has('rest')) {
-        const load = await phase(server, 'rest-round-trips', () => roundTripLoad(server, fleet, restRoundTrip(server, fleet), Math.max(3, Math.round(DURATION_S / 2))));
+        const load = await phase(server, 'rest-round-trips', () =>
+          roundTripLoad(server, fleet, restRoundTrip(server, fleet), Math.max(3, Math.round(DURATION_S / 2))),
+        );
         results.restRoundTrips = { ...load, requestsPerRoundTrip: 4 };
       }
       for (const socket of fleet.sockets) socket.close();
@@ -690,24 +717,61 @@ const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
 type Row = [string, string, string, string, string];
 const rows: Row[] = [];
 const mark = (ok: boolean) => (ok ? 'yes' : 'NO');
-if (healthz) rows.push([`GET /healthz, ${healthz.connections} connections`, `${healthz.requestsPerSecond} req/s (p99 ${healthz.p99Ms} ms)`, 'the ceiling', '', '']);
+if (healthz)
+  rows.push([`GET /healthz, ${healthz.connections} connections`, `${healthz.requestsPerSecond} req/s (p99 ${healthz.p99Ms} ms)`, 'the ceiling', '', '']);
 if (mcp && healthz) {
   const ideal = healthz.requestsPerSecond / 3;
   const ratio = mcp.roundTripsPerSecond / ideal;
-  rows.push([`Round trips, MCP tools/call, ${DEVICES} devices`, `${mcp.roundTripsPerSecond}/s`, `ideal ${Math.round(ideal)}/s (healthz ÷ 3)`, `${Math.round(ratio * 100)} %`, `≥ 50 %: ${mark(ratio >= 0.5)}`]);
-  rows.push(['  wake queue → frame, under load', `p50 ${mcp.wake.p50Ms} ms, p99 ${mcp.wake.p99Ms} ms`, `${mcp.wake.samples} wakes`, '', `p99 < 20 ms: ${mark(mcp.wake.p99Ms < 20)}`]);
-  rows.push(['  request → result, under load', `p50 ${mcp.requestToResult.p50Ms} ms, p99 ${mcp.requestToResult.p99Ms} ms`, `server CPU ${mcp.serverCpuPercent} %`, `generator CPU ${mcp.generatorCpuPercent} %`, '']);
+  rows.push([
+    `Round trips, MCP tools/call, ${DEVICES} devices`,
+    `${mcp.roundTripsPerSecond}/s`,
+    `ideal ${Math.round(ideal)}/s (healthz ÷ 3)`,
+    `${Math.round(ratio * 100)} %`,
+    `≥ 50 %: ${mark(ratio >= 0.5)}`,
+  ]);
+  rows.push([
+    '  wake queue → frame, under load',
+    `p50 ${mcp.wake.p50Ms} ms, p99 ${mcp.wake.p99Ms} ms`,
+    `${mcp.wake.samples} wakes`,
+    '',
+    `p99 < 20 ms: ${mark(mcp.wake.p99Ms < 20)}`,
+  ]);
+  rows.push([
+    '  request → result, under load',
+    `p50 ${mcp.requestToResult.p50Ms} ms, p99 ${mcp.requestToResult.p99Ms} ms`,
+    `server CPU ${mcp.serverCpuPercent} %`,
+    `generator CPU ${mcp.generatorCpuPercent} %`,
+    '',
+  ]);
 }
 if (seq) {
-  rows.push(['  wake queue → frame, one at a time', `p50 ${seq.wake.p50Ms} ms, p99 ${seq.wake.p99Ms} ms`, `${seq.wake.samples} wakes`, '', `p99 < 20 ms: ${mark(seq.wake.p99Ms < 20)}`]);
+  rows.push([
+    '  wake queue → frame, one at a time',
+    `p50 ${seq.wake.p50Ms} ms, p99 ${seq.wake.p99Ms} ms`,
+    `${seq.wake.samples} wakes`,
+    '',
+    `p99 < 20 ms: ${mark(seq.wake.p99Ms < 20)}`,
+  ]);
   rows.push(['  request → result, one at a time', `p50 ${seq.requestToResult.p50Ms} ms, p99 ${seq.requestToResult.p99Ms} ms`, '', '', '']);
 }
 if (rest && healthz) {
   const ideal = healthz.requestsPerSecond / 4;
-  rows.push([`Round trips, REST (+ agent GET), ${DEVICES} devices`, `${rest.roundTripsPerSecond}/s`, `ideal ${Math.round(ideal)}/s (healthz ÷ 4)`, `${Math.round((rest.roundTripsPerSecond / ideal) * 100)} %`, '']);
+  rows.push([
+    `Round trips, REST (+ agent GET), ${DEVICES} devices`,
+    `${rest.roundTripsPerSecond}/s`,
+    `ideal ${Math.round(ideal)}/s (healthz ÷ 4)`,
+    `${Math.round((rest.roundTripsPerSecond / ideal) * 100)} %`,
+    '',
+  ]);
 }
 if (tl) {
-  rows.push([`tools/list, ${tl.toolsListed} tools (${Math.round(tl.responseBytes / 1024)} KiB)`, `p50 ${tl.toolsListP50Ms} ms`, `healthz p50 ${tl.healthzP50Ms} ms`, `${tl.multiple}×`, `≤ 3×: ${mark(tl.multiple <= 3)}`]);
+  rows.push([
+    `tools/list, ${tl.toolsListed} tools (${Math.round(tl.responseBytes / 1024)} KiB)`,
+    `p50 ${tl.toolsListP50Ms} ms`,
+    `healthz p50 ${tl.healthzP50Ms} ms`,
+    `${tl.multiple}×`,
+    `≤ 3×: ${mark(tl.multiple <= 3)}`,
+  ]);
 }
 if (fl) {
   const ideal = healthz ? healthz.requestsPerSecond / 3 : undefined;
@@ -718,17 +782,38 @@ if (fl) {
     ideal ? `${Math.round((fl.roundTripsPerSecond / ideal) * 100)} %` : '',
     `server CPU ${fl.serverCpuPercent} %, generator ${fl.generatorCpuPercent} %`,
   ]);
-  if (mcp) rows.push(['  MCP round trips as a share of the floor', `${mcp.roundTripsPerSecond}/s`, `floor ${fl.roundTripsPerSecond}/s`, `${Math.round((mcp.roundTripsPerSecond / fl.roundTripsPerSecond) * 100)} %`, '']);
-  rows.push([`  ${Math.round(fl.bytes / 1024)} KiB from memory, bare node:http`, `p50 ${fl.bytesP50Ms} ms`, `its healthz p50 ${fl.healthzP50Ms} ms`, `${fl.bytesMultiple}×`, '']);
+  if (mcp)
+    rows.push([
+      '  MCP round trips as a share of the floor',
+      `${mcp.roundTripsPerSecond}/s`,
+      `floor ${fl.roundTripsPerSecond}/s`,
+      `${Math.round((mcp.roundTripsPerSecond / fl.roundTripsPerSecond) * 100)} %`,
+      '',
+    ]);
+  rows.push([
+    `  ${Math.round(fl.bytes / 1024)} KiB from memory, bare node:http`,
+    `p50 ${fl.bytesP50Ms} ms`,
+    `its healthz p50 ${fl.healthzP50Ms} ms`,
+    `${fl.bytesMultiple}×`,
+    '',
+  ]);
 }
 if (so) {
-  rows.push([`RSS, ${so.sockets} idle wake sockets (server counts ${so.serverReportsOpen})`, `${so.rssMb} MB`, `${so.rssBeforeSocketsMb} MB before sockets`, `+${so.perSocketKb} KB/socket`, `< 300 MB: ${mark(so.rssMb < 300)}`]);
+  rows.push([
+    `RSS, ${so.sockets} idle wake sockets (server counts ${so.serverReportsOpen})`,
+    `${so.rssMb} MB`,
+    `${so.rssBeforeSocketsMb} MB before sockets`,
+    `+${so.perSocketKb} KB/socket`,
+    `< 300 MB: ${mark(so.rssMb < 300)}`,
+  ]);
 }
 
 const header: Row = ['Measure', 'Figure', 'Baseline (same run)', 'Ratio', 'Target'];
 const widths = header.map((_, c) => Math.max(...[header, ...rows].map((row) => row[c]!.length)));
 const line = (row: Row) => `| ${row.map((cell, c) => cell.padEnd(widths[c]!)).join(' | ')} |`;
-console.log(`\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? 'server on core 0, generator on core 1' : 'not pinned'}, ${r2((nowMs() - runStarted) / 1000)} s\n`);
+console.log(
+  `\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? 'server on core 0, generator on core 1' : 'not pinned'}, ${r2((nowMs() - runStarted) / 1000)} s\n`,
+);
 console.log(line(header));
 console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
 for (const row of rows) console.log(line(row));

@@ -63,7 +63,11 @@ export interface ScenarioResult {
 }
 
 async function post(base: string, pathname: string, token: string, body: unknown): Promise<any> {
-  const res = await fetch(`${base}${pathname}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${base}${pathname}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const json = (await res.json()) as any;
   if (!res.ok) throw new Error(`${pathname}: ${res.status} ${JSON.stringify(json)}`);
   return json.data;
@@ -89,7 +93,9 @@ function runSuite(url: string, scenario: string, baselineFile: string | undefine
   const args = [SUITE, 'server', '--url', url, '--scenario', scenario, '--spec-version', '2026-07-28'];
   if (baselineFile) args.push('--expected-failures', baselineFile);
   return new Promise((resolve) => {
-    execFile(NODE24, args, { cwd: root, timeout: 90_000, env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' } }, (_error, stdout, stderr) => resolve(`${stdout}\n${stderr}`));
+    execFile(NODE24, args, { cwd: root, timeout: 90_000, env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' } }, (_error, stdout, stderr) =>
+      resolve(`${stdout}\n${stderr}`),
+    );
   });
 }
 
@@ -117,7 +123,10 @@ export async function runConformance(): Promise<ScenarioResult[]> {
   // The proxy comes first: the service must be told to accept its address as a Host.
   let target: URL | undefined;
   let token = '';
-  const proxy = await startProxy(() => target!, () => token);
+  const proxy = await startProxy(
+    () => target!,
+    () => token,
+  );
   const proxyPort = (proxy.address() as AddressInfo).port;
 
   const config = parseConfig({
@@ -153,7 +162,12 @@ export async function runConformance(): Promise<ScenarioResult[]> {
       const skip = NOT_APPLICABLE[scenario];
       if (skip) {
         baselineFile = path.join(dir, `${scenario}.baseline.yml`);
-        fs.writeFileSync(baselineFile, `server:\n${Object.keys(skip).map((id) => `  - ${scenario}:${id}`).join('\n')}\n`);
+        fs.writeFileSync(
+          baselineFile,
+          `server:\n${Object.keys(skip)
+            .map((id) => `  - ${scenario}:${id}`)
+            .join('\n')}\n`,
+        );
       }
       results.push(parse(scenario, await runSuite(url, scenario, baselineFile)));
     }
@@ -173,7 +187,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     console.log('| Scenario | Passed | Failed | Warnings | Not applicable |');
     console.log('|---|---|---|---|---|');
     for (const r of results) {
-      console.log(`| ${r.scenario} | ${r.passed} | ${r.failed}${r.failures.length ? ` (${r.failures.join(', ')})` : ''} | ${r.warnings} | ${r.baselined.join(', ') || '-'} |`);
+      console.log(
+        `| ${r.scenario} | ${r.passed} | ${r.failed}${r.failures.length ? ` (${r.failures.join(', ')})` : ''} | ${r.warnings} | ${r.baselined.join(', ') || '-'} |`,
+      );
     }
   }
   process.exit(results.every((r) => r.ok) ? 0 : 1);

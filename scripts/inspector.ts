@@ -80,7 +80,11 @@ if (!url) {
   service = await startService(config, { log: createLogger('silent') });
   url = service.url;
   const call = async (route: string, bearer: string, body: unknown) => {
-    const response = await fetch(`${url}${route}`, { method: 'POST', headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${url}${route}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     if (!response.ok) throw new Error(`${route} → ${response.status} ${await response.text()}`);
     return ((await response.json()) as { data: any }).data;
   };

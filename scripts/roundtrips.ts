@@ -49,7 +49,13 @@ try {
   const attached = await call('POST', '/v1/sdk/devices', setup.token, { name: 'Bench lamp' });
   const device = { id: attached.device.id as string, token: attached.token as string, workspace: attached.workspace as string };
   await call('POST', `/v1/device/${device.id}/manifest`, device.token, {
-    capabilities: [{ name: 'set_power', kind: 'control', arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'], additionalProperties: false } }],
+    capabilities: [
+      {
+        name: 'set_power',
+        kind: 'control',
+        arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'], additionalProperties: false },
+      },
+    ],
   });
   const agent = await call('POST', '/v1/agent-connections', owner, { name: 'bench', access: 'act' });
   await call('POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] });

@@ -90,8 +90,7 @@ try {
     frameAt.set(frame.actionId, at);
     frameWaiters.get(frame.actionId)?.();
   });
-  const frameFor = (actionId: string) =>
-    frameAt.has(actionId) ? Promise.resolve() : new Promise<void>((resolve) => frameWaiters.set(actionId, resolve));
+  const frameFor = (actionId: string) => (frameAt.has(actionId) ? Promise.resolve() : new Promise<void>((resolve) => frameWaiters.set(actionId, resolve)));
 
   // 1. Wake latency.
   const fromPublish: number[] = [];
@@ -155,7 +154,9 @@ try {
   console.log('request sent → device holds the command (its `next` returned it)');
   console.log(summary('  woken over the socket, then next', wokenHolds));
   console.log(summary(`  polling next every ${POLL_INTERVAL_MS} ms`, pollingHolds));
-  console.log(`  idle cost: polling made ${pollRequests} HTTP requests in ${pollSeconds.toFixed(1)} s (${(pollRequests / pollSeconds).toFixed(2)}/s per device); a woken device makes none (one ping every ${config.wsPingMs / 1000} s)`);
+  console.log(
+    `  idle cost: polling made ${pollRequests} HTTP requests in ${pollSeconds.toFixed(1)} s (${(pollRequests / pollSeconds).toFixed(2)}/s per device); a woken device makes none (one ping every ${config.wsPingMs / 1000} s)`,
+  );
   socket.close();
 } finally {
   await service.close();

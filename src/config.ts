@@ -7,9 +7,7 @@ import type { RateLimitSettings } from './domain/rate-limits.js';
  * Every setting the service reads, all optional (docs/rules.md "Running"). Parsed once by the entry
  * points (src/main.ts, src/cli/*) from the environment and injected everywhere else.
  */
-const booleanString = z
-  .enum(['true', 'false', '1', '0'])
-  .transform((value) => value === 'true' || value === '1');
+const booleanString = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
 
 const positiveInt = z.coerce.number().int().positive();
 const positiveNumber = z.coerce.number().positive();
@@ -134,7 +132,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     housekeepingSweepMs: e.HOUSEKEEPING_SWEEP_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
     oauthCimdAllowLoopback: e.OAUTH_CIMD_ALLOW_LOOPBACK,
-    mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
+    mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '')
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
     wsPingMs: e.WS_PING_SECONDS * 1000,
     trustProxyHops: e.TRUST_PROXY_HOPS,
     metricsToken: e.METRICS_TOKEN,

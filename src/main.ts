@@ -15,7 +15,15 @@ try {
 
 const service = await startService(config);
 // Credentials can ride in a database URL (user:pass@ or ?authToken=): neither is logged.
-console.log(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'listening', url: service.url, database: config.databaseUrl.replace(/\/\/[^@/]*@/, '//').replace(/\?.*$/, '') }));
+console.log(
+  JSON.stringify({
+    time: new Date().toISOString(),
+    level: 'info',
+    msg: 'listening',
+    url: service.url,
+    database: config.databaseUrl.replace(/\/\/[^@/]*@/, '//').replace(/\?.*$/, ''),
+  }),
+);
 
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

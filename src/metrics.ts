@@ -29,7 +29,12 @@ export interface Metrics {
 export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'dfc_' });
-  const requests = new Counter({ name: 'dfc_http_requests_total', help: 'HTTP requests by method, route pattern and status.', labelNames: ['method', 'route', 'status'], registers: [registry] });
+  const requests = new Counter({
+    name: 'dfc_http_requests_total',
+    help: 'HTTP requests by method, route pattern and status.',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  });
   const durations = new Histogram({
     name: 'dfc_http_request_duration_seconds',
     help: 'HTTP request duration by method and route pattern.',
@@ -37,7 +42,12 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
-  const actions = new Counter({ name: 'dfc_actions_total', help: 'Action state changes by the status entered.', labelNames: ['status'], registers: [registry] });
+  const actions = new Counter({
+    name: 'dfc_actions_total',
+    help: 'Action state changes by the status entered.',
+    labelNames: ['status'],
+    registers: [registry],
+  });
   // Every status is exported from the start, at 0: a series that first appears at 1 hides
   // that first change from rate() and increase().
   for (const status of ACTION_STATUSES) actions.inc({ status }, 0);

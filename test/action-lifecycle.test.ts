@@ -42,7 +42,18 @@ describe('request → next → result', () => {
     const requested = await requestAction(http, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     expect(requested.status, JSON.stringify(requested.body)).toBe(201);
     const action = requested.body.data;
-    expect(action).toMatchObject({ status: 'queued', deviceId: lamp.id, capability: 'set_power', arguments: { on: true }, principal: agent.principal, dispatchedAt: null, completedAt: null, result: null, error: null, broadcastId: null });
+    expect(action).toMatchObject({
+      status: 'queued',
+      deviceId: lamp.id,
+      capability: 'set_power',
+      arguments: { on: true },
+      principal: agent.principal,
+      dispatchedAt: null,
+      completedAt: null,
+      result: null,
+      error: null,
+      broadcastId: null,
+    });
     expect(action.expiresAt - action.createdAt).toBe(30_000);
 
     const fetched = await next(http, lamp);

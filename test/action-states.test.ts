@@ -33,7 +33,8 @@ describe('the state table', () => {
 
   it('moves every action forward: each destination is at a later stage than each status it leaves', () => {
     for (const [name, move] of Object.entries(TRANSITIONS)) {
-      for (const from of move.from) for (const to of move.to) expect(ACTION_STATES[to].stage, `${name}: ${from} → ${to}`).toBeGreaterThan(ACTION_STATES[from].stage);
+      for (const from of move.from)
+        for (const to of move.to) expect(ACTION_STATES[to].stage, `${name}: ${from} → ${to}`).toBeGreaterThan(ACTION_STATES[from].stage);
     }
   });
 
@@ -44,7 +45,7 @@ describe('the state table', () => {
 
   it('reaches every status from the initial one', () => {
     const reached = new Set<ActionStatus>([INITIAL_STATUS]);
-    for (let known = 0; reached.size > known; ) {
+    for (let known = 0; reached.size > known;) {
       known = reached.size;
       for (const move of Object.values(TRANSITIONS)) if (move.from.some((from) => reached.has(from))) for (const to of move.to) reached.add(to);
     }
@@ -125,7 +126,11 @@ describe('the database and the store', () => {
   /** A fresh workspace with a gateway, its service and a detached child: each case is alone in it. */
   async function world(): Promise<World> {
     const workspaceId = randomUUID();
-    await db.run('INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, 0)', [workspaceId, workspaceId, workspaceId.replaceAll('-', '')]);
+    await db.run('INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, 0)', [
+      workspaceId,
+      workspaceId,
+      workspaceId.replaceAll('-', ''),
+    ]);
     const device = async (kind: string, parentId: string | null, detachedAt: number | null) => {
       const id = randomUUID();
       await db.run(

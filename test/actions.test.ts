@@ -140,8 +140,12 @@ describe('a second workspace', () => {
     expect((await api.get('/v1/grants', { token: intruder })).body.data).toEqual([]);
     expect((await api.post('/v1/grants/revoke', { token: intruder, body: { grantId: aGrant!.id } })).status).toBe(404);
     expect((await api.post('/v1/grants/revoke', { token: intruder, body: { principal: agent.principal, deviceId: hub.id } })).status).toBe(404);
-    expect((await api.post('/v1/grants', { token: intruder, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] } })).status).toBe(404);
-    expect((await api.post(`/v1/devices/${hub.id}/gateway-grants`, { token: intruder, body: { principal: agent.principal, mode: 'control' } })).status).toBe(404);
+    expect(
+      (await api.post('/v1/grants', { token: intruder, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] } })).status,
+    ).toBe(404);
+    expect((await api.post(`/v1/devices/${hub.id}/gateway-grants`, { token: intruder, body: { principal: agent.principal, mode: 'control' } })).status).toBe(
+      404,
+    );
 
     // Functions and devices: nothing of the first workspace.
     const fnDevices = (await api.get('/v1/functions', { token: intruder })).body.data.map((f: any) => f.deviceId);

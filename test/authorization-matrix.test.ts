@@ -46,7 +46,10 @@ let requestedAction: string;
 async function oauthToken(clientId: string): Promise<string> {
   const cookie = await ownerCookie(server.issuer, owner);
   const { verifier, challenge } = pkce();
-  const back = await decide(authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }), cookie);
+  const back = await decide(
+    authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }),
+    cookie,
+  );
   const answer = await tokenRequest(server.issuer, {
     grant_type: 'authorization_code',
     code: back.searchParams.get('code')!,
@@ -144,15 +147,33 @@ const ANYONE = Object.fromEntries([...LIVE, ...DEAD].map((c) => [c, '2xx'])) as 
 /** Owner routes: other live kinds are 403 (valid, wrong kind); `owner2` as the row says. */
 function ownerRoute(owner2: Outcome): Cells {
   return {
-    owner: '2xx', agentAct: '403', agentRead: '403', agentNoGrant: '403', oauth: '403', setup: '403', device: '403',
-    owner2, agent2: '403', device2: '403', ...DEAD_401,
+    owner: '2xx',
+    agentAct: '403',
+    agentRead: '403',
+    agentNoGrant: '403',
+    oauth: '403',
+    setup: '403',
+    device: '403',
+    owner2,
+    agent2: '403',
+    device2: '403',
+    ...DEAD_401,
   };
 }
 
 /** Device routes on workspace 1's lamp: only its own credential; another device is 403. */
 const DEVICE_ROUTE: Cells = {
-  owner: '403', agentAct: '403', agentRead: '403', agentNoGrant: '403', oauth: '403', setup: '403', device: '2xx',
-  owner2: '403', agent2: '403', device2: '403', ...DEAD_401,
+  owner: '403',
+  agentAct: '403',
+  agentRead: '403',
+  agentNoGrant: '403',
+  oauth: '403',
+  setup: '403',
+  device: '2xx',
+  owner2: '403',
+  agent2: '403',
+  device2: '403',
+  ...DEAD_401,
 };
 
 const freshSetupId = async () => (await createSetupToken(api, owner, { name: 'target' })).id;
@@ -167,24 +188,45 @@ const matrix: Record<string, Row> = {
 
   'POST /v1/device-setup-tokens': { request: async () => ({ path: '/v1/device-setup-tokens', body: { name: 'm' } }), cells: ownerRoute('2xx') },
   'GET /v1/device-setup-tokens': { request: async () => ({ path: '/v1/device-setup-tokens' }), cells: ownerRoute('2xx') },
-  'POST /v1/device-setup-tokens/{connectionId}/revoke': { request: async () => ({ path: `/v1/device-setup-tokens/${await freshSetupId()}/revoke` }), cells: ownerRoute('404') },
+  'POST /v1/device-setup-tokens/{connectionId}/revoke': {
+    request: async () => ({ path: `/v1/device-setup-tokens/${await freshSetupId()}/revoke` }),
+    cells: ownerRoute('404'),
+  },
   'POST /v1/sdk-tokens': { request: async () => ({ path: '/v1/sdk-tokens', body: { name: 'm' } }), cells: ownerRoute('2xx') },
   'GET /v1/sdk-tokens': { request: async () => ({ path: '/v1/sdk-tokens' }), cells: ownerRoute('2xx') },
   'POST /v1/sdk-tokens/{connectionId}/revoke': { request: async () => ({ path: `/v1/sdk-tokens/${await freshSetupId()}/revoke` }), cells: ownerRoute('404') },
 
   'POST /v1/agent-connections': { request: async () => ({ path: '/v1/agent-connections', body: { name: 'm' } }), cells: ownerRoute('2xx') },
   'GET /v1/agent-connections': { request: async () => ({ path: '/v1/agent-connections' }), cells: ownerRoute('2xx') },
-  'POST /v1/agent-connections/{connectionId}/revoke': { request: async () => ({ path: `/v1/agent-connections/${await freshAgentId()}/revoke` }), cells: ownerRoute('404') },
+  'POST /v1/agent-connections/{connectionId}/revoke': {
+    request: async () => ({ path: `/v1/agent-connections/${await freshAgentId()}/revoke` }),
+    cells: ownerRoute('404'),
+  },
 
-  'POST /v1/oauth-clients': { request: async () => ({ path: '/v1/oauth-clients', body: { name: 'm', redirectUris: [CALLBACK], public: true } }), cells: ownerRoute('2xx') },
+  'POST /v1/oauth-clients': {
+    request: async () => ({ path: '/v1/oauth-clients', body: { name: 'm', redirectUris: [CALLBACK], public: true } }),
+    cells: ownerRoute('2xx'),
+  },
   'GET /v1/oauth-clients': { request: async () => ({ path: '/v1/oauth-clients' }), cells: ownerRoute('2xx') },
-  'POST /v1/oauth-clients/{clientId}/revoke': { request: async () => ({ path: `/v1/oauth-clients/${encodeURIComponent(await freshClientId())}/revoke` }), cells: ownerRoute('404') },
+  'POST /v1/oauth-clients/{clientId}/revoke': {
+    request: async () => ({ path: `/v1/oauth-clients/${encodeURIComponent(await freshClientId())}/revoke` }),
+    cells: ownerRoute('404'),
+  },
 
   'POST /v1/sdk/devices': {
     request: async () => ({ path: '/v1/sdk/devices', body: { name: 'matrix device' } }),
     cells: {
-      owner: '403', agentAct: '403', agentRead: '403', agentNoGrant: '403', oauth: '403', setup: '2xx', device: '403',
-      owner2: '403', agent2: '403', device2: '403', ...DEAD_401,
+      owner: '403',
+      agentAct: '403',
+      agentRead: '403',
+      agentNoGrant: '403',
+      oauth: '403',
+      setup: '2xx',
+      device: '403',
+      owner2: '403',
+      agent2: '403',
+      device2: '403',
+      ...DEAD_401,
     },
   },
   'POST /v1/enrollments': { request: async () => ({ path: '/v1/enrollments' }), cells: ownerRoute('2xx') },
@@ -197,8 +239,17 @@ const matrix: Record<string, Row> = {
   'GET /v1/devices': {
     request: async () => ({ path: '/v1/devices' }),
     cells: {
-      owner: '2xx', agentAct: '2xx', agentRead: '2xx', agentNoGrant: '2xx', oauth: '2xx', setup: '403', device: '403',
-      owner2: '2xx', agent2: '2xx', device2: '403', ...DEAD_401,
+      owner: '2xx',
+      agentAct: '2xx',
+      agentRead: '2xx',
+      agentNoGrant: '2xx',
+      oauth: '2xx',
+      setup: '403',
+      device: '403',
+      owner2: '2xx',
+      agent2: '2xx',
+      device2: '403',
+      ...DEAD_401,
     },
     check: (caller, body) => {
       if (caller === 'agentNoGrant') expect(body.data).toEqual([]);
@@ -213,7 +264,10 @@ const matrix: Record<string, Row> = {
     cells: ownerRoute('404'),
   },
   'GET /v1/grants': { request: async () => ({ path: '/v1/grants' }), cells: ownerRoute('2xx') },
-  'POST /v1/grants/revoke': { request: async () => ({ path: '/v1/grants/revoke', body: { principal: 'matrix:throwaway', deviceId: lamp.id } }), cells: ownerRoute('404') },
+  'POST /v1/grants/revoke': {
+    request: async () => ({ path: '/v1/grants/revoke', body: { principal: 'matrix:throwaway', deviceId: lamp.id } }),
+    cells: ownerRoute('404'),
+  },
   'POST /v1/devices/{deviceId}/gateway-grants': {
     request: async () => ({ path: `/v1/devices/${gatewayId}/gateway-grants`, body: { principal: 'matrix:throwaway', mode: 'read' } }),
     cells: ownerRoute('404'),
@@ -221,8 +275,17 @@ const matrix: Record<string, Row> = {
   'GET /v1/functions': {
     request: async () => ({ path: '/v1/functions' }),
     cells: {
-      owner: '2xx', agentAct: '2xx', agentRead: '2xx', agentNoGrant: '2xx', oauth: '2xx', setup: '403', device: '403',
-      owner2: '2xx', agent2: '2xx', device2: '403', ...DEAD_401,
+      owner: '2xx',
+      agentAct: '2xx',
+      agentRead: '2xx',
+      agentNoGrant: '2xx',
+      oauth: '2xx',
+      setup: '403',
+      device: '403',
+      owner2: '2xx',
+      agent2: '2xx',
+      device2: '403',
+      ...DEAD_401,
     },
     check: (caller, body) => {
       if (caller === 'agentNoGrant') expect(body.data).toEqual([]);
@@ -236,8 +299,17 @@ const matrix: Record<string, Row> = {
   'POST /v1/devices/{deviceId}/actions': {
     request: async () => ({ path: `/v1/devices/${lamp.id}/actions`, body: { capability: 'set_power', arguments: { on: true } } }),
     cells: {
-      owner: '403', agentAct: '2xx', agentRead: '403', agentNoGrant: '403', oauth: '403', setup: '403', device: '403',
-      owner2: '403', agent2: '404', device2: '403', ...DEAD_401,
+      owner: '403',
+      agentAct: '2xx',
+      agentRead: '403',
+      agentNoGrant: '403',
+      oauth: '403',
+      setup: '403',
+      device: '403',
+      owner2: '403',
+      agent2: '404',
+      device2: '403',
+      ...DEAD_401,
     },
   },
   'GET /v1/actions': { request: async () => ({ path: '/v1/actions' }), cells: ownerRoute('2xx') },
@@ -246,23 +318,53 @@ const matrix: Record<string, Row> = {
   'GET /v1/actions/{actionId}': {
     request: async () => ({ path: `/v1/actions/${requestedAction}` }),
     cells: {
-      owner: '2xx', agentAct: '2xx', agentRead: '404', agentNoGrant: '404', oauth: '404', setup: '403', device: '403',
-      owner2: '404', agent2: '404', device2: '403', ...DEAD_401,
+      owner: '2xx',
+      agentAct: '2xx',
+      agentRead: '404',
+      agentNoGrant: '404',
+      oauth: '404',
+      setup: '403',
+      device: '403',
+      owner2: '404',
+      agent2: '404',
+      device2: '403',
+      ...DEAD_401,
     },
   },
   'POST /v1/actions/{actionId}/cancel': {
     request: async () => ({ path: `/v1/actions/${await freshAction()}/cancel` }),
     cells: {
-      owner: '2xx', agentAct: '2xx', agentRead: '404', agentNoGrant: '404', oauth: '404', setup: '403', device: '403',
-      owner2: '404', agent2: '404', device2: '403', ...DEAD_401,
+      owner: '2xx',
+      agentAct: '2xx',
+      agentRead: '404',
+      agentNoGrant: '404',
+      oauth: '404',
+      setup: '403',
+      device: '403',
+      owner2: '404',
+      agent2: '404',
+      device2: '403',
+      ...DEAD_401,
     },
   },
   // Per-device results: the call succeeds, and each device answers for itself.
   'POST /v1/broadcasts': {
-    request: async () => ({ path: '/v1/broadcasts', body: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: false }, idempotencyKey: crypto.randomUUID() } }),
+    request: async () => ({
+      path: '/v1/broadcasts',
+      body: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: false }, idempotencyKey: crypto.randomUUID() },
+    }),
     cells: {
-      owner: '403', agentAct: '2xx', agentRead: '2xx', agentNoGrant: '2xx', oauth: '403', setup: '403', device: '403',
-      owner2: '403', agent2: '2xx', device2: '403', ...DEAD_401,
+      owner: '403',
+      agentAct: '2xx',
+      agentRead: '2xx',
+      agentNoGrant: '2xx',
+      oauth: '403',
+      setup: '403',
+      device: '403',
+      owner2: '403',
+      agent2: '2xx',
+      device2: '403',
+      ...DEAD_401,
     },
     check: (caller, body) => {
       const [result] = body.data.results;
@@ -273,7 +375,10 @@ const matrix: Record<string, Row> = {
   },
 
   'POST /v1/device/{deviceId}/next': {
-    request: async (caller) => ({ path: `/v1/device/${lamp.id}/next`, headers: { 'x-service-workspace': caller === 'device2' ? '0'.repeat(64) : lamp.workspace } }),
+    request: async (caller) => ({
+      path: `/v1/device/${lamp.id}/next`,
+      headers: { 'x-service-workspace': caller === 'device2' ? '0'.repeat(64) : lamp.workspace },
+    }),
     cells: DEVICE_ROUTE,
   },
   'POST /v1/device/{deviceId}/result': {
@@ -340,8 +445,16 @@ type McpOutcome = '2xx' | '2xx:isError' | '401' | '403';
 /** Whoever may call /mcp at all: agents and OAuth tokens; other valid kinds are 403. */
 function mcpCells(agentCells: Partial<Record<Caller, McpOutcome>>): Record<Caller, McpOutcome> {
   return {
-    owner: '403', setup: '403', device: '403', owner2: '403', device2: '403',
-    agentAct: '2xx', agentRead: '2xx', agentNoGrant: '2xx', oauth: '2xx', agent2: '2xx',
+    owner: '403',
+    setup: '403',
+    device: '403',
+    owner2: '403',
+    device2: '403',
+    agentAct: '2xx',
+    agentRead: '2xx',
+    agentNoGrant: '2xx',
+    oauth: '2xx',
+    agent2: '2xx',
     ...(Object.fromEntries(DEAD.map((c) => [c, '401'])) as Record<(typeof DEAD)[number], McpOutcome>),
     ...agentCells,
   };
@@ -389,7 +502,13 @@ async function callTool(token: string | undefined, name: string, args: Record<st
   });
   const text = await res.text();
   const json = res.headers.get('content-type')?.includes('text/event-stream')
-    ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data:')).at(-1)!.slice(5))
+    ? JSON.parse(
+        text
+          .split('\n')
+          .filter((l) => l.startsWith('data:'))
+          .at(-1)!
+          .slice(5),
+      )
     : JSON.parse(text);
   return { status: res.status, json };
 }
@@ -398,11 +517,25 @@ describe('authorization matrix: MCP tools', () => {
   it('has exactly one row per fixed tool an act agent lists, plus the device tool', async () => {
     const res = await fetch(`${server.url}/mcp`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list', authorization: `Bearer ${tokens.agentAct}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN,
+        'mcp-method': 'tools/list',
+        authorization: `Bearer ${tokens.agentAct}`,
+      },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope() } }),
     });
     const text = await res.text();
-    const json = res.headers.get('content-type')?.includes('text/event-stream') ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data:')).at(-1)!.slice(5)) : JSON.parse(text);
+    const json = res.headers.get('content-type')?.includes('text/event-stream')
+      ? JSON.parse(
+          text
+            .split('\n')
+            .filter((l) => l.startsWith('data:'))
+            .at(-1)!
+            .slice(5),
+        )
+      : JSON.parse(text);
     const names = (json.result.tools as { name: string }[]).map((t) => t.name);
     expect(names).toContain(lampTool());
     expect([...names.filter((n) => !n.includes('__')), '<device tool>'].sort()).toEqual(Object.keys(mcpMatrix).sort());
@@ -410,7 +543,11 @@ describe('authorization matrix: MCP tools', () => {
 
   it('has exactly one row per fixed tool the registry declares, plus the device tool', () => {
     const declared = allOperations.flatMap((operation) => (operation.mcp ? [operation.mcp.name] : []));
-    expect(Object.keys(mcpMatrix).filter((tool) => tool !== '<device tool>').sort()).toEqual(declared.sort());
+    expect(
+      Object.keys(mcpMatrix)
+        .filter((tool) => tool !== '<device tool>')
+        .sort(),
+    ).toEqual(declared.sort());
   });
 
   const mcpCases = Object.keys(mcpMatrix).flatMap((tool) => [...LIVE, ...DEAD].map((caller) => ({ tool, caller })));
@@ -419,10 +556,11 @@ describe('authorization matrix: MCP tools', () => {
     const name = tool === '<device tool>' ? lampTool() : tool;
     const args = await row.args();
     const res = await callTool(caller === 'none' ? undefined : tokens[caller], name, args);
-    const outcome = res.status === 200 ? (res.json.result?.isError ? '2xx:isError' : res.json.error ? `rpc ${res.json.error.code}` : '2xx') : String(res.status);
+    const outcome =
+      res.status === 200 ? (res.json.result?.isError ? '2xx:isError' : res.json.error ? `rpc ${res.json.error.code}` : '2xx') : String(res.status);
     expect(outcome, `${tool} as ${caller}: ${JSON.stringify(res.json).slice(0, 300)}`).toBe(row.cells[caller]);
     if (res.status === 401 || res.status === 403) expect(Object.keys(res.json)).toEqual(['error']);
-    if (outcome === '2xx' && (caller === 'agent2')) {
+    if (outcome === '2xx' && caller === 'agent2') {
       const text = JSON.stringify(res.json);
       const sent = JSON.stringify(args);
       for (const id of ws1Ids) if (!sent.includes(id)) expect(text, `${tool} as ${caller} leaked ${id}`).not.toContain(id);

@@ -37,7 +37,14 @@ describe('POST /v1/broadcasts', () => {
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
     expect(results.map((r: any) => [r.deviceId, r.ok])).toEqual(lamps.map((l) => [l.id, true]));
     for (const r of results) {
-      expect(r.action).toMatchObject({ deviceId: r.deviceId, capability: 'set_power', arguments: { on: true }, status: 'queued', broadcastId: id, principal: agent.principal });
+      expect(r.action).toMatchObject({
+        deviceId: r.deviceId,
+        capability: 'set_power',
+        arguments: { on: true },
+        status: 'queued',
+        broadcastId: id,
+        principal: agent.principal,
+      });
       expect(r.action.expiresAt - r.action.createdAt).toBe(30_000); // default ttlSeconds
     }
     for (const [i, lamp] of lamps.entries()) expect((await next(api, lamp)).body.data.id).toBe(results[i].action.id);
@@ -65,17 +72,32 @@ describe('POST /v1/broadcasts', () => {
     const strict = await attachDevice(api, owner, {
       name: 'Strict',
       manifest: {
-        capabilities: [{ name: 'set_power', kind: 'control', arguments: { type: 'object', properties: { on: { type: 'boolean' }, pin: { type: 'string' } }, required: ['on', 'pin'] } }],
+        capabilities: [
+          {
+            name: 'set_power',
+            kind: 'control',
+            arguments: { type: 'object', properties: { on: { type: 'boolean' }, pin: { type: 'string' } }, required: ['on', 'pin'] },
+          },
+        ],
       },
     });
     await grant(api, owner, agent.principal, strict.id, ['set_power']);
     const before = await actionCount();
-    const res = await send({ deviceIds: [lamps[0]!.id, ungranted.id, strict.id, lamps[1]!.id], capability: 'set_power', arguments: { on: false }, idempotencyKey: key() });
+    const res = await send({
+      deviceIds: [lamps[0]!.id, ungranted.id, strict.id, lamps[1]!.id],
+      capability: 'set_power',
+      arguments: { on: false },
+      idempotencyKey: key(),
+    });
     expect(res.status).toBe(200);
     const [a, b, c, d] = res.body.data.results;
     expect(a).toMatchObject({ deviceId: lamps[0]!.id, ok: true });
     expect(b).toEqual({ deviceId: ungranted.id, ok: false, error: { code: 'grant_required', message: expect.any(String) } });
-    expect(c).toEqual({ deviceId: strict.id, ok: false, error: { code: 'validation_failed', message: expect.any(String), issues: [{ path: 'arguments.pin', message: expect.any(String) }] } });
+    expect(c).toEqual({
+      deviceId: strict.id,
+      ok: false,
+      error: { code: 'validation_failed', message: expect.any(String), issues: [{ path: 'arguments.pin', message: expect.any(String) }] },
+    });
     expect(d).toMatchObject({ deviceId: lamps[1]!.id, ok: true });
     expect(await actionCount()).toBe(before + 2);
   });
@@ -122,7 +144,10 @@ describe('POST /v1/broadcasts', () => {
       expect(res.body.error.code).toBe('idempotency_key_reused');
     }
     // The same key on a single action is another request too.
-    const single = await api.post(`/v1/devices/${lamps[0]!.id}/actions`, { token: agent.token, body: { capability: 'get_state', arguments: {}, idempotencyKey: k } });
+    const single = await api.post(`/v1/devices/${lamps[0]!.id}/actions`, {
+      token: agent.token,
+      body: { capability: 'get_state', arguments: {}, idempotencyKey: k },
+    });
     expect(single.status).toBe(409);
     expect(await actionCount()).toBe(before);
   });
@@ -165,4 +190,3 @@ describe('POST /v1/broadcasts', () => {
     expect((await api.post('/v1/broadcasts', { body })).status).toBe(401);
   });
 });
-

@@ -28,7 +28,10 @@ beforeAll(async () => {
   for (let batch = 0; batch < ACTIONS / 10; batch++) {
     const answers = await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
-        api.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'set_brightness', arguments: { level: (batch * 10 + i) % 101 }, ttlSeconds: 300 } }),
+        api.post(`/v1/devices/${lamp.id}/actions`, {
+          token: agent.token,
+          body: { capability: 'set_brightness', arguments: { level: (batch * 10 + i) % 101 }, ttlSeconds: 300 },
+        }),
       ),
     );
     for (const res of answers) {

@@ -53,8 +53,19 @@ describe('parseConfig defaults', () => {
   });
 
   it('uses an external identity provider when a JWKS is configured', () => {
-    const config = parseConfig({ OWNER_JWKS_URL: 'https://idp.example.com/jwks.json', OWNER_ISSUER: 'https://idp.example.com', OWNER_AUDIENCE: 'dfc', OWNER_WORKSPACE_CLAIM: 'org_id' });
-    expect(config.owner).toEqual({ mode: 'external', jwksUrl: 'https://idp.example.com/jwks.json', issuer: 'https://idp.example.com', audience: 'dfc', workspaceClaim: 'org_id' });
+    const config = parseConfig({
+      OWNER_JWKS_URL: 'https://idp.example.com/jwks.json',
+      OWNER_ISSUER: 'https://idp.example.com',
+      OWNER_AUDIENCE: 'dfc',
+      OWNER_WORKSPACE_CLAIM: 'org_id',
+    });
+    expect(config.owner).toEqual({
+      mode: 'external',
+      jwksUrl: 'https://idp.example.com/jwks.json',
+      issuer: 'https://idp.example.com',
+      audience: 'dfc',
+      workspaceClaim: 'org_id',
+    });
   });
 
   it.each([

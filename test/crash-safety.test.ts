@@ -99,7 +99,10 @@ describe('crash safety under SIGKILL', () => {
             continue;
           }
           delivered.set(command.id, (delivered.get(command.id) ?? 0) + 1);
-          const done = await api().post(`/v1/device/${lamp.id}/result`, { token: lamp.token, body: { actionId: command.id, ok: true, result: { level: command.args.level } } });
+          const done = await api().post(`/v1/device/${lamp.id}/result`, {
+            token: lamp.token,
+            body: { actionId: command.id, ok: true, result: { level: command.args.level } },
+          });
           if (done.status === 200) resultsAcknowledged.add(command.id);
         } catch {
           await sleep(20);

@@ -34,7 +34,10 @@ describe('POST /v1/device/{deviceId}/next: exactly once', () => {
 
     const polls = await Promise.all(Array.from({ length: 40 }, () => next(api, lamp)));
     expect(polls.every((p) => p.status === 200)).toBe(true);
-    const delivered = polls.map((p) => p.body.data).filter((d) => d !== null).map((d) => d.id as string);
+    const delivered = polls
+      .map((p) => p.body.data)
+      .filter((d) => d !== null)
+      .map((d) => d.id as string);
     expect(delivered).toHaveLength(20);
     expect(new Set(delivered).size).toBe(20);
     expect([...delivered].sort()).toEqual([...queued].sort());

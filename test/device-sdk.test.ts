@@ -39,7 +39,14 @@ async function sdkDevice(options: Partial<DeviceOptions> & { kind?: 'device' | '
   const setup = await createSetupToken(api, owner);
   const credentials = await attachDevice({ url: server.url, setupToken: setup.token, name: 'SDK lamp', kind: options.kind ?? 'device' });
   const events: DeviceEvent[] = [];
-  const device = new Device({ url: server.url, credentials, manifest: sdkLampManifest, backoff: { initialMs: 20, maxMs: 200 }, ...options, onEvent: (e) => events.push(e) });
+  const device = new Device({
+    url: server.url,
+    credentials,
+    manifest: sdkLampManifest,
+    backoff: { initialMs: 20, maxMs: 200 },
+    ...options,
+    onEvent: (e) => events.push(e),
+  });
   running.push(device);
   return { device, credentials, events };
 }
@@ -117,7 +124,9 @@ describe('Device: attach, manifest, wake, run, report', () => {
       ran.push(`lamp-2 via id (${ctx.childKey})`);
       return { child: 2 };
     });
-    expect(events.find((e) => e.type === 'manifest')).toMatchObject({ children: expect.arrayContaining([{ key: 'lamp-1', deviceId: device.childId('lamp-1') }]) });
+    expect(events.find((e) => e.type === 'manifest')).toMatchObject({
+      children: expect.arrayContaining([{ key: 'lamp-1', deviceId: device.childId('lamp-1') }]),
+    });
     await grant(device.childId('lamp-1')!);
     await grant(lamp2);
     const first = await request(device.childId('lamp-1')!, 'set_power', { on: true });
@@ -215,7 +224,10 @@ describe('Device: a server restart on the same database', () => {
 
     await device.start();
     await until(() => (device.connected ? true : undefined));
-    const granted = await firstApi.post('/v1/grants', { token: restartOwner, body: { principal: restartAgent.principal, deviceId: credentials.deviceId, capabilities: ['set_brightness'] } });
+    const granted = await firstApi.post('/v1/grants', {
+      token: restartOwner,
+      body: { principal: restartAgent.principal, deviceId: credentials.deviceId, capabilities: ['set_brightness'] },
+    });
     expect(granted.status).toBe(201);
     const before = [await queue(1), await queue(2)];
     for (const id of before) await until(async () => ((await status(id)).status === 'succeeded' ? true : undefined));

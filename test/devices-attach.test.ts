@@ -122,9 +122,7 @@ describe('setup token deviceLimit', () => {
 
   it('lets exactly five of ten concurrent attaches on a limit-5 token win', async () => {
     const setup = await createSetupToken(api, owner, { name: 'crowd', deviceLimit: 5 });
-    const results = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => api.post('/v1/sdk/devices', { token: setup.token, body: { name: `crowd ${i}` } })),
-    );
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => api.post('/v1/sdk/devices', { token: setup.token, body: { name: `crowd ${i}` } })));
     expect(results.filter((r) => r.status === 201)).toHaveLength(5);
     expect(results.filter((r) => r.status === 403)).toHaveLength(5);
   });

@@ -85,7 +85,8 @@ beforeAll(async () => {
   const gateway = await attachDevice(api, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power', 'set_brightness']);
   const actionIds = [];
-  for (let i = 0; i < 3; i++) actionIds.push((await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 })).id);
+  for (let i = 0; i < 3; i++)
+    actionIds.push((await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 })).id);
   fx = { owner, agent, setup, lamp, manifestDevice, gatewayId: gateway.id, actionIds };
   currentFingerprint = fingerprinter(server.service.db);
   lastFingerprint = await currentFingerprint();
@@ -215,22 +216,54 @@ function caseArbitrary(route: Route): fc.Arbitrary<FuzzCase> {
 
   const params = fc.record(Object.fromEntries(paramNames.map((name) => [name, pathValue(route, name)])) as Record<string, fc.Arbitrary<string>>);
   const body = isPost ? fc.oneof(...branches.map((b) => objectFromSchema(b, skip))) : fc.constant(undefined);
-  const query = route.method === 'GET' && fieldNames.length > 0 ? fc.subarray(fieldNames).chain((keys) => fc.record(Object.fromEntries(keys.map((k) => [k, k === 'since' || k === 'until' ? fc.nat().map(String) : fc.constant(k === 'deviceId' ? fx.lamp.id : fx.agent.principal)])))) : fc.constant({});
-  const headers = fc.constant(
-    Object.fromEntries([...headerFields].map(([field, header]) => [header, field === 'workspace' ? fx.lamp.workspace : 'x'])),
-  );
+  const query =
+    route.method === 'GET' && fieldNames.length > 0
+      ? fc
+          .subarray(fieldNames)
+          .chain((keys) =>
+            fc.record(
+              Object.fromEntries(
+                keys.map((k) => [k, k === 'since' || k === 'until' ? fc.nat().map(String) : fc.constant(k === 'deviceId' ? fx.lamp.id : fx.agent.principal)]),
+              ),
+            ),
+          )
+      : fc.constant({});
+  const headers = fc.constant(Object.fromEntries([...headerFields].map(([field, header]) => [header, field === 'workspace' ? fx.lamp.workspace : 'x'])));
 
-  const key = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...(fieldNames.length ? fieldNames : ['name'])) }, { weight: 1, arbitrary: fc.constantFrom('extra', '__proto__', 'constructor', '', 'a'.repeat(300), 'deviceId', 'workspaceId', 'principal') });
+  const key = fc.oneof(
+    { weight: 3, arbitrary: fc.constantFrom(...(fieldNames.length ? fieldNames : ['name'])) },
+    { weight: 1, arbitrary: fc.constantFrom('extra', '__proto__', 'constructor', '', 'a'.repeat(300), 'deviceId', 'workspaceId', 'principal') },
+  );
   const mutations: fc.Arbitrary<Mutation>[] = [
-    fc.record({ kind: fc.constant('query' as const), key: fc.oneof(key, fc.constantFrom('since', 'until', 'ticket', 'token', '%00', '..')), value: nastyValue.map((v) => (typeof v === 'string' ? encode(v) : encode(jsonText(v)))) }),
-    fc.record({ kind: fc.constant('header' as const), name: fc.constantFrom(...headerFields.values(), 'x-service-workspace', 'x-request-id', 'content-type', 'accept', 'x-forwarded-for', 'content-encoding', 'origin'), value: nastyHeaderValue }),
+    fc.record({
+      kind: fc.constant('query' as const),
+      key: fc.oneof(key, fc.constantFrom('since', 'until', 'ticket', 'token', '%00', '..')),
+      value: nastyValue.map((v) => (typeof v === 'string' ? encode(v) : encode(jsonText(v)))),
+    }),
+    fc.record({
+      kind: fc.constant('header' as const),
+      name: fc.constantFrom(
+        ...headerFields.values(),
+        'x-service-workspace',
+        'x-request-id',
+        'content-type',
+        'accept',
+        'x-forwarded-for',
+        'content-encoding',
+        'origin',
+      ),
+      value: nastyHeaderValue,
+    }),
   ];
   if (paramNames.length > 0) {
     mutations.push(
       fc.record({
         kind: fc.constant('param' as const),
         name: fc.constantFrom(...paramNames),
-        segment: fc.oneof(fc.constantFrom(...nastySegments), nastyValue.map((v) => encode(typeof v === 'string' ? v : jsonText(v)))),
+        segment: fc.oneof(
+          fc.constantFrom(...nastySegments),
+          nastyValue.map((v) => encode(typeof v === 'string' ? v : jsonText(v))),
+        ),
       }),
     );
   }
@@ -315,7 +348,12 @@ async function send(route: Route, c: FuzzCase): Promise<{ status: number; body: 
     // Left as text: expectWellFormed reports it.
   }
   const shown = typeof payload === 'string' ? payload.slice(0, 300) : payload ? `<${payload.byteLength} bytes>` : '';
-  return { status: response.status, body: parsed, text, described: `${route.method} ${url.slice(0, 300)} as ${c.credential} ${JSON.stringify(headers).slice(0, 300)} body=${shown} → ${response.status} ${text.slice(0, 300)}` };
+  return {
+    status: response.status,
+    body: parsed,
+    text,
+    described: `${route.method} ${url.slice(0, 300)} as ${c.credential} ${JSON.stringify(headers).slice(0, 300)} body=${shown} → ${response.status} ${text.slice(0, 300)}`,
+  };
 }
 
 describe.each(routes.map((route) => ({ route, name: `${route.method} ${route.path}` })))('hostile input: $name', ({ route }) => {
@@ -340,7 +378,13 @@ describe('hostile input: coverage', () => {
     // With `-t` filtering only some routes run; the count is meaningful for the full file.
     if (executed < RUNS_PER_ROUTE * routes.length) return;
     expect(executed).toBeGreaterThanOrEqual(10_000);
-    const table = [...statuses].map(([name, counts]) => `${name}: ${[...counts].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(' ')}`);
+    const table = [...statuses].map(
+      ([name, counts]) =>
+        `${name}: ${[...counts]
+          .sort(([a], [b]) => a - b)
+          .map(([s, n]) => `${s}×${n}`)
+          .join(' ')}`,
+    );
     // FUZZ_STATS=1 prints what the cases reached, route by route (kept out of plain runs).
     if (process.env.FUZZ_STATS) console.info(`fuzz: ${executed} cases over ${routes.length} routes\n${table.join('\n')}`);
   });

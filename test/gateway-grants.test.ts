@@ -99,7 +99,10 @@ describe('rule 4: devices that appear later stay ungranted', () => {
     await gatewayGrant(h.hub.id, { principal: agent.principal, mode: 'control', includeServices: true });
     const withFan = {
       ...hubManifest,
-      children: [...hubManifest.children, { key: 'fan', name: 'Fan', kind: 'device', capabilities: [{ name: 'spin', kind: 'control', arguments: { type: 'object' } }] }],
+      children: [
+        ...hubManifest.children,
+        { key: 'fan', name: 'Fan', kind: 'device', capabilities: [{ name: 'spin', kind: 'control', arguments: { type: 'object' } }] },
+      ],
     };
     expect((await api.post(`/v1/device/${h.hub.id}/manifest`, { token: h.hub.token, body: withFan })).status).toBe(200);
     const fan = (await childrenOf(api, owner, h.hub.id)).Fan!;

@@ -59,7 +59,10 @@ describe('POST /v1/grants', () => {
 
   it('rejects an unknown capability with 400 and an issue at capabilities.N, granting nothing', async () => {
     const lamp = await attachDevice(api, owner);
-    const res = await api.post('/v1/grants', { token: owner, body: { principal: 'agent:x', deviceId: lamp.id, capabilities: ['get_state', 'fly', 'set_power', 'teleport'] } });
+    const res = await api.post('/v1/grants', {
+      token: owner,
+      body: { principal: 'agent:x', deviceId: lamp.id, capabilities: ['get_state', 'fly', 'set_power', 'teleport'] },
+    });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('validation_failed');
     expect(res.body.error.issues.map((i: { path: string }) => i.path)).toEqual(['capabilities.1', 'capabilities.3']);

@@ -60,7 +60,12 @@ function post(path: string, token: string | undefined, body: string | Buffer, he
       {
         method: 'POST',
         agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...headers,
+        },
       },
       (res) => {
         let text = '';
@@ -87,9 +92,27 @@ describe('request bodies at the 16 KiB limit', () => {
   const cases: { name: string; path: () => string; token: () => string; fields: () => Record<string, unknown>; ok: number }[] = [
     { name: 'POST /v1/device-setup-tokens', path: () => '/v1/device-setup-tokens', token: () => owner, fields: () => ({ name: 'sized' }), ok: 201 },
     { name: 'POST /v1/agent-connections', path: () => '/v1/agent-connections', token: () => owner, fields: () => ({ name: 'sized' }), ok: 201 },
-    { name: 'POST /v1/devices/{deviceId}/actions', path: () => `/v1/devices/${lamp.id}/actions`, token: () => agent.token, fields: () => ({ capability: 'get_state', arguments: {} }), ok: 201 },
-    { name: 'POST /v1/device/{deviceId}/manifest', path: () => `/v1/device/${lamp.id}/manifest`, token: () => lamp.token, fields: () => labelManifest, ok: 200 },
-    { name: 'POST /v1/grants', path: () => '/v1/grants', token: () => owner, fields: () => ({ principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] }), ok: 201 },
+    {
+      name: 'POST /v1/devices/{deviceId}/actions',
+      path: () => `/v1/devices/${lamp.id}/actions`,
+      token: () => agent.token,
+      fields: () => ({ capability: 'get_state', arguments: {} }),
+      ok: 201,
+    },
+    {
+      name: 'POST /v1/device/{deviceId}/manifest',
+      path: () => `/v1/device/${lamp.id}/manifest`,
+      token: () => lamp.token,
+      fields: () => labelManifest,
+      ok: 200,
+    },
+    {
+      name: 'POST /v1/grants',
+      path: () => '/v1/grants',
+      token: () => owner,
+      fields: () => ({ principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] }),
+      ok: 201,
+    },
   ];
 
   it.each(cases)('$name accepts 16 KiB - 1 and exactly 16 KiB, and answers 413 to 16 KiB + 1', async ({ path, token, fields, ok }) => {
@@ -199,14 +222,21 @@ describe('numbers JSON cannot hold or the schema does not allow', () => {
     }
   });
 
-  it.each(['1e308', '-1', '9007199254740993', '1.5', 'abc', '%00', ''])('export ?since=%s is refused with 400 or read as a filter, never a 5xx', async (raw) => {
-    const res = await api.get(`/v1/actions/export?since=${raw}`, { token: owner });
-    expectWellFormed(res.status, res.body, raw);
-    if (['1e308', '-1', '9007199254740993', '1.5', 'abc', '%00'].includes(raw)) expect(res.status).toBe(400);
-  });
+  it.each(['1e308', '-1', '9007199254740993', '1.5', 'abc', '%00', ''])(
+    'export ?since=%s is refused with 400 or read as a filter, never a 5xx',
+    async (raw) => {
+      const res = await api.get(`/v1/actions/export?since=${raw}`, { token: owner });
+      expectWellFormed(res.status, res.body, raw);
+      if (['1e308', '-1', '9007199254740993', '1.5', 'abc', '%00'].includes(raw)) expect(res.status).toBe(400);
+    },
+  );
 
   it('-0 in an action argument is stored as 0 (JSON has one zero)', async () => {
-    const res = await post(`/v1/devices/${lamp.id}/actions`, agent.token, `{"capability":"set_power","arguments":{"on":true},"ttlSeconds":30,"idempotencyKey":"neg-zero"}`);
+    const res = await post(
+      `/v1/devices/${lamp.id}/actions`,
+      agent.token,
+      `{"capability":"set_power","arguments":{"on":true},"ttlSeconds":30,"idempotencyKey":"neg-zero"}`,
+    );
     expect(res.status).toBe(201);
   });
 });
@@ -243,18 +273,21 @@ describe('Unicode in names', () => {
   });
 
   // The store would keep `a\u0000b` as `a` and a lone surrogate as U+FFFD: refused instead.
-  it.each(['"a\\u0000b"', '"\\u0000"', '"\\ud800"', '"x\\udc00y"', '"\\udfff\\ud800"'])('a name with NUL or a lone surrogate (%s) is refused with 400, not stored altered', async (raw) => {
-    const fp = fingerprinter(server.service.db);
-    const before = await fp();
-    const res = await post('/v1/device-setup-tokens', owner, `{"name":${raw}}`);
-    expect(res.status).toBe(400);
-    expectWellFormed(res.status, res.body, raw);
-    expect(await fp()).toBe(before);
-  });
+  it.each(['"a\\u0000b"', '"\\u0000"', '"\\ud800"', '"x\\udc00y"', '"\\udfff\\ud800"'])(
+    'a name with NUL or a lone surrogate (%s) is refused with 400, not stored altered',
+    async (raw) => {
+      const fp = fingerprinter(server.service.db);
+      const before = await fp();
+      const res = await post('/v1/device-setup-tokens', owner, `{"name":${raw}}`);
+      expect(res.status).toBe(400);
+      expectWellFormed(res.status, res.body, raw);
+      expect(await fp()).toBe(before);
+    },
+  );
 });
 
 /** Strings that must be data, never a path, a query or markup. */
-const verbatim = [...traversal, ...sqlMeta, '%00', 'Robert\'); DROP TABLE devices;--', '<img src=x onerror=alert(1)>'];
+const verbatim = [...traversal, ...sqlMeta, '%00', "Robert'); DROP TABLE devices;--", '<img src=x onerror=alert(1)>'];
 
 describe('path traversal and SQL metacharacters in every string field', () => {
   it.each(verbatim)('are stored and returned verbatim by the create endpoints: %j', async (text) => {
@@ -318,8 +351,33 @@ describe('path traversal and SQL metacharacters in every string field', () => {
 });
 
 describe('POST /mcp with broken JSON-RPC params', () => {
-  const methods = ['tools/call', 'tools/list', 'resources/read', 'resources/list', 'resources/templates/list', 'prompts/get', 'prompts/list', 'server/discover', 'ping', 'initialize', 'completion/complete', 'logging/setLevel', 'nope/nothing'];
-  const tools = ['list_devices', 'list_functions', 'get_action', 'cancel_action', 'broadcast', 'get_state__000000000000', 'set_label', '../../etc/passwd', "' OR 1=1 --", ''];
+  const methods = [
+    'tools/call',
+    'tools/list',
+    'resources/read',
+    'resources/list',
+    'resources/templates/list',
+    'prompts/get',
+    'prompts/list',
+    'server/discover',
+    'ping',
+    'initialize',
+    'completion/complete',
+    'logging/setLevel',
+    'nope/nothing',
+  ];
+  const tools = [
+    'list_devices',
+    'list_functions',
+    'get_action',
+    'cancel_action',
+    'broadcast',
+    'get_state__000000000000',
+    'set_label',
+    '../../etc/passwd',
+    "' OR 1=1 --",
+    '',
+  ];
 
   let checked = 0;
   const outcomes = new Map<string, number>();
@@ -340,8 +398,15 @@ describe('POST /mcp with broken JSON-RPC params', () => {
       fc.record({
         method: fc.constantFrom(...methods),
         tool: fc.oneof(fc.constantFrom(...tools), fc.constant('__device__')),
-        arguments: fc.oneof(nastyValue, fc.dictionary(fc.constantFrom('actionId', 'deviceIds', 'capability', 'arguments', 'idempotencyKey', 'label', 'on', 'extra'), nastyValue, { maxKeys: 4 })),
-        extraParams: fc.dictionary(fc.constantFrom('uri', 'name', 'cursor', 'level', 'ref', 'argument', 'protocolVersion', 'capabilities'), nastyValue, { maxKeys: 3 }),
+        arguments: fc.oneof(
+          nastyValue,
+          fc.dictionary(fc.constantFrom('actionId', 'deviceIds', 'capability', 'arguments', 'idempotencyKey', 'label', 'on', 'extra'), nastyValue, {
+            maxKeys: 4,
+          }),
+        ),
+        extraParams: fc.dictionary(fc.constantFrom('uri', 'name', 'cursor', 'level', 'ref', 'argument', 'protocolVersion', 'capabilities'), nastyValue, {
+          maxKeys: 3,
+        }),
         id: fc.oneof({ weight: 8, arbitrary: fc.integer() }, { weight: 2, arbitrary: fc.string({ maxLength: 10 }) }, { weight: 1, arbitrary: nastyValue }),
         mangle: fc.oneof(
           { weight: 6, arbitrary: fc.constant('none') },
@@ -380,9 +445,16 @@ describe('POST /mcp with broken JSON-RPC params', () => {
       // An answer of an event stream is its last JSON-RPC message.
       const answer =
         typeof res.body === 'string' && res.body.includes('data:')
-          ? JSON.parse(res.body.split('\n').filter((l: string) => l.startsWith('data:')).at(-1)!.slice(5))
+          ? JSON.parse(
+              res.body
+                .split('\n')
+                .filter((l: string) => l.startsWith('data:'))
+                .at(-1)!
+                .slice(5),
+            )
           : res.body;
-      const refused = res.status >= 300 || answer?.error !== undefined || answer?.result?.isError === true || (Array.isArray(answer) && answer.every((m) => m.error));
+      const refused =
+        res.status >= 300 || answer?.error !== undefined || answer?.result?.isError === true || (Array.isArray(answer) && answer.every((m) => m.error));
       const outcome = `${res.status} ${answer?.error ? `rpc ${answer.error.code}` : answer?.result?.isError ? 'isError' : Array.isArray(answer) ? 'batch' : 'ok'}`;
       outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
       const after = await fingerprintNow();
@@ -394,8 +466,18 @@ describe('POST /mcp with broken JSON-RPC params', () => {
 
   it('a JSON-RPC body carrying RawJson numbers and lone surrogates is not a 5xx', async () => {
     for (const raw of ['-0', '1e400', '"\\ud800"', `${'['.repeat(4000)}${']'.repeat(4000)}`]) {
-      const body = jsonText({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_action', arguments: { actionId: new RawJson(raw) }, _meta: envelope() } });
-      const res = await post('/mcp', agent.token, body, { accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'get_action' });
+      const body = jsonText({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'get_action', arguments: { actionId: new RawJson(raw) }, _meta: envelope() },
+      });
+      const res = await post('/mcp', agent.token, body, {
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN,
+        'mcp-method': 'tools/call',
+        'mcp-name': 'get_action',
+      });
       expect(res.status, raw.slice(0, 20)).toBeLessThan(500);
     }
   });

@@ -54,7 +54,13 @@ beforeAll(async () => {
   unusedCode = (await approve()).code;
   const flow = await approve();
   usedCode = flow.code;
-  const first = await tokenRequest(server.issuer, { grant_type: 'authorization_code', code: flow.code, redirect_uri: CALLBACK, code_verifier: flow.verifier, client_id: oauthClient });
+  const first = await tokenRequest(server.issuer, {
+    grant_type: 'authorization_code',
+    code: flow.code,
+    redirect_uri: CALLBACK,
+    code_verifier: flow.verifier,
+    client_id: oauthClient,
+  });
   tokens.access1 = first.body.access_token;
   tokens.refresh1 = first.body.refresh_token;
   const second = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh1, client_id: oauthClient }); // refresh1 rotated
@@ -181,7 +187,9 @@ describe('housekeeping sweep', () => {
     expect(await clientExists(approved)).toBe(1);
     expect(await registered()).toBe(1);
     // The deleted client is now unknown: its next authorization request is refused, not served.
-    const again = await fetch(authorizationUrl(server.issuer, { client_id: abandoned, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { redirect: 'manual' });
+    const again = await fetch(authorizationUrl(server.issuer, { client_id: abandoned, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), {
+      redirect: 'manual',
+    });
     expect(again.status).toBe(400);
   });
 
@@ -197,7 +205,13 @@ describe('housekeeping sweep', () => {
     const device = lamp.id;
     const workspace = (await server.service.db.get<{ id: string }>('SELECT workspace_id AS id FROM devices WHERE id = ?', [device]))!.id;
     for (let i = 0; i < 25; i++) {
-      await server.service.db.run('INSERT INTO event_tickets (ticket_hash, workspace_id, device_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [`backlog-${i}`, workspace, device, now - 1, now - 31_000]);
+      await server.service.db.run('INSERT INTO event_tickets (ticket_hash, workspace_id, device_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
+        `backlog-${i}`,
+        workspace,
+        device,
+        now - 1,
+        now - 31_000,
+      ]);
     }
     const deleted = await runHousekeeping({ db: server.service.db, clock }, { batchSize: 4 });
     expect(deleted.eventTickets).toBe(25);

@@ -37,7 +37,12 @@ async function startInspector(args: string[]): Promise<Inspector> {
     // OAuth tokens stay in the Inspector's memory: nothing written to this machine's keychain or home.
     MCP_INSPECTOR_SECRET_STORE: 'memory',
   };
-  const child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/inspector.ts', ...args], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['scripts/inspector.ts', ...args], {
+    cwd: ROOT,
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   launched.push(child);
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -57,7 +62,16 @@ beforeAll(async () => {
     executablePath: '/usr/bin/chromium',
     headless: true,
     viewport: { width: 1400, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }, 60_000);
 
@@ -74,9 +88,15 @@ async function runGetState(page: Page): Promise<void> {
   for (const name of ['list_devices', 'list_functions', 'get_action', 'cancel_action', 'broadcast']) {
     await page.getByText(name, { exact: true }).first().waitFor();
   }
-  await page.getByText(/^get_state__[0-9a-f]{12}$/).first().click();
+  await page
+    .getByText(/^get_state__[0-9a-f]{12}$/)
+    .first()
+    .click();
   await page.getByRole('button', { name: 'Execute Tool' }).click();
-  await page.getByText(/"status": "succeeded"/).first().waitFor({ timeout: 20_000 });
+  await page
+    .getByText(/"status": "succeeded"/)
+    .first()
+    .waitFor({ timeout: 20_000 });
 }
 
 describe('npm run inspector (web UI)', () => {
@@ -91,38 +111,44 @@ describe('npm run inspector (web UI)', () => {
     await page.close();
   });
 
-  it('connects through OAuth (--oauth): registers, sends the owner to sign in and approve, and the approved client runs a device tool once granted', { timeout: 120_000 }, async () => {
-    const inspector = await startInspector(['--oauth']);
-    const [, serviceUrl, lampId, owner] = /demo service at (\S+) \(lamp (\S+)\); owner token for the consent page's sign-in:\n\s+(\S+)/.exec(inspector.output())!;
-    const page = await browser.newPage();
-    await page.goto(inspector.url);
-    // No token: /mcp answers 401, the Inspector follows the metadata and sends the browser here.
-    await Promise.all([
-      page.waitForURL((url) => url.origin === serviceUrl && url.pathname === '/oauth/sign-in', { timeout: 30_000 }),
-      page.locator('input[type=checkbox], [role=switch]').first().click({ force: true }),
-    ]);
-    await page.fill('#token', owner!);
-    await Promise.all([page.waitForURL((url) => url.pathname === '/oauth/authorize'), page.click('#sign-in')]);
-    const principal = (await page.textContent('#principal'))!;
-    expect(principal).toMatch(/^oauth:/);
-    expect(await page.textContent('#scopes')).toContain('act');
-    await Promise.all([page.waitForURL((url) => url.href.startsWith(new URL(inspector.url).origin), { timeout: 30_000 }), page.click('#approve')]);
-    await page.getByText('Connected', { exact: true }).waitFor({ timeout: 30_000 });
-    expect(await page.getByText('MCP 2026-07-28').isVisible()).toBe(true);
+  it(
+    'connects through OAuth (--oauth): registers, sends the owner to sign in and approve, and the approved client runs a device tool once granted',
+    { timeout: 120_000 },
+    async () => {
+      const inspector = await startInspector(['--oauth']);
+      const [, serviceUrl, lampId, owner] = /demo service at (\S+) \(lamp (\S+)\); owner token for the consent page's sign-in:\n\s+(\S+)/.exec(
+        inspector.output(),
+      )!;
+      const page = await browser.newPage();
+      await page.goto(inspector.url);
+      // No token: /mcp answers 401, the Inspector follows the metadata and sends the browser here.
+      await Promise.all([
+        page.waitForURL((url) => url.origin === serviceUrl && url.pathname === '/oauth/sign-in', { timeout: 30_000 }),
+        page.locator('input[type=checkbox], [role=switch]').first().click({ force: true }),
+      ]);
+      await page.fill('#token', owner!);
+      await Promise.all([page.waitForURL((url) => url.pathname === '/oauth/authorize'), page.click('#sign-in')]);
+      const principal = (await page.textContent('#principal'))!;
+      expect(principal).toMatch(/^oauth:/);
+      expect(await page.textContent('#scopes')).toContain('act');
+      await Promise.all([page.waitForURL((url) => url.href.startsWith(new URL(inspector.url).origin), { timeout: 30_000 }), page.click('#approve')]);
+      await page.getByText('Connected', { exact: true }).waitFor({ timeout: 30_000 });
+      expect(await page.getByText('MCP 2026-07-28').isVisible()).toBe(true);
 
-    // Scopes are a ceiling only: the new principal sees the lamp once the owner grants it.
-    const granted = await fetch(`${serviceUrl}/v1/grants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${owner}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ principal, deviceId: lampId, capabilities: ['get_state', 'set_power'] }),
-    });
-    expect(granted.status).toBe(201);
-    // Reconnect to list again: the Inspector still holds the access token, no second consent.
-    await page.reload();
-    await page.locator('input[type=checkbox], [role=switch]').first().click({ force: true });
-    await page.getByText('Connected', { exact: true }).waitFor({ timeout: 30_000 });
-    expect(new URL(page.url()).origin).toBe(new URL(inspector.url).origin);
-    await runGetState(page);
-    await page.close();
-  });
+      // Scopes are a ceiling only: the new principal sees the lamp once the owner grants it.
+      const granted = await fetch(`${serviceUrl}/v1/grants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${owner}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ principal, deviceId: lampId, capabilities: ['get_state', 'set_power'] }),
+      });
+      expect(granted.status).toBe(201);
+      // Reconnect to list again: the Inspector still holds the access token, no second consent.
+      await page.reload();
+      await page.locator('input[type=checkbox], [role=switch]').first().click({ force: true });
+      await page.getByText('Connected', { exact: true }).waitFor({ timeout: 30_000 });
+      expect(new URL(page.url()).origin).toBe(new URL(inspector.url).origin);
+      await runGetState(page);
+      await page.close();
+    },
+  );
 });

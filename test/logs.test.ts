@@ -73,7 +73,10 @@ beforeAll(async () => {
   const cookie = await ownerCookie(oauthServer.issuer, owner);
   keep(decodeURIComponent(cookie.slice(cookie.indexOf('=') + 1)));
   const { verifier, challenge } = pkce();
-  const back = await decide(authorizationUrl(oauthServer.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }), cookie);
+  const back = await decide(
+    authorizationUrl(oauthServer.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }),
+    cookie,
+  );
   const authorizationCode = keep(back.searchParams.get('code')!);
   const basic = { id: registered.oauth.clientId, secret: clientSecret };
   const form = { grant_type: 'authorization_code', code: authorizationCode, redirect_uri: CALLBACK, code_verifier: verifier, resource: oauthServer.resource };
@@ -89,7 +92,13 @@ beforeAll(async () => {
   await api.get('/v1/devices', { token: clientSecret });
   await fetch(`${server.url}/mcp`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' },
+    headers: {
+      authorization: `Bearer ${accessToken}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': MODERN,
+      'mcp-method': 'tools/list',
+    },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope() } }),
   }).then((res) => res.text());
   await fetch(`${oauthServer.issuer}/oauth/revoke`, {
@@ -163,7 +172,10 @@ describe('no secret in any log line', () => {
   it('captured some credentials of every kind the service issues', () => {
     // From the token table itself: a new kind of token fails here until this test uses one.
     for (const prefix of [...Object.values(tokenKinds), 'eyJ']) {
-      expect(secrets.some((secret) => secret.startsWith(prefix)), prefix).toBe(true);
+      expect(
+        secrets.some((secret) => secret.startsWith(prefix)),
+        prefix,
+      ).toBe(true);
     }
   });
 

@@ -171,7 +171,12 @@ describe('manifest validation', () => {
       'capabilities.0.arguments',
     ],
     ['a missing capabilities list', 'lamp', { children: [] }, 'capabilities'],
-    ['children on a device that is not a gateway', 'lamp', { capabilities: [], children: [{ key: 'k', name: 'c', kind: 'device', capabilities: [] }] }, 'children'],
+    [
+      'children on a device that is not a gateway',
+      'lamp',
+      { capabilities: [], children: [{ key: 'k', name: 'c', kind: 'device', capabilities: [] }] },
+      'children',
+    ],
     [
       'duplicate child keys',
       'hub',

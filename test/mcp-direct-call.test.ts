@@ -24,7 +24,8 @@ const METRICS_TOKEN = 'metrics-secret-for-direct-call-tests';
 /** How many tools/call messages each path has answered, from GET /metrics. */
 async function answeredBy(): Promise<{ direct: number; sdk: number }> {
   const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
-  const count = (path: string) => Number(text.match(new RegExp(`^dfc_mcp_messages_total\\{method="tools/call",answered_by="${path}"\\} (\\d+)$`, 'm'))?.[1] ?? 0);
+  const count = (path: string) =>
+    Number(text.match(new RegExp(`^dfc_mcp_messages_total\\{method="tools/call",answered_by="${path}"\\} (\\d+)$`, 'm'))?.[1] ?? 0);
   return { direct: count('direct'), sdk: count('sdk') };
 }
 
@@ -40,7 +41,14 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 function call(args: unknown, meta: Record<string, unknown> = {}, headers: Record<string, string | undefined> = {}): Promise<RawResponse> {
-  return rawMcp(server.url, { token: agent.token, method: 'tools/call', name: setPower, params: { name: setPower, arguments: args, _meta: meta }, headers, id: 41 });
+  return rawMcp(server.url, {
+    token: agent.token,
+    method: 'tools/call',
+    name: setPower,
+    params: { name: setPower, arguments: args, _meta: meta },
+    headers,
+    id: 41,
+  });
 }
 
 async function queued(): Promise<{ id: string }[]> {

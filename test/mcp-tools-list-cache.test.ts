@@ -76,7 +76,12 @@ describe('POST /mcp tools/list from the per-caller cache', () => {
     const revoked = await api.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } });
     expect(revoked.status).toBe(200);
     expect(await deviceTools(agent.token)).toEqual([`get_state__${hex12(lamp.id)}`]);
-    const call = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: `set_power__${hex12(lamp.id)}`, params: { name: `set_power__${hex12(lamp.id)}`, arguments: { on: true } } });
+    const call = await rawMcp(server.url, {
+      token: agent.token,
+      method: 'tools/call',
+      name: `set_power__${hex12(lamp.id)}`,
+      params: { name: `set_power__${hex12(lamp.id)}`, arguments: { on: true } },
+    });
     expect(call.status).toBe(403);
     expect(call.json.error.code).toBe('grant_required');
   });
@@ -90,7 +95,8 @@ describe('POST /mcp tools/list from the per-caller cache', () => {
 
   it('follows a republished manifest', async () => {
     const before = await rawMcp(server.url, { token: agent.token, method: 'tools/list' });
-    const described = (r: RawResponse) => (r.json.result.tools as { name: string; description: string }[]).find((t) => t.name.startsWith('get_state__'))!.description;
+    const described = (r: RawResponse) =>
+      (r.json.result.tools as { name: string; description: string }[]).find((t) => t.name.startsWith('get_state__'))!.description;
     expect(described(before)).toContain('Power and brightness.');
     const manifest = { capabilities: lampManifest.capabilities.map((c) => (c.name === 'get_state' ? { ...c, description: 'Reads the lamp.' } : c)) };
     expect((await api.post(`/v1/device/${lamp.id}/manifest`, { token: lamp.token, body: manifest })).status).toBe(200);

@@ -323,7 +323,12 @@ describe('authentication', () => {
     for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
       const res = await api.get(path);
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: ['read', 'act'], bearer_methods_supported: ['header'] });
+      expect(res.body).toEqual({
+        resource: `${base}/mcp`,
+        authorization_servers: [base],
+        scopes_supported: ['read', 'act'],
+        bearer_methods_supported: ['header'],
+      });
     }
   });
 });

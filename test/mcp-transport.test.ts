@@ -94,7 +94,12 @@ describe('routing headers (-32020, answered by the SDK)', () => {
   });
 
   it('rejects an Mcp-Name that differs from the tool named in the body, and a missing one', async () => {
-    const mismatch = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: 'get_action', params: { name: 'list_devices', arguments: {} } });
+    const mismatch = await rawMcp(server.url, {
+      token: agent.token,
+      method: 'tools/call',
+      name: 'get_action',
+      params: { name: 'list_devices', arguments: {} },
+    });
     expect(mismatch.status).toBe(400);
     expect(mismatch.json.error.code).toBe(-32020);
     const missing = await rawMcp(server.url, { token: agent.token, method: 'tools/call', params: { name: 'list_devices', arguments: {} } });
@@ -103,7 +108,12 @@ describe('routing headers (-32020, answered by the SDK)', () => {
   });
 
   it('accepts a base64-encoded Mcp-Name for a tool', async () => {
-    const res = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: b64('list_devices'), params: { name: 'list_devices', arguments: {} } });
+    const res = await rawMcp(server.url, {
+      token: agent.token,
+      method: 'tools/call',
+      name: b64('list_devices'),
+      params: { name: 'list_devices', arguments: {} },
+    });
     expect(res.status).toBe(200);
     expect(res.json.result.structuredContent.devices).toHaveLength(1);
   });

@@ -26,7 +26,12 @@ beforeAll(async () => {
   const owner = await server.ownerToken('conformance-owner');
   cookie = await ownerCookie(server.issuer, owner);
   port = await freePort();
-  const registered = await registerClient(server.issuer, owner, { name: 'Conformance suite', redirectUris: [`http://127.0.0.1:${port}/callback`], public: true, access: 'read' });
+  const registered = await registerClient(server.issuer, owner, {
+    name: 'Conformance suite',
+    redirectUris: [`http://127.0.0.1:${port}/callback`],
+    public: true,
+    access: 'read',
+  });
   clientId = registered.oauth.clientId;
 });
 afterAll(() => server.close());

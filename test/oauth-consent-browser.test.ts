@@ -46,7 +46,16 @@ beforeAll(async () => {
   browser = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }, 60_000);
 
@@ -59,42 +68,63 @@ afterAll(async () => {
 });
 
 describe('consent page in headless Chromium', () => {
-  it('signs in, shows client, redirect host, principal, scopes and devices, approves, and lands on the redirect URI with code, state and iss', { timeout: 60_000 }, async () => {
-    const { verifier, challenge } = pkce();
-    const page = await browser.newPage();
-    await page.goto(authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callbackUrl, code_challenge: challenge, state: 'browser-state', scope: 'read act' }));
+  it(
+    'signs in, shows client, redirect host, principal, scopes and devices, approves, and lands on the redirect URI with code, state and iss',
+    { timeout: 60_000 },
+    async () => {
+      const { verifier, challenge } = pkce();
+      const page = await browser.newPage();
+      await page.goto(
+        authorizationUrl(server.issuer, {
+          client_id: clientId,
+          redirect_uri: callbackUrl,
+          code_challenge: challenge,
+          state: 'browser-state',
+          scope: 'read act',
+        }),
+      );
 
-    // Not signed in yet: the sign-in form, which keeps the authorization request.
-    expect(new URL(page.url()).pathname).toBe('/oauth/sign-in');
-    await page.fill('#token', owner);
-    await Promise.all([page.waitForURL((url) => url.pathname === '/oauth/authorize'), page.click('#sign-in')]);
+      // Not signed in yet: the sign-in form, which keeps the authorization request.
+      expect(new URL(page.url()).pathname).toBe('/oauth/sign-in');
+      await page.fill('#token', owner);
+      await Promise.all([page.waitForURL((url) => url.pathname === '/oauth/authorize'), page.click('#sign-in')]);
 
-    expect(await page.textContent('#client-name')).toBe('Browser Test Client');
-    expect(await page.textContent('#redirect-host')).toBe(new URL(callbackUrl).host);
-    expect(await page.textContent('#principal')).toBe(principal);
-    expect(await page.textContent('#scopes')).toContain('act: also call control functions');
-    expect(await page.isVisible('#loopback-warning')).toBe(true);
-    const devices = await page.textContent('#devices');
-    expect(devices).toContain('Hall lamp');
-    expect(devices).toContain('set_power');
+      expect(await page.textContent('#client-name')).toBe('Browser Test Client');
+      expect(await page.textContent('#redirect-host')).toBe(new URL(callbackUrl).host);
+      expect(await page.textContent('#principal')).toBe(principal);
+      expect(await page.textContent('#scopes')).toContain('act: also call control functions');
+      expect(await page.isVisible('#loopback-warning')).toBe(true);
+      const devices = await page.textContent('#devices');
+      expect(devices).toContain('Hall lamp');
+      expect(devices).toContain('set_power');
 
-    await Promise.all([page.waitForURL((url) => url.href.startsWith(callbackUrl)), page.click('#approve')]);
-    const landed = new URL(page.url());
-    expect(landed.searchParams.get('state')).toBe('browser-state');
-    expect(landed.searchParams.get('iss')).toBe(server.issuer);
-    const code = landed.searchParams.get('code')!;
-    expect(code).toMatch(/^dfc_code_/);
+      await Promise.all([page.waitForURL((url) => url.href.startsWith(callbackUrl)), page.click('#approve')]);
+      const landed = new URL(page.url());
+      expect(landed.searchParams.get('state')).toBe('browser-state');
+      expect(landed.searchParams.get('iss')).toBe(server.issuer);
+      const code = landed.searchParams.get('code')!;
+      expect(code).toMatch(/^dfc_code_/);
 
-    const tokens = await tokenRequest(server.issuer, { grant_type: 'authorization_code', client_id: clientId, code, redirect_uri: callbackUrl, code_verifier: verifier, resource: server.resource });
-    expect(tokens.status).toBe(200);
-    expect(tokens.body.scope).toBe('read act');
-    await page.close();
-  });
+      const tokens = await tokenRequest(server.issuer, {
+        grant_type: 'authorization_code',
+        client_id: clientId,
+        code,
+        redirect_uri: callbackUrl,
+        code_verifier: verifier,
+        resource: server.resource,
+      });
+      expect(tokens.status).toBe(200);
+      expect(tokens.body.scope).toBe('read act');
+      await page.close();
+    },
+  );
 
   it('denies: lands on the redirect URI with error=access_denied, state and iss, and no code', { timeout: 60_000 }, async () => {
     const page = await browser.newPage();
     // Still signed in from the previous test: the session cookie is in this browser profile.
-    await page.goto(authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callbackUrl, code_challenge: pkce().challenge, state: 'deny-state', scope: 'read' }));
+    await page.goto(
+      authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callbackUrl, code_challenge: pkce().challenge, state: 'deny-state', scope: 'read' }),
+    );
     expect(new URL(page.url()).pathname).toBe('/oauth/authorize');
     await Promise.all([page.waitForURL((url) => url.href.startsWith(callbackUrl)), page.click('#deny')]);
     const landed = new URL(page.url());
@@ -116,7 +146,9 @@ describe('consent page in headless Chromium', () => {
     const framing = http.createServer((_req, res) =>
       res
         .writeHead(200, { 'content-type': 'text/html' })
-        .end(`<iframe id="f" src="${authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callbackUrl, code_challenge: pkce().challenge })}"></iframe>`),
+        .end(
+          `<iframe id="f" src="${authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callbackUrl, code_challenge: pkce().challenge })}"></iframe>`,
+        ),
     );
     await new Promise<void>((resolve) => framing.listen(0, '127.0.0.1', resolve));
     try {

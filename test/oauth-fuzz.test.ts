@@ -62,9 +62,14 @@ beforeAll(async () => {
   const secretClient = await registerClient(server.issuer, owner, { name: 'Fuzz confidential', redirectUris: [CALLBACK], public: false, access: 'act' });
   confidential = { id: secretClient.oauth.clientId, secret: secretClient.token! };
   const { verifier, challenge } = pkce();
-  const page = await fetch(authorizationUrl(server.issuer, { client_id: publicClient, redirect_uri: CALLBACK, code_challenge: challenge }), { headers: { cookie } });
+  const page = await fetch(authorizationUrl(server.issuer, { client_id: publicClient, redirect_uri: CALLBACK, code_challenge: challenge }), {
+    headers: { cookie },
+  });
   csrf = consentForm(await page.text()).csrf!;
-  const back = await decide(authorizationUrl(server.issuer, { client_id: publicClient, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }), cookie);
+  const back = await decide(
+    authorizationUrl(server.issuer, { client_id: publicClient, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }),
+    cookie,
+  );
   const tokens = await tokenRequest(server.issuer, {
     grant_type: 'authorization_code',
     code: back.searchParams.get('code')!,
@@ -111,7 +116,10 @@ type ParamMutation =
   | { kind: 'extra'; key: string; value: string };
 
 function paramMutations(keys: readonly string[]): fc.Arbitrary<ParamMutation[]> {
-  const key = fc.oneof({ weight: 5, arbitrary: fc.constantFrom(...keys) }, { weight: 1, arbitrary: fc.constantFrom('', '__proto__', '%00', '..', 'a'.repeat(300), 'scope[]') });
+  const key = fc.oneof(
+    { weight: 5, arbitrary: fc.constantFrom(...keys) },
+    { weight: 1, arbitrary: fc.constantFrom('', '__proto__', '%00', '..', 'a'.repeat(300), 'scope[]') },
+  );
   return fc.array(
     fc.oneof(
       { weight: 4, arbitrary: fc.record({ kind: fc.constant('set' as const), key, value: nastyParam }) },
@@ -157,7 +165,14 @@ type BodyShape =
   | { kind: 'oversized' };
 
 const formContentTypes = ['application/x-www-form-urlencoded', 'application/x-www-form-urlencoded; charset=UTF-8', 'APPLICATION/X-WWW-FORM-URLENCODED'];
-const wrongContentTypes = ['application/json', 'text/plain', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencodedx', '', 'application/x-www-form-urlencoded; charset=utf-16'];
+const wrongContentTypes = [
+  'application/json',
+  'text/plain',
+  'multipart/form-data; boundary=x',
+  'application/x-www-form-urlencodedx',
+  '',
+  'application/x-www-form-urlencoded; charset=utf-16',
+];
 
 const bodyShape: fc.Arbitrary<BodyShape> = fc.oneof(
   { weight: 10, arbitrary: fc.record({ kind: fc.constant('form' as const), contentType: fc.constantFrom(...formContentTypes) }) },
@@ -200,7 +215,12 @@ interface Answer {
   described: string;
 }
 
-async function send(method: 'GET' | 'POST', path: string, init: { headers?: Record<string, string>; body?: string | Uint8Array }, label: string): Promise<Answer> {
+async function send(
+  method: 'GET' | 'POST',
+  path: string,
+  init: { headers?: Record<string, string>; body?: string | Uint8Array },
+  label: string,
+): Promise<Answer> {
   const headers: Record<string, string> = { ...init.headers };
   const response = await fetch(`${server.url}${path}`, { method, headers, redirect: 'manual', ...(init.body !== undefined ? { body: init.body } : {}) });
   const text = await response.text();
@@ -354,7 +374,18 @@ describe('hostile input: GET /oauth/authorize', () => {
 // POST /oauth/authorize (the consent form)
 
 describe('hostile input: POST /oauth/authorize', () => {
-  const keys = ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'state', 'scope', 'resource', 'csrf', 'decision'] as const;
+  const keys = [
+    'response_type',
+    'client_id',
+    'redirect_uri',
+    'code_challenge',
+    'code_challenge_method',
+    'state',
+    'scope',
+    'resource',
+    'csrf',
+    'decision',
+  ] as const;
   test.prop([paramMutations(keys), bodyShape, nastyValue, fc.constantFrom<'same' | 'none' | 'other'>('same', 'same', 'same', 'none', 'other'), fc.boolean()], {
     numRuns: RUNS.authorizePost,
   })(
@@ -409,7 +440,10 @@ function authHeaders(auth: ClientAuth, nasty: string): { headers: Record<string,
     case 'nasty-basic':
       return { headers: { authorization: `Basic ${Buffer.from(`${nasty}:${nasty}`).toString('base64')}` }, fields: {} };
     case 'both':
-      return { headers: { authorization: basic(confidential.id, confidential.secret) }, fields: { client_id: confidential.id, client_secret: confidential.secret } };
+      return {
+        headers: { authorization: basic(confidential.id, confidential.secret) },
+        fields: { client_id: confidential.id, client_secret: confidential.secret },
+      };
     case 'none':
       return { headers: {}, fields: {} };
   }
@@ -419,14 +453,22 @@ const clientAuth = fc.constantFrom<ClientAuth>('public', 'public', 'public', 'ba
 
 describe('hostile input: POST /oauth/token', () => {
   const keys = ['grant_type', 'code', 'redirect_uri', 'code_verifier', 'resource', 'refresh_token', 'scope', 'client_id', 'client_secret'] as const;
-  test.prop([fc.constantFrom('authorization_code', 'refresh_token', 'refresh_token'), clientAuth, paramMutations(keys), bodyShape, nastyValue, nastyParam], { numRuns: RUNS.token })(
+  test.prop([fc.constantFrom('authorization_code', 'refresh_token', 'refresh_token'), clientAuth, paramMutations(keys), bodyShape, nastyValue, nastyParam], {
+    numRuns: RUNS.token,
+  })(
     'answers RFC 6749 JSON, never cached, and a refusal writes nothing',
     async (grantType, auth, mutations, shape, nasty, nastyString) => {
       await baseline();
       const { headers, fields } = authHeaders(auth, nastyString);
       const base: Record<string, string> =
         grantType === 'authorization_code'
-          ? { grant_type: grantType, code: `dfc_code_${randomBytes(32).toString('base64url')}`, redirect_uri: CALLBACK, code_verifier: pkce().verifier, ...fields }
+          ? {
+              grant_type: grantType,
+              code: `dfc_code_${randomBytes(32).toString('base64url')}`,
+              redirect_uri: CALLBACK,
+              code_verifier: pkce().verifier,
+              ...fields,
+            }
           : // Only the public client holds the real refresh token; a confidential one presents it as another client's.
             { grant_type: grantType, refresh_token: refreshToken, resource: server.resource, ...fields };
       const pairs = applyMutations(base, mutations);
@@ -434,7 +476,11 @@ describe('hostile input: POST /oauth/token', () => {
       if (contentType !== undefined) headers['content-type'] = contentType;
       const res = await send('POST', '/oauth/token', { headers, body }, 'POST /oauth/token');
       expectProtocolAnswer(res, (tokens) => {
-        expect(tokens, res.described).toMatchObject({ token_type: 'Bearer', access_token: expect.stringMatching(/^dfc_oauth_/), refresh_token: expect.stringMatching(/^dfc_refresh_/) });
+        expect(tokens, res.described).toMatchObject({
+          token_type: 'Bearer',
+          access_token: expect.stringMatching(/^dfc_oauth_/),
+          refresh_token: expect.stringMatching(/^dfc_refresh_/),
+        });
         refreshToken = tokens.refresh_token as string;
       });
       await expectDatabase(res.status >= 300, res);
@@ -478,8 +524,16 @@ type RegisterMutation =
 
 describe('hostile input: POST /oauth/register', () => {
   const keys = ['redirect_uris', 'client_name', 'client_uri', 'token_endpoint_auth_method', 'grant_types', 'response_types', 'scope'] as const;
-  const key = fc.oneof({ weight: 5, arbitrary: fc.constantFrom(...keys) }, { weight: 1, arbitrary: fc.constantFrom('__proto__', 'constructor', 'client_id', 'client_secret', '') });
-  const value = fc.oneof(nastyValue, nastyParam, nastyParam.map((s) => [s]), nastyParam.map((s) => [CALLBACK, s]));
+  const key = fc.oneof(
+    { weight: 5, arbitrary: fc.constantFrom(...keys) },
+    { weight: 1, arbitrary: fc.constantFrom('__proto__', 'constructor', 'client_id', 'client_secret', '') },
+  );
+  const value = fc.oneof(
+    nastyValue,
+    nastyParam,
+    nastyParam.map((s) => [s]),
+    nastyParam.map((s) => [CALLBACK, s]),
+  );
   const mutation: fc.Arbitrary<RegisterMutation> = fc.oneof(
     { weight: 6, arbitrary: fc.record({ kind: fc.constant('set' as const), key, value }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), key }) },
@@ -488,48 +542,62 @@ describe('hostile input: POST /oauth/register', () => {
     { weight: 1, arbitrary: fc.constant({ kind: 'form' as const }) },
     { weight: 1, arbitrary: fc.constant({ kind: 'oversized' as const }) },
   );
-  test.prop([fc.array(mutation, { minLength: 1, maxLength: 3 }), fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded')], {
-    numRuns: RUNS.register,
-  })('answers 201 or RFC 7591 JSON errors, never cached, and a refusal writes nothing', async (mutations, contentType) => {
-    await baseline();
-    let body: unknown = {
-      redirect_uris: [CALLBACK],
-      client_name: 'Fuzzed client',
-      token_endpoint_auth_method: 'none',
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      scope: 'read act',
-    };
-    let raw: string | Uint8Array | undefined;
-    for (const m of mutations) {
-      const object = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
-      if (m.kind === 'set' && object) object[m.key] = m.value;
-      if (m.kind === 'delete' && object) delete object[m.key];
-      if (m.kind === 'replaceBody') body = m.value;
-      if (m.kind === 'raw') raw = m.body;
-      if (m.kind === 'form') raw = formText(Object.entries(object ?? {}).map(([k, v]) => [k, typeof v === 'string' ? v : jsonText(v)]));
-      if (m.kind === 'oversized') raw = jsonText({ ...object, client_name: 'x'.repeat(17 * 1024) });
-    }
-    const res = await send('POST', '/oauth/register', { headers: { 'content-type': contentType }, body: raw ?? jsonText(body) }, 'POST /oauth/register');
-    expectProtocolAnswer(res, (registered) => {
-      expect(res.status, res.described).toBe(201);
-      expect(registered.client_id, res.described).toBeTypeOf('string');
-    });
-    if (res.status === 201) {
-      // What was stored is what was sent: no NUL-truncated or replaced text.
-      const registered = res.json as { client_id: string; client_name: string; redirect_uris: string[] };
-      const row = await server.service.db.get<{ name: string; redirect_uris: string }>('SELECT name, redirect_uris FROM oauth_clients WHERE client_id = ?', [registered.client_id]);
-      expect(row?.name, res.described).toBe(registered.client_name);
-      expect(JSON.parse(row!.redirect_uris), res.described).toEqual(registered.redirect_uris);
-    }
-    await expectDatabase(res.status >= 300, res);
-  }, 120_000);
+  test.prop(
+    [
+      fc.array(mutation, { minLength: 1, maxLength: 3 }),
+      fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded'),
+    ],
+    {
+      numRuns: RUNS.register,
+    },
+  )(
+    'answers 201 or RFC 7591 JSON errors, never cached, and a refusal writes nothing',
+    async (mutations, contentType) => {
+      await baseline();
+      let body: unknown = {
+        redirect_uris: [CALLBACK],
+        client_name: 'Fuzzed client',
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        scope: 'read act',
+      };
+      let raw: string | Uint8Array | undefined;
+      for (const m of mutations) {
+        const object = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+        if (m.kind === 'set' && object) object[m.key] = m.value;
+        if (m.kind === 'delete' && object) delete object[m.key];
+        if (m.kind === 'replaceBody') body = m.value;
+        if (m.kind === 'raw') raw = m.body;
+        if (m.kind === 'form') raw = formText(Object.entries(object ?? {}).map(([k, v]) => [k, typeof v === 'string' ? v : jsonText(v)]));
+        if (m.kind === 'oversized') raw = jsonText({ ...object, client_name: 'x'.repeat(17 * 1024) });
+      }
+      const res = await send('POST', '/oauth/register', { headers: { 'content-type': contentType }, body: raw ?? jsonText(body) }, 'POST /oauth/register');
+      expectProtocolAnswer(res, (registered) => {
+        expect(res.status, res.described).toBe(201);
+        expect(registered.client_id, res.described).toBeTypeOf('string');
+      });
+      if (res.status === 201) {
+        // What was stored is what was sent: no NUL-truncated or replaced text.
+        const registered = res.json as { client_id: string; client_name: string; redirect_uris: string[] };
+        const row = await server.service.db.get<{ name: string; redirect_uris: string }>('SELECT name, redirect_uris FROM oauth_clients WHERE client_id = ?', [
+          registered.client_id,
+        ]);
+        expect(row?.name, res.described).toBe(registered.client_name);
+        expect(JSON.parse(row!.redirect_uris), res.described).toEqual(registered.redirect_uris);
+      }
+      await expectDatabase(res.status >= 300, res);
+    },
+    120_000,
+  );
 });
 
 // Sign-in and session endpoints.
 
 describe('hostile input: POST /oauth/sign-in', () => {
-  test.prop([paramMutations(['token', 'next']), bodyShape, nastyValue, fc.constantFrom<'same' | 'none' | 'other'>('same', 'none', 'other'), fc.boolean()], { numRuns: RUNS.signInPost })(
+  test.prop([paramMutations(['token', 'next']), bodyShape, nastyValue, fc.constantFrom<'same' | 'none' | 'other'>('same', 'none', 'other'), fc.boolean()], {
+    numRuns: RUNS.signInPost,
+  })(
     'answers an HTML page or a redirect into the authorization endpoint only; a refusal writes nothing',
     async (mutations, shape, nasty, origin, realToken) => {
       await baseline();
@@ -563,30 +631,40 @@ describe('hostile input: POST /oauth/sign-in', () => {
 });
 
 describe('hostile input: GET /oauth/sign-in', () => {
-  test.prop([nastyParam], { numRuns: RUNS.signInGet })('answers the sign-in page, carrying `next` only when it leads into the authorization endpoint', async (next) => {
-    await baseline();
-    const res = await send('GET', `/oauth/sign-in?next=${encode(next)}`, {}, 'GET /oauth/sign-in');
-    if (isParserRefusal(res)) return expectDatabase(true, res);
-    expect(res.status, res.described).toBe(200);
-    expectHtmlPage(res);
-    const carried = /name="next" value="([^"]*)"/.exec(res.text)?.[1];
-    if (carried !== undefined) expect(carried, res.described).toMatch(/^\/oauth\/authorize\?/);
-    await expectDatabase(true, res);
-  });
-});
-
-describe('hostile input: POST /oauth/session', () => {
-  test.prop([fc.oneof(nastyHeaderValue, nastyHeaderValue.map((v) => `Bearer ${v}`), fc.constant('Bearer a.b.c'), fc.constant(null).map(() => `Bearer ${owner}x`))], { numRuns: RUNS.session })(
-    'answers 401 in the service error envelope for anything but an owner session',
-    async (authorization) => {
+  test.prop([nastyParam], { numRuns: RUNS.signInGet })(
+    'answers the sign-in page, carrying `next` only when it leads into the authorization endpoint',
+    async (next) => {
       await baseline();
-      const res = await send('POST', '/oauth/session', { headers: { authorization } }, 'POST /oauth/session');
-      expect(res.status, res.described).toBe(401);
-      expect(isEnvelope(res.json), res.described).toBe(true);
-      expect(res.headers.get('www-authenticate'), res.described).toMatch(/^Bearer/);
+      const res = await send('GET', `/oauth/sign-in?next=${encode(next)}`, {}, 'GET /oauth/sign-in');
+      if (isParserRefusal(res)) return expectDatabase(true, res);
+      expect(res.status, res.described).toBe(200);
+      expectHtmlPage(res);
+      const carried = /name="next" value="([^"]*)"/.exec(res.text)?.[1];
+      if (carried !== undefined) expect(carried, res.described).toMatch(/^\/oauth\/authorize\?/);
       await expectDatabase(true, res);
     },
   );
+});
+
+describe('hostile input: POST /oauth/session', () => {
+  test.prop(
+    [
+      fc.oneof(
+        nastyHeaderValue,
+        nastyHeaderValue.map((v) => `Bearer ${v}`),
+        fc.constant('Bearer a.b.c'),
+        fc.constant(null).map(() => `Bearer ${owner}x`),
+      ),
+    ],
+    { numRuns: RUNS.session },
+  )('answers 401 in the service error envelope for anything but an owner session', async (authorization) => {
+    await baseline();
+    const res = await send('POST', '/oauth/session', { headers: { authorization } }, 'POST /oauth/session');
+    expect(res.status, res.described).toBe(401);
+    expect(isEnvelope(res.json), res.described).toBe(true);
+    expect(res.headers.get('www-authenticate'), res.described).toMatch(/^Bearer/);
+    await expectDatabase(true, res);
+  });
 });
 
 describe('hostile input: POST /oauth/sign-out', () => {
@@ -608,7 +686,13 @@ describe('hostile input: OAuth coverage', () => {
   it(`generated at least 2,000 cases over the OAuth endpoints`, () => {
     if (executed < TOTAL) return; // a `-t` filtered run
     expect(executed).toBeGreaterThanOrEqual(2_000);
-    const table = [...statuses].map(([name, counts]) => `${name}: ${[...counts].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(' ')}`);
+    const table = [...statuses].map(
+      ([name, counts]) =>
+        `${name}: ${[...counts]
+          .sort(([a], [b]) => a - b)
+          .map(([s, n]) => `${s}×${n}`)
+          .join(' ')}`,
+    );
     if (process.env.FUZZ_STATS) console.info(`oauth fuzz: ${executed} cases\n${table.join('\n')}`);
   });
 
@@ -662,7 +746,11 @@ describe('hostile input: what the OAuth fuzz found', () => {
 
   it('answers an unreadable consent or sign-in form with an HTML page, not plain text', async () => {
     for (const path of ['/oauth/authorize', '/oauth/sign-in']) {
-      const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, origin: server.issuer }, body: '{}' });
+      const res = await fetch(`${server.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', cookie, origin: server.issuer },
+        body: '{}',
+      });
       expect(res.status).toBe(400);
       expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     }

@@ -49,7 +49,10 @@ interface Answer {
 }
 
 /** A client at a loopback address of its own, e.g. 127.0.0.10. */
-function clientAt(): { address: string; post(path: string, init: { form?: Record<string, string>; json?: unknown; headers?: Record<string, string> }): Promise<Answer> } {
+function clientAt(): {
+  address: string;
+  post(path: string, init: { form?: Record<string, string>; json?: unknown; headers?: Record<string, string> }): Promise<Answer>;
+} {
   const address = `127.0.0.${nextAddress++}`;
   const agent = new Agent({ localAddress: address });
   agents.push(agent);
@@ -80,7 +83,12 @@ function clientAt(): { address: string; post(path: string, init: { form?: Record
 
 const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
 const wrongSecret = { grant_type: 'refresh_token', refresh_token: 'dfc_refresh_x' };
-const randomCode = () => ({ grant_type: 'authorization_code', code: `dfc_code_${randomBytes(32).toString('base64url')}`, redirect_uri: CALLBACK, code_verifier: pkce().verifier });
+const randomCode = () => ({
+  grant_type: 'authorization_code',
+  code: `dfc_code_${randomBytes(32).toString('base64url')}`,
+  redirect_uri: CALLBACK,
+  code_verifier: pkce().verifier,
+});
 
 function expectLimited(res: Answer): void {
   expect(res.status).toBe(429);

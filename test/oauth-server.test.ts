@@ -4,15 +4,7 @@ import { isFetchableAddress } from '../src/oauth/cimd-fetch.js';
 import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
-import {
-  authorizationUrl,
-  decide,
-  ownerCookie,
-  pkce,
-  registerClient,
-  startOAuthTestServer,
-  tokenRequest,
-} from './helpers/oauth.js';
+import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 
 const clock = manualClock();
@@ -45,7 +37,10 @@ async function grantedClient(options: { access?: 'read' | 'act'; public?: boolea
     public: options.public ?? true,
     access: options.access ?? 'act',
   });
-  const granted = await api.post('/v1/grants', { token: owner, body: { principal: registered.principal, deviceId: lamp.id, capabilities: ['get_state', 'set_power'] } });
+  const granted = await api.post('/v1/grants', {
+    token: owner,
+    body: { principal: registered.principal, deviceId: lamp.id, capabilities: ['get_state', 'set_power'] },
+  });
   expect(granted.status).toBe(201);
   return registered;
 }
@@ -53,10 +48,16 @@ async function grantedClient(options: { access?: 'read' | 'act'; public?: boolea
 /** Runs authorize + consent + token for a client; returns the token answer and the code. */
 async function fullFlow(clientId: string, options: { scope?: string; secret?: string; decision?: 'approve' | 'approve-read' } = {}) {
   const { verifier, challenge } = pkce();
-  const back = await decide(authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: options.scope ?? 'read act' }), cookie, options.decision);
+  const back = await decide(
+    authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: options.scope ?? 'read act' }),
+    cookie,
+    options.decision,
+  );
   const code = back.searchParams.get('code')!;
   const form: Record<string, string> = { grant_type: 'authorization_code', code, redirect_uri: CALLBACK, code_verifier: verifier, resource: server.resource };
-  const answer = options.secret ? await tokenRequest(server.issuer, form, { id: clientId, secret: options.secret }) : await tokenRequest(server.issuer, { ...form, client_id: clientId });
+  const answer = options.secret
+    ? await tokenRequest(server.issuer, form, { id: clientId, secret: options.secret })
+    : await tokenRequest(server.issuer, { ...form, client_id: clientId });
   return { answer, code, verifier };
 }
 
@@ -102,7 +103,10 @@ describe('POST /v1/oauth-clients', () => {
   });
 
   it('registers a public client without a secret, with an owner-chosen principal and ceiling', async () => {
-    const res = await api.post('/v1/oauth-clients', { token: owner, body: { name: 'CLI', redirectUris: [CALLBACK], public: true, principal: 'oauth:cli', access: 'act' } });
+    const res = await api.post('/v1/oauth-clients', {
+      token: owner,
+      body: { name: 'CLI', redirectUris: [CALLBACK], public: true, principal: 'oauth:cli', access: 'act' },
+    });
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ principal: 'oauth:cli', access: 'act', oauth: { public: true } });
     expect(res.body.data.token).toBeUndefined();
@@ -138,7 +142,12 @@ describe('GET /oauth/authorize', () => {
 
   it('shows the signed-in owner a consent page naming client, redirect host, principal, scopes and granted devices; never framed', async () => {
     const registered = await grantedClient();
-    const url = authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge, scope: 'read act' });
+    const url = authorizationUrl(server.issuer, {
+      client_id: registered.oauth.clientId,
+      redirect_uri: CALLBACK,
+      code_challenge: pkce().challenge,
+      scope: 'read act',
+    });
     const res = await fetch(url, { headers: { cookie } });
     expect(res.status).toBe(200);
     const html = await res.text();
@@ -156,13 +165,19 @@ describe('GET /oauth/authorize', () => {
 
   it('answers an unknown client or an unregistered redirect URI with a page, never a redirect', async () => {
     const registered = await grantedClient();
-    const unknown = await fetch(authorizationUrl(server.issuer, { client_id: 'nope', redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { headers: { cookie }, redirect: 'manual' });
-    expect(unknown.status).toBe(400);
-    expect(unknown.headers.get('location')).toBeNull();
-    const wrongRedirect = await fetch(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: 'http://127.0.0.1:9/other', code_challenge: pkce().challenge }), {
+    const unknown = await fetch(authorizationUrl(server.issuer, { client_id: 'nope', redirect_uri: CALLBACK, code_challenge: pkce().challenge }), {
       headers: { cookie },
       redirect: 'manual',
     });
+    expect(unknown.status).toBe(400);
+    expect(unknown.headers.get('location')).toBeNull();
+    const wrongRedirect = await fetch(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: 'http://127.0.0.1:9/other', code_challenge: pkce().challenge }),
+      {
+        headers: { cookie },
+        redirect: 'manual',
+      },
+    );
     expect(wrongRedirect.status).toBe(400);
     expect(wrongRedirect.headers.get('location')).toBeNull();
     expect(await wrongRedirect.text()).toContain('redirect_uri');
@@ -177,7 +192,13 @@ describe('GET /oauth/authorize', () => {
     ['response_type token', { response_type: 'token' }, 'unsupported_response_type'],
   ])('redirects %s back as error=%s with state and iss', async (_label, params, error) => {
     const registered = await grantedClient();
-    const url = authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge, state: 's-1', ...params });
+    const url = authorizationUrl(server.issuer, {
+      client_id: registered.oauth.clientId,
+      redirect_uri: CALLBACK,
+      code_challenge: pkce().challenge,
+      state: 's-1',
+      ...params,
+    });
     const res = await fetch(url, { headers: { cookie }, redirect: 'manual' });
     expect(res.status).toBe(302);
     const back = new URL(res.headers.get('location')!);
@@ -190,7 +211,10 @@ describe('GET /oauth/authorize', () => {
   it('does not show a client registered in another workspace', async () => {
     const registered = await grantedClient();
     const otherCookie = await ownerCookie(server.issuer, await server.ownerToken('someone-else', { expiresIn: '10h' }));
-    const res = await fetch(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { headers: { cookie: otherCookie } });
+    const res = await fetch(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }),
+      { headers: { cookie: otherCookie } },
+    );
     expect(res.status).toBe(400);
   });
 });
@@ -198,7 +222,10 @@ describe('GET /oauth/authorize', () => {
 describe('POST /oauth/authorize (the consent decision)', () => {
   it('approve: back to the redirect URI with code, state and iss', async () => {
     const registered = await grantedClient();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge, state: 'xyz' }), cookie);
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge, state: 'xyz' }),
+      cookie,
+    );
     expect(back.origin + back.pathname).toBe(CALLBACK);
     expect(back.searchParams.get('code')).toMatch(/^dfc_code_/);
     expect(back.searchParams.get('state')).toBe('xyz');
@@ -207,7 +234,11 @@ describe('POST /oauth/authorize (the consent decision)', () => {
 
   it('deny: back with error=access_denied, state and iss', async () => {
     const registered = await grantedClient();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge, state: 'no' }), cookie, 'deny');
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge, state: 'no' }),
+      cookie,
+      'deny',
+    );
     expect(back.searchParams.get('error')).toBe('access_denied');
     expect(back.searchParams.get('state')).toBe('no');
     expect(back.searchParams.get('iss')).toBe(server.issuer);
@@ -273,7 +304,10 @@ describe('POST /oauth/token (authorization_code)', () => {
 
   it('refuses a wrong code_verifier (invalid_grant)', async () => {
     const registered = await grantedClient();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), cookie);
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }),
+      cookie,
+    );
     const answer = await tokenRequest(server.issuer, {
       grant_type: 'authorization_code',
       client_id: registered.oauth.clientId,
@@ -288,7 +322,10 @@ describe('POST /oauth/token (authorization_code)', () => {
   it('refuses a redirect_uri other than the authorization request had (invalid_grant)', async () => {
     const registered = await registerClient(server.issuer, owner, { name: 'two', redirectUris: [CALLBACK, 'http://127.0.0.1:9/other'], public: true });
     const { verifier, challenge } = pkce();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }), cookie);
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }),
+      cookie,
+    );
     const answer = await tokenRequest(server.issuer, {
       grant_type: 'authorization_code',
       client_id: registered.oauth.clientId,
@@ -303,18 +340,31 @@ describe('POST /oauth/token (authorization_code)', () => {
     const registered = await grantedClient();
     const { answer, code, verifier } = await fullFlow(registered.oauth.clientId);
     expect((await api.get('/v1/devices', { token: answer.body.access_token })).status).toBe(200);
-    const replay = await tokenRequest(server.issuer, { grant_type: 'authorization_code', client_id: registered.oauth.clientId, code, redirect_uri: CALLBACK, code_verifier: verifier });
+    const replay = await tokenRequest(server.issuer, {
+      grant_type: 'authorization_code',
+      client_id: registered.oauth.clientId,
+      code,
+      redirect_uri: CALLBACK,
+      code_verifier: verifier,
+    });
     expect(replay.status).toBe(400);
     expect(replay.body.error).toBe('invalid_grant');
     expect((await api.get('/v1/devices', { token: answer.body.access_token })).status).toBe(401);
-    const refresh = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: answer.body.refresh_token });
+    const refresh = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: answer.body.refresh_token,
+    });
     expect(refresh.body.error).toBe('invalid_grant');
   });
 
   it('refuses a code older than 60 seconds', async () => {
     const registered = await grantedClient();
     const { verifier, challenge } = pkce();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }), cookie);
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }),
+      cookie,
+    );
     clock.advance(60_001);
     const answer = await tokenRequest(server.issuer, {
       grant_type: 'authorization_code',
@@ -330,7 +380,10 @@ describe('POST /oauth/token (authorization_code)', () => {
   it('refuses a resource other than the code was issued for (invalid_target)', async () => {
     const registered = await grantedClient();
     const { verifier, challenge } = pkce();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }), cookie);
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }),
+      cookie,
+    );
     const answer = await tokenRequest(server.issuer, {
       grant_type: 'authorization_code',
       client_id: registered.oauth.clientId,
@@ -346,9 +399,18 @@ describe('POST /oauth/token (authorization_code)', () => {
     const registered = await grantedClient();
     const other = await grantedClient();
     const { verifier, challenge } = pkce();
-    const back = await decide(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }), cookie);
+    const back = await decide(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: challenge }),
+      cookie,
+    );
     const code = back.searchParams.get('code')!;
-    const stolen = await tokenRequest(server.issuer, { grant_type: 'authorization_code', client_id: other.oauth.clientId, code, redirect_uri: CALLBACK, code_verifier: verifier });
+    const stolen = await tokenRequest(server.issuer, {
+      grant_type: 'authorization_code',
+      client_id: other.oauth.clientId,
+      code,
+      redirect_uri: CALLBACK,
+      code_verifier: verifier,
+    });
     expect(stolen.body.error).toBe('invalid_grant');
     const password = await tokenRequest(server.issuer, { grant_type: 'password', client_id: registered.oauth.clientId });
     expect(password.body.error).toBe('unsupported_grant_type');
@@ -397,7 +459,10 @@ describe('scopes are a ceiling only', () => {
   it('refuses an OAuth token on agent-only REST endpoints (403): it is for shared endpoints and MCP', async () => {
     const registered = await grantedClient();
     const { answer } = await fullFlow(registered.oauth.clientId);
-    const res = await api.post(`/v1/devices/${lamp.id}/actions`, { token: answer.body.access_token, body: { capability: 'set_power', arguments: { on: true } } });
+    const res = await api.post(`/v1/devices/${lamp.id}/actions`, {
+      token: answer.body.access_token,
+      body: { capability: 'set_power', arguments: { on: true } },
+    });
     expect(res.status).toBe(403);
     expect(res.body.error.code).toBe('forbidden');
   });
@@ -407,7 +472,11 @@ describe('POST /oauth/token (refresh_token)', () => {
   it('rotates: a new pair each time, the old access token keeps working until it expires', async () => {
     const registered = await grantedClient();
     const { answer } = await fullFlow(registered.oauth.clientId);
-    const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: answer.body.refresh_token });
+    const refreshed = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: answer.body.refresh_token,
+    });
     expect(refreshed.status).toBe(200);
     expect(refreshed.headers.get('cache-control')).toBe('no-store');
     expect(refreshed.body.refresh_token).not.toBe(answer.body.refresh_token);
@@ -418,22 +487,44 @@ describe('POST /oauth/token (refresh_token)', () => {
   it('may narrow the scope, never widen it', async () => {
     const registered = await grantedClient();
     const wide = await fullFlow(registered.oauth.clientId);
-    const narrowed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: wide.answer.body.refresh_token, scope: 'read' });
+    const narrowed = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: wide.answer.body.refresh_token,
+      scope: 'read',
+    });
     expect(narrowed.body.scope).toBe('read');
-    const widened = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: narrowed.body.refresh_token, scope: 'read act' });
+    const widened = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: narrowed.body.refresh_token,
+      scope: 'read act',
+    });
     expect(widened.body.error).toBe('invalid_scope');
   });
 
   it('detects reuse of a rotated refresh token and revokes the whole family', async () => {
     const registered = await grantedClient();
     const { answer } = await fullFlow(registered.oauth.clientId);
-    const first = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: answer.body.refresh_token });
+    const first = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: answer.body.refresh_token,
+    });
     expect(first.status).toBe(200);
-    const reuse = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: answer.body.refresh_token });
+    const reuse = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: answer.body.refresh_token,
+    });
     expect(reuse.status).toBe(400);
     expect(reuse.body.error).toBe('invalid_grant');
     expect((await api.get('/v1/devices', { token: first.body.access_token })).status).toBe(401);
-    const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: first.body.refresh_token });
+    const next = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: first.body.refresh_token,
+    });
     expect(next.body.error).toBe('invalid_grant');
   });
 
@@ -442,7 +533,11 @@ describe('POST /oauth/token (refresh_token)', () => {
     const { answer } = await fullFlow(registered.oauth.clientId);
     clock.advance(3_600_000);
     expect((await api.get('/v1/devices', { token: answer.body.access_token })).status).toBe(401);
-    const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: answer.body.refresh_token });
+    const refreshed = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: answer.body.refresh_token,
+    });
     expect(refreshed.status).toBe(200);
   });
 });
@@ -480,9 +575,16 @@ describe('revocation', () => {
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ revoked: true, oauth: { clientId: registered.oauth.clientId } });
     expect((await api.get('/v1/devices', { token: answer.body.access_token })).status).toBe(401);
-    const refresh = await tokenRequest(server.issuer, { grant_type: 'refresh_token', client_id: registered.oauth.clientId, refresh_token: answer.body.refresh_token });
+    const refresh = await tokenRequest(server.issuer, {
+      grant_type: 'refresh_token',
+      client_id: registered.oauth.clientId,
+      refresh_token: answer.body.refresh_token,
+    });
     expect(refresh.body.error).toBe('invalid_grant');
-    const page = await fetch(authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { headers: { cookie } });
+    const page = await fetch(
+      authorizationUrl(server.issuer, { client_id: registered.oauth.clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }),
+      { headers: { cookie } },
+    );
     expect(page.status).toBe(400);
     const grants = await api.get(`/v1/grants?principal=${encodeURIComponent(registered.principal)}`, { token: owner });
     expect(grants.body.data.length).toBe(2);
@@ -513,7 +615,12 @@ describe('POST /oauth/register (dynamic client registration, deprecated)', () =>
     const res = await fetch(`${server.issuer}/oauth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ client_name: 'Old client', redirect_uris: [CALLBACK], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] }),
+      body: JSON.stringify({
+        client_name: 'Old client',
+        redirect_uris: [CALLBACK],
+        token_endpoint_auth_method: 'none',
+        grant_types: ['authorization_code', 'refresh_token'],
+      }),
     });
     expect(res.status).toBe(201);
     const registered = await json(res);
@@ -527,10 +634,18 @@ describe('POST /oauth/register (dynamic client registration, deprecated)', () =>
   });
 
   it('gives a confidential client its secret; refuses bad redirect URIs (invalid_redirect_uri)', async () => {
-    const res = await fetch(`${server.issuer}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: ['https://app.example/cb'] }) });
+    const res = await fetch(`${server.issuer}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: ['https://app.example/cb'] }),
+    });
     expect(res.status).toBe(201);
     expect((await json(res)).client_secret).toMatch(/^dfc_secret_/);
-    const bad = await fetch(`${server.issuer}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: ['http://evil.example/cb'] }) });
+    const bad = await fetch(`${server.issuer}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: ['http://evil.example/cb'] }),
+    });
     expect(bad.status).toBe(400);
     expect((await json(bad)).error).toBe('invalid_redirect_uri');
   });
@@ -538,7 +653,20 @@ describe('POST /oauth/register (dynamic client registration, deprecated)', () =>
 
 describe('Client ID Metadata Documents', () => {
   it('refuses non-public addresses (SSRF guard), IPv4-mapped included', () => {
-    for (const address of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fd00::1', 'fe80::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1']) {
+    for (const address of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      'fd00::1',
+      'fe80::1',
+      '::ffff:127.0.0.1',
+      '::ffff:10.0.0.1',
+    ]) {
       expect(isFetchableAddress(address), address).toBe(false);
     }
     for (const address of ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '8.8.8.8']) expect(isFetchableAddress(address), address).toBe(true);
@@ -546,13 +674,19 @@ describe('Client ID Metadata Documents', () => {
   });
 
   it('refuses an https client_id whose host resolves to loopback (without the test-only flag)', async () => {
-    const res = await fetch(authorizationUrl(server.issuer, { client_id: 'https://localhost:1/client.json', redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { headers: { cookie } });
+    const res = await fetch(
+      authorizationUrl(server.issuer, { client_id: 'https://localhost:1/client.json', redirect_uri: CALLBACK, code_challenge: pkce().challenge }),
+      { headers: { cookie } },
+    );
     expect(res.status).toBe(400);
     expect(await res.text()).toContain('non-public address');
   });
 
   it('treats an http client_id as unknown when OAUTH_CIMD_ALLOW_LOOPBACK is off', async () => {
-    const res = await fetch(authorizationUrl(server.issuer, { client_id: 'http://127.0.0.1:9/client.json', redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { headers: { cookie } });
+    const res = await fetch(
+      authorizationUrl(server.issuer, { client_id: 'http://127.0.0.1:9/client.json', redirect_uri: CALLBACK, code_challenge: pkce().challenge }),
+      { headers: { cookie } },
+    );
     expect(res.status).toBe(400);
   });
 });
@@ -588,7 +722,12 @@ describe('Client ID Metadata Documents (OAUTH_CIMD_ALLOW_LOOPBACK=true, test onl
   };
 
   it('fetches the document, shows its client_name, issues a code and tokens, and caches it', async () => {
-    const clientId = serve('/good.json', { client_id: `${docBase}/good.json`, client_name: 'Metadata Client', redirect_uris: [CALLBACK], token_endpoint_auth_method: 'none' });
+    const clientId = serve('/good.json', {
+      client_id: `${docBase}/good.json`,
+      client_name: 'Metadata Client',
+      redirect_uris: [CALLBACK],
+      token_endpoint_auth_method: 'none',
+    });
     const { verifier, challenge } = pkce();
     const url = authorizationUrl(cimdServer.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read' });
     const page = await fetch(url, { headers: { cookie: cimdCookie } });
@@ -597,7 +736,13 @@ describe('Client ID Metadata Documents (OAUTH_CIMD_ALLOW_LOOPBACK=true, test onl
     const before = fetches;
     const back = await decide(url, cimdCookie);
     expect(fetches).toBe(before);
-    const answer = await tokenRequest(cimdServer.issuer, { grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code')!, redirect_uri: CALLBACK, code_verifier: verifier });
+    const answer = await tokenRequest(cimdServer.issuer, {
+      grant_type: 'authorization_code',
+      client_id: clientId,
+      code: back.searchParams.get('code')!,
+      redirect_uri: CALLBACK,
+      code_verifier: verifier,
+    });
     expect(answer.status).toBe(200);
   });
 
@@ -610,7 +755,10 @@ describe('Client ID Metadata Documents (OAUTH_CIMD_ALLOW_LOOPBACK=true, test onl
     const path = `/bad-${Math.random().toString(36).slice(2)}.json`;
     const body = typeof doc === 'string' ? doc : JSON.stringify(doc).replace('"SELF"', JSON.stringify(`${docBase}${path}`));
     const clientId = serve(path, body, type);
-    const res = await fetch(authorizationUrl(cimdServer.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), { headers: { cookie: cimdCookie }, redirect: 'manual' });
+    const res = await fetch(authorizationUrl(cimdServer.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: pkce().challenge }), {
+      headers: { cookie: cimdCookie },
+      redirect: 'manual',
+    });
     expect(res.status).toBe(400);
     expect(await res.text()).toContain(message);
   });

@@ -53,7 +53,18 @@ describe('GET /openapi.json', () => {
 
   it('also names the endpoints that are not registry operations: MCP, OAuth, metadata, the wake socket, metrics', async () => {
     const { body } = await client(server.url).get('/openapi.json');
-    for (const path of ['/mcp', '/oauth/authorize', '/oauth/token', '/oauth/revoke', '/oauth/register', '/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp', '/v1/device/{deviceId}/events', '/metrics']) {
+    for (const path of [
+      '/mcp',
+      '/oauth/authorize',
+      '/oauth/token',
+      '/oauth/revoke',
+      '/oauth/register',
+      '/.well-known/oauth-authorization-server',
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/oauth-protected-resource/mcp',
+      '/v1/device/{deviceId}/events',
+      '/metrics',
+    ]) {
       expect(body.paths[path], path).toBeDefined();
     }
     expect(body.paths['/v1/functions'].get.security).toContainEqual({ oauth: ['read'] });

@@ -70,12 +70,14 @@ function surfaceProblems(operation: Partial<AnyOperation>): string[] {
     const fields = inputFields(operation);
     for (const route of operation.rest) {
       if (route.method === 'GET' && operation.hints?.readOnly !== true) problems.push(`has GET ${route.path} but is not read-only`);
-      for (const [, name] of route.path.matchAll(/\{(\w+)\}/g)) if (fields && !fields.has(name!)) problems.push(`has path parameter ${name} that its input lacks`);
+      for (const [, name] of route.path.matchAll(/\{(\w+)\}/g))
+        if (fields && !fields.has(name!)) problems.push(`has path parameter ${name} that its input lacks`);
     }
     if (operation.rest.length === 0 && !operation.mcp && !forAgents) problems.push('is reachable from no surface');
   }
   if (operation.mcp) {
-    if (!/^[a-z][a-z0-9_]{0,63}$/.test(operation.mcp.name) || operation.mcp.name.includes('__')) problems.push(`has MCP tool name ${operation.mcp.name} outside [a-z0-9_] or with __`);
+    if (!/^[a-z][a-z0-9_]{0,63}$/.test(operation.mcp.name) || operation.mcp.name.includes('__'))
+      problems.push(`has MCP tool name ${operation.mcp.name} outside [a-z0-9_] or with __`);
     if (!forAgents) problems.push('has an MCP tool but is closed to agents');
   }
   if (operation.ownDevice !== undefined) {
@@ -119,12 +121,24 @@ describe('the registry check itself', () => {
     ['agents with access none', { ...sound, credentials: ['owner', 'agent'], access: 'none' }, 'is open to agents but declares access "none"'],
     ['no title', { ...sound, title: undefined }, 'has no title'],
     ['no hints', { ...sound, hints: undefined }, 'declares no readOnly hint'],
-    ['agents without OAuth surfaces', { ...sound, credentials: ['owner', 'agent'], access: 'read' }, 'is open to agents but does not say where OAuth tokens are accepted'],
+    [
+      'agents without OAuth surfaces',
+      { ...sound, credentials: ['owner', 'agent'], access: 'read' },
+      'is open to agents but does not say where OAuth tokens are accepted',
+    ],
     ['OAuth surfaces for owners only', { ...sound, oauth: ['rest'] }, 'declares OAuth surfaces but is closed to agents'],
     ['no REST list', { ...sound, rest: undefined }, 'declares no REST routes (an empty list for none)'],
     ['a GET route on a changing operation', { ...sound, hints: { readOnly: false } }, 'has GET /v1/account but is not read-only'],
-    ['a path parameter the input lacks', { ...sound, rest: [{ method: 'GET', path: '/v1/account/{accountId}' }] }, 'has path parameter accountId that its input lacks'],
-    ['an MCP tool name with a dot', { ...sound, credentials: ['agent'], access: 'read', oauth: ['mcp'], mcp: { name: 'get.account' } }, 'has MCP tool name get.account outside [a-z0-9_] or with __'],
+    [
+      'a path parameter the input lacks',
+      { ...sound, rest: [{ method: 'GET', path: '/v1/account/{accountId}' }] },
+      'has path parameter accountId that its input lacks',
+    ],
+    [
+      'an MCP tool name with a dot',
+      { ...sound, credentials: ['agent'], access: 'read', oauth: ['mcp'], mcp: { name: 'get.account' } },
+      'has MCP tool name get.account outside [a-z0-9_] or with __',
+    ],
     ['an MCP tool for owners only', { ...sound, mcp: { name: 'get_account' } }, 'has an MCP tool but is closed to agents'],
     ['ownDevice without device credentials', { ...sound, ownDevice: 'deviceId' }, 'declares ownDevice but is closed to devices'],
     ['a read-only operation that queues actions', { ...sound, queuesDeviceActions: true }, 'queues device actions but claims to be read-only'],

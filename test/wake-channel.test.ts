@@ -21,7 +21,10 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 async function grant(deviceId: string) {
-  const res = await http.post('/v1/grants', { token: owner, body: { principal: agent.principal, deviceId, capabilities: ['get_state', 'set_power', 'set_brightness'] } });
+  const res = await http.post('/v1/grants', {
+    token: owner,
+    body: { principal: agent.principal, deviceId, capabilities: ['get_state', 'set_power', 'set_brightness'] },
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
 }
 
@@ -131,7 +134,7 @@ describe('GET /v1/device/{deviceId}/events: ticket rules before the upgrade', ()
     if (accepted.ok) accepted.socket.ws.close();
   });
 
-  it("refuses a ticket presented for another device, without using it up", async () => {
+  it('refuses a ticket presented for another device, without using it up', async () => {
     const device = await lamp();
     const other = await lamp();
     const ticket = await issueTicket(http, device);

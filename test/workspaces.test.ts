@@ -91,7 +91,7 @@ describe('a second workspace cannot touch the first one', () => {
     expect((await api.post(`/v1/device/${deviceA.id}/manifest`, { token: deviceA.token, body: lampManifest })).status).toBe(200);
   });
 
-  it("answers 403 when a device of one workspace publishes for a device of the other", async () => {
+  it('answers 403 when a device of one workspace publishes for a device of the other', async () => {
     const res = await api.post(`/v1/device/${deviceA.id}/manifest`, { token: deviceB.token, body: { capabilities: [] } });
     expect(res.status).toBe(403);
     const a = (await api.get('/v1/devices', { token: ownerA })).body.data.find((d: { id: string }) => d.id === deviceA.id);

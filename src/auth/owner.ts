@@ -1,16 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import {
-  createLocalJWKSet,
-  createRemoteJWKSet,
-  exportJWK,
-  generateKeyPair,
-  importJWK,
-  jwtVerify,
-  SignJWT,
-  type JWK,
-  type JWTVerifyGetKey,
-} from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify, SignJWT, type JWK, type JWTVerifyGetKey } from 'jose';
 import type { Config } from '../config.js';
 
 /** Asymmetric algorithms only: a shared-secret (HS*) token could be forged by anyone holding the JWKS. */
@@ -89,11 +79,7 @@ export async function createOwnerVerifier(config: Config): Promise<OwnerVerifier
 }
 
 /** Signs a development owner session (the embedded identity provider). */
-export async function signDevelopmentSession(
-  config: Config,
-  subject: string,
-  options: { workspace?: string; ttlSeconds?: number } = {},
-): Promise<string> {
+export async function signDevelopmentSession(config: Config, subject: string, options: { workspace?: string; ttlSeconds?: number } = {}): Promise<string> {
   if (config.owner.mode !== 'development') {
     throw new Error('owner sessions come from the external identity provider when OWNER_JWKS_* is set');
   }

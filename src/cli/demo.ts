@@ -75,7 +75,14 @@ try {
 
   const agent = (await expectStatus(201, call('POST', '/v1/agent-connections', owner, { name: 'demo agent', access: 'act' }))).data;
   step(`agent connection created: principal ${agent.principal}, ceiling act`);
-  await expectStatus(201, call('POST', '/v1/grants', owner, { principal: agent.principal, deviceId: credentials.deviceId, capabilities: ['get_state', 'set_power', 'set_brightness'] }));
+  await expectStatus(
+    201,
+    call('POST', '/v1/grants', owner, {
+      principal: agent.principal,
+      deviceId: credentials.deviceId,
+      capabilities: ['get_state', 'set_power', 'set_brightness'],
+    }),
+  );
   step('owner granted the agent get_state, set_power and set_brightness on the lamp');
   console.log('');
 
@@ -101,13 +108,17 @@ try {
     const marks = seen.get(action.id) ?? {};
     const at = (t: number | undefined) => (t === undefined ? '-' : ms(start, t)).padEnd(10);
     const outcome = state.status === 'succeeded' ? `${state.status} ${JSON.stringify(state.result)}` : `${state.status} ${JSON.stringify(state.error)}`;
-    console.log(`  ${`${capability} ${JSON.stringify(args)}`.padEnd(32)}${at(queued)} ${at(marks.wake)}${at(marks.run)}${at(marks.reported)}${at(done)} ${outcome}`);
+    console.log(
+      `  ${`${capability} ${JSON.stringify(args)}`.padEnd(32)}${at(queued)} ${at(marks.wake)}${at(marks.run)}${at(marks.reported)}${at(done)} ${outcome}`,
+    );
     if (state.status !== expected) failed = true;
   }
   console.log('  (times from the agent sending the request; the wake can beat the 201 back to the agent)\n');
 
   const invalid = await call('POST', `/v1/devices/${credentials.deviceId}/actions`, agent.token, { capability: 'set_brightness', arguments: { level: 140 } });
-  step(`arguments outside the published schema are refused before queuing: ${invalid.status} ${invalid.body.error.code} (${invalid.body.error.issues?.[0]?.path}: ${invalid.body.error.issues?.[0]?.message})`);
+  step(
+    `arguments outside the published schema are refused before queuing: ${invalid.status} ${invalid.body.error.code} (${invalid.body.error.issues?.[0]?.path}: ${invalid.body.error.issues?.[0]?.message})`,
+  );
   await expectStatus(200, call('POST', '/v1/grants/revoke', owner, { principal: agent.principal, deviceId: credentials.deviceId, capability: 'set_power' }));
   const refused = await call('POST', `/v1/devices/${credentials.deviceId}/actions`, agent.token, { capability: 'set_power', arguments: { on: true } });
   step(`owner revoked the set_power grant; the next request: ${refused.status} ${refused.body.error.code}`);

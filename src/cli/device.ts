@@ -74,7 +74,9 @@ try {
   if (values.gateway) simulateGateway(device);
   else simulateLamp(device);
   await device.start();
-  say(`running ${values.gateway ? 'get_status; lamp-1, lamp-2: get_state, set_power, set_brightness; scenes: all_off' : 'get_state, set_power, set_brightness'}. Ctrl-C to stop.`);
+  say(
+    `running ${values.gateway ? 'get_status; lamp-1, lamp-2: get_state, set_power, set_brightness; scenes: all_off' : 'get_state, set_power, set_brightness'}. Ctrl-C to stop.`,
+  );
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void device.stop());
 } catch (error) {
   console.error(`could not start the device: ${(error as Error).message}`);

@@ -45,7 +45,14 @@ export const lampManifest: Manifest = { capabilities: lampCapabilities };
 
 /** A gateway with two child lamps and an integration-wide service (docs/rules.md "Devices"). */
 export const gatewayManifest: Manifest = {
-  capabilities: [{ name: 'get_status', kind: 'read', description: 'Gateway uptime and children.', arguments: { type: 'object', properties: {}, additionalProperties: false } }],
+  capabilities: [
+    {
+      name: 'get_status',
+      kind: 'read',
+      description: 'Gateway uptime and children.',
+      arguments: { type: 'object', properties: {}, additionalProperties: false },
+    },
+  ],
   children: [
     { key: 'lamp-1', name: 'Living room lamp', kind: 'device', capabilities: lampCapabilities },
     { key: 'lamp-2', name: 'Bedroom lamp', kind: 'device', capabilities: lampCapabilities },

@@ -10,8 +10,7 @@ export interface WakeFrame {
 
 /** What a device's open sockets are told, addressed by the id of the device holding the socket. */
 export type DeviceSignal =
-  | { type: 'wake'; frame: WakeFrame; /** When the action was queued, for the wake latency metric. */ queuedAt: number }
-  | { type: 'revoked' };
+  { type: 'wake'; frame: WakeFrame; /** When the action was queued, for the wake latency metric. */ queuedAt: number } | { type: 'revoked' };
 
 /**
  * Delivers signals to the sockets a device holds on this instance, whichever instance
@@ -40,7 +39,11 @@ export function createLocalNotifier(events: EventHub): DeviceNotifier {
   };
   const unsubscribe = events.subscribe((event) => {
     if (event.type === 'action' && event.action.status === 'queued') {
-      deliver(event.targetId, { type: 'wake', frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id }, queuedAt: event.action.createdAt });
+      deliver(event.targetId, {
+        type: 'wake',
+        frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id },
+        queuedAt: event.action.createdAt,
+      });
     } else if (event.type === 'device-revoked') {
       deliver(event.deviceId, { type: 'revoked' });
     }

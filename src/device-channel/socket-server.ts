@@ -88,8 +88,7 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
       if (signal.type === 'wake') {
         send(peer, signal.frame);
         deps.onWakeSent?.(clock.now() - signal.queuedAt);
-      }
-      else socket.close(CLOSE_CODES.revoked, 'device revoked');
+      } else socket.close(CLOSE_CODES.revoked, 'device revoked');
     });
     // Listened since before the ticket was checked, so a revocation or wake that landed
     // during the upgrade is not lost.
@@ -125,9 +124,19 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     const url = new URL(request.url ?? '/', 'http://localhost');
     const match = EVENTS_PATH.exec(url.pathname);
     const finish = (status: number) =>
-      log.info({ msg: 'request', requestId, method: 'GET', route: '/v1/device/:deviceId/events', status, durationMs: Math.round((performance.now() - started) * 100) / 100, principalKind: status === 101 ? 'device' : null });
+      log.info({
+        msg: 'request',
+        requestId,
+        method: 'GET',
+        route: '/v1/device/:deviceId/events',
+        status,
+        durationMs: Math.round((performance.now() - started) * 100) / 100,
+        principalKind: status === 101 ? 'device' : null,
+      });
     if (!match || closing) {
-      const error = closing ? new DomainError('not_configured', 'The service is shutting down.') : new DomainError('not_found', `No WebSocket endpoint at ${url.pathname}.`);
+      const error = closing
+        ? new DomainError('not_configured', 'The service is shutting down.')
+        : new DomainError('not_found', `No WebSocket endpoint at ${url.pathname}.`);
       finish(refuse(socket, error, requestId));
       return;
     }
@@ -143,7 +152,8 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     } catch (error) {
       stopEarly();
       const status = refuse(socket, error, requestId);
-      if (status >= 500) log.error({ msg: 'wake socket upgrade failed', requestId, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+      if (status >= 500)
+        log.error({ msg: 'wake socket upgrade failed', requestId, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
       finish(status);
       return;
     }

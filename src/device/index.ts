@@ -12,14 +12,4 @@
 export { backoffDelay, CommandError, Device } from './device.js';
 export type { CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';
 export { ApiError, attachDevice, deviceApi } from './http.js';
-export type {
-  Capability,
-  ChildManifest,
-  DeviceApi,
-  DeviceCommand,
-  DeviceCredentials,
-  DeviceRecord,
-  Manifest,
-  ResultReport,
-  UrlSource,
-} from './http.js';
+export type { Capability, ChildManifest, DeviceApi, DeviceCommand, DeviceCredentials, DeviceRecord, Manifest, ResultReport, UrlSource } from './http.js';

@@ -3,13 +3,11 @@ import type { ActionRow } from '../store/actions.js';
 import { ACTION_STATUSES, TRANSITIONS } from './action-states.js';
 import { timestamp, uuid } from './schemas.js';
 
-export const actionStatus = z
-  .enum(ACTION_STATUSES)
-  .describe(
-    Object.values(TRANSITIONS)
-      .map((move) => `${move.from.join(' | ')} → ${move.to.join(' | ')}`)
-      .join('; ') + '.',
-  );
+export const actionStatus = z.enum(ACTION_STATUSES).describe(
+  Object.values(TRANSITIONS)
+    .map((move) => `${move.from.join(' | ')} → ${move.to.join(' | ')}`)
+    .join('; ') + '.',
+);
 
 export const action = z.object({
   id: uuid,

@@ -253,7 +253,13 @@ export const broadcast = defineOperation({
         const results: z.input<typeof broadcastResult>[] = [];
         for (const deviceId of input.deviceIds) {
           try {
-            const row = await queueAction(tx, ctx, credential, { deviceId, capability: input.capability, arguments: input.arguments, ttlSeconds: input.ttlSeconds, broadcastId: id }, now);
+            const row = await queueAction(
+              tx,
+              ctx,
+              credential,
+              { deviceId, capability: input.capability, arguments: input.arguments, ttlSeconds: input.ttlSeconds, broadcastId: id },
+              now,
+            );
             created.push(row);
             results.push({ deviceId, ok: true, action: toActionRecord(row) });
           } catch (error) {

@@ -1,13 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
-import {
-  insertConnection,
-  listConnections,
-  revokeConnection,
-  type ConnectionPurpose,
-  type ConnectionRow,
-} from '../store/connections.js';
+import { insertConnection, listConnections, revokeConnection, type ConnectionPurpose, type ConnectionRow } from '../store/connections.js';
 import type { Context } from './context.js';
 import { fail } from './errors.js';
 import { defineOperation } from './operation.js';
@@ -142,14 +136,7 @@ export const createAgentConnection = defineOperation({
     name: z.string().min(1).max(64),
     access: access.default('read'),
     principal: principal.optional().describe('Defaults to `agent:<connection id>`. Grants name this principal.'),
-    ttlSeconds: z
-      .number()
-      .int()
-      .min(60)
-      .max(MAX_TTL_SECONDS)
-      .nullable()
-      .default(null)
-      .describe('Lifetime of the token; null or absent for no expiry.'),
+    ttlSeconds: z.number().int().min(60).max(MAX_TTL_SECONDS).nullable().default(null).describe('Lifetime of the token; null or absent for no expiry.'),
   }),
   output: newConnection,
   run: ({ ctx, credential, input }) =>

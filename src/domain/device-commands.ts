@@ -95,7 +95,14 @@ export const reportResult = defineOperation({
     await checkDevice(ctx, credential);
     const now = ctx.clock.now();
     const result = input.ok && input.result !== undefined ? JSON.stringify(input.result) : null;
-    const report = { id: input.actionId, targetId: credential.deviceId, ok: input.ok, result, errorCode: input.error?.code ?? null, errorMessage: input.error?.message ?? null };
+    const report = {
+      id: input.actionId,
+      targetId: credential.deviceId,
+      ok: input.ok,
+      result,
+      errorCode: input.error?.code ?? null,
+      errorMessage: input.error?.message ?? null,
+    };
     let row = await completeAction(ctx.db, report, now);
     if (row) {
       publishActions(ctx, [row]);

@@ -131,9 +131,7 @@ export const listWorkspaceDevices = defineOperation({
     for (const fn of await listCallableFunctions(ctx.db, credential, now)) {
       callable.set(fn.deviceId, (callable.get(fn.deviceId) ?? new Set()).add(fn.capability));
     }
-    return all
-      .filter((d) => callable.has(d.id))
-      .map((d) => ({ ...d, capabilities: d.capabilities.filter((c) => callable.get(d.id)!.has(c.name)) }));
+    return all.filter((d) => callable.has(d.id)).map((d) => ({ ...d, capabilities: d.capabilities.filter((c) => callable.get(d.id)!.has(c.name)) }));
   },
 });
 
@@ -209,8 +207,7 @@ export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'dev
 export const publishManifest = defineOperation({
   name: 'devices.publishManifest',
   title: 'Publish a device manifest',
-  description:
-    "Publish the device's manifest: its capabilities and, for a gateway, its children. Republishing replaces it; a child keeps its id per key.",
+  description: "Publish the device's manifest: its capabilities and, for a gateway, its children. Republishing replaces it; a child keeps its id per key.",
   credentials: ['device'],
   access: 'none',
   hints: { readOnly: false, destructive: true },

@@ -28,7 +28,14 @@ export const createEnrollment = defineOperation({
   async run({ ctx, credential }) {
     const now = ctx.clock.now();
     const issued = issueToken('enrollment');
-    const row = { id: randomUUID(), workspaceId: credential.workspaceId, codePrefix: issued.displayPrefix, expiresAt: now + ENROLLMENT_TTL_MS, usedAt: null, createdAt: now };
+    const row = {
+      id: randomUUID(),
+      workspaceId: credential.workspaceId,
+      codePrefix: issued.displayPrefix,
+      expiresAt: now + ENROLLMENT_TTL_MS,
+      usedAt: null,
+      createdAt: now,
+    };
     await insertEnrollment(ctx.db, { ...row, codeHash: issued.hash, createdBy: credential.subject });
     return { id: row.id, code: issued.token, expiresAt: row.expiresAt };
   },
@@ -55,7 +62,13 @@ export const enrollBoard = defineOperation({
       const enrollment = await consumeEnrollment(tx, hashToken(input.code), now);
       if (!enrollment) throw new DomainError('unauthorized', 'The enrollment code is unknown, used or expired.');
       await assertDeviceCapacity(tx, ctx.settings.capacity, enrollment.workspaceId, 1);
-      const attached = await createAttachedDevice(tx, { workspaceId: enrollment.workspaceId, name: input.name, kind: input.kind, attachedVia: enrollment.id, now });
+      const attached = await createAttachedDevice(tx, {
+        workspaceId: enrollment.workspaceId,
+        name: input.name,
+        kind: input.kind,
+        attachedVia: enrollment.id,
+        now,
+      });
       await recordEnrolledDevice(tx, enrollment.id, attached.device.id);
       return attached;
     }),

@@ -65,8 +65,7 @@ export function issuesFromZod(error: z.ZodError, prefix: readonly PropertyKey[] 
 }
 
 export const fail = {
-  invalid: (message: string, issues?: ErrorIssue[]) =>
-    new DomainError('validation_failed', message, issues ? { issues } : {}),
+  invalid: (message: string, issues?: ErrorIssue[]) => new DomainError('validation_failed', message, issues ? { issues } : {}),
   unauthorized: (message = 'A valid credential is required.') => new DomainError('unauthorized', message),
   forbidden: (message: string) => new DomainError('forbidden', message),
   notFound: (what: string) => new DomainError('not_found', `${what} was not found.`),

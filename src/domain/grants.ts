@@ -67,7 +67,16 @@ export const createGrants = defineOperation({
       const ids: string[] = [];
       for (const capability of new Set(input.capabilities)) {
         ids.push(
-          await putGrant(tx, { workspaceId: credential.workspaceId, principal: input.principal, deviceId: device.id, capability, gatewayId: null, expiresAt, createdBy: credential.subject, now }),
+          await putGrant(tx, {
+            workspaceId: credential.workspaceId,
+            principal: input.principal,
+            deviceId: device.id,
+            capability,
+            gatewayId: null,
+            expiresAt,
+            createdBy: credential.subject,
+            now,
+          }),
         );
       }
       const rows = await Promise.all(ids.map((id) => getGrant(tx, credential.workspaceId, id)));
@@ -100,10 +109,7 @@ export const revokeWorkspaceGrants = defineOperation({
   access: 'none',
   hints: { readOnly: false, destructive: true },
   rest: [{ method: 'POST', path: '/v1/grants/revoke' }],
-  input: z.union([
-    z.strictObject({ grantId: uuid }),
-    z.strictObject({ principal, deviceId: uuid, capability: capabilityName.optional() }),
-  ]),
+  input: z.union([z.strictObject({ grantId: uuid }), z.strictObject({ principal, deviceId: uuid, capability: capabilityName.optional() })]),
   output: z.object({ revoked: z.number().int().describe('How many grants this call revoked.') }),
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
@@ -112,7 +118,14 @@ export const revokeWorkspaceGrants = defineOperation({
       return { revoked: await revokeGrantById(ctx.db, credential.workspaceId, input.grantId, now) };
     }
     if (!(await getDevice(ctx.db, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
-    return { revoked: await revokeGrants(ctx.db, credential.workspaceId, { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability }, now) };
+    return {
+      revoked: await revokeGrants(
+        ctx.db,
+        credential.workspaceId,
+        { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability },
+        now,
+      ),
+    };
   },
 });
 
@@ -144,7 +157,16 @@ async function replaceGatewayGrants(
         (c) => input.mode === 'control' || c.kind === 'read', // rule 1
       );
       for (const fn of functions) {
-        await putGrant(tx, { workspaceId: owner.workspaceId, principal: input.principal, deviceId: device.id, capability: fn.name, gatewayId: gateway.id, expiresAt, createdBy: owner.subject, now });
+        await putGrant(tx, {
+          workspaceId: owner.workspaceId,
+          principal: input.principal,
+          deviceId: device.id,
+          capability: fn.name,
+          gatewayId: gateway.id,
+          expiresAt,
+          createdBy: owner.subject,
+          now,
+        });
       }
       if (functions.length > 0) devices += 1;
     }

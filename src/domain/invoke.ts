@@ -47,7 +47,11 @@ export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown
     throw new DomainError('validation_failed', 'The request is not valid.', { issues: issuesFromZod(input.error) });
   }
 
-  if (operation.ownDevice !== undefined && credential?.kind === 'device' && (input.data as Record<string, unknown>)[operation.ownDevice] !== credential.deviceId) {
+  if (
+    operation.ownDevice !== undefined &&
+    credential?.kind === 'device' &&
+    (input.data as Record<string, unknown>)[operation.ownDevice] !== credential.deviceId
+  ) {
     throw new DomainError('forbidden', 'A device credential acts only for its own device.');
   }
   assertControlsEnabled(operation, ctx);

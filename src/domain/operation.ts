@@ -61,11 +61,7 @@ export interface OperationArgs<K extends CredentialKind | 'public', I> {
  * operation's `run` holds only its own logic; the REST route table, the OpenAPI document,
  * the MCP fixed tools and the authorization matrix are all built from these descriptors.
  */
-export interface Operation<
-  K extends CredentialKind | 'public' = CredentialKind | 'public',
-  I extends z.ZodType = z.ZodType,
-  O extends z.ZodType = z.ZodType,
-> {
+export interface Operation<K extends CredentialKind | 'public' = CredentialKind | 'public', I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
   /** `resource.verb`, e.g. `setupTokens.create`. */
   name: string;
   /** A short human title: the MCP tool title and the OpenAPI summary. */

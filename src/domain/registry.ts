@@ -1,13 +1,6 @@
 import { getAccount } from './account.js';
 import { broadcast, cancelAction, exportHistory, getActionState, listRecentActions, listRequestedActions, requestAction } from './actions.js';
-import {
-  createAgentConnection,
-  createSetupToken,
-  listAgentConnections,
-  listSetupTokens,
-  revokeAgentConnection,
-  revokeSetupToken,
-} from './connections.js';
+import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { issueEventsTicket } from './device-events.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';

@@ -5,11 +5,7 @@ import { z } from 'zod';
 export const uuid = z.uuid({ version: 'v4' });
 export const timestamp = z.number().int().describe('Unix milliseconds');
 export const access = z.enum(['read', 'act']).describe('Access ceiling: `read` calls read functions only, `act` calls both.');
-export const principal = z
-  .string()
-  .min(1)
-  .max(128)
-  .describe('The agent identity that grants name, e.g. `agent:support-bot`.');
+export const principal = z.string().min(1).max(128).describe('The agent identity that grants name, e.g. `agent:support-bot`.');
 
 export const capabilityName = z
   .string()
@@ -68,6 +64,8 @@ export const newConnection = connection.extend({
 export const attachedDevice = z.object({
   device,
   token: z.string().describe('The device child credential, returned once only.'),
-  workspace: z.string().regex(/^[a-f0-9]{64}$/).describe('Routing identifier for the `x-service-workspace` header.'),
+  workspace: z
+    .string()
+    .regex(/^[a-f0-9]{64}$/)
+    .describe('Routing identifier for the `x-service-workspace` header.'),
 });
-

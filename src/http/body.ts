@@ -33,7 +33,10 @@ export async function readLimitedBody(request: Request, limit = MAX_BODY_BYTES):
  * every request; the profile of the round-trip benchmark (issue 8) put that at ~15 % of a
  * small POST's CPU.
  */
-export async function readLimitedNodeBody(incoming: AsyncIterable<Buffer> & { headers: Record<string, string | string[] | undefined> }, limit = MAX_BODY_BYTES): Promise<Uint8Array> {
+export async function readLimitedNodeBody(
+  incoming: AsyncIterable<Buffer> & { headers: Record<string, string | string[] | undefined> },
+  limit = MAX_BODY_BYTES,
+): Promise<Uint8Array> {
   const declared = Number(incoming.headers['content-length'] ?? '0');
   if (declared > limit) throw tooLarge(limit);
   const chunks: Buffer[] = [];

@@ -15,7 +15,12 @@ import { toHttpError } from '../http/errors.js';
 export function toolError(error: unknown, ctx: Context): CallToolResult {
   const mapped = toHttpError(error, ctx.requestId);
   if (mapped.internal) {
-    ctx.log.error({ msg: 'internal error', requestId: ctx.requestId, route: '/mcp', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+    ctx.log.error({
+      msg: 'internal error',
+      requestId: ctx.requestId,
+      route: '/mcp',
+      error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    });
   }
   const { code, message, issues } = mapped.body.error;
   const lines = [`Error ${code} (HTTP ${mapped.status}): ${message}`];
@@ -38,6 +43,11 @@ export function resourceError(error: unknown, uri: string, ctx: Context): Error 
     if (error.code === 'not_found' || error.code === 'validation_failed' || error.code === 'grant_required') return new ResourceNotFoundError(uri);
     return new ProtocolError(ProtocolErrorCode.InvalidRequest, `${error.code}: ${error.message}`);
   }
-  ctx.log.error({ msg: 'internal error', requestId: ctx.requestId, route: '/mcp', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  ctx.log.error({
+    msg: 'internal error',
+    requestId: ctx.requestId,
+    route: '/mcp',
+    error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+  });
   return new ProtocolError(ProtocolErrorCode.InternalError, `Internal error. Quote the request id ${ctx.requestId} when reporting it.`);
 }

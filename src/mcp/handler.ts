@@ -52,9 +52,21 @@ function rpcError(status: 406 | 415, message: string): Response {
 
 /** Methods named in the metrics; anything else a client sends is counted as `other`, so no client can grow the label set. */
 const KNOWN_METHODS = new Set([
-  'initialize', 'ping', 'server/discover', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list',
-  'resources/read', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel',
-  'notifications/initialized', 'notifications/cancelled', 'notifications/progress',
+  'initialize',
+  'ping',
+  'server/discover',
+  'tools/list',
+  'tools/call',
+  'resources/list',
+  'resources/templates/list',
+  'resources/read',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
+  'notifications/initialized',
+  'notifications/cancelled',
+  'notifications/progress',
 ]);
 
 function methodLabel(method: unknown): string {
@@ -103,23 +115,20 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const session = authInfo ? sessions.get(authInfo) : undefined;
     // The gate always authenticates first; reaching here without a session is a bug.
     if (!session) throw new Error('MCP server factory ran without an authenticated session');
-    const server = new McpServer(
-      serverInfo(session.ctx.settings.serviceName),
-      {
-        instructions: INSTRUCTIONS,
-        // This server never emits list_changed (each request is a fresh server), so it says so.
-        capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
-        // Every list depends on the caller's live grants and may change on the next request:
-        // never shared (private), never reused (ttl 0).
-        cacheHints: {
-          'tools/list': { ttlMs: 0, cacheScope: 'private' },
-          'resources/list': { ttlMs: 0, cacheScope: 'private' },
-          'resources/templates/list': { ttlMs: 0, cacheScope: 'private' },
-          'resources/read': { ttlMs: 0, cacheScope: 'private' },
-          'prompts/list': { ttlMs: 0, cacheScope: 'private' },
-        },
+    const server = new McpServer(serverInfo(session.ctx.settings.serviceName), {
+      instructions: INSTRUCTIONS,
+      // This server never emits list_changed (each request is a fresh server), so it says so.
+      capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
+      // Every list depends on the caller's live grants and may change on the next request:
+      // never shared (private), never reused (ttl 0).
+      cacheHints: {
+        'tools/list': { ttlMs: 0, cacheScope: 'private' },
+        'resources/list': { ttlMs: 0, cacheScope: 'private' },
+        'resources/templates/list': { ttlMs: 0, cacheScope: 'private' },
+        'resources/read': { ttlMs: 0, cacheScope: 'private' },
+        'prompts/list': { ttlMs: 0, cacheScope: 'private' },
       },
-    );
+    });
     registerTools(server, session);
     registerResources(server, session);
     registerPrompts(server);
@@ -214,9 +223,13 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   }
 
   function ceilingRefusal(c: HonoContext<HttpEnv>, name: string): Response {
-    return envelope(c, new DomainError('insufficient_access', `Tool ${name} runs a control function; this credential's ceiling is read.`, { requiredAccess: 'act' }), {
-      'WWW-Authenticate': `Bearer error="insufficient_scope", scope="act", resource_metadata="${metadataUrl}"`,
-    });
+    return envelope(
+      c,
+      new DomainError('insufficient_access', `Tool ${name} runs a control function; this credential's ceiling is read.`, { requiredAccess: 'act' }),
+      {
+        'WWW-Authenticate': `Bearer error="insufficient_scope", scope="act", resource_metadata="${metadataUrl}"`,
+      },
+    );
   }
 
   /**
@@ -266,9 +279,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     } catch {
       // Not JSON: the SDK answers it with the protocol's -32700 parse error.
     }
-    const messages = (parsedOk ? (Array.isArray(parsed) ? parsed : [parsed]) : []).filter(
-      (m): m is RpcMessage => typeof m === 'object' && m !== null,
-    );
+    const messages = (parsedOk ? (Array.isArray(parsed) ? parsed : [parsed]) : []).filter((m): m is RpcMessage => typeof m === 'object' && m !== null);
 
     const ctx = c.get('context')(credential, 'mcp');
 

@@ -12,8 +12,7 @@ const CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
 const CLIENT_INFO_KEY = 'io.modelcontextprotocol/clientInfo';
 const ENVELOPE_KEYS = [VERSION_KEY, CAPABILITIES_KEY, CLIENT_INFO_KEY];
 
-export const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+export const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 export interface PlainRequest {
   id: string | number;

@@ -177,19 +177,20 @@ function annotationsOf({ readOnly, destructive, idempotent, openWorld }: Operati
   };
 }
 
-const fixedSchemas = once(() =>
-  new Map(
-    fixedTools.map((tool) => {
-      const output = jsonSchemaOf(tool.operation.output, 'output');
-      return [
-        tool.name,
-        {
-          input: jsonSchemaOf(tool.operation.input, 'input'),
-          output: tool.listKey ? { type: 'object', properties: { [tool.listKey]: output }, required: [tool.listKey] } : output,
-        },
-      ];
-    }),
-  ),
+const fixedSchemas = once(
+  () =>
+    new Map(
+      fixedTools.map((tool) => {
+        const output = jsonSchemaOf(tool.operation.output, 'output');
+        return [
+          tool.name,
+          {
+            input: jsonSchemaOf(tool.operation.input, 'input'),
+            output: tool.listKey ? { type: 'object', properties: { [tool.listKey]: output }, required: [tool.listKey] } : output,
+          },
+        ];
+      }),
+    ),
 );
 
 function jsonText(value: unknown): string {

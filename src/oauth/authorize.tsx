@@ -66,7 +66,8 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
     const token = sessionToken(deps, c);
     const owner = await ownerSession(oauth, token);
     if (!owner || !token) return errorPage(c, 'Your sign-in has ended. Start again from the application.', 403);
-    if (!csrfMatches(token, form.get('csrf') ?? undefined)) return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
+    if (!csrfMatches(token, form.get('csrf') ?? undefined))
+      return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
     const params = authorizationParams((name) => form.get(name) ?? undefined);
     try {
       const checked = await checkAuthorizationRequest(oauth, params);

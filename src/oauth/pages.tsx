@@ -55,8 +55,8 @@ export function SignInPage(props: { next: string | undefined; mode: 'development
       ) : null}
       {props.mode === 'development' ? (
         <p>
-          This service runs its development identity provider. Create an owner session with{' '}
-          <code>npm run owner-token -- --sub YOUR-NAME</code> and paste the token it prints.
+          This service runs its development identity provider. Create an owner session with <code>npm run owner-token -- --sub YOUR-NAME</code> and paste the
+          token it prints.
         </p>
       ) : (
         <p>Paste an owner session token from your identity provider.</p>
@@ -133,15 +133,14 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
       </dl>
       {view.loopbackOnly ? (
         <p class="warning" id="loopback-warning">
-          This client receives the authorization on this computer ({view.redirectHost}). Approve only if you just started it yourself:
-          any program listening there gets the access.
+          This client receives the authorization on this computer ({view.redirectHost}). Approve only if you just started it yourself: any program listening
+          there gets the access.
         </p>
       ) : null}
       <h2>Devices this principal is granted</h2>
       {view.devices.length === 0 ? (
         <p id="devices" class="muted">
-          None yet. Scopes are a ceiling only: the client reaches no device until you grant <code>{view.principal}</code> device
-          functions.
+          None yet. Scopes are a ceiling only: the client reaches no device until you grant <code>{view.principal}</code> device functions.
         </p>
       ) : (
         <ul id="devices" class="devices">

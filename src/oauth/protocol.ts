@@ -51,7 +51,11 @@ const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
 const refuseOverLimit = (deps: OAuthEndpointDeps, key: string, rule: BucketRule, what: string) => {
   const standing = deps.limiter.peek(key, rule, deps.clock.now());
   if (!standing.allowed) {
-    throw new OAuthProtocolError('temporarily_unavailable', `Too many ${what} from this address; retry after ${standing.retryAfterSeconds} s.`, standing.retryAfterSeconds);
+    throw new OAuthProtocolError(
+      'temporarily_unavailable',
+      `Too many ${what} from this address; retry after ${standing.retryAfterSeconds} s.`,
+      standing.retryAfterSeconds,
+    );
   }
 };
 
@@ -88,7 +92,8 @@ export function clientCredentials(authorization: string | undefined, form: URLSe
       const clientId = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' '));
       const clientSecret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' '));
       const bodyClientId = form.get('client_id');
-      if (bodyClientId !== null && bodyClientId !== clientId) throw new OAuthProtocolError('invalid_request', 'client_id differs from the authenticated client.');
+      if (bodyClientId !== null && bodyClientId !== clientId)
+        throw new OAuthProtocolError('invalid_request', 'client_id differs from the authenticated client.');
       return { clientId, clientSecret };
     } catch (error) {
       if (error instanceof OAuthProtocolError) throw error;

@@ -21,7 +21,11 @@ export function mountRegistrationEndpoint(app: Hono, deps: OAuthEndpointDeps): v
       if (address !== undefined) {
         const taken = limiter.take(registrationKey(address), config.rateLimits.registrations, clock.now());
         if (!taken.allowed) {
-          throw new OAuthProtocolError('temporarily_unavailable', `Too many client registrations from this address; retry after ${taken.retryAfterSeconds} s.`, taken.retryAfterSeconds);
+          throw new OAuthProtocolError(
+            'temporarily_unavailable',
+            `Too many client registrations from this address; retry after ${taken.retryAfterSeconds} s.`,
+            taken.retryAfterSeconds,
+          );
         }
       }
       let body: unknown;

@@ -11,12 +11,17 @@ import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol
 export function mountRevocationEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
   const { oauth } = deps;
   app.post('/oauth/revoke', (c) =>
-    runProtocolEndpoint(deps, c, async () => {
-      const form = await protocolForm(c);
-      if (form instanceof Response) return form;
-      const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
-      await revokeToken(oauth, client, form.get('token') ?? undefined);
-      return c.body(null, 200, { 'Cache-Control': 'no-store' });
-    }, ['invalid_client']),
+    runProtocolEndpoint(
+      deps,
+      c,
+      async () => {
+        const form = await protocolForm(c);
+        if (form instanceof Response) return form;
+        const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
+        await revokeToken(oauth, client, form.get('token') ?? undefined);
+        return c.body(null, 200, { 'Cache-Control': 'no-store' });
+      },
+      ['invalid_client'],
+    ),
   );
 }

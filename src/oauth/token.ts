@@ -13,21 +13,31 @@ import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol
 export function mountTokenEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
   const { oauth } = deps;
   app.post('/oauth/token', (c) =>
-    runProtocolEndpoint(deps, c, async () => {
-      const form = await protocolForm(c);
-      if (form instanceof Response) return form;
-      const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
-      const grantType = form.get('grant_type');
-      const field = (name: string) => form.get(name) ?? undefined;
-      let tokens;
-      if (grantType === 'authorization_code') {
-        tokens = await exchangeCode(oauth, client, { code: field('code'), redirect_uri: field('redirect_uri'), code_verifier: field('code_verifier'), resource: field('resource') });
-      } else if (grantType === 'refresh_token') {
-        tokens = await refreshTokens(oauth, client, { refresh_token: field('refresh_token'), scope: field('scope'), resource: field('resource') });
-      } else {
-        throw new OAuthProtocolError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token.');
-      }
-      return c.json(tokens, 200, { 'Cache-Control': 'no-store', Pragma: 'no-cache' });
-    }, ['invalid_client', 'invalid_grant']),
+    runProtocolEndpoint(
+      deps,
+      c,
+      async () => {
+        const form = await protocolForm(c);
+        if (form instanceof Response) return form;
+        const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
+        const grantType = form.get('grant_type');
+        const field = (name: string) => form.get(name) ?? undefined;
+        let tokens;
+        if (grantType === 'authorization_code') {
+          tokens = await exchangeCode(oauth, client, {
+            code: field('code'),
+            redirect_uri: field('redirect_uri'),
+            code_verifier: field('code_verifier'),
+            resource: field('resource'),
+          });
+        } else if (grantType === 'refresh_token') {
+          tokens = await refreshTokens(oauth, client, { refresh_token: field('refresh_token'), scope: field('scope'), resource: field('resource') });
+        } else {
+          throw new OAuthProtocolError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token.');
+        }
+        return c.json(tokens, 200, { 'Cache-Control': 'no-store', Pragma: 'no-cache' });
+      },
+      ['invalid_client', 'invalid_grant'],
+    ),
   );
 }

@@ -9,7 +9,11 @@ type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknow
 
 /** Security scheme per credential kind (docs/rules.md "Credentials"). */
 const securitySchemes: Record<CredentialKind, { scheme: string; description: string; bearerFormat?: string }> = {
-  owner: { scheme: 'ownerSession', bearerFormat: 'JWT', description: 'Owner session: a JWT from the identity provider (or `npm run owner-token` in development).' },
+  owner: {
+    scheme: 'ownerSession',
+    bearerFormat: 'JWT',
+    description: 'Owner session: a JWT from the identity provider (or `npm run owner-token` in development).',
+  },
   agent: { scheme: 'agentToken', description: 'Agent token (`dfc_agent_…`) or OAuth access token, each with a `read` or `act` ceiling.' },
   setup: { scheme: 'setupToken', description: 'Device setup token (`dfc_setup_…`): attaches devices, nothing else.' },
   device: { scheme: 'deviceToken', description: 'Device child credential (`dfc_device_…`).' },
@@ -26,7 +30,10 @@ const errorEnvelope = {
       properties: {
         code: { type: 'string', enum: Object.keys(httpStatus) },
         message: { type: 'string' },
-        issues: { type: 'array', items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+        issues: {
+          type: 'array',
+          items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } },
+        },
         requestId: { type: 'string' },
       },
     },
@@ -81,7 +88,12 @@ function operationObject(route: Route): Record<string, unknown> {
 
   const parameters: Record<string, unknown>[] = [
     ...pathFields.map((name) => ({ name, in: 'path', required: true, schema: propertyOf(input, name) })),
-    ...headerFields.map(([header, field]) => ({ name: header, in: 'header', required: (input.required ?? []).includes(field), schema: propertyOf(input, field) })),
+    ...headerFields.map(([header, field]) => ({
+      name: header,
+      in: 'header',
+      required: (input.required ?? []).includes(field),
+      schema: propertyOf(input, field),
+    })),
   ];
   if (route.method === 'GET') {
     for (const [name, schema] of Object.entries(rest.properties ?? {})) {
@@ -109,7 +121,10 @@ function operationObject(route: Route): Record<string, unknown> {
     responses: {
       [String(route.status ?? 200)]: { description: 'Success.', content: { 'application/json': { schema: success } } },
       ...Object.fromEntries(
-        statuses.map((status) => [String(status), { description: statusText[status], content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+        statuses.map((status) => [
+          String(status),
+          { description: statusText[status], content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+        ]),
       ),
     },
   };

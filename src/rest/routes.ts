@@ -10,7 +10,12 @@ export interface Route extends RestRoute {
 function shadows(earlier: Route, later: Route): boolean {
   const a = earlier.path.split('/');
   const b = later.path.split('/');
-  return earlier.method === later.method && earlier.path !== later.path && a.length === b.length && a.every((segment, i) => segment === b[i] || segment.startsWith('{'));
+  return (
+    earlier.method === later.method &&
+    earlier.path !== later.path &&
+    a.length === b.length &&
+    a.every((segment, i) => segment === b[i] || segment.startsWith('{'))
+  );
 }
 
 /**

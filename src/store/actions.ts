@@ -53,7 +53,19 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
   return (await db.get<ActionRow>(
     `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, broadcast_id, created_at, expires_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
-    [row.id, row.workspaceId, row.deviceId, row.targetId, row.capability, row.arguments, INITIAL_STATUS, row.principal, row.broadcastId, row.createdAt, row.expiresAt],
+    [
+      row.id,
+      row.workspaceId,
+      row.deviceId,
+      row.targetId,
+      row.capability,
+      row.arguments,
+      INITIAL_STATUS,
+      row.principal,
+      row.broadcastId,
+      row.createdAt,
+      row.expiresAt,
+    ],
   ))!;
 }
 
@@ -162,17 +174,15 @@ export function expireDue(db: Queryable, now: number, scope: { workspaceId?: str
 
 /** The newest actions one principal requested. */
 export function recentActionsOf(db: Queryable, workspaceId: string, principal: string, limit: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND principal = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-    [workspaceId, principal, limit],
-  );
+  return db.all<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND principal = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`, [
+    workspaceId,
+    principal,
+    limit,
+  ]);
 }
 
 export function recentActions(db: Queryable, workspaceId: string, limit: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-    [workspaceId, limit],
-  );
+  return db.all<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`, [workspaceId, limit]);
 }
 
 export function exportActions(db: Queryable, workspaceId: string, since: number | null, until: number | null): Promise<ActionRow[]> {

@@ -3,10 +3,9 @@ import type { Queryable } from './driver.js';
 
 /** Device records that count against the workspace's capacity: attached, not revoked, not detached. */
 export async function countActiveDevices(db: Queryable, workspaceId: string): Promise<number> {
-  const row = await db.get<{ n: number }>(
-    'SELECT count(*) AS n FROM devices WHERE workspace_id = ? AND revoked_at IS NULL AND detached_at IS NULL',
-    [workspaceId],
-  );
+  const row = await db.get<{ n: number }>('SELECT count(*) AS n FROM devices WHERE workspace_id = ? AND revoked_at IS NULL AND detached_at IS NULL', [
+    workspaceId,
+  ]);
   return row!.n;
 }
 

@@ -82,19 +82,14 @@ export async function insertConnection(db: Queryable, row: NewConnectionRow): Pr
 }
 
 export async function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose): Promise<ConnectionRow[]> {
-  const rows = await db.all<RawConnectionRow>(
-    `SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? ORDER BY c.created_at DESC, c.id`,
-    [workspaceId, purpose],
-  );
+  const rows = await db.all<RawConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? ORDER BY c.created_at DESC, c.id`, [
+    workspaceId,
+    purpose,
+  ]);
   return rows.map(toRow);
 }
 
-export async function getConnection(
-  db: Queryable,
-  workspaceId: string,
-  purpose: ConnectionPurpose,
-  id: string,
-): Promise<ConnectionRow | undefined> {
+export async function getConnection(db: Queryable, workspaceId: string, purpose: ConnectionPurpose, id: string): Promise<ConnectionRow | undefined> {
   const row = await db.get<RawConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? AND c.id = ?`, [
     workspaceId,
     purpose,
@@ -111,10 +106,12 @@ export async function revokeConnection(
   id: string,
   now: number,
 ): Promise<ConnectionRow | undefined> {
-  await db.run(
-    'UPDATE connections SET revoked_at = ? WHERE workspace_id = ? AND purpose = ? AND id = ? AND revoked_at IS NULL',
-    [now, workspaceId, purpose, id],
-  );
+  await db.run('UPDATE connections SET revoked_at = ? WHERE workspace_id = ? AND purpose = ? AND id = ? AND revoked_at IS NULL', [
+    now,
+    workspaceId,
+    purpose,
+    id,
+  ]);
   return getConnection(db, workspaceId, purpose, id);
 }
 

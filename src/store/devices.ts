@@ -47,7 +47,16 @@ const FROM = 'devices d LEFT JOIN devices p ON p.id = d.parent_id';
 
 export async function insertDevice(
   db: Queryable,
-  row: { id: string; workspaceId: string; name: string; kind: 'device' | 'gateway'; tokenHash: string; tokenPrefix: string; attachedVia: string; createdAt: number },
+  row: {
+    id: string;
+    workspaceId: string;
+    name: string;
+    kind: 'device' | 'gateway';
+    tokenHash: string;
+    tokenPrefix: string;
+    attachedVia: string;
+    createdAt: number;
+  },
 ): Promise<void> {
   await db.run(
     `INSERT INTO devices (id, workspace_id, name, kind, token_hash, token_prefix, attached_via, created_at)
@@ -65,18 +74,12 @@ export function findDeviceByTokenHash(db: Queryable, tokenHash: string): Promise
 
 /** A device of the workspace, unless it was left out of its gateway's latest manifest. */
 export function getDevice(db: Queryable, workspaceId: string, id: string): Promise<DeviceRow | undefined> {
-  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.id = ? AND d.detached_at IS NULL`, [
-    workspaceId,
-    id,
-  ]);
+  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.id = ? AND d.detached_at IS NULL`, [workspaceId, id]);
 }
 
 /** Attachment order; a gateway's children in the order its manifest first listed them. */
 export function listDevices(db: Queryable, workspaceId: string): Promise<DeviceRow[]> {
-  return db.all<DeviceRow>(
-    `SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL ORDER BY d.created_at, d.rowid`,
-    [workspaceId],
-  );
+  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL ORDER BY d.created_at, d.rowid`, [workspaceId]);
 }
 
 export function listCapabilities(db: Queryable, workspaceId: string): Promise<CapabilityRow[]> {
@@ -105,10 +108,12 @@ export function listChildKeys(db: Queryable, gatewayId: string): Promise<{ id: s
 
 /** Revokes a device and, for a gateway, its children: their commands have no other way in. */
 export async function revokeDevice(db: Queryable, workspaceId: string, id: string, now: number): Promise<number> {
-  const result = await db.run(
-    'UPDATE devices SET revoked_at = ? WHERE workspace_id = ? AND (id = ? OR parent_id = ?) AND revoked_at IS NULL',
-    [now, workspaceId, id, id],
-  );
+  const result = await db.run('UPDATE devices SET revoked_at = ? WHERE workspace_id = ? AND (id = ? OR parent_id = ?) AND revoked_at IS NULL', [
+    now,
+    workspaceId,
+    id,
+    id,
+  ]);
   return result.changes;
 }
 
@@ -117,11 +122,7 @@ export const SEEN_WRITE_INTERVAL_MS = 5000;
 
 /** Records that a device called in; written at most every few seconds per device. */
 export async function touchDevice(db: Queryable, id: string, now: number): Promise<void> {
-  await db.run('UPDATE devices SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [
-    now,
-    id,
-    now - SEEN_WRITE_INTERVAL_MS,
-  ]);
+  await db.run('UPDATE devices SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [now, id, now - SEEN_WRITE_INTERVAL_MS]);
 }
 
 async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId: string, capabilities: CapabilityInput[]) {
@@ -130,15 +131,7 @@ async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId:
     await db.run(
       `INSERT INTO capabilities (device_id, workspace_id, name, kind, description, arguments, position)
        VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      [
-        deviceId,
-        workspaceId,
-        capability.name,
-        capability.kind,
-        capability.description ?? null,
-        JSON.stringify(capability.arguments),
-        position,
-      ],
+      [deviceId, workspaceId, capability.name, capability.kind, capability.description ?? null, JSON.stringify(capability.arguments), position],
     );
   }
 }
@@ -156,10 +149,7 @@ export async function replaceManifest(
   now: number,
 ): Promise<void> {
   await replaceCapabilities(db, device.workspaceId, device.id, capabilities);
-  const existing = await db.all<{ id: string; childKey: string }>(
-    'SELECT id, child_key AS childKey FROM devices WHERE parent_id = ?',
-    [device.id],
-  );
+  const existing = await db.all<{ id: string; childKey: string }>('SELECT id, child_key AS childKey FROM devices WHERE parent_id = ?', [device.id]);
   const byKey = new Map(existing.map((row) => [row.childKey, row.id]));
   for (const child of children) {
     let childId = byKey.get(child.key);

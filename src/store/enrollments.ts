@@ -9,10 +9,7 @@ export interface EnrollmentRow {
   createdAt: number;
 }
 
-export async function insertEnrollment(
-  db: Queryable,
-  row: EnrollmentRow & { codeHash: string; createdBy: string },
-): Promise<void> {
+export async function insertEnrollment(db: Queryable, row: EnrollmentRow & { codeHash: string; createdBy: string }): Promise<void> {
   await db.run(
     `INSERT INTO enrollments (id, workspace_id, code_hash, code_prefix, expires_at, created_by, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -21,11 +18,7 @@ export async function insertEnrollment(
 }
 
 /** Uses an enrollment code once: the guarded UPDATE lets exactly one caller through. */
-export async function consumeEnrollment(
-  db: Queryable,
-  codeHash: string,
-  now: number,
-): Promise<{ id: string; workspaceId: string } | undefined> {
+export async function consumeEnrollment(db: Queryable, codeHash: string, now: number): Promise<{ id: string; workspaceId: string } | undefined> {
   return db.get<{ id: string; workspaceId: string }>(
     `UPDATE enrollments SET used_at = ? WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?
      RETURNING id, workspace_id AS workspaceId`,

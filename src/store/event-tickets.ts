@@ -4,10 +4,13 @@ export async function insertEventTicket(
   db: Queryable,
   row: { ticketHash: string; workspaceId: string; deviceId: string; expiresAt: number; createdAt: number },
 ): Promise<void> {
-  await db.run(
-    'INSERT INTO event_tickets (ticket_hash, workspace_id, device_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?)',
-    [row.ticketHash, row.workspaceId, row.deviceId, row.expiresAt, row.createdAt],
-  );
+  await db.run('INSERT INTO event_tickets (ticket_hash, workspace_id, device_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
+    row.ticketHash,
+    row.workspaceId,
+    row.deviceId,
+    row.expiresAt,
+    row.createdAt,
+  ]);
 }
 
 /**
@@ -15,11 +18,7 @@ export async function insertEventTicket(
  * holds at most the few live tickets of each device.
  */
 export async function pruneEventTickets(db: Queryable, workspaceId: string, deviceId: string, now: number): Promise<void> {
-  await db.run('DELETE FROM event_tickets WHERE workspace_id = ? AND device_id = ? AND (used_at IS NOT NULL OR expires_at <= ?)', [
-    workspaceId,
-    deviceId,
-    now,
-  ]);
+  await db.run('DELETE FROM event_tickets WHERE workspace_id = ? AND device_id = ? AND (used_at IS NOT NULL OR expires_at <= ?)', [workspaceId, deviceId, now]);
 }
 
 /**

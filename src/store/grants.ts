@@ -43,12 +43,24 @@ export function getGrant(db: Queryable, workspaceId: string, id: string): Promis
  */
 export async function putGrant(
   db: Queryable,
-  grant: { workspaceId: string; principal: string; deviceId: string; capability: string; gatewayId: string | null; expiresAt: number | null; createdBy: string; now: number },
+  grant: {
+    workspaceId: string;
+    principal: string;
+    deviceId: string;
+    capability: string;
+    gatewayId: string | null;
+    expiresAt: number | null;
+    createdBy: string;
+    now: number;
+  },
 ): Promise<string> {
-  await db.run(
-    `UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND revoked_at IS NULL`,
-    [grant.now, grant.workspaceId, grant.principal, grant.deviceId, grant.capability],
-  );
+  await db.run(`UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND revoked_at IS NULL`, [
+    grant.now,
+    grant.workspaceId,
+    grant.principal,
+    grant.deviceId,
+    grant.capability,
+  ]);
   const id = randomUUID();
   await db.run(
     `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, created_by, created_at)
@@ -161,14 +173,7 @@ export function workspaceFunctions(db: Queryable, workspaceId: string): Promise<
 }
 
 /** Whether a live grant exists for exactly this principal, device and capability. */
-export async function hasLiveGrant(
-  db: Queryable,
-  workspaceId: string,
-  principal: string,
-  deviceId: string,
-  capability: string,
-  now: number,
-): Promise<boolean> {
+export async function hasLiveGrant(db: Queryable, workspaceId: string, principal: string, deviceId: string, capability: string, now: number): Promise<boolean> {
   const row = await db.get<{ one: number }>(
     `SELECT 1 AS one FROM grants g WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE}`,
     [workspaceId, principal, deviceId, capability, now],

@@ -30,9 +30,7 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
  * are append-only: a released file is never edited, a change is a new file.
  */
 export async function migrate(db: Db, migrations = loadMigrations()): Promise<number[]> {
-  await db.run(
-    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)',
-  );
+  await db.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
   const done = new Set((await db.all<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version));
   const applied: number[] = [];
   for (const migration of migrations) {

@@ -134,10 +134,9 @@ export async function clientConnectionByClientId(db: Queryable, workspaceId: str
 }
 
 export async function getClientConnection(db: Queryable, connectionId: string): Promise<OAuthConnectionRow | undefined> {
-  const raw = await db.get<RawConnectionRow>(
-    `SELECT ${CONNECTION_COLUMNS} FROM connections c JOIN oauth_clients o ON o.id = c.oauth_client WHERE c.id = ?`,
-    [connectionId],
-  );
+  const raw = await db.get<RawConnectionRow>(`SELECT ${CONNECTION_COLUMNS} FROM connections c JOIN oauth_clients o ON o.id = c.oauth_client WHERE c.id = ?`, [
+    connectionId,
+  ]);
   return raw && toConnectionRow(raw);
 }
 
@@ -153,11 +152,7 @@ export async function raiseConnectionAccess(db: Queryable, connectionId: string)
 /** Revokes a connection and every token it holds, in the caller's transaction. */
 export async function revokeClientConnection(db: Queryable, workspaceId: string, connectionId: string, now: number): Promise<void> {
   await db.run('UPDATE connections SET revoked_at = ? WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL', [now, workspaceId, connectionId]);
-  await db.run('UPDATE oauth_tokens SET revoked_at = ? WHERE workspace_id = ? AND connection_id = ? AND revoked_at IS NULL', [
-    now,
-    workspaceId,
-    connectionId,
-  ]);
+  await db.run('UPDATE oauth_tokens SET revoked_at = ? WHERE workspace_id = ? AND connection_id = ? AND revoked_at IS NULL', [now, workspaceId, connectionId]);
 }
 
 // Authorization codes.
@@ -284,10 +279,10 @@ export function findAccessToken(db: Queryable, tokenHash: string): Promise<Acces
 
 /** Marks a refresh token exchanged; false when it already was (reuse) or is revoked. */
 export async function rotateRefreshToken(db: Queryable, id: string, now: number): Promise<boolean> {
-  const result = await db.run(
-    "UPDATE oauth_tokens SET rotated_at = ? WHERE id = ? AND kind = 'refresh' AND rotated_at IS NULL AND revoked_at IS NULL",
-    [now, id],
-  );
+  const result = await db.run("UPDATE oauth_tokens SET rotated_at = ? WHERE id = ? AND kind = 'refresh' AND rotated_at IS NULL AND revoked_at IS NULL", [
+    now,
+    id,
+  ]);
   return result.changes === 1;
 }
 

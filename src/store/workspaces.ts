@@ -14,10 +14,12 @@ const COLUMNS = 'id, external_id AS externalId, routing_id AS routingId, created
 export async function workspaceForOwner(db: Queryable, externalId: string, now: number): Promise<WorkspaceRow> {
   const existing = await db.get<WorkspaceRow>(`SELECT ${COLUMNS} FROM workspaces WHERE external_id = ?`, [externalId]);
   if (existing) return existing;
-  await db.run(
-    'INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (external_id) DO NOTHING',
-    [randomUUID(), externalId, randomBytes(32).toString('hex'), now],
-  );
+  await db.run('INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (external_id) DO NOTHING', [
+    randomUUID(),
+    externalId,
+    randomBytes(32).toString('hex'),
+    now,
+  ]);
   return (await db.get<WorkspaceRow>(`SELECT ${COLUMNS} FROM workspaces WHERE external_id = ?`, [externalId]))!;
 }
 

@@ -22,7 +22,11 @@ export const hubManifest = {
       kind: 'device',
       capabilities: [
         { name: 'get_state', kind: 'read', arguments: noArgs },
-        { name: 'set_power', kind: 'control', arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'], additionalProperties: false } },
+        {
+          name: 'set_power',
+          kind: 'control',
+          arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'], additionalProperties: false },
+        },
       ],
     },
     {

@@ -60,7 +60,9 @@ export function startChildService(env: Record<string, string>): Promise<ChildSer
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let text = '';
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   return new Promise((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       text += String(chunk);

@@ -131,7 +131,12 @@ export const nastyValue: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((
     { depthSize: 'small', withCrossShrink: true },
     { weight: 6, arbitrary: nastyScalar },
     { weight: 1, arbitrary: fc.array(tie('value'), { maxLength: 4 }) },
-    { weight: 1, arbitrary: fc.dictionary(fc.oneof(fc.constantFrom('__proto__', 'constructor', '', '\u0000', 'a'), fc.string({ maxLength: 8 })), tie('value'), { maxKeys: 4 }) },
+    {
+      weight: 1,
+      arbitrary: fc.dictionary(fc.oneof(fc.constantFrom('__proto__', 'constructor', '', '\u0000', 'a'), fc.string({ maxLength: 8 })), tie('value'), {
+        maxKeys: 4,
+      }),
+    },
     { weight: 1, arbitrary: fc.integer({ min: 1, max: 3000 }).map((d) => (d % 2 ? deepArray(d) : deepObject(d))) },
   ),
 })).value;

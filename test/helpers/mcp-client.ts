@@ -33,7 +33,15 @@ export interface RawResponse {
 /** A hand-built modern POST /mcp: every header can be overridden or removed (value undefined). */
 export async function rawMcp(
   url: string,
-  options: { token?: string; method: string; params?: Record<string, unknown>; name?: string; headers?: Record<string, string | undefined>; body?: string; id?: number | string },
+  options: {
+    token?: string;
+    method: string;
+    params?: Record<string, unknown>;
+    name?: string;
+    headers?: Record<string, string | undefined>;
+    body?: string;
+    id?: number | string;
+  },
 ): Promise<RawResponse> {
   const headers: Record<string, string | undefined> = {
     'content-type': 'application/json',
@@ -45,13 +53,22 @@ export async function rawMcp(
     ...options.headers,
   };
   const body =
-    options.body ?? JSON.stringify({ jsonrpc: '2.0', id: options.id ?? 1, method: options.method, params: { ...options.params, _meta: envelope((options.params?._meta as Record<string, unknown>) ?? {}) } });
+    options.body ??
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: options.id ?? 1,
+      method: options.method,
+      params: { ...options.params, _meta: envelope((options.params?._meta as Record<string, unknown>) ?? {}) },
+    });
   const clean = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<string, string>;
   const res = await fetch(`${url}/mcp`, { method: 'POST', headers: clean, body });
   const text = await res.text();
   let json: unknown = null;
   if (res.headers.get('content-type')?.includes('text/event-stream')) {
-    const frames = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => JSON.parse(l.slice(5)));
+    const frames = text
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => JSON.parse(l.slice(5)));
     json = frames.at(-1) ?? null;
   } else {
     try {
@@ -77,7 +94,11 @@ export interface SimulatedDevice {
 export function simulateDevice(
   api: Api,
   device: AttachedDevice,
-  answer: (command: { capability: string; args: Record<string, unknown> }) => { ok: boolean; result?: unknown; error?: { code: string; message: string } } = () => ({ ok: true, result: { done: true } }),
+  answer: (command: { capability: string; args: Record<string, unknown> }) => {
+    ok: boolean;
+    result?: unknown;
+    error?: { code: string; message: string };
+  } = () => ({ ok: true, result: { done: true } }),
   options: { delayMs?: number; pollMs?: number } = {},
 ): SimulatedDevice {
   const handled: SimulatedDevice['handled'] = [];

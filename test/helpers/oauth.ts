@@ -21,7 +21,9 @@ export async function freePort(): Promise<number> {
  * the issuer must be the URL the metadata is served under, and the MCP client checks the
  * protected resource against the URL it connected to.
  */
-export async function startOAuthTestServer(options: { clock?: Clock; env?: Record<string, string> } = {}): Promise<TestServer & { issuer: string; resource: string }> {
+export async function startOAuthTestServer(
+  options: { clock?: Clock; env?: Record<string, string> } = {},
+): Promise<TestServer & { issuer: string; resource: string }> {
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
   const server = await startTestServer({
@@ -107,13 +109,24 @@ export async function registerClient(base: string, owner: string, body: Record<s
   });
   const json = (await res.json()) as any; // the NewConnection envelope; tests assert on it
   expect(res.status, JSON.stringify(json)).toBe(201);
-  return json.data as { id: string; principal: string; access: 'read' | 'act'; token?: string; oauth: { clientId: string; applicationId: string; redirectUris: string[]; public: boolean } };
+  return json.data as {
+    id: string;
+    principal: string;
+    access: 'read' | 'act';
+    token?: string;
+    oauth: { clientId: string; applicationId: string; redirectUris: string[]; public: boolean };
+  };
 }
 
 /** Builds an authorization URL with sensible defaults for this server. */
 export function authorizationUrl(issuer: string, params: Record<string, string | undefined>): string {
   const url = new URL(`${issuer}/oauth/authorize`);
-  const defaults: Record<string, string | undefined> = { response_type: 'code', code_challenge_method: 'S256', resource: `${issuer}/mcp`, state: randomBytes(8).toString('hex') };
+  const defaults: Record<string, string | undefined> = {
+    response_type: 'code',
+    code_challenge_method: 'S256',
+    resource: `${issuer}/mcp`,
+    state: randomBytes(8).toString('hex'),
+  };
   for (const [key, value] of Object.entries({ ...defaults, ...params })) if (value !== undefined) url.searchParams.set(key, value);
   return url.toString();
 }

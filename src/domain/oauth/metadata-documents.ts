@@ -63,7 +63,8 @@ export function parseMetadataDocument(url: URL, text: string): { name: string; c
     throw new MetadataDocumentError('the client metadata document is not JSON');
   }
   const parsed = documentSchema.safeParse(json);
-  if (!parsed.success) throw new MetadataDocumentError(`the client metadata document is invalid: ${parsed.error.issues[0]?.path.join('.')} ${parsed.error.issues[0]?.message}`);
+  if (!parsed.success)
+    throw new MetadataDocumentError(`the client metadata document is invalid: ${parsed.error.issues[0]?.path.join('.')} ${parsed.error.issues[0]?.message}`);
   const doc = parsed.data;
   if (doc.client_id !== url.href && doc.client_id !== url.toString()) {
     throw new MetadataDocumentError('the client metadata document names another client_id');
@@ -85,10 +86,7 @@ export function parseMetadataDocument(url: URL, text: string): { name: string; c
  * The client row for a document URL: from the cache while fresh, else fetched, validated
  * and cached. The fetch happens outside any transaction (it waits on the network).
  */
-export async function resolveMetadataClient(
-  deps: { db: Db; now: number; fetchDocument: DocumentFetcher },
-  url: URL,
-): Promise<OAuthClientRow> {
+export async function resolveMetadataClient(deps: { db: Db; now: number; fetchDocument: DocumentFetcher }, url: URL): Promise<OAuthClientRow> {
   const cached = await findClient(deps.db, url.href);
   if (cached && cached.source !== 'metadata-document') throw new MetadataDocumentError('client_id is taken by another registration');
   if (cached && cached.freshUntil !== null && cached.freshUntil > deps.now) return cached;

@@ -41,8 +41,24 @@ async function issuePair(
 ): Promise<TokenResponse> {
   const access = issueToken('oauth');
   const refresh = issueToken('refresh');
-  await insertToken(tx, { id: randomUUID(), tokenHash: access.hash, tokenPrefix: access.displayPrefix, kind: 'access', ...fields, expiresAt: now + ACCESS_TOKEN_TTL_MS, createdAt: now });
-  await insertToken(tx, { id: randomUUID(), tokenHash: refresh.hash, tokenPrefix: refresh.displayPrefix, kind: 'refresh', ...fields, expiresAt: now + REFRESH_TOKEN_TTL_MS, createdAt: now });
+  await insertToken(tx, {
+    id: randomUUID(),
+    tokenHash: access.hash,
+    tokenPrefix: access.displayPrefix,
+    kind: 'access',
+    ...fields,
+    expiresAt: now + ACCESS_TOKEN_TTL_MS,
+    createdAt: now,
+  });
+  await insertToken(tx, {
+    id: randomUUID(),
+    tokenHash: refresh.hash,
+    tokenPrefix: refresh.displayPrefix,
+    kind: 'refresh',
+    ...fields,
+    expiresAt: now + REFRESH_TOKEN_TTL_MS,
+    createdAt: now,
+  });
   return { access_token: access.token, token_type: 'Bearer', expires_in: ACCESS_TOKEN_TTL_MS / 1000, refresh_token: refresh.token, scope: fields.scope };
 }
 
@@ -77,7 +93,8 @@ export async function exchangeCode(
   // revoking a replayed code's tokens commit even though the request fails.
   const outcome = await deps.db.transaction(async (tx): Promise<Outcome> => {
     const code = await findCode(tx, codeHash);
-    if (!code || code.clientId !== client.clientId) return { ok: false, error: oauthError('invalid_grant', 'The code is unknown or was issued to another client.') };
+    if (!code || code.clientId !== client.clientId)
+      return { ok: false, error: oauthError('invalid_grant', 'The code is unknown or was issued to another client.') };
     if (!(await consumeCode(tx, codeHash, now))) {
       // RFC 6749 §4.1.2 / OAuth 2.1 §4.1.3: a code used twice may have been stolen; what it issued is revoked.
       const revoked = await revokeFamily(tx, code.familyId, now);
@@ -85,15 +102,24 @@ export async function exchangeCode(
       return { ok: false, error: oauthError('invalid_grant', 'The code was already used; the tokens issued from it are revoked.') };
     }
     if (code.expiresAt <= now) return { ok: false, error: oauthError('invalid_grant', 'The code has expired (codes live 60 seconds).') };
-    if (code.redirectUri !== params.redirect_uri) return { ok: false, error: oauthError('invalid_grant', 'redirect_uri does not match the authorization request.') };
-    if (!pkceMatches(params.code_verifier!, code.codeChallenge)) return { ok: false, error: oauthError('invalid_grant', 'The code_verifier does not match the code_challenge.') };
+    if (code.redirectUri !== params.redirect_uri)
+      return { ok: false, error: oauthError('invalid_grant', 'redirect_uri does not match the authorization request.') };
+    if (!pkceMatches(params.code_verifier!, code.codeChallenge))
+      return { ok: false, error: oauthError('invalid_grant', 'The code_verifier does not match the code_challenge.') };
     if (params.resource !== undefined && params.resource !== code.resource) {
       return { ok: false, error: oauthError('invalid_target', 'resource differs from the one the code was issued for.') };
     }
     if (!(await connectionIsLive(tx, code.connectionId, now))) return { ok: false, error: oauthError('invalid_grant', 'The client was revoked.') };
     const tokens = await issuePair(
       tx,
-      { familyId: code.familyId, connectionId: code.connectionId, workspaceId: code.workspaceId, clientId: code.clientId, scope: code.scope, resource: code.resource },
+      {
+        familyId: code.familyId,
+        connectionId: code.connectionId,
+        workspaceId: code.workspaceId,
+        clientId: code.clientId,
+        scope: code.scope,
+        resource: code.resource,
+      },
       now,
     );
     return { ok: true, tokens };
@@ -141,7 +167,8 @@ export async function refreshTokens(
         return { ok: false, error: error as ReturnType<typeof oauthError> };
       }
       const original = parseScope(token.scope);
-      if (asked === 'act' && original !== 'act') return { ok: false, error: oauthError('invalid_scope', 'A refresh cannot widen the scope the owner approved.') };
+      if (asked === 'act' && original !== 'act')
+        return { ok: false, error: oauthError('invalid_scope', 'A refresh cannot widen the scope the owner approved.') };
       scope = scopeString(asked);
     }
     if (!(await connectionIsLive(tx, token.connectionId, now))) return { ok: false, error: oauthError('invalid_grant', 'The client was revoked.') };
