@@ -122,6 +122,41 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/domain/' },
     },
     {
+      name: 'no-unknown-layer',
+      severity: 'error',
+      comment:
+        'Every file under src/ belongs to a layer these rules name; a new folder is given its place here ' +
+        "(and in the README's layer table) before it imports anything.",
+      from: {
+        path: '^src/',
+        pathNot: ['^src/(store|domain|auth|http|rest|mcp|oauth|device-channel|device|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
+      },
+      to: {},
+    },
+    {
+      name: 'npm-packages-per-layer',
+      severity: 'error',
+      comment:
+        'The lower layers use only the packages of their job: domain validates (zod, ajv), the store talks ' +
+        'libSQL, the device SDK speaks WebSocket (ws). HTTP, MCP, JWT and metrics packages belong higher up.',
+      from: { path: '^src/domain/' },
+      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/(zod|ajv|ajv-formats)/' },
+    },
+    {
+      name: 'npm-packages-of-the-store',
+      severity: 'error',
+      comment: 'src/store uses the libSQL drivers and nothing else from npm.',
+      from: { path: '^src/store/' },
+      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/(libsql|@libsql/client)/' },
+    },
+    {
+      name: 'npm-packages-of-the-device-sdk',
+      severity: 'error',
+      comment: 'src/device ships to device makers with ws as its only dependency.',
+      from: { path: '^src/device/' },
+      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/ws/' },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       comment: 'An import cycle makes load order matter and layers meaningless; break it by moving the shared part down.',

@@ -216,6 +216,31 @@ describe('request id header', () => {
   });
 });
 
+describe('precedence on REST', () => {
+  // A bad token is refused before anything else; the credential's kind is judged with the
+  // input, after the body has been read, so 413 and 400 come before a 401 for a missing
+  // credential or a 403 for one of another kind (MCP decides all of it before the body).
+  it('answers 401 to an unknown token before reading an oversized body', async () => {
+    const res = await api.request('POST', '/v1/device-setup-tokens', { token: 'dfc_agent_unknown', raw: paddedBody(LIMIT + 1) });
+    expect(res.status).toBe(401);
+  });
+
+  it.each([
+    ['no credential and an oversized body', undefined, paddedBody(LIMIT + 1), 413],
+    ['no credential and a body that is not JSON', undefined, '{', 400],
+  ])('answers %s with %i', async (_label, token, raw, status) => {
+    const res = await api.request('POST', '/v1/device-setup-tokens', { token, raw });
+    expect(res.status).toBe(status);
+  });
+
+  it('judges a credential of another kind after the body: 400 for a body that is not JSON, 403 otherwise', async () => {
+    const setup = await api.post('/v1/device-setup-tokens', { token: owner, body: { name: 'kind probe' } });
+    const setupToken = setup.body.data.token as string;
+    expect((await api.request('POST', '/v1/grants', { token: setupToken, raw: '{' })).status).toBe(400);
+    expect((await api.request('POST', '/v1/grants', { token: setupToken, raw: '{}' })).status).toBe(403);
+  });
+});
+
 describe('internal errors', () => {
   let broken: TestServer;
   beforeAll(async () => {

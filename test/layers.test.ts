@@ -33,9 +33,16 @@ afterAll(() => {
 /** Writes the miniature tree plus `planted` (path → extra first line) into a fresh folder and cruises it. */
 async function violations(planted: Record<string, string> = {}): Promise<string[]> {
   const dir = fs.mkdtempSync(path.join(root, 'tree-'));
+  // The real packages, so rules about which npm packages a layer may use can resolve them.
+  fs.symlinkSync(path.resolve(import.meta.dirname, '..', 'node_modules'), path.join(dir, 'node_modules'), 'dir');
   for (const [file, text] of Object.entries(allowed)) {
     fs.mkdirSync(path.join(dir, path.dirname(file)), { recursive: true });
     fs.writeFileSync(path.join(dir, file), (planted[file] ? `${planted[file]}\n` : '') + text);
+  }
+  for (const [file, text] of Object.entries(planted)) {
+    if (file in allowed) continue;
+    fs.mkdirSync(path.join(dir, path.dirname(file)), { recursive: true });
+    fs.writeFileSync(path.join(dir, file), `${text}\n`);
   }
   const { tsConfig: _tsConfig, ...options } = config.options ?? {};
   const { output } = await cruise(['src'], { ...options, baseDir: dir, validate: true, ruleSet: { forbidden: config.forbidden ?? [] } });
@@ -71,5 +78,23 @@ describe('layer rules', () => {
         'db-type-only-above-domain: src/rest/app.ts → src/store/driver.ts',
       ]),
     );
+  });
+
+  it('fail the lower layers using a transport package: domain on hono, the device SDK on the database driver', async () => {
+    expect(
+      await violations({
+        'src/domain/grants.ts': "import 'hono';",
+        'src/device/device.ts': "import '@libsql/client';",
+      }),
+    ).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^npm-packages-per-layer: src\/domain\/grants.ts → .*node_modules\/hono\//),
+        expect.stringMatching(/^npm-packages-of-the-device-sdk: src\/device\/device.ts → .*node_modules\/@libsql\/client\//),
+      ]),
+    );
+  });
+
+  it('fail a file in a folder no rule names', async () => {
+    expect(await violations({ 'src/admin/panel.ts': "import '../rest/app.js';" })).toContain('no-unknown-layer: src/admin/panel.ts → src/rest/app.ts');
   });
 });

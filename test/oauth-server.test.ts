@@ -465,6 +465,9 @@ describe('scopes are a ceiling only', () => {
     });
     expect(res.status).toBe(403);
     expect(res.body.error.code).toBe('forbidden');
+    // Refused before its body is read: an unreadable body changes nothing.
+    const unreadable = await api.request('POST', `/v1/devices/${lamp.id}/actions`, { token: answer.body.access_token, raw: '{' });
+    expect(unreadable.status).toBe(403);
   });
 });
 

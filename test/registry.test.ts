@@ -85,6 +85,12 @@ function surfaceProblems(operation: Partial<AnyOperation>): string[] {
     if (!inputFields(operation)?.has(operation.ownDevice)) problems.push(`declares ownDevice ${operation.ownDevice} that its input lacks`);
   }
   if (operation.queuesDeviceActions && operation.hints?.readOnly) problems.push('queues device actions but claims to be read-only');
+  // The declarations invoke enforces must be there wherever they are needed: a device-facing
+  // operation naming a device, and an operation acting on device functions.
+  if (credentials.includes('device') && inputFields(operation)?.has('deviceId') && operation.ownDevice !== 'deviceId') {
+    problems.push('takes a deviceId from a device credential but does not declare ownDevice');
+  }
+  if (operation.access === 'per-function' && !operation.queuesDeviceActions) problems.push('acts on device functions but does not declare queuesDeviceActions');
   return problems;
 }
 
@@ -142,6 +148,16 @@ describe('the registry check itself', () => {
     ['an MCP tool for owners only', { ...sound, mcp: { name: 'get_account' } }, 'has an MCP tool but is closed to agents'],
     ['ownDevice without device credentials', { ...sound, ownDevice: 'deviceId' }, 'declares ownDevice but is closed to devices'],
     ['a read-only operation that queues actions', { ...sound, queuesDeviceActions: true }, 'queues device actions but claims to be read-only'],
+    [
+      'a device operation naming a device without ownDevice',
+      { ...allOperations.find((operation) => operation.name === 'device.result')!, ownDevice: undefined },
+      'takes a deviceId from a device credential but does not declare ownDevice',
+    ],
+    [
+      'a per-function operation without the kill switch',
+      { ...allOperations.find((operation) => operation.name === 'actions.request')!, queuesDeviceActions: undefined },
+      'acts on device functions but does not declare queuesDeviceActions',
+    ],
   ])('fails an operation with %s', (_label, operation, problem) => {
     expect(declarationProblems(operation as unknown as AnyOperation)).toContain(problem);
   });

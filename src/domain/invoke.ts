@@ -6,8 +6,8 @@ import { inputIssues } from './input-limits.js';
 /**
  * Who may call the operation at all, from its declaration and the caller's credential
  * alone: the credential kind (401 when there is none, 403 when it is of another kind) and
- * whether an OAuth access token is accepted on this surface. It needs no input, so a
- * surface may call it before reading a request body; `invoke` calls it again.
+ * whether an OAuth access token is accepted on this surface. It needs no input: the MCP gate
+ * asks it before the SDK runs, to answer with an HTTP status; `invoke` asks it again.
  */
 export function admit(operation: AnyOperation, ctx: Context): void {
   const credential = ctx.credential;
@@ -16,8 +16,21 @@ export function admit(operation: AnyOperation, ctx: Context): void {
   if (!operation.credentials.includes(credential.kind)) {
     throw new DomainError('forbidden', `This endpoint does not accept ${/^[aeiou]/.test(credential.kind) ? 'an' : 'a'} ${credential.kind} credential.`);
   }
-  if (credential.kind === 'agent' && credential.oauth && !operation.oauth?.includes(ctx.surface)) {
-    throw new DomainError('forbidden', 'OAuth access tokens are accepted on shared endpoints and MCP, not on agent-only endpoints.');
+  assertOAuthSurface(operation, ctx);
+}
+
+/**
+ * An OAuth access token is an agent credential accepted only on the surfaces the operation
+ * declares (docs/rules.md "Credentials"). REST asks this before reading a body, as it always
+ * did; the credential kind itself is judged by `invoke` after the body.
+ */
+export function assertOAuthSurface(operation: AnyOperation, ctx: Context): void {
+  const credential = ctx.credential;
+  if (credential?.kind === 'agent' && credential.oauth && !operation.oauth?.includes(ctx.surface)) {
+    throw new DomainError(
+      'forbidden',
+      `OAuth access tokens are not accepted here on ${ctx.surface === 'rest' ? 'REST' : 'MCP'}: this endpoint wants an agent token.`,
+    );
   }
 }
 

@@ -1,6 +1,6 @@
 import type { Context as HonoContext, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
-import { admit, invoke } from '../domain/invoke.js';
+import { assertOAuthSurface, invoke } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
@@ -26,9 +26,9 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
         : await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
       c.set('principalKind', credential?.kind);
       const ctx = c.get('context')(credential, 'rest');
-      // Who may call is decided before the body is read: a caller that cannot call learns
-      // nothing about how its body would have been judged.
-      admit(route.operation, ctx);
+      // An OAuth token on an agent-only endpoint is refused before the body is read; the
+      // credential kind is judged by invoke, after the body (413 and 400 come first there).
+      assertOAuthSurface(route.operation, ctx);
       const body = route.method === 'POST' ? parseJsonObject(await requestBody(c)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
       for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);
