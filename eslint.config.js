@@ -1,5 +1,5 @@
 // ESLint for src/, test/ and scripts/ (`npm run lint:eslint`, part of `npm run lint`). The layer rules
-// live in .dependency-cruiser.cjs; formatting is Prettier's (.prettierrc.json), so nothing here is
+// live in .dependency-cruiser.cjs; formatting is Prettier's (prettier.config.js), so nothing here is
 // about layout.
 import js from '@eslint/js';
 import { defineConfig } from 'eslint/config';

@@ -14,6 +14,7 @@ import {
   expireDue,
   getAction,
   insertAction,
+  statusIn,
   type ActionRow,
 } from '../src/store/actions.js';
 import type { Db } from '../src/store/driver.js';
@@ -122,6 +123,16 @@ describe('the database and the store', () => {
     db = await openDb(`file:${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-states-')), 'service.db')}`);
   });
   afterAll(() => db.close());
+
+  // SQLite uses a partial index only for a query that repeats its WHERE term exactly; the
+  // guards are built from the table, the indexes were written by hand in a migration.
+  it.each([
+    ['actions_queued_by_target', statusIn(TRANSITIONS.claim.from)],
+    ['actions_live_by_deadline', statusIn(TRANSITIONS.expire.from)],
+  ])('keeps the partial index %s matching the guard the store builds', async (index, guard) => {
+    const row = await db.get<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", [index]);
+    expect(row?.sql).toMatch(new RegExp(`WHERE ${guard.replace(/[()]/g, '\\$&')}$`));
+  });
 
   /** A fresh workspace with a gateway, its service and a detached child: each case is alone in it. */
   async function world(): Promise<World> {

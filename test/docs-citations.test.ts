@@ -19,10 +19,10 @@ function headings(file: string): Set<string> {
 
 const citations = tracked.flatMap((file) => {
   const text = fs.readFileSync(path.join(root, file), 'utf8');
-  return [...text.matchAll(/docs\/(rules|performance)\.md "([^"]+)"/g)].map((m) => ({
+  return [...text.matchAll(/docs\/(rules|performance)\.md[\s*/]*"([^"]+)"/g)].map((m) => ({
     file,
     doc: `docs/${m[1]}.md`,
-    section: m[2]!.replace(/\s*\n\s*\*?\s*/g, ' '),
+    section: m[2]!.replace(/\s*\n\s*(\*|\/\/)?\s*/g, ' '),
   }));
 });
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { hashToken } from '../src/domain/tokens.js';
 import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
@@ -91,6 +92,25 @@ describe('GET /v1/device/{deviceId}/events: ticket rules before the upgrade', ()
     const upgrade = await openSocket(wsUrl(server.url, device.id, await issueTicket(http, device)));
     expect(upgrade.ok).toBe(true);
     if (upgrade.ok) upgrade.socket.ws.close();
+  });
+
+  it("carries the request id on the 101 answer and on a refusal, the caller's own when it is well formed", async () => {
+    const device = await lamp();
+    const answerOf = (url: string) =>
+      new Promise<{ status: number; requestId: string | undefined }>((resolve, reject) => {
+        const ws = new WebSocket(url, { headers: { 'x-request-id': 'wake-probe-1' } });
+        ws.on('upgrade', (res) => {
+          resolve({ status: res.statusCode ?? 0, requestId: res.headers['x-request-id'] as string | undefined });
+          ws.close();
+        });
+        ws.on('unexpected-response', (_req, res) => {
+          resolve({ status: res.statusCode ?? 0, requestId: res.headers['x-request-id'] as string | undefined });
+          res.resume();
+        });
+        ws.on('error', reject);
+      });
+    expect(await answerOf(wsUrl(server.url, device.id, await issueTicket(http, device)))).toEqual({ status: 101, requestId: 'wake-probe-1' });
+    expect(await answerOf(wsUrl(server.url, device.id))).toEqual({ status: 401, requestId: 'wake-probe-1' });
   });
 
   it('refuses a missing ticket with 401 and the error envelope', async () => {

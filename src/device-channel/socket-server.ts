@@ -1,11 +1,12 @@
-import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Clock, Logger } from '../domain/context.js';
 import { markDeviceSeen, redeemEventsTicket } from '../domain/device-events.js';
 import { DomainError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
+import { requestIdFrom, requestLine } from '../http/observe.js';
+import { endWithEnvelope } from '../http/raw-answer.js';
 import type { Db } from '../store/driver.js';
 import type { DeviceNotifier, WakeFrame } from './notifier.js';
 
@@ -18,6 +19,10 @@ export const CLOSE_CODES = {
   /** The device opened more sockets than allowed; its oldest socket gives way. */
   replaced: 4409,
 } as const;
+
+function firstHeader(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
 
 /** Devices send nothing but pongs; anything bigger than this closes the socket (1009). */
 export const MAX_PAYLOAD_BYTES = 1024;
@@ -54,16 +59,7 @@ interface Peer {
 /** Answers an upgrade request with a plain HTTP error and the service's envelope, then hangs up. */
 function refuse(socket: Duplex, error: unknown, requestId: string): number {
   const { status, body, headers } = toHttpError(error, requestId);
-  const json = JSON.stringify(body);
-  const lines = [
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
-    'Content-Type: application/json',
-    `Content-Length: ${Buffer.byteLength(json)}`,
-    `X-Request-Id: ${requestId}`,
-    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
-    'Connection: close',
-  ];
-  socket.end(`${lines.join('\r\n')}\r\n\r\n${json}`);
+  endWithEnvelope(socket, status, body, headers);
   return status;
 }
 
@@ -75,6 +71,9 @@ function refuse(socket: Duplex, error: unknown, requestId: string): number {
 export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): DeviceChannel {
   const { db, clock, log, notifier } = deps;
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES, clientTracking: false, perMessageDeflate: false });
+  // The 101 answer carries the request id too, like every other answer (docs/rules.md "Envelopes").
+  const requestIds = new WeakMap<IncomingMessage, string>();
+  wss.on('headers', (headers, request) => headers.push(`X-Request-Id: ${requestIds.get(request) ?? ''}`));
   const peers = new Map<string, Set<Peer>>();
   let closing = false;
 
@@ -119,20 +118,22 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
 
   async function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
     const started = performance.now();
-    const requestId = randomUUID();
+    const requestId = requestIdFrom(firstHeader(request.headers['x-request-id']));
+    requestIds.set(request, requestId);
     socket.on('error', () => undefined);
     const url = new URL(request.url ?? '/', 'http://localhost');
     const match = EVENTS_PATH.exec(url.pathname);
     const finish = (status: number) =>
-      log.info({
-        msg: 'request',
-        requestId,
-        method: 'GET',
-        route: '/v1/device/:deviceId/events',
-        status,
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
-        principalKind: status === 101 ? 'device' : null,
-      });
+      log.info(
+        requestLine({
+          requestId,
+          method: 'GET',
+          route: '/v1/device/:deviceId/events',
+          status,
+          seconds: (performance.now() - started) / 1000,
+          principalKind: status === 101 ? 'device' : null,
+        }),
+      );
     if (!match || closing) {
       const error = closing
         ? new DomainError('not_configured', 'The service is shutting down.')

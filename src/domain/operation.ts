@@ -42,7 +42,7 @@ export interface RestRoute {
 
 /** The operation's fixed MCP tool (device functions are tools of their own, src/mcp/tools.ts). */
 export interface McpTool {
-  /** Letters, digits and `_` only, so every LLM API accepts it; never containing `__` (device tools' separator). */
+  /** Lowercase letters, digits and `_` only, so every LLM API accepts it; never `__` (device tools' separator). */
   name: string;
   /** `structuredContent` must be an object: a list result is put under this key. */
   listKey?: string;

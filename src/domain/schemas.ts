@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** Shared shapes of the contract (docs/rules.md "MCP"), documented once here. */
+/** Shared shapes of the contract, documented once here: OpenAPI and the MCP tool schemas are built from them. */
 
 export const uuid = z.uuid({ version: 'v4' });
 export const timestamp = z.number().int().describe('Unix milliseconds');

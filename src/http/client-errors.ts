@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../domain/context.js';
 import type { ErrorEnvelope } from './errors.js';
+import { endWithEnvelope } from './raw-answer.js';
 
 /**
  * Requests node's HTTP parser refuses before any handler runs — a request line or headers
@@ -31,20 +32,7 @@ export function answerClientErrors(server: Server, log: Logger): void {
         requestId,
       },
     };
-    const json = JSON.stringify(body);
-    socket.end(
-      [
-        `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}`,
-        'Content-Type: application/json',
-        // Never cached, like every error (and every answer of the OAuth token endpoint, which this may be).
-        'Cache-Control: no-store',
-        `Content-Length: ${Buffer.byteLength(json)}`,
-        `X-Request-Id: ${requestId}`,
-        'Connection: close',
-        '',
-        json,
-      ].join('\r\n'),
-    );
+    endWithEnvelope(socket, status, body);
     // Not a 'request' line: the parser gave no method or route to record.
     log.info({ msg: 'client error', requestId, status, parseError: error.code ?? 'unknown' });
   });

@@ -1,9 +1,24 @@
+import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
-import { requestId } from 'hono/request-id';
 import type { Context, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { toHttpError } from './errors.js';
 import { peerAddress, type HttpEnv } from './request.js';
+
+/**
+ * The request id of a request: the caller's own `X-Request-Id` when it is a plausible one
+ * (at most 255 of `A-Z a-z 0-9 _ - =`, so it cannot inject anything into a header or a log
+ * line), otherwise a new UUID.
+ */
+export function requestIdFrom(header: string | undefined): string {
+  return header !== undefined && header.length > 0 && header.length <= 255 && /^[\w\-=]+$/.test(header) ? header : randomUUID();
+}
+
+/** The one JSON log line of an answered request, on every surface. */
+export function requestLine(fields: { requestId: string; method: string; route: string; status: number; seconds: number; principalKind: string | null }) {
+  const { seconds, ...rest } = fields;
+  return { msg: 'request', ...rest, durationMs: Math.round(seconds * 100_000) / 100 };
+}
 
 export interface ObserveDeps {
   /** Reverse proxies in front whose X-Forwarded-For entries are believed (TRUST_PROXY_HOPS). */
@@ -16,17 +31,17 @@ export interface ObserveDeps {
 }
 
 /**
- * What every request on every surface gets, installed once on the app: a request id (taken
- * from a well-formed `X-Request-Id` or made, and echoed on every answer, raw `Response`s
- * included), the client address, the domain context factory, one JSON log line and the
+ * What every request on every surface gets, installed once on the app: a request id
+ * (`requestIdFrom`, echoed on every answer, raw `Response`s included), the client address, the domain context factory, one JSON log line and the
  * metrics; plus the error envelope for unknown routes and for anything a handler throws.
  */
 export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
   const { trustProxyHops, log } = deps;
-  app.use('*', requestId());
   app.use('*', async (c, next) => {
     const started = performance.now();
-    const id = c.get('requestId');
+    const id = requestIdFrom(c.req.header('x-request-id'));
+    c.set('requestId', id);
+    c.header('X-Request-Id', id);
     c.set('clientAddress', peerAddress(c, trustProxyHops));
     c.set('context', (credential, surface) => deps.context(credential, surface, id));
     await next();
@@ -43,15 +58,16 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     }
     const seconds = (performance.now() - started) / 1000;
     deps.observeRequest(c.req.method, c.req.routePath, c.res.status, seconds);
-    log.info({
-      msg: 'request',
-      requestId: id,
-      method: c.req.method,
-      route: c.req.routePath,
-      status: c.res.status,
-      durationMs: Math.round(seconds * 100_000) / 100,
-      principalKind: c.get('principalKind') ?? null,
-    });
+    log.info(
+      requestLine({
+        requestId: id,
+        method: c.req.method,
+        route: c.req.routePath,
+        status: c.res.status,
+        seconds,
+        principalKind: c.get('principalKind') ?? null,
+      }),
+    );
   });
 
   app.notFound((c) => {

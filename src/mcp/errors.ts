@@ -4,7 +4,7 @@ import { DomainError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
 
 /**
- * DomainError → MCP (docs/rules.md "Errors and limits"). Inside a tool call an error is a tool result with
+ * DomainError → MCP (docs/rules.md "Envelopes"). Inside a tool call an error is a tool result with
  * `isError: true`, so the model can read it and react (MCP "Error handling": tool errors are
  * results, protocol errors are for the protocol). Its `structuredContent` is the same error
  * envelope REST answers, so an agent sees one shape on both surfaces. The cases that must be

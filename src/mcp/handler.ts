@@ -233,9 +233,9 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   }
 
   /**
-   * What `invoke` would refuse before reading the arguments (credential kind, OAuth on this
-   * surface, the kill switch), answered here as an HTTP status because the SDK would answer
-   * it in-band with 200. `invoke` checks the same again when the tool runs.
+   * What `invoke` would refuse whatever the arguments (credential kind, OAuth on this surface,
+   * the kill switch), answered here as an HTTP status because the SDK would answer it in-band
+   * with 200. `invoke` checks the same again when the tool runs (after parsing the arguments).
    */
   function admissionRefusal(c: HonoContext<HttpEnv>, operation: AnyOperation, ctx: Context): Response | undefined {
     try {

@@ -11,12 +11,12 @@ import {
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { ActionRecord } from '../domain/action-records.js';
-import { ACTION_STATES, ACTION_STATUSES } from '../domain/action-states.js';
+import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/action-states.js';
 import type { Context, CredentialOf } from '../domain/context.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
-import type { AnyOperation, OperationHints } from '../domain/operation.js';
+import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { allOperations, operations } from '../domain/registry.js';
 import { toolError } from './errors.js';
 
@@ -153,12 +153,7 @@ function compact(node: unknown): unknown {
 // title, description, annotations and schemas all come from the operation's descriptor.
 // ---------------------------------------------------------------------------------------
 
-interface FixedTool {
-  name: string;
-  operation: AnyOperation;
-  /** structuredContent must be an object: a list is put under this key. */
-  listKey?: string;
-}
+type FixedTool = McpTool & { operation: AnyOperation };
 
 const fixedTools: FixedTool[] = allOperations.flatMap((operation) => (operation.mcp ? [{ ...operation.mcp, operation }] : []));
 
@@ -167,7 +162,10 @@ export function fixedToolOperation(name: string): AnyOperation | undefined {
   return fixedTools.find((t) => t.name === name)?.operation;
 }
 
-/** MCP tool annotations from an operation's hints; only what differs from the protocol's defaults is left out. */
+/**
+ * MCP tool annotations from an operation's hints. A read-only tool states only that and its
+ * closed world; destructive and idempotent hints mean something only for one that changes things.
+ */
 function annotationsOf({ readOnly, destructive, idempotent, openWorld }: OperationHints): ToolAnnotations {
   return {
     readOnlyHint: readOnly,
@@ -263,13 +261,27 @@ function waitBound(meta: Record<string, unknown> | undefined): number {
   return Math.min(value * 1000, MAX_WAIT_MS);
 }
 
+/**
+ * What a device tool's answer says of each status, and whether it is an error result. A
+ * Record over the statuses, so a new status cannot be added without deciding both.
+ */
+const OUTCOMES: Record<ActionStatus, { detail: (action: ActionRecord) => string | null; isError: boolean }> = {
+  queued: { detail: unfinished, isError: false },
+  received: { detail: unfinished, isError: false },
+  succeeded: { detail: (action) => `Result: ${JSON.stringify(action.result)}`, isError: false },
+  failed: { detail: (action) => `Device error: ${action.error ? `${action.error.code}: ${action.error.message}` : 'unknown'}`, isError: true },
+  cancelled: { detail: () => null, isError: false },
+  expired: { detail: () => 'No result arrived before its deadline.', isError: true },
+};
+
+function unfinished(action: ActionRecord): string {
+  return `The wait ended first; follow it with get_action { "actionId": "${action.id}" } or read action://${action.id}.`;
+}
+
 function summary(fn: CallableFunction, action: ActionRecord): string {
   const head = `${fn.capability} on ${placeOf(fn)}: ${action.status} (action ${action.id}).`;
-  if (action.status === 'succeeded') return `${head}\nResult: ${JSON.stringify(action.result)}`;
-  if (action.status === 'failed') return `${head}\nDevice error: ${action.error ? `${action.error.code}: ${action.error.message}` : 'unknown'}`;
-  if (action.status === 'expired') return `${head}\nNo result arrived before its deadline.`;
-  if (action.status === 'cancelled') return head;
-  return `${head}\nThe wait ended first; follow it with get_action { "actionId": "${action.id}" } or read action://${action.id}.`;
+  const detail = OUTCOMES[action.status].detail(action);
+  return detail === null ? head : `${head}\n${detail}`;
 }
 
 /**
@@ -382,7 +394,7 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
     return {
       content: [{ type: 'text', text: `${summary(fn, action)}\n${jsonText(action)}` }],
       structuredContent: action as unknown as Record<string, unknown>,
-      ...(action.status === 'failed' || action.status === 'expired' ? { isError: true } : {}),
+      ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
     };
   } catch (error) {
     return toolError(error, ctx);

@@ -3,7 +3,7 @@ import { setCookie, deleteCookie } from 'hono/cookie';
 import { decodeJwt } from 'jose';
 import { DomainError } from '../domain/errors.js';
 import { createOwnerSession, endOwnerSession } from '../domain/oauth/sessions.js';
-import { clientAddress } from '../http/request.js';
+import { bearerToken, clientAddress } from '../http/request.js';
 import { pageForm, sameOrigin, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ErrorPage, SignedInPage, SignInPage } from './pages.js';
@@ -63,9 +63,9 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
 
   // For an external identity provider's front end: trade the owner JWT for the session cookie.
   app.post('/oauth/session', async (c) => {
-    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
-    if (!match) return c.json({ error: { code: 'unauthorized', message: 'Send the owner session as a bearer token.' } }, 401, { 'WWW-Authenticate': 'Bearer' });
-    const outcome = await startSession(c, match[1]!);
+    const token = bearerToken(c.req.header('authorization'));
+    if (!token) return c.json({ error: { code: 'unauthorized', message: 'Send the owner session as a bearer token.' } }, 401, { 'WWW-Authenticate': 'Bearer' });
+    const outcome = await startSession(c, token);
     if ('error' in outcome && outcome.retryAfterSeconds !== undefined) {
       return c.json({ error: { code: 'rate_limited', message: outcome.error } }, 429, { 'Retry-After': String(outcome.retryAfterSeconds) });
     }

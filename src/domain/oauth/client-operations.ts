@@ -19,7 +19,7 @@ import { defineOperation } from '../operation.js';
 import { access, connection, newConnection, principal } from '../schemas.js';
 
 /**
- * OAuth clients as the owner sees them (docs/rules.md "OAuth" rows, docs/rules.md "Access"): each is
+ * OAuth clients as the owner sees them (docs/rules.md "OAuth" and "Access"): each is
  * an agent connection with an `oauth` object and a principal. Pre-registered clients are
  * made here; dynamic and metadata-document clients get their connection when an owner
  * first approves them on the consent page, and are listed and revoked here too. How the
