@@ -240,6 +240,9 @@ describe('X-Request-Id on every /mcp answer', () => {
     const call = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name, params: { name, arguments: {}, _meta: { 'dfc/waitSeconds': 0 } } });
     expect(call.status).toBe(200);
     expect(requestIdOf(call)).toMatch(/^[\w-]{8,}$/);
+    const unsupported = await rawMcp(server.url, { token: agent.token, method: 'tools/list', headers: { 'content-type': 'text/plain' } });
+    expect(unsupported.status).toBe(415);
+    expect(requestIdOf(unsupported)).toMatch(/^[\w-]{8,}$/);
     const refused = await rawMcp(server.url, { method: 'tools/list' });
     expect(refused.status).toBe(401);
     expect(requestIdOf(refused)).toMatch(/^[\w-]{8,}$/);

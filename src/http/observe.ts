@@ -32,7 +32,8 @@ export interface ObserveDeps {
 
 /**
  * What every request on every surface gets, installed once on the app: a request id
- * (`requestIdFrom`, echoed on every answer, raw `Response`s included), the client address, the domain context factory, one JSON log line and the
+ * (`requestIdFrom`, echoed on every answer made through the context; a handler that builds
+ * its own `Response` stamps it with `withRequestId`), the client address, the domain context factory, one JSON log line and the
  * metrics; plus the error envelope for unknown routes and for anything a handler throws.
  */
 export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
@@ -45,17 +46,6 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     c.set('clientAddress', peerAddress(c, trustProxyHops));
     c.set('context', (credential, surface) => deps.context(credential, surface, id));
     await next();
-    // A handler that returns a Response of its own (the MCP SDK's, a cached tools/list)
-    // skips the headers set on the context: add the request id to it here.
-    if (!c.res.headers.has('x-request-id')) {
-      try {
-        c.res.headers.set('X-Request-Id', id);
-      } catch {
-        // Immutable headers (a Response from fetch): copy it into one whose headers can change.
-        c.res = new Response(c.res.body, c.res);
-        c.res.headers.set('X-Request-Id', id);
-      }
-    }
     const seconds = (performance.now() - started) / 1000;
     deps.observeRequest(c.req.method, c.req.routePath, c.res.status, seconds);
     log.info(

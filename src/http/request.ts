@@ -50,6 +50,17 @@ export function clientAddress(c: HonoContext): string | undefined {
   return (c as HonoContext<HttpEnv>).get('clientAddress');
 }
 
+/**
+ * A `Response` a handler builds itself (the MCP SDK's answer, a cached tools/list) skips the
+ * headers set on the Hono context, the request id among them: this adds it. Not done for
+ * every answer in the middleware, because reading the headers of @hono/node-server's
+ * lightweight responses makes it build them in full, a cost every answer would pay.
+ */
+export function withRequestId(response: Response, requestId: string): Response {
+  if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', requestId);
+  return response;
+}
+
 /** The body bytes (16 KiB at most), from the Node request when the app runs on @hono/node-server. */
 export function requestBody(c: HonoContext): Promise<Uint8Array> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;

@@ -9,7 +9,7 @@ import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
-import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
+import { bearerToken, clientAddress, requestBody, withRequestId, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
 import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
@@ -248,7 +248,9 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
   }
 
-  app.all('/mcp', async (c) => {
+  app.all('/mcp', async (c) => withRequestId(await answer(c), c.get('requestId')));
+
+  async function answer(c: HonoContext<HttpEnv>): Promise<Response> {
     const localPort = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.localPort;
     const refusal = hosts.refusal(c.req.header('host'), c.req.header('origin'), localPort);
     if (refusal) return envelope(c, new DomainError('forbidden', refusal));
@@ -323,5 +325,5 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const request = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: bytes, signal: c.req.raw.signal });
     const response = await handler.fetch(request, parsedOk ? { authInfo, parsedBody: parsed } : { authInfo });
     return listState ? toolLists.keep(listState.key, listState, response) : response;
-  });
+  }
 }
