@@ -6,8 +6,12 @@ import type { OAuthDeps } from '../domain/oauth/deps.js';
 import type { RateLimiter } from '../domain/rate-limits.js';
 import type { Db } from '../store/driver.js';
 import { mountAuthorizationEndpoint } from './authorize.js';
+import { limitUnreadBody } from './body-limit.js';
 import { PAGE_CSP } from './browser.js';
+import { MetadataDocumentCache } from '../domain/oauth/metadata-documents.js';
+import { clientAddress } from '../http/request.js';
 import { createDocumentFetcher } from './cimd-fetch.js';
+import { createFetchBudget } from './cimd-limits.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { mountMetadataEndpoint } from './metadata.js';
 import { mountRegistrationEndpoint } from './registration.js';
@@ -41,16 +45,19 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
   const secureCookies = issuer.startsWith('https://');
   // `__Host-` binds the cookie to this exact origin, but browsers accept it only when Secure.
   const sessionCookie = secureCookies ? '__Host-dfc_session' : 'dfc_session';
+  const budget = createFetchBudget({ fetch: createDocumentFetcher({ allowLoopback: config.oauthCimdAllowLoopback }), limiter, clock });
   const oauth: OAuthDeps = {
     db,
     clock,
     log,
     issuer,
     resource: `${issuer}/mcp`,
-    fetchClientDocument: createDocumentFetcher({ allowLoopback: config.oauthCimdAllowLoopback }),
+    fetchClientDocument: budget.forAddress(undefined),
+    clientDocuments: new MetadataDocumentCache(),
     cimdAllowLoopback: config.oauthCimdAllowLoopback,
   };
-  const endpoints: OAuthEndpointDeps = { config, authenticator, limiter, clock, log, oauth, secureCookies, sessionCookie };
+  const oauthFor = (c: Parameters<OAuthEndpointDeps['oauthFor']>[0]): OAuthDeps => ({ ...oauth, fetchClientDocument: budget.forAddress(clientAddress(c)) });
+  const endpoints: OAuthEndpointDeps = { config, authenticator, limiter, clock, log, oauth, oauthFor, secureCookies, sessionCookie };
   const app = new Hono();
 
   // Every page and answer of the authorization server: never framed (clickjacking on the
@@ -65,6 +72,10 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     c.header('Referrer-Policy', 'same-origin');
     c.header('Cache-Control', 'no-store');
   });
+
+  app.on(['GET', 'HEAD'], '/oauth/*', limitUnreadBody);
+  app.post('/oauth/session', limitUnreadBody);
+  app.post('/oauth/sign-out', limitUnreadBody);
 
   mountMetadataEndpoint(app, endpoints);
   mountSessionEndpoints(app, endpoints);

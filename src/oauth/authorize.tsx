@@ -17,6 +17,13 @@ const AUTHORIZATION_PARAMS = ['response_type', 'client_id', 'redirect_uri', 'cod
 const errorPage = (c: HonoContext, message: string, status: 400 | 403 = 400) =>
   c.html(<ErrorPage title="This authorization request cannot be completed" message={message} />, status);
 
+/** A request refused as unsafe: a 400 page, or a 429 page with Retry-After when a budget refused it (docs/rules.md "Errors and limits"). */
+const unsafeRequestPage = (c: HonoContext, error: UnsafeAuthorizationRequest) => {
+  if (error.retryAfterSeconds === undefined) return errorPage(c, error.message);
+  c.header('Retry-After', String(error.retryAfterSeconds));
+  return c.html(<ErrorPage title="Try again shortly" message={error.message} />, 429);
+};
+
 const authorizationParams = (get: (name: string) => string | undefined, repeated: readonly string[] = []): AuthorizationParams => ({
   ...(Object.fromEntries(AUTHORIZATION_PARAMS.map((name) => [name, get(name)])) as AuthorizationParams),
   repeated,
@@ -40,7 +47,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       AUTHORIZATION_PARAMS.filter((name) => (c.req.queries(name)?.length ?? 0) > 1),
     );
     try {
-      const checked = await checkAuthorizationRequest(oauth, params);
+      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params);
       if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
       const token = sessionToken(deps, c);
       const owner = await ownerSession(oauth, token);
@@ -54,7 +61,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       c.header('Content-Security-Policy', `${PAGE_CSP.replace("form-action 'self'", `form-action 'self' ${new URL(view.redirectUri).origin}`)}`);
       return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fields} />);
     } catch (error) {
-      if (error instanceof UnsafeAuthorizationRequest) return errorPage(c, error.message);
+      if (error instanceof UnsafeAuthorizationRequest) return unsafeRequestPage(c, error);
       throw error;
     }
   });
@@ -70,7 +77,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
     const params = authorizationParams((name) => form.get(name) ?? undefined);
     try {
-      const checked = await checkAuthorizationRequest(oauth, params);
+      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params);
       if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 303);
       const to = { redirectUri: checked.value.redirectUri, state: checked.value.state };
       const decision = form.get('decision');
@@ -82,7 +89,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId });
       return redirectBack(c, to, { code }, 303);
     } catch (error) {
-      if (error instanceof UnsafeAuthorizationRequest) return errorPage(c, error.message);
+      if (error instanceof UnsafeAuthorizationRequest) return unsafeRequestPage(c, error);
       throw error;
     }
   });

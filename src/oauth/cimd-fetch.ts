@@ -25,6 +25,7 @@ for (const [net, prefix] of [
   ['172.16.0.0', 12], // private
   ['192.0.0.0', 24], // IETF protocol assignments
   ['192.0.2.0', 24], // documentation
+  ['192.88.99.0', 24], // 6to4 relay anycast (RFC 7526)
   ['192.168.0.0', 16], // private
   ['198.18.0.0', 15], // benchmarking
   ['198.51.100.0', 24], // documentation
@@ -35,13 +36,21 @@ for (const [net, prefix] of [
   blocked.addSubnet(net, prefix, 'ipv4');
 }
 for (const [net, prefix] of [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
-  ['64:ff9b::', 96], // NAT64
+  // IPv4-compatible addresses (deprecated, RFC 4291 §2.5.5.1), with :: and ::1 among them.
+  ['::', 96],
+  // Local-use NAT64 (RFC 8215): its prefix length, so where the IPv4 sits, is the network's choice.
+  ['64:ff9b:1::', 48],
   ['100::', 64], // discard
+  // Teredo (RFC 4380): the client's IPv4 address is obfuscated and the relay is not ours to judge.
+  ['2001::', 32],
+  ['2001:2::', 48], // benchmarking
+  ['2001:10::', 28], // ORCHID
+  ['2001:20::', 28], // ORCHIDv2
   ['2001:db8::', 32], // documentation
+  ['3fff::', 20], // documentation (RFC 9637)
   ['fc00::', 7], // unique local
   ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated)
   ['ff00::', 8], // multicast
 ] as const) {
   blocked.addSubnet(net, prefix, 'ipv6');
@@ -51,14 +60,62 @@ const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
 LOOPBACK.addAddress('::1', 'ipv6');
 
-/** Whether an address may be fetched; `allowLoopback` is the test-only OAUTH_CIMD_ALLOW_LOOPBACK. */
+/** The 16 bytes of an IPv6 address (`isIP` already said it is one), zone id dropped. */
+function ipv6Bytes(address: string): Uint8Array {
+  let text = address.replace(/%.*$/, '');
+  const bytes = new Uint8Array(16);
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    // a trailing dotted quad is the last 32 bits: rewrite it as two hex groups
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? (text.split('::') as [string, string]) : [text, undefined];
+  const headGroups = head === '' ? [] : head.split(':');
+  const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = [...headGroups, ...Array<string>(8 - headGroups.length - tailGroups.length).fill('0'), ...tailGroups];
+  groups.forEach((group, i) => {
+    const value = parseInt(group, 16);
+    bytes[2 * i] = value >> 8;
+    bytes[2 * i + 1] = value & 0xff;
+  });
+  return bytes;
+}
+
+const startsWith = (bytes: Uint8Array, prefix: readonly number[]) => prefix.every((value, i) => bytes[i] === value);
+const ipv4At = (bytes: Uint8Array, offset: number) => Array.from(bytes.subarray(offset, offset + 4)).join('.');
+
+/**
+ * The IPv4 address an IPv6 address stands for, where connecting to it reaches that IPv4
+ * address: IPv4-mapped `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2, in any spelling, e.g.
+ * `::ffff:7f00:1`), IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765), NAT64's well-known prefix
+ * `64:ff9b::/96` (RFC 6052) and 6to4 `2002:AABB:CCDD::/48` (RFC 3056).
+ */
+export function embeddedIpv4(address: string): string | undefined {
+  const bytes = ipv6Bytes(address);
+  const zeros = (n: number) => Array<number>(n).fill(0);
+  if (startsWith(bytes, [...zeros(10), 0xff, 0xff])) return ipv4At(bytes, 12);
+  if (startsWith(bytes, [...zeros(8), 0xff, 0xff, 0, 0])) return ipv4At(bytes, 12);
+  if (startsWith(bytes, [0, 0x64, 0xff, 0x9b, ...zeros(8)])) return ipv4At(bytes, 12);
+  if (startsWith(bytes, [0x20, 0x02])) return ipv4At(bytes, 2);
+  return undefined;
+}
+
+/**
+ * Whether an address may be fetched; `allowLoopback` is the test-only OAUTH_CIMD_ALLOW_LOOPBACK.
+ * An IPv6 address that embeds an IPv4 address is judged by the IPv4 address too, so no
+ * spelling of 127.0.0.1 or 10.0.0.1 gets through; the forms whose IPv4 part cannot be told
+ * (IPv4-compatible, Teredo, local-use NAT64) are refused as ranges.
+ */
 export function isFetchableAddress(address: string, allowLoopback = false): boolean {
   const family = isIP(address);
   if (family === 0) return false;
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  if (allowLoopback && LOOPBACK.check(address, type)) return true;
-  // BlockList matches IPv4-mapped IPv6 addresses (::ffff:10.0.0.1) against the IPv4 rules.
-  return !blocked.check(address, type);
+  if (family === 4) return (allowLoopback && LOOPBACK.check(address, 'ipv4')) || !blocked.check(address, 'ipv4');
+  const bare = address.replace(/%.*$/, '');
+  if (allowLoopback && LOOPBACK.check(bare, 'ipv6')) return true;
+  if (blocked.check(bare, 'ipv6')) return false;
+  const ipv4 = embeddedIpv4(bare);
+  return ipv4 === undefined || isFetchableAddress(ipv4, allowLoopback);
 }
 
 export class DocumentFetchError extends Error {}

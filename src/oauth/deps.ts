@@ -1,3 +1,4 @@
+import type { Context as HonoContext } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Clock, Logger } from '../domain/context.js';
@@ -14,6 +15,8 @@ export interface OAuthEndpointDeps {
   log: Logger;
   /** What the protocol logic in src/domain/oauth is handed; its issuer is PUBLIC_BASE_URL. */
   oauth: OAuthDeps;
+  /** The same for one request: its metadata-document fetches draw from its address's budget (cimd-limits.ts). */
+  oauthFor(c: HonoContext): OAuthDeps;
   /** Cookies are Secure when the issuer is https. */
   secureCookies: boolean;
   /** The name of the owner's session cookie (app.ts says why it depends on secureCookies). */

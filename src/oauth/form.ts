@@ -16,14 +16,15 @@ export async function readForm(
   answer: (description: string, status: 400 | 413) => Response | Promise<Response>,
 ): Promise<URLSearchParams | Response> {
   const fail = (description: string, status: 400 | 413 = 400) => answer(description, status);
-  const type = request.headers.get('content-type') ?? '';
-  if (!/^application\/x-www-form-urlencoded\b/i.test(type)) return fail('The body must be application/x-www-form-urlencoded.');
+  // The size first: a body over the limit is 413 whatever it claims to be.
   let bytes: Uint8Array;
   try {
     bytes = await readLimitedBody(request);
   } catch {
     return fail(`The body exceeds ${MAX_BODY_BYTES} bytes.`, 413);
   }
+  const type = request.headers.get('content-type') ?? '';
+  if (!/^application\/x-www-form-urlencoded\b/i.test(type)) return fail('The body must be application/x-www-form-urlencoded.');
   const form = new URLSearchParams(new TextDecoder().decode(bytes));
   const seen = new Set<string>();
   for (const key of form.keys()) {

@@ -1,5 +1,4 @@
 import type { Hono } from 'hono';
-import { DomainError } from '../domain/errors.js';
 import { OAuthProtocolError } from '../domain/oauth/errors.js';
 import { registerDynamicClient } from '../domain/oauth/registration.js';
 import { registrationKey } from '../domain/rate-limits.js';
@@ -28,11 +27,20 @@ export function mountRegistrationEndpoint(app: Hono, deps: OAuthEndpointDeps): v
           );
         }
       }
+      let bytes: Uint8Array;
+      try {
+        bytes = await readLimitedBody(c.req.raw);
+      } catch {
+        // RFC 7591 §3.2.2's error JSON, with the status that says what is wrong (docs/rules.md "Errors and limits").
+        return c.json({ error: 'invalid_client_metadata', error_description: `The body exceeds ${MAX_BODY_BYTES} bytes.` }, 413, {
+          'Cache-Control': 'no-store',
+          Pragma: 'no-cache',
+        });
+      }
       let body: unknown;
       try {
-        body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(await readLimitedBody(c.req.raw)));
-      } catch (error) {
-        if (error instanceof DomainError) throw new OAuthProtocolError('invalid_client_metadata', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
+        body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+      } catch {
         throw new OAuthProtocolError('invalid_client_metadata', 'The body must be a JSON object.');
       }
       const registered = await registerDynamicClient(oauth, body);

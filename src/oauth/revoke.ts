@@ -9,7 +9,6 @@ import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol
  * gets 200 whether or not the token was one of its own.
  */
 export function mountRevocationEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
-  const { oauth } = deps;
   app.post('/oauth/revoke', (c) =>
     runProtocolEndpoint(
       deps,
@@ -17,6 +16,7 @@ export function mountRevocationEndpoint(app: Hono, deps: OAuthEndpointDeps): voi
       async () => {
         const form = await protocolForm(c);
         if (form instanceof Response) return form;
+        const oauth = deps.oauthFor(c);
         const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
         await revokeToken(oauth, client, form.get('token') ?? undefined);
         return c.body(null, 200, { 'Cache-Control': 'no-store' });

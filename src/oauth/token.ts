@@ -11,7 +11,6 @@ import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol
  * authentications of the address (protocol.ts).
  */
 export function mountTokenEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
-  const { oauth } = deps;
   app.post('/oauth/token', (c) =>
     runProtocolEndpoint(
       deps,
@@ -19,6 +18,7 @@ export function mountTokenEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
       async () => {
         const form = await protocolForm(c);
         if (form instanceof Response) return form;
+        const oauth = deps.oauthFor(c);
         const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
         const grantType = form.get('grant_type');
         const field = (name: string) => form.get(name) ?? undefined;

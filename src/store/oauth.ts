@@ -123,6 +123,11 @@ export async function liveClientConnection(db: Queryable, workspaceId: string, a
   return raw && toConnectionRow(raw);
 }
 
+/** Whether a client has a live connection in any workspace: some owner approved it and has not revoked it. */
+export async function clientApproved(db: Queryable, applicationId: string): Promise<boolean> {
+  return (await db.get<{ one: number }>('SELECT 1 AS one FROM connections WHERE oauth_client = ? AND revoked_at IS NULL LIMIT 1', [applicationId])) !== undefined;
+}
+
 /** The newest connection (live or revoked) of a client in a workspace, by protocol client id. */
 export async function clientConnectionByClientId(db: Queryable, workspaceId: string, clientId: string): Promise<OAuthConnectionRow | undefined> {
   const raw = await db.get<RawConnectionRow>(

@@ -4,6 +4,7 @@ import { insertConnection } from '../../store/connections.js';
 import type { Queryable } from '../../store/driver.js';
 import { callableFunctions } from '../../store/grants.js';
 import {
+  clientApproved,
   getClientConnection,
   insertCode,
   linkConnection,
@@ -14,6 +15,7 @@ import {
 } from '../../store/oauth.js';
 import type { Access } from '../context.js';
 import { defaultPrincipal, resolveClient } from './clients.js';
+import { persistMetadataClient } from './metadata-documents.js';
 import type { OAuthDeps } from './deps.js';
 import { oauthError, UnsafeAuthorizationRequest } from './errors.js';
 import { isLoopbackRedirect } from './redirects.js';
@@ -80,7 +82,15 @@ export async function checkAuthorizationRequest(
     throw new UnsafeAuthorizationRequest('The redirect_uri is not one the client registered (they must match exactly).');
   }
   const to = { redirectUri: params.redirect_uri, state: params.state };
-  const fail = (error: ReturnType<typeof oauthError>) => ({ ok: false as const, error, to });
+  // A dynamically registered client's redirect URI is whatever its anonymous registration
+  // said; until an owner approves the client, an error redirect there would make this server
+  // an open redirector (RFC 9700 §4.11.2), so errors are shown as a page. Registered clients
+  // were made by an owner, and a metadata document's URIs are vouched for by its host.
+  const trusted = client.source !== 'dynamic' || (await clientApproved(deps.db, client.id));
+  const fail = (error: ReturnType<typeof oauthError>) => {
+    if (!trusted) throw new UnsafeAuthorizationRequest(`${error.description} (${error.code})`);
+    return { ok: false as const, error, to };
+  };
   if (repeated.length > 0) return fail(oauthError('invalid_request', `Parameter ${repeated[0]} is repeated.`));
   if (params.response_type !== 'code') return fail(oauthError('unsupported_response_type', 'Only response_type=code is supported.'));
   if (!params.code_challenge) return fail(oauthError('invalid_request', 'PKCE is required: code_challenge is missing.'));
@@ -177,6 +187,7 @@ export async function approveAuthorization(
     if (client.source === 'registered') {
       granted = lowerAccess(allowed, connection!.access);
     } else if (!connection) {
+      await persistMetadataClient(tx, deps.clientDocuments, client);
       const id = randomUUID();
       await insertConnection(tx, {
         id,

@@ -3,8 +3,8 @@ import { hashToken } from '../tokens.js';
 import { findClient, type OAuthClientRow } from '../../store/oauth.js';
 import { inputIssues } from '../input-limits.js';
 import type { OAuthDeps } from './deps.js';
-import { oauthError, UnsafeAuthorizationRequest } from './errors.js';
-import { metadataDocumentUrl, MetadataDocumentError, resolveMetadataClient } from './metadata-documents.js';
+import { oauthError, OAuthProtocolError, UnsafeAuthorizationRequest } from './errors.js';
+import { FETCH_FAILED_MESSAGE, FetchBudgetExceeded, metadataDocumentUrl, MetadataDocumentError, resolveMetadataClient } from './metadata-documents.js';
 
 /**
  * Clients during the flow: which client a client_id names (registered, dynamic, or a
@@ -26,11 +26,23 @@ export async function resolveClient(deps: OAuthDeps, clientId: string): Promise<
   const url = metadataDocumentUrl(clientId, deps.cimdAllowLoopback);
   if (!url) return findClient(deps.db, clientId);
   try {
-    return await resolveMetadataClient({ db: deps.db, now: deps.clock.now(), fetchDocument: deps.fetchClientDocument }, url);
+    return await resolveMetadataClient(
+      { db: deps.db, now: deps.clock.now(), fetchDocument: deps.fetchClientDocument, cache: deps.clientDocuments },
+      url,
+    );
   } catch (error) {
     deps.log.info({ msg: 'client metadata document refused', clientId, reason: error instanceof Error ? error.message : String(error) });
+    if (error instanceof FetchBudgetExceeded) {
+      throw new UnsafeAuthorizationRequest(
+        `Too many client metadata documents are being fetched; retry after ${error.retryAfterSeconds} s.`,
+        error.retryAfterSeconds,
+      );
+    }
+    // The document's own content is the client's to know; why a fetch failed (a name that
+    // does not resolve, a private address, a refused connection) would map this server's
+    // network for anyone asking, so it goes to the log only.
     if (error instanceof MetadataDocumentError) throw new UnsafeAuthorizationRequest(`The client's metadata document was refused: ${error.message}.`);
-    throw new UnsafeAuthorizationRequest(`The client's metadata document could not be fetched: ${error instanceof Error ? error.message : 'error'}.`);
+    throw new UnsafeAuthorizationRequest(FETCH_FAILED_MESSAGE);
   }
 }
 
@@ -53,7 +65,11 @@ export async function authenticateClient(deps: OAuthDeps, credentials: ClientCre
   let client: OAuthClientRow | undefined;
   try {
     client = await resolveClient(deps, credentials.clientId);
-  } catch {
+  } catch (error) {
+    // Over the fetch budget is not a failed authentication: 429, and no failure counted.
+    if (error instanceof UnsafeAuthorizationRequest && error.retryAfterSeconds !== undefined) {
+      throw new OAuthProtocolError('temporarily_unavailable', error.message, error.retryAfterSeconds);
+    }
     client = undefined;
   }
   if (!client) throw oauthError('invalid_client', 'Client authentication failed: unknown client.');

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/driver.js';
 import type { Clock, Logger } from '../context.js';
-import type { DocumentFetcher } from './metadata-documents.js';
+import type { DocumentFetcher, MetadataDocumentCache } from './metadata-documents.js';
 
 /**
  * The authorization server's protocol logic (docs/rules.md "OAuth", issue 6), free of HTTP: the
@@ -17,7 +17,10 @@ export interface OAuthDeps {
   issuer: string;
   /** `${PUBLIC_BASE_URL}/mcp`: the only resource (RFC 8707) tokens are issued for. */
   resource: string;
+  /** Budgeted per client address (src/oauth/cimd-limits.ts): the endpoints hand in one per request. */
   fetchClientDocument: DocumentFetcher;
+  /** Fetched documents of clients no owner approved yet (metadata-documents.ts). */
+  clientDocuments: MetadataDocumentCache;
   /** OAUTH_CIMD_ALLOW_LOOPBACK: test-only, admits http loopback document URLs. */
   cimdAllowLoopback: boolean;
 }

@@ -38,7 +38,11 @@ export class OAuthProtocolError extends Error {
  * (RFC 6749 §4.1.2.1: unknown client or redirect URI): shown as a page, never redirected.
  */
 export class UnsafeAuthorizationRequest extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** Set when the request was refused for a budget, not for what it holds: a 429 page with Retry-After. */
+    readonly retryAfterSeconds?: number,
+  ) {
     super(message);
     this.name = 'UnsafeAuthorizationRequest';
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { Db } from '../../store/driver.js';
+import type { Db, Queryable } from '../../store/driver.js';
 import { findClient, upsertMetadataClient, type OAuthClientRow } from '../../store/oauth.js';
 import { redirectUriProblem } from './redirects.js';
 
@@ -8,7 +8,12 @@ import { redirectUriProblem } from './redirects.js';
  * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, the MCP
  * spec's preferred registration): the client_id is an HTTPS URL whose JSON document names
  * the client and its redirect URIs. Fetched through an SSRF-guarded fetcher (src/oauth/
- * cimd-fetch.ts) and cached in oauth_clients.
+ * cimd-fetch.ts) with a per-address and a concurrency budget (src/oauth/cimd-limits.ts).
+ *
+ * Anyone can make this server fetch a document (an anonymous authorization request names
+ * it), so a fetched document is kept in a bounded in-memory cache, not in the database; it
+ * becomes an oauth_clients row only when an owner approves the client (persistMetadataClient),
+ * and from then on that row is its cache.
  */
 
 export interface FetchedDocument {
@@ -17,8 +22,54 @@ export interface FetchedDocument {
   maxAgeSeconds: number | undefined;
 }
 
-/** Fetches a document; throws with a message safe to show the user when it cannot. */
+/**
+ * Fetches a document. Whatever it throws is logged, never shown: its message may name
+ * internal hosts and addresses, so every failure is answered with FETCH_FAILED_MESSAGE.
+ * A fetch refused by its budget throws FetchBudgetExceeded.
+ */
 export type DocumentFetcher = (url: URL) => Promise<FetchedDocument>;
+
+/** The one answer to every failed fetch, so the answers cannot map this server's network. */
+export const FETCH_FAILED_MESSAGE = "The client's metadata document could not be fetched.";
+
+/** Too many fetches right now (from this address, or in flight overall): retry later. */
+export class FetchBudgetExceeded extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super(`client metadata document fetches over budget; retry after ${retryAfterSeconds} s`);
+    this.name = 'FetchBudgetExceeded';
+  }
+}
+
+/** How many fetched documents of not-yet-approved clients are kept in memory. */
+export const CIMD_CACHE_ENTRIES = 1000;
+
+/**
+ * Documents of clients no owner has approved: at most `maxEntries`, least recently used
+ * dropped first, each until its freshness ends. Per process; a dropped entry costs a fetch.
+ */
+export class MetadataDocumentCache {
+  private readonly entries = new Map<string, OAuthClientRow>();
+  constructor(private readonly maxEntries = CIMD_CACHE_ENTRIES) {}
+
+  get(clientId: string, now: number): OAuthClientRow | undefined {
+    const entry = this.entries.get(clientId);
+    if (!entry) return undefined;
+    this.entries.delete(clientId);
+    if (entry.freshUntil === null || entry.freshUntil <= now) return undefined;
+    this.entries.set(clientId, entry);
+    return entry;
+  }
+
+  set(row: OAuthClientRow): void {
+    this.entries.delete(row.clientId);
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(row.clientId, row);
+  }
+
+  delete(clientId: string): void {
+    this.entries.delete(clientId);
+  }
+}
 
 export const CIMD_DEFAULT_CACHE_SECONDS = 3600;
 const CIMD_MIN_CACHE_SECONDS = 60;
@@ -83,18 +134,25 @@ export function parseMetadataDocument(url: URL, text: string): { name: string; c
 }
 
 /**
- * The client row for a document URL: from the cache while fresh, else fetched, validated
- * and cached. The fetch happens outside any transaction (it waits on the network).
+ * The client for a document URL: an approved client's row while fresh (refreshed in place
+ * when stale), else the in-memory cache's entry while fresh, else fetched, validated and
+ * cached in memory. A client no owner approved is never written here. The fetch happens
+ * outside any transaction (it waits on the network).
  */
-export async function resolveMetadataClient(deps: { db: Db; now: number; fetchDocument: DocumentFetcher }, url: URL): Promise<OAuthClientRow> {
-  const cached = await findClient(deps.db, url.href);
-  if (cached && cached.source !== 'metadata-document') throw new MetadataDocumentError('client_id is taken by another registration');
-  if (cached && cached.freshUntil !== null && cached.freshUntil > deps.now) return cached;
+export async function resolveMetadataClient(
+  deps: { db: Db; now: number; fetchDocument: DocumentFetcher; cache: MetadataDocumentCache },
+  url: URL,
+): Promise<OAuthClientRow> {
+  const stored = await findClient(deps.db, url.href);
+  if (stored && stored.source !== 'metadata-document') throw new MetadataDocumentError('client_id is taken by another registration');
+  if (stored && stored.freshUntil !== null && stored.freshUntil > deps.now) return stored;
+  const cached = stored ? undefined : deps.cache.get(url.href, deps.now);
+  if (cached) return cached;
   const fetched = await deps.fetchDocument(url);
   const doc = parseMetadataDocument(url, fetched.body);
   const maxAge = Math.min(CIMD_MAX_CACHE_SECONDS, Math.max(CIMD_MIN_CACHE_SECONDS, fetched.maxAgeSeconds ?? CIMD_DEFAULT_CACHE_SECONDS));
-  return upsertMetadataClient(deps.db, {
-    id: cached?.id ?? randomUUID(),
+  const row: OAuthClientRow = {
+    id: stored?.id ?? randomUUID(),
     clientId: url.href,
     source: 'metadata-document',
     workspaceId: null,
@@ -105,7 +163,20 @@ export async function resolveMetadataClient(deps: { db: Db; now: number; fetchDo
     secretHash: null,
     secretPrefix: null,
     freshUntil: deps.now + maxAge * 1000,
-    createdAt: cached?.createdAt ?? deps.now,
+    createdAt: stored?.createdAt ?? deps.now,
     updatedAt: deps.now,
-  });
+  };
+  if (stored) return upsertMetadataClient(deps.db, row);
+  deps.cache.set(row);
+  return row;
+}
+
+/**
+ * An owner approved a metadata-document client: its document, so far only in memory, is
+ * stored (approveAuthorization calls this in its transaction, before linking a connection).
+ */
+export async function persistMetadataClient(db: Queryable, cache: MetadataDocumentCache, client: OAuthClientRow): Promise<void> {
+  if (client.source !== 'metadata-document' || (await findClient(db, client.clientId))) return;
+  await upsertMetadataClient(db, client);
+  cache.delete(client.clientId);
 }
