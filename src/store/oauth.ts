@@ -125,7 +125,9 @@ export async function liveClientConnection(db: Queryable, workspaceId: string, a
 
 /** Whether a client has a live connection in any workspace: some owner approved it and has not revoked it. */
 export async function clientApproved(db: Queryable, applicationId: string): Promise<boolean> {
-  return (await db.get<{ one: number }>('SELECT 1 AS one FROM connections WHERE oauth_client = ? AND revoked_at IS NULL LIMIT 1', [applicationId])) !== undefined;
+  return (
+    (await db.get<{ one: number }>('SELECT 1 AS one FROM connections WHERE oauth_client = ? AND revoked_at IS NULL LIMIT 1', [applicationId])) !== undefined
+  );
 }
 
 /** The newest connection (live or revoked) of a client in a workspace, by protocol client id. */

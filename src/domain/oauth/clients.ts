@@ -26,10 +26,7 @@ export async function resolveClient(deps: OAuthDeps, clientId: string): Promise<
   const url = metadataDocumentUrl(clientId, deps.cimdAllowLoopback);
   if (!url) return findClient(deps.db, clientId);
   try {
-    return await resolveMetadataClient(
-      { db: deps.db, now: deps.clock.now(), fetchDocument: deps.fetchClientDocument, cache: deps.clientDocuments },
-      url,
-    );
+    return await resolveMetadataClient({ db: deps.db, now: deps.clock.now(), fetchDocument: deps.fetchClientDocument, cache: deps.clientDocuments }, url);
   } catch (error) {
     deps.log.info({ msg: 'client metadata document refused', clientId, reason: error instanceof Error ? error.message : String(error) });
     if (error instanceof FetchBudgetExceeded) {
