@@ -19,7 +19,7 @@ import {
 import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
 import { publishActions } from './actions.js';
-import { argumentSchemaProblem } from './argument-schemas.js';
+import { argumentSchemaIssues } from './argument-schemas.js';
 import { assertDeviceCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';
@@ -172,8 +172,9 @@ function uniqueNames(list: { name: string }[], path: (string | number)[], issues
 
 function schemaIssues(list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
   list.forEach((item, index) => {
-    const problem = argumentSchemaProblem(item.arguments);
-    if (problem) issues.push({ path: [...path, index, 'arguments'].join('.'), message: problem });
+    for (const issue of argumentSchemaIssues(item.arguments)) {
+      issues.push({ path: [...path, index, 'arguments', ...(issue.path ? [issue.path] : [])].join('.'), message: issue.message });
+    }
   });
 }
 
