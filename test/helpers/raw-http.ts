@@ -34,7 +34,8 @@ export function rawRequest(port: number, bytes: string | Buffer, waitMs = 1000):
       closed = true;
       done();
     });
-    socket.write(bytes);
+    // Half-closed after the request, so the server answers and hangs up instead of keeping it alive.
+    socket.end(bytes);
   });
 }
 
