@@ -25,6 +25,14 @@ console.log(
   }),
 );
 
+// The last line of defence (issue 13): every entry point contains its own failures, so a
+// rejection that reaches here is a bug. A rejected promise nobody awaited has left no
+// half-done synchronous work behind, while exiting would let one request that finds the bug
+// take the service down for every workspace: log it loudly, count it, keep serving. An
+// uncaught exception still ends the process (Node's default): a throw mid-update may have
+// left in-memory state inconsistent, and the database, not memory, survives a restart.
+process.on('unhandledRejection', (reason) => service.reportUnhandledRejection(reason));
+
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {

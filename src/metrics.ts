@@ -20,6 +20,8 @@ export interface Metrics {
   observeWake(seconds: number): void;
   /** Where the open device socket count comes from (the wake channel). */
   countSocketsWith(count: () => number): void;
+  /** A promise rejected with nobody to handle it: a bug the process survived (src/main.ts). */
+  countUnhandledRejection(): void;
 }
 
 /**
@@ -80,6 +82,11 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
       this.set(await countAllQueued(deps.db));
     },
   });
+  const unhandled = new Counter({
+    name: 'dfc_unhandled_rejections_total',
+    help: 'Promise rejections nothing handled. Each one is a bug: the process logged it and kept serving.',
+    registers: [registry],
+  });
   deps.events.subscribe((event) => {
     if (event.type === 'action') actions.inc({ status: event.action.status });
   });
@@ -94,6 +101,7 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     countSocketsWith(count) {
       socketCount = count;
     },
+    countUnhandledRejection: () => unhandled.inc(),
   };
 }
 

@@ -24,6 +24,12 @@ export interface RunningService {
   port: number;
   db: Db;
   events: EventHub;
+  /**
+   * Logs a promise rejection nothing handled, with its stack, at error level, and counts it
+   * (`dfc_unhandled_rejections_total`). `src/main.ts` sends the process's unhandled
+   * rejections here instead of exiting (README "Hostile input, isolation and faults").
+   */
+  reportUnhandledRejection(reason: unknown): void;
   close(): Promise<void>;
 }
 
@@ -80,6 +86,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     port,
     db,
     events,
+    reportUnhandledRejection(reason) {
+      metrics.countUnhandledRejection();
+      log.error({ msg: 'unhandled rejection', error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason) });
+    },
     /**
      * Graceful shutdown (issue 7): stop accepting connections, close idle keep-alive ones,
      * close the wake sockets with 1001, let requests in progress finish — for at most

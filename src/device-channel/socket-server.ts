@@ -16,6 +16,10 @@ export const CLOSE_CODES = {
   goingAway: 1001,
   /** The device was revoked (docs/rules.md "Credentials"): do not reconnect. */
   revoked: 4401,
+  /** The device sent a frame other than a pong, or more pongs than a ping interval allows. */
+  policyViolation: 1008,
+  /** Something failed on the service's side while the socket was being set up. */
+  internalError: 1011,
   /** The device opened more sockets than allowed; its oldest socket gives way. */
   replaced: 4409,
 } as const;
@@ -28,6 +32,12 @@ function firstHeader(value: string | string[] | undefined): string | undefined {
 export const MAX_PAYLOAD_BYTES = 1024;
 /** Enough for a device and a restarting copy of it; a leaking client cannot pile up sockets. */
 export const MAX_SOCKETS_PER_DEVICE = 4;
+/**
+ * A device answers each ping with one pong; a few unsolicited ones (a client's own heartbeat)
+ * are tolerated. More than this many pongs within one ping interval is a flood and closes
+ * the socket (1008).
+ */
+export const MAX_PONGS_PER_INTERVAL = 4;
 const CLOSE_GRACE_MS = 1000;
 const EVENTS_PATH = /^\/v1\/device\/([^/]+)\/events$/;
 
@@ -53,8 +63,32 @@ interface Peer {
   socket: WebSocket;
   deviceId: string;
   alive: boolean;
+  /** Pongs since the last ping tick (the flood budget). */
+  pongs: number;
+  /** Whether this interval's last-seen write already ran: at most one per ping interval. */
+  seenWritten: boolean;
   stopListening: () => void;
 }
+
+/** The path and ticket of an upgrade's request target, or undefined when it cannot be read as a URL. */
+function readTarget(target: string): { pathname: string; ticket: string | null } | undefined {
+  try {
+    const url = new URL(target, 'http://localhost');
+    return { pathname: url.pathname, ticket: url.searchParams.get('ticket') };
+  } catch {
+    return undefined;
+  }
+}
+
+function decodeSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+const describeError = (error: unknown) => (error instanceof Error ? (error.stack ?? error.message) : String(error));
 
 /** Answers an upgrade request with a plain HTTP error and the service's envelope, then hangs up. */
 function refuse(socket: Duplex, error: unknown, requestId: string): number {
@@ -70,10 +104,16 @@ function refuse(socket: Duplex, error: unknown, requestId: string): number {
  */
 export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): DeviceChannel {
   const { db, clock, log, notifier } = deps;
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES, clientTracking: false, perMessageDeflate: false });
+  // autoPong off: a device's own ping is a protocol violation here, not something to answer.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES, clientTracking: false, perMessageDeflate: false, autoPong: false });
   // The 101 answer carries the request id too, like every other answer (docs/rules.md "Envelopes").
   const requestIds = new WeakMap<IncomingMessage, string>();
-  wss.on('headers', (headers, request) => headers.push(`X-Request-Id: ${requestIds.get(request) ?? ''}`));
+  // Requests whose 101 is being written: past that point a failure can only cut the connection.
+  const switching = new WeakSet<IncomingMessage>();
+  wss.on('headers', (headers, request) => {
+    switching.add(request);
+    headers.push(`X-Request-Id: ${requestIds.get(request) ?? ''}`);
+  });
   const peers = new Map<string, Set<Peer>>();
   let closing = false;
 
@@ -81,8 +121,14 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     if (peer.socket.readyState === peer.socket.OPEN) peer.socket.send(JSON.stringify(frame));
   };
 
+  const violate = (peer: Peer, reason: string) => {
+    if (peer.socket.readyState !== peer.socket.OPEN) return;
+    log.info({ msg: 'device socket policy violation', deviceId: peer.deviceId, reason });
+    peer.socket.close(CLOSE_CODES.policyViolation, reason);
+  };
+
   function admit(socket: WebSocket, deviceId: string, early: { revoked: boolean; wakes: WakeFrame[] }, stopEarly: () => void) {
-    const peer: Peer = { socket, deviceId, alive: true, stopListening: () => undefined };
+    const peer: Peer = { socket, deviceId, alive: true, pongs: 0, seenWritten: false, stopListening: () => undefined };
     peer.stopListening = notifier.listen(deviceId, (signal) => {
       if (signal.type === 'wake') {
         send(peer, signal.frame);
@@ -101,10 +147,19 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     }
     socket.on('pong', () => {
       peer.alive = true;
-      markDeviceSeen({ db, clock }, deviceId).catch(() => undefined);
+      if (++peer.pongs > MAX_PONGS_PER_INTERVAL) return violate(peer, 'too many pongs');
+      // One write per interval however many pongs arrive: a pong costs no database work of its own.
+      if (peer.seenWritten) return;
+      peer.seenWritten = true;
+      markDeviceSeen({ db, clock }, deviceId).catch((error: unknown) =>
+        log.error({ msg: 'device last-seen write failed', deviceId, error: describeError(error) }),
+      );
     });
-    // Devices have nothing to say on this channel; frames within maxPayload are ignored.
-    socket.on('message', () => undefined);
+    // Devices have nothing to say on this channel (README "Wake channel"): a data frame or a
+    // ping of their own is a client breaking the protocol, not something to serve.
+    socket.on('message', () => violate(peer, 'devices send only pongs'));
+    socket.on('ping', () => violate(peer, 'devices send only pongs'));
+    // Frame errors (1009 too big, bad UTF-8, bad opcode) are answered by ws with a close frame.
     socket.on('error', () => undefined);
     socket.on('close', (code) => {
       peer.stopListening();
@@ -121,8 +176,6 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     const requestId = requestIdFrom(firstHeader(request.headers['x-request-id']));
     requestIds.set(request, requestId);
     socket.on('error', () => undefined);
-    const url = new URL(request.url ?? '/', 'http://localhost');
-    const match = EVENTS_PATH.exec(url.pathname);
     const finish = (status: number) =>
       log.info(
         requestLine({
@@ -134,49 +187,79 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
           principalKind: status === 101 ? 'device' : null,
         }),
       );
-    if (!match || closing) {
+    const target = readTarget(request.url ?? '/');
+    const match = target && EVENTS_PATH.exec(target.pathname);
+    const deviceId = match ? decodeSegment(match[1]!) : undefined;
+    if (!target || (match && deviceId === undefined)) {
+      finish(refuse(socket, new DomainError('invalid_request', 'The request target is not a valid URL path.'), requestId));
+      return;
+    }
+    if (deviceId === undefined || closing) {
       const error = closing
         ? new DomainError('not_configured', 'The service is shutting down.')
-        : new DomainError('not_found', `No WebSocket endpoint at ${url.pathname}.`);
+        : new DomainError('not_found', `No WebSocket endpoint at ${target.pathname}.`);
       finish(refuse(socket, error, requestId));
       return;
     }
-    const deviceId = decodeURIComponent(match[1]!);
     const early = { revoked: false, wakes: [] as WakeFrame[] };
     const stopEarly = notifier.listen(deviceId, (signal) => {
       if (signal.type === 'revoked') early.revoked = true;
       else if (early.wakes.length < 16) early.wakes.push(signal.frame);
     });
     try {
-      await redeemEventsTicket({ db, clock }, deviceId, url.searchParams.get('ticket'));
+      await redeemEventsTicket({ db, clock }, deviceId, target.ticket);
       if (closing) throw new DomainError('not_configured', 'The service is shutting down.');
     } catch (error) {
       stopEarly();
       const status = refuse(socket, error, requestId);
-      if (status >= 500)
-        log.error({ msg: 'wake socket upgrade failed', requestId, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+      if (status >= 500) log.error({ msg: 'wake socket upgrade failed', requestId, error: describeError(error) });
       finish(status);
       return;
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
       finish(101);
-      admit(ws, deviceId, early, stopEarly);
+      try {
+        admit(ws, deviceId, early, stopEarly);
+      } catch (error) {
+        stopEarly();
+        log.error({ msg: 'wake socket setup failed', requestId, deviceId, error: describeError(error) });
+        ws.close(CLOSE_CODES.internalError, 'internal error');
+      }
     });
   }
 
-  const onUpgradeEvent = (request: IncomingMessage, socket: Duplex, head: Buffer) => void onUpgrade(request, socket, head);
+  /**
+   * The last line of the upgrade path: whatever onUpgrade failed to foresee is logged with the
+   * request id and answered with a 500 envelope (or the socket is cut, if bytes already went
+   * out), never left to reject and end the process (docs/rules.md "Errors and limits").
+   */
+  const onUpgradeEvent = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    onUpgrade(request, socket, head).catch((error: unknown) => {
+      const requestId = requestIds.get(request) ?? requestIdFrom(undefined);
+      log.error({ msg: 'wake socket upgrade failed', requestId, error: describeError(error) });
+      if (socket.writable && !switching.has(request)) refuse(socket, error, requestId);
+      else socket.destroy();
+    });
+  };
   server.on('upgrade', onUpgradeEvent);
 
   // One timer for every socket: a peer that did not answer the last ping is gone.
   const pinger = setInterval(() => {
     for (const set of peers.values()) {
       for (const peer of set) {
-        if (!peer.alive) {
-          peer.socket.terminate();
-          continue;
+        // One peer's failure must not end the sweep for the others, nor the process.
+        try {
+          if (!peer.alive) {
+            peer.socket.terminate();
+            continue;
+          }
+          peer.alive = false;
+          peer.pongs = 0;
+          peer.seenWritten = false;
+          peer.socket.ping();
+        } catch (error) {
+          log.error({ msg: 'wake socket ping failed', deviceId: peer.deviceId, error: describeError(error) });
         }
-        peer.alive = false;
-        peer.socket.ping();
       }
     }
   }, deps.pingMs);

@@ -14,11 +14,14 @@ export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    expireDue(deps.db, deps.clock.now())
+    // Started inside a promise so that even a synchronous throw (the clock, the driver) is
+    // caught below: a timer callback that throws ends the process.
+    Promise.resolve()
+      .then(() => expireDue(deps.db, deps.clock.now()))
       .then((rows) => {
         for (const row of rows) deps.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
       })
-      .catch((error: unknown) => deps.log.error({ msg: 'expiry sweep failed', error: String(error) }))
+      .catch((error: unknown) => deps.log.error({ msg: 'expiry sweep failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }))
       .finally(() => {
         running = false;
       });

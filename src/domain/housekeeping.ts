@@ -76,7 +76,7 @@ export function startHousekeeping(deps: { db: Db; clock: Clock; log: Logger }, i
       .then((deleted) => {
         if (Object.values(deleted).some((n) => n > 0)) deps.log.info({ msg: 'housekeeping', deleted });
       })
-      .catch((error: unknown) => deps.log.error({ msg: 'housekeeping failed', error: String(error) }))
+      .catch((error: unknown) => deps.log.error({ msg: 'housekeeping failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }))
       .finally(() => {
         running = undefined;
       });
