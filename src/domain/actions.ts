@@ -190,7 +190,7 @@ export const listRequestedActions = defineOperation({
 const queryTime = z.coerce.number().int().min(0).optional();
 
 /** Rows per read of the export: one batch is what the export holds in memory at a time. */
-const EXPORT_BATCH = 500;
+const EXPORT_BATCH = 200;
 
 /**
  * The actions in `range`, oldest first, read in keyset batches. Between batches it yields to

@@ -6,7 +6,7 @@ type Streamed = Extract<Answer, { kind: 'stream' }>;
 export const NDJSON = 'application/x-ndjson';
 
 /** Text gathered before it is handed to the socket: large enough to keep per-write overhead low, small enough to stay bounded. */
-const CHUNK_CHARS = 64 * 1024;
+const CHUNK_CHARS = 16 * 1024;
 
 /**
  * Writes a streamed document as it is read, pulled by the socket: the next batch is read only
