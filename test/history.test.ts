@@ -43,6 +43,12 @@ describe('GET /v1/actions', () => {
     expect(res.body.data).toHaveLength(100);
     expect(res.body.data.map((a: any) => a.id)).toEqual(ids.slice(5).reverse());
     expect(res.body.data[0].arguments).toEqual({ level: 4 });
+    // The older five are the next page, linked from this one.
+    const link = /^<([^>]+)>; rel="next"$/.exec(res.headers.get('link') ?? '');
+    expect(link).not.toBeNull();
+    const rest = await api.get(link![1]!, { token: owner });
+    expect(rest.body.data.map((a: any) => a.id)).toEqual(ids.slice(0, 5).reverse());
+    expect(rest.headers.get('link')).toBeNull();
   });
 
   it('shows the current status, with expired deadlines brought up to date', async () => {
@@ -63,7 +69,7 @@ describe('GET /v1/actions', () => {
   it('answers 403 to an agent token and 400 to unknown query parameters', async () => {
     const { owner } = await workspace('history-access');
     expect((await api.get('/v1/actions', { token: agent.token })).status).toBe(403);
-    expect((await api.get('/v1/actions?limit=5', { token: owner })).status).toBe(400);
+    expect((await api.get('/v1/actions?offset=5', { token: owner })).status).toBe(400);
   });
 });
 
@@ -101,6 +107,40 @@ describe('GET /v1/actions/export', () => {
     expect(await ids(`?since=${t0 + 10}&until=${t0 + 20}`)).toEqual([b.id]);
     expect(await ids(`?since=${t0 + 21}`)).toEqual([]);
     expect(await ids(`?since=${t0}&until=${t0}`)).toEqual([]);
+  });
+
+  it('streams the same document as NDJSON: the other fields first, one action a line, the count last', async () => {
+    const { owner, lamp } = await workspace('export-ndjson');
+    const t0 = clock.now();
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      ids.push((await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })).id);
+      clock.advance(5);
+    }
+    const json = await api.get(`/v1/actions/export?since=${t0 + 5}`, { token: owner });
+    expect(json.headers.get('content-type')).toMatch(/^application\/json/);
+    const res = await fetch(`${server.url}/v1/actions/export?since=${t0 + 5}`, {
+      headers: { authorization: `Bearer ${owner}`, accept: 'application/x-ndjson' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/x-ndjson');
+    const text = await res.text();
+    expect(text.endsWith('\n')).toBe(true);
+    const lines = text
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines[0]).toEqual({ generatedAt: json.body.data.generatedAt });
+    expect(lines.slice(1, -1)).toEqual(json.body.data.actions);
+    expect(lines.slice(1, -1).map((a: any) => a.id)).toEqual(ids.slice(1));
+    expect(lines.at(-1)).toEqual({ count: 3 });
+    expect(json.body.data.count).toBe(3);
+  });
+
+  it('answers an empty history as an empty, valid document', async () => {
+    const { owner } = await workspace('export-empty');
+    const res = await api.get('/v1/actions/export', { token: owner });
+    expect(res.body).toEqual({ data: { generatedAt: clock.now(), count: 0, actions: [] } });
   });
 
   it('answers 400 for a since or until that is not a non-negative integer, and 403 to an agent', async () => {

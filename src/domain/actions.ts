@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import { z } from 'zod';
 import { cancelQueued, expireDue, exportActions, getAction, insertAction, recentActions, recentActionsOf, type ActionRow } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
@@ -10,7 +11,8 @@ import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction } from './functions.js';
 import { once } from './idempotency.js';
-import { defineOperation } from './operation.js';
+import { defineOperation, definePagedOperation, defineStreamedOperation } from './operation.js';
+import { ROW_ORDER_KEY, type PageKey } from './paging.js';
 import { capabilityName, timestamp, uuid } from './schemas.js';
 
 export const HISTORY_LIMIT = 100;
@@ -149,19 +151,21 @@ export const cancelAction = defineOperation({
   },
 });
 
-export const listRecentActions = defineOperation({
+export const listRecentActions = definePagedOperation({
   name: 'actions.list',
   title: 'List recent actions',
-  description: `The ${HISTORY_LIMIT} most recent actions of the workspace, newest first.`,
+  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages.`,
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
   rest: [{ method: 'GET', path: '/v1/actions' }],
   input: z.strictObject({}),
   output: z.array(action),
-  async run({ ctx, credential }) {
+  paged: { key: ROW_ORDER_KEY },
+  async run({ ctx, credential, page }) {
     publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
-    return (await recentActions(ctx.db, credential.workspaceId, HISTORY_LIMIT)).map(toActionRecord);
+    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page);
+    return { items: rows.map(toActionRecord), next };
   },
 });
 
@@ -185,21 +189,43 @@ export const listRequestedActions = defineOperation({
 
 const queryTime = z.coerce.number().int().min(0).optional();
 
-export const exportHistory = defineOperation({
+/** Rows per read of the export: one batch is what the export holds in memory at a time. */
+const EXPORT_BATCH = 200;
+
+/**
+ * The actions in `range`, oldest first, read in keyset batches. Between batches it yields to
+ * the event loop: the embedded driver reads synchronously, and other requests are served
+ * between two batches however long the history is.
+ */
+async function* exportedActions(db: Queryable, workspaceId: string, range: { since: number | null; until: number }): AsyncIterable<ActionRecord> {
+  let after: PageKey | null = null;
+  do {
+    const page = await exportActions(db, workspaceId, range, { limit: EXPORT_BATCH, after });
+    for (const row of page.rows) yield toActionRecord(row);
+    after = page.next;
+    if (after) await yieldToRequests();
+  } while (after);
+}
+
+export const exportHistory = defineStreamedOperation({
   name: 'actions.export',
   title: 'Export the action history',
-  description: 'Every action of the workspace, oldest first, optionally created in [since, until) (Unix ms).',
+  description:
+    'Every action of the workspace created up to `generatedAt`, oldest first, optionally created in [since, until) (Unix ms). Streamed as it is read; `count` is the number of actions in the document.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
   rest: [{ method: 'GET', path: '/v1/actions/export' }],
   input: z.strictObject({ since: queryTime, until: queryTime }),
   output: z.object({ generatedAt: timestamp, count: z.number().int(), actions: z.array(action) }),
+  streamed: { listKey: 'actions', countKey: 'count', item: action },
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
     publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId }));
-    const rows = await exportActions(ctx.db, credential.workspaceId, input.since ?? null, input.until ?? null);
-    return { generatedAt: now, count: rows.length, actions: rows.map(toActionRecord) };
+    // Actions created while the export is being written belong to the next export: the
+    // document is the history as of `generatedAt`, so its end does not run away from a busy workspace.
+    const until = Math.min(input.until ?? now + 1, now + 1);
+    return { head: { generatedAt: now }, items: exportedActions(ctx.db, credential.workspaceId, { since: input.since ?? null, until }) };
   },
 });
 

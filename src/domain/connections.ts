@@ -4,7 +4,8 @@ import { issueToken } from './tokens.js';
 import { insertConnection, listConnections, revokeConnection, type ConnectionPurpose, type ConnectionRow } from '../store/connections.js';
 import type { Context } from './context.js';
 import { fail } from './errors.js';
-import { defineOperation } from './operation.js';
+import { defineOperation, definePagedOperation } from './operation.js';
+import { NEWEST_FIRST_KEY } from './paging.js';
 import { access, connection, newConnection, principal, uuid } from './schemas.js';
 
 const MAX_TTL_SECONDS = 31_536_000;
@@ -86,7 +87,7 @@ export const createSetupToken = defineOperation({
     create(ctx, credential, { purpose: 'device-setup', access: 'read', name: input.name, deviceLimit: input.deviceLimit, ttlSeconds: input.ttlSeconds }),
 });
 
-export const listSetupTokens = defineOperation({
+export const listSetupTokens = definePagedOperation({
   name: 'setupTokens.list',
   title: 'List device setup tokens',
   description: 'List device setup tokens, newest first. Tokens themselves are never shown again.',
@@ -99,9 +100,11 @@ export const listSetupTokens = defineOperation({
   ],
   input: z.strictObject({}),
   output: z.array(connection),
-  async run({ ctx, credential }) {
+  paged: { key: NEWEST_FIRST_KEY },
+  async run({ ctx, credential, page }) {
     const now = ctx.clock.now();
-    return (await listConnections(ctx.db, credential.workspaceId, 'device-setup')).map((row) => toConnection(row, now));
+    const { rows, next } = await listConnections(ctx.db, credential.workspaceId, 'device-setup', page);
+    return { items: rows.map((row) => toConnection(row, now)), next };
   },
 });
 
@@ -150,7 +153,7 @@ export const createAgentConnection = defineOperation({
     }),
 });
 
-export const listAgentConnections = defineOperation({
+export const listAgentConnections = definePagedOperation({
   name: 'agentConnections.list',
   title: 'List agent connections',
   description: 'List agent connections, newest first.',
@@ -160,9 +163,11 @@ export const listAgentConnections = defineOperation({
   rest: [{ method: 'GET', path: '/v1/agent-connections' }],
   input: z.strictObject({}),
   output: z.array(connection),
-  async run({ ctx, credential }) {
+  paged: { key: NEWEST_FIRST_KEY },
+  async run({ ctx, credential, page }) {
     const now = ctx.clock.now();
-    return (await listConnections(ctx.db, credential.workspaceId, 'agent')).map((row) => toConnection(row, now));
+    const { rows, next } = await listConnections(ctx.db, credential.workspaceId, 'agent', page);
+    return { items: rows.map((row) => toConnection(row, now)), next };
   },
 });
 

@@ -7,8 +7,10 @@ import {
   getDevice,
   insertDevice,
   listCapabilities,
+  listCapabilitiesOf,
   listChildKeys,
   listDevices,
+  listDevicesPage,
   replaceManifest,
   revokeDevice,
   SEEN_WRITE_INTERVAL_MS,
@@ -24,7 +26,8 @@ import { assertDeviceCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';
 import { listCallableFunctions } from './functions.js';
-import { defineOperation } from './operation.js';
+import { defineOperation, definePagedOperation } from './operation.js';
+import { ROW_ORDER_KEY } from './paging.js';
 import { attachedDevice, capability, device, uuid } from './schemas.js';
 
 export const ONLINE_WINDOW_MS = 60_000;
@@ -110,7 +113,7 @@ export const attachDevice = defineOperation({
     }),
 });
 
-export const listWorkspaceDevices = defineOperation({
+export const listWorkspaceDevices = definePagedOperation({
   name: 'devices.list',
   title: 'List devices',
   description:
@@ -123,15 +126,29 @@ export const listWorkspaceDevices = defineOperation({
   mcp: { name: 'list_devices', listKey: 'devices' },
   input: z.strictObject({}),
   output: z.array(device),
-  async run({ ctx, credential }) {
+  paged: { key: ROW_ORDER_KEY },
+  async run({ ctx, credential, page }) {
     const now = ctx.clock.now();
-    const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
-    if (credential.kind === 'owner') return all;
-    const callable = new Map<string, Set<string>>();
-    for (const fn of await listCallableFunctions(ctx.db, credential, now)) {
-      callable.set(fn.deviceId, (callable.get(fn.deviceId) ?? new Set()).add(fn.capability));
+    // An agent's page is cut from the devices it may call a function on, so a page is never
+    // short because devices it may not see were filtered out after the read.
+    let callable: Map<string, Set<string>> | null = null;
+    if (credential.kind === 'agent') {
+      callable = new Map();
+      for (const fn of await listCallableFunctions(ctx.db, credential, now)) {
+        callable.set(fn.deviceId, (callable.get(fn.deviceId) ?? new Set()).add(fn.capability));
+      }
     }
-    return all.filter((d) => callable.has(d.id)).map((d) => ({ ...d, capabilities: d.capabilities.filter((c) => callable.get(d.id)!.has(c.name)) }));
+    const { rows, next } = await listDevicesPage(ctx.db, credential.workspaceId, page, callable ? [...callable.keys()] : null);
+    const byDevice = new Map<string, CapabilityRow[]>();
+    for (const c of await listCapabilitiesOf(
+      ctx.db,
+      credential.workspaceId,
+      rows.map((row) => row.id),
+    )) {
+      if (callable && !callable.get(c.deviceId)!.has(c.name)) continue;
+      byDevice.set(c.deviceId, [...(byDevice.get(c.deviceId) ?? []), c]);
+    }
+    return { items: rows.map((row) => toDeviceRecord(row, byDevice.get(row.id) ?? [], now)), next };
   },
 });
 

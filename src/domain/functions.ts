@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { getDevice, listDeviceCapabilities, type DeviceRow } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
-import { callableFunctions, hasLiveGrant, nextGrantExpiry, workspaceFunctions, type FunctionRow } from '../store/grants.js';
+import { callableFunctions, callableFunctionsPage, hasLiveGrant, nextGrantExpiry, workspaceFunctions, type FunctionRow } from '../store/grants.js';
 import { functionsVersion } from '../store/workspaces.js';
-import type { Access, Credential, CredentialOf } from './context.js';
+import type { Access, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
-import { defineOperation } from './operation.js';
+import { definePagedOperation } from './operation.js';
+import { FUNCTION_KEY } from './paging.js';
 import { uuid } from './schemas.js';
 
 export const callableFunction = z.object({
@@ -36,16 +37,9 @@ function toCallable(row: FunctionRow): CallableFunction {
   };
 }
 
-/**
- * Owners: every function of the workspace's usable devices. Agents: exactly the functions
- * they may call now (live grant ∩ ceiling ∩ usable device), in device then manifest order.
- */
-export async function listCallableFunctions(db: Queryable, credential: Credential, now: number): Promise<CallableFunction[]> {
-  if (credential.kind === 'owner') return (await workspaceFunctions(db, credential.workspaceId)).map(toCallable);
-  if (credential.kind === 'agent') {
-    return (await callableFunctions(db, credential.workspaceId, credential.principal, credential.access, now)).map(toCallable);
-  }
-  return [];
+/** Exactly the functions an agent may call now (live grant ∩ ceiling ∩ usable device), in device then manifest order. */
+export async function listCallableFunctions(db: Queryable, credential: CredentialOf<'agent'>, now: number): Promise<CallableFunction[]> {
+  return (await callableFunctions(db, credential.workspaceId, credential.principal, credential.access, now)).map(toCallable);
 }
 
 /**
@@ -76,7 +70,7 @@ export async function callableFunctionsValidUntil(db: Queryable, credential: Cre
   return (await nextGrantExpiry(db, credential.workspaceId, credential.principal, now)) ?? Number.POSITIVE_INFINITY;
 }
 
-export const listFunctions = defineOperation({
+export const listFunctions = definePagedOperation({
   name: 'functions.list',
   title: 'List callable functions',
   description: 'List device functions. Owners see all; agents see exactly the functions they may call now.',
@@ -88,7 +82,15 @@ export const listFunctions = defineOperation({
   mcp: { name: 'list_functions', listKey: 'functions' },
   input: z.strictObject({}),
   output: z.array(callableFunction),
-  run: ({ ctx, credential }) => listCallableFunctions(ctx.db, credential, ctx.clock.now()),
+  paged: { key: FUNCTION_KEY },
+  // Owners: every function of the workspace's usable devices; agents: exactly the ones they may call now.
+  async run({ ctx, credential, page }) {
+    const { rows, next } =
+      credential.kind === 'owner'
+        ? await workspaceFunctions(ctx.db, credential.workspaceId, page)
+        : await callableFunctionsPage(ctx.db, credential.workspaceId, credential.principal, credential.access, ctx.clock.now(), page);
+    return { items: rows.map(toCallable), next };
+  },
 });
 
 export interface AuthorizedFunction {

@@ -5,7 +5,8 @@ import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantB
 import { publishActions } from './actions.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
-import { defineOperation } from './operation.js';
+import { defineOperation, definePagedOperation } from './operation.js';
+import { NEWEST_FIRST_KEY } from './paging.js';
 import { capabilityName, principal, timestamp, uuid } from './schemas.js';
 
 const MAX_TTL_SECONDS = 31_536_000;
@@ -84,7 +85,7 @@ export const createGrants = defineOperation({
     }),
 });
 
-export const listWorkspaceGrants = defineOperation({
+export const listWorkspaceGrants = definePagedOperation({
   name: 'grants.list',
   title: 'List grants',
   description: 'List unrevoked grants, newest first, optionally for one principal or device. Expired grants show `expired: true`.',
@@ -94,9 +95,11 @@ export const listWorkspaceGrants = defineOperation({
   rest: [{ method: 'GET', path: '/v1/grants' }],
   input: z.strictObject({ principal: principal.optional(), deviceId: uuid.optional() }),
   output: z.array(grant),
-  async run({ ctx, credential, input }) {
+  paged: { key: NEWEST_FIRST_KEY },
+  async run({ ctx, credential, input, page }) {
     const now = ctx.clock.now();
-    return (await listGrants(ctx.db, credential.workspaceId, input)).map((row) => toGrant(row, now));
+    const { rows, next } = await listGrants(ctx.db, credential.workspaceId, input, page);
+    return { items: rows.map((row) => toGrant(row, now)), next };
   },
 });
 

@@ -1,7 +1,9 @@
+import type { z } from 'zod';
 import type { Context } from './context.js';
-import { DomainError, issuesFromZod } from './errors.js';
+import { DomainError, issuesFromZod, type ErrorIssue } from './errors.js';
 import type { AnyOperation } from './operation.js';
 import { inputIssues } from './input-limits.js';
+import { decodeCursor, encodeCursor, PAGE_DEFAULT, PAGE_MAX, pageFields, type PageKey } from './paging.js';
 
 /**
  * Who may call the operation at all, from its declaration and the caller's credential
@@ -41,24 +43,44 @@ export function assertControlsEnabled(operation: AnyOperation, ctx: Context): vo
   }
 }
 
+/** What an operation answered, in the form its declaration gives it (src/domain/operation.ts). */
+export type Answer =
+  | { kind: 'value'; data: unknown }
+  /** A page of a list: its items and the cursor of the next page, null on the last. */
+  | { kind: 'page'; data: unknown[]; nextCursor: string | null }
+  /** A streamed document: its other fields, and its items checked one by one as they are read. */
+  | { kind: 'stream'; head: Record<string, unknown>; listKey: string; countKey: string; items: AsyncIterable<unknown> };
+
 /**
  * The one chokepoint every surface calls. In order: who may call (`admit`), the input
- * schema, the caller's own device, the kill switch, the operation itself, and its output
- * schema — so no check can be forgotten on one surface. The live grant and ceiling of a
- * device function (`access: 'per-function'`) are checked by the operation inside the
- * transaction that queues the action, where they cannot change underneath it.
+ * schema (and a list's `limit` and `cursor`), the caller's own device, the kill switch, the
+ * operation itself, and its output schema — so no check can be forgotten on one surface. The
+ * live grant and ceiling of a device function (`access: 'per-function'`) are checked by the
+ * operation inside the transaction that queues the action, where they cannot change
+ * underneath it. `defaultLimit` is a list's page size when the caller names none.
  */
-export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {
+export async function call(operation: AnyOperation, ctx: Context, raw: unknown, defaultLimit = PAGE_DEFAULT): Promise<Answer> {
   admit(operation, ctx);
   const credential = ctx.credential;
 
   const unsafe = inputIssues(raw);
   if (unsafe.length > 0) throw new DomainError('validation_failed', 'The request holds text or nesting that cannot be stored as sent.', { issues: unsafe });
 
-  const input = operation.input.safeParse(raw ?? {});
-  if (!input.success) {
-    throw new DomainError('validation_failed', 'The request is not valid.', { issues: issuesFromZod(input.error) });
+  // A list takes `limit` and `cursor` besides its own input; they are split off before the
+  // operation's strict input schema sees the rest.
+  const { limit, cursor, ...own } = operation.paged && isRecord(raw) ? raw : { limit: undefined, cursor: undefined, ...(raw ?? {}) };
+  const issues: ErrorIssue[] = [];
+  const paging = pageFields.safeParse({ limit, cursor });
+  if (!paging.success) issues.push(...issuesFromZod(paging.error));
+  const input = operation.input.safeParse(operation.paged ? own : (raw ?? {}));
+  if (!input.success) issues.push(...issuesFromZod(input.error));
+  let after: PageKey | null = null;
+  if (operation.paged && paging.success && paging.data.cursor !== undefined && credential) {
+    const key = decodeCursor(paging.data.cursor, operation.name, credential.workspaceId, operation.paged.key);
+    if ('path' in key) issues.push(key);
+    else after = key;
   }
+  if (issues.length > 0 || !input.success || !paging.success) throw new DomainError('validation_failed', 'The request is not valid.', { issues });
 
   if (
     operation.ownDevice !== undefined &&
@@ -69,12 +91,50 @@ export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown
   }
   assertControlsEnabled(operation, ctx);
 
-  const result = await operation.run({ ctx, credential, input: input.data });
+  if (operation.paged) {
+    const page = await operation.run({ ctx, credential, input: input.data, page: { limit: paging.data.limit ?? defaultLimit, after } });
+    const items = checked(operation, page.items) as unknown[];
+    return { kind: 'page', data: items, nextCursor: page.next && credential ? encodeCursor(operation.name, credential.workspaceId, page.next) : null };
+  }
+  if (operation.streamed) {
+    const { listKey, countKey, item } = operation.streamed;
+    const document = await operation.run({ ctx, credential, input: input.data });
+    // The head is checked against the whole document's schema with an empty list, each item
+    // against the item schema as it is read: the document is never whole in memory.
+    checked(operation, { ...document.head, [listKey]: [], [countKey]: 0 });
+    return { kind: 'stream', head: document.head, listKey, countKey, items: checkedItems(operation, item, document.items) };
+  }
+  return { kind: 'value', data: checked(operation, await operation.run({ ctx, credential, input: input.data })) };
+}
 
+/**
+ * `call` for a caller that wants one value: a list answers its first page at the largest
+ * size (the MCP fixed tools `list_devices` and `list_functions`, which have no cursor to
+ * offer). A streamed document has no single value; its surface streams it through `call`.
+ */
+export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {
+  const answer = await call(operation, ctx, raw, PAGE_MAX);
+  if (answer.kind === 'stream') throw new Error(`operation ${operation.name} streams its answer: call it through call()`);
+  return answer.data;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function checked(operation: AnyOperation, result: unknown): unknown {
   const output = operation.output.safeParse(result);
   if (!output.success) {
     // A bug in the operation, not the caller's fault: never send a shape the contract denies.
     throw new Error(`operation ${operation.name} produced an invalid result: ${output.error.message}`);
   }
   return output.data;
+}
+
+async function* checkedItems(operation: AnyOperation, schema: z.ZodType, items: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  for await (const item of items) {
+    const output = schema.safeParse(item);
+    if (!output.success) throw new Error(`operation ${operation.name} produced an invalid item: ${output.error.message}`);
+    yield output.data;
+  }
 }

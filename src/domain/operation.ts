@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { Context, CredentialKind, CredentialOf, Surface } from './context.js';
+import type { KeyPart, Page, PageQuery } from './paging.js';
 
 /**
  * What an agent credential's ceiling must allow for an operation:
@@ -61,7 +62,7 @@ export interface OperationArgs<K extends CredentialKind | 'public', I> {
  * operation's `run` holds only its own logic; the REST route table, the OpenAPI document,
  * the MCP fixed tools and the authorization matrix are all built from these descriptors.
  */
-export interface Operation<K extends CredentialKind | 'public' = CredentialKind | 'public', I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
+interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType> {
   /** `resource.verb`, e.g. `setupTokens.create`. */
   name: string;
   /** A short human title: the MCP tool title and the OpenAPI summary. */
@@ -90,12 +91,77 @@ export interface Operation<K extends CredentialKind | 'public' = CredentialKind 
   mcp?: McpTool;
   input: I;
   output: O;
+}
+
+/** An operation that answers one value, its `output`. */
+export interface PlainOperation<
+  K extends CredentialKind | 'public' = CredentialKind | 'public',
+  I extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+> extends OperationBase<K, I, O> {
+  paged?: undefined;
+  streamed?: undefined;
   run(args: OperationArgs<K, z.output<I>>): Promise<z.input<O>>;
 }
 
+/**
+ * A list: `output` is the array one page holds. `invoke` takes `limit` and `cursor` besides
+ * the input and hands `run` a page request; `run` answers the page and the sort key of its
+ * last item when more follow, which `invoke` turns into an opaque cursor (src/domain/paging.ts).
+ * Surfaces render that cursor their own way: REST as a `Link: <…>; rel="next"` header.
+ */
+export interface PagedOperation<
+  K extends CredentialKind | 'public' = CredentialKind | 'public',
+  I extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+> extends OperationBase<K, I, O> {
+  /** The types of the sort key's parts, which a cursor must match to be read. */
+  paged: { key: readonly KeyPart[] };
+  streamed?: undefined;
+  run(args: OperationArgs<K, z.output<I>> & { page: PageQuery }): Promise<Page<z.input<O>>>;
+}
+
+/** The fields of a streamed document other than its list and count, and the list read lazily. */
+export interface StreamedDocument<T> {
+  head: Record<string, unknown>;
+  items: AsyncIterable<T>;
+}
+
+/**
+ * A document too large to hold: `output` describes it whole (for the OpenAPI document), but
+ * `run` answers its other fields and its list as an async iterable the store fills in
+ * bounded batches. Surfaces write it out as it is read, with the count of the items written
+ * after them (src/rest/stream.ts).
+ */
+export interface StreamedOperation<
+  K extends CredentialKind | 'public' = CredentialKind | 'public',
+  I extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+> extends OperationBase<K, I, O> {
+  paged?: undefined;
+  /** The output's list field, its count field, and the schema each item is checked against. */
+  streamed: { listKey: string; countKey: string; item: z.ZodType };
+  run(args: OperationArgs<K, z.output<I>>): Promise<StreamedDocument<unknown>>;
+}
+
+export type Operation<K extends CredentialKind | 'public' = CredentialKind | 'public', I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> =
+  PlainOperation<K, I, O> | PagedOperation<K, I, O> | StreamedOperation<K, I, O>;
+
 export function defineOperation<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType>(
-  operation: Operation<K, I, O>,
-): Operation<K, I, O> {
+  operation: PlainOperation<K, I, O>,
+): PlainOperation<K, I, O> {
+  return operation;
+}
+
+export function definePagedOperation<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType>(
+  operation: PagedOperation<K, I, O>,
+): PagedOperation<K, I, O> {
+  return operation;
+}
+
+export function defineStreamedOperation<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType>(
+  operation: StreamedOperation<K, I, O>,
+): StreamedOperation<K, I, O> {
   return operation;
 }
 

@@ -1,9 +1,10 @@
 import type { Context as HonoContext, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
-import { assertOAuthSurface, invoke } from '../domain/invoke.js';
+import { assertOAuthSurface, call } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
+import { documentStream, NDJSON } from './stream.js';
 
 function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
@@ -13,6 +14,17 @@ function firstQueryValues(c: HonoContext): Record<string, string> {
   const values: Record<string, string> = {};
   for (const [key, list] of Object.entries(c.req.queries())) if (list[0] !== undefined) values[key] = list[0];
   return values;
+}
+
+/**
+ * RFC 8288: the next page is the same request with the cursor the list answered. A relative
+ * reference (path and query), resolved against the request's own URL, so it stays right
+ * behind a proxy that rewrites the host.
+ */
+function nextLink(requestUrl: string, cursor: string): string {
+  const url = new URL(requestUrl);
+  url.searchParams.set('cursor', cursor);
+  return `<${url.pathname}${url.search}>; rel="next"`;
 }
 
 /** Mounts every route of the table: authenticate, assemble input, invoke, answer. */
@@ -34,8 +46,18 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);
       // Path parameters win over body fields of the same name: the URL names the resource.
       const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
-      const data = await invoke(route.operation, ctx, input);
-      return c.json(route.unwrapped ? data : { data }, route.status ?? 200);
+      const answer = await call(route.operation, ctx, input);
+      if (answer.kind === 'page') {
+        if (answer.nextCursor !== null) c.header('Link', nextLink(c.req.url, answer.nextCursor));
+        return c.json({ data: answer.data });
+      }
+      if (answer.kind === 'stream') {
+        const format = c.req.header('accept')?.includes(NDJSON) ? 'ndjson' : 'json';
+        return c.body(documentStream(answer, format, ctx.log, ctx.requestId), 200, {
+          'Content-Type': format === 'ndjson' ? NDJSON : 'application/json',
+        });
+      }
+      return c.json(route.unwrapped ? answer.data : { data: answer.data }, route.status ?? 200);
     };
     if (route.method === 'GET') app.get(honoPath(route.path), handler);
     else app.post(honoPath(route.path), handler);

@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import type { CredentialKind } from '../domain/context.js';
 import type { AnyOperation } from '../domain/operation.js';
+import { pageFields } from '../domain/paging.js';
 import { httpStatus } from '../http/errors.js';
 import { extraPaths } from './openapi-extras.js';
 import type { Route } from './routes.js';
+import { NDJSON } from './stream.js';
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
 
@@ -38,6 +40,12 @@ const errorEnvelope = {
       },
     },
   },
+};
+
+/** RFC 8288 `Link` to the next page of a list, absent on the last page. */
+const linkHeader = {
+  description: 'RFC 8288 link to the next page, `<…?cursor=…>; rel="next"`; absent on the last page.',
+  schema: { type: 'string' },
 };
 
 const statusText: Record<number, string> = {
@@ -100,6 +108,11 @@ function operationObject(route: Route): Record<string, unknown> {
       parameters.push({ name, in: 'query', required: (rest.required ?? []).includes(name), schema });
     }
   }
+  // A list's paging fields are taken by invoke besides the operation's own input.
+  if (op.paged) {
+    for (const [name, schema] of Object.entries(jsonSchema(pageFields, 'input').properties ?? {}))
+      parameters.push({ name, in: 'query', required: false, schema });
+  }
 
   const publicRoute = op.credentials.includes('public');
   const statuses = [400, ...(publicRoute ? [] : [401, 403]), 404, ...(route.method === 'POST' ? [409, 413] : []), 429, 500, 503];
@@ -119,7 +132,16 @@ function operationObject(route: Route): Record<string, unknown> {
       ? { requestBody: { required: (rest.required ?? []).length > 0 || Boolean(rest.anyOf), content: { 'application/json': { schema: rest } } } }
       : {}),
     responses: {
-      [String(route.status ?? 200)]: { description: 'Success.', content: { 'application/json': { schema: success } } },
+      [String(route.status ?? 200)]: {
+        description: op.streamed
+          ? `Success, streamed. With \`Accept: ${NDJSON}\`: the other fields on the first line, one item of \`${op.streamed.listKey}\` per line, \`{"${op.streamed.countKey}": n}\` last.`
+          : 'Success.',
+        ...(op.paged ? { headers: { Link: linkHeader } } : {}),
+        content: {
+          'application/json': { schema: success },
+          ...(op.streamed ? { [NDJSON]: { schema: { type: 'object', description: 'One JSON object per line.' } } } : {}),
+        },
+      },
       ...Object.fromEntries(
         statuses.map((status) => [
           String(status),

@@ -1,5 +1,6 @@
 import { INITIAL_STATUS, TRANSITIONS, type ActionStatus, type TransitionName } from '../domain/action-states.js';
 import type { Queryable } from './driver.js';
+import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
 export interface ActionRow {
   id: string;
@@ -181,14 +182,35 @@ export function recentActionsOf(db: Queryable, workspaceId: string, principal: s
   ]);
 }
 
-export function recentActions(db: Queryable, workspaceId: string, limit: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`, [workspaceId, limit]);
+/** The newest actions first, a page of them (src/store/paging.ts), keyed by `(created_at, rowid)` as `actions_history` holds them. */
+export async function recentActions(db: Queryable, workspaceId: string, page: PageQuery): Promise<RowsPage<ActionRow>> {
+  const rows = await db.all<ActionRow & { position: number }>(
+    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? ${page.after ? 'AND (created_at, rowid) < (?, ?)' : ''}
+     ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+    [workspaceId, ...(page.after ?? []), page.limit + 1],
+  );
+  return cutPage(rows, page.limit, (row) => [row.createdAt, row.position], withoutPosition);
 }
 
-export function exportActions(db: Queryable, workspaceId: string, since: number | null, until: number | null): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    `SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?)
-     ORDER BY created_at, rowid`,
-    [workspaceId, since, since, until, until],
+function withoutPosition({ position: _position, ...row }: ActionRow & { position: number }): ActionRow {
+  return row;
+}
+
+/**
+ * One batch of the export, oldest first, created in [since, until): the same keyset walk
+ * over `actions_history`, so the export reads the history in bounded batches however long it is.
+ */
+export async function exportActions(
+  db: Queryable,
+  workspaceId: string,
+  range: { since: number | null; until: number },
+  page: PageQuery,
+): Promise<RowsPage<ActionRow>> {
+  const rows = await db.all<ActionRow & { position: number }>(
+    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) AND created_at < ?
+       ${page.after ? 'AND (created_at, rowid) > (?, ?)' : ''}
+     ORDER BY created_at, rowid LIMIT ?`,
+    [workspaceId, range.since, range.since, range.until, ...(page.after ?? []), page.limit + 1],
   );
+  return cutPage(rows, page.limit, (row) => [row.createdAt, row.position], withoutPosition);
 }

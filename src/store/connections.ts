@@ -1,4 +1,5 @@
 import type { Queryable } from './driver.js';
+import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
 export type ConnectionPurpose = 'agent' | 'device-setup';
 
@@ -81,12 +82,14 @@ export async function insertConnection(db: Queryable, row: NewConnectionRow): Pr
   );
 }
 
-export async function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose): Promise<ConnectionRow[]> {
-  const rows = await db.all<RawConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? ORDER BY c.created_at DESC, c.id`, [
-    workspaceId,
-    purpose,
-  ]);
-  return rows.map(toRow);
+/** Newest first; a page of them (src/store/paging.ts). */
+export async function listConnections(db: Queryable, workspaceId: string, purpose: ConnectionPurpose, page: PageQuery): Promise<RowsPage<ConnectionRow>> {
+  const after = newestFirstAfter(page.after, 'c.created_at', 'c.id');
+  const rows = await db.all<RawConnectionRow>(
+    `SELECT ${COLUMNS} FROM ${FROM} WHERE c.workspace_id = ? AND c.purpose = ? ${after.sql} ORDER BY c.created_at DESC, c.id LIMIT ?`,
+    [workspaceId, purpose, ...after.args, page.limit + 1],
+  );
+  return cutPage(rows, page.limit, (row) => [row.createdAt, row.id], toRow);
 }
 
 export async function getConnection(db: Queryable, workspaceId: string, purpose: ConnectionPurpose, id: string): Promise<ConnectionRow | undefined> {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from './driver.js';
+import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
 export type DeviceKind = 'device' | 'gateway' | 'service';
 
@@ -80,6 +81,35 @@ export function getDevice(db: Queryable, workspaceId: string, id: string): Promi
 /** Attachment order; a gateway's children in the order its manifest first listed them. */
 export function listDevices(db: Queryable, workspaceId: string): Promise<DeviceRow[]> {
   return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL ORDER BY d.created_at, d.rowid`, [workspaceId]);
+}
+
+/**
+ * A page of the workspace's devices in attachment order (src/store/paging.ts), keyed by
+ * `(created_at, rowid)`, the order `devices_by_workspace` already holds; `onlyIds` narrows it
+ * to the devices an agent may see.
+ */
+export async function listDevicesPage(db: Queryable, workspaceId: string, page: PageQuery, onlyIds: readonly string[] | null): Promise<RowsPage<DeviceRow>> {
+  const rows = await db.all<DeviceRow & { position: number }>(
+    `SELECT ${COLUMNS}, d.rowid AS position FROM ${FROM} WHERE d.workspace_id = ? AND d.detached_at IS NULL
+       ${onlyIds ? 'AND d.id IN (SELECT value FROM json_each(?))' : ''} ${page.after ? 'AND (d.created_at, d.rowid) > (?, ?)' : ''}
+     ORDER BY d.created_at, d.rowid LIMIT ?`,
+    [workspaceId, ...(onlyIds ? [JSON.stringify(onlyIds)] : []), ...(page.after ?? []), page.limit + 1],
+  );
+  return cutPage(
+    rows,
+    page.limit,
+    (row) => [row.createdAt, row.position],
+    ({ position: _position, ...row }) => row,
+  );
+}
+
+/** The capabilities of some devices, each device's in manifest order. */
+export function listCapabilitiesOf(db: Queryable, workspaceId: string, deviceIds: readonly string[]): Promise<CapabilityRow[]> {
+  return db.all<CapabilityRow>(
+    `SELECT device_id AS deviceId, name, kind, description, arguments FROM capabilities
+     WHERE workspace_id = ? AND device_id IN (SELECT value FROM json_each(?)) ORDER BY device_id, position`,
+    [workspaceId, JSON.stringify(deviceIds)],
+  );
 }
 
 export function listCapabilities(db: Queryable, workspaceId: string): Promise<CapabilityRow[]> {

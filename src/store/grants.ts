@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from './driver.js';
+import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
 export interface GrantRow {
   id: string;
@@ -23,13 +24,20 @@ export interface GrantFilter {
   deviceId?: string | undefined;
 }
 
-/** Unrevoked grants (expired ones included, marked by expiresAt), newest first. */
-export function listGrants(db: Queryable, workspaceId: string, filter: GrantFilter): Promise<GrantRow[]> {
-  return db.all<GrantRow>(
+/** Unrevoked grants (expired ones included, marked by expiresAt), newest first; a page of them (src/store/paging.ts). */
+export async function listGrants(db: Queryable, workspaceId: string, filter: GrantFilter, page: PageQuery): Promise<RowsPage<GrantRow>> {
+  const after = newestFirstAfter(page.after, 'created_at', 'id');
+  const rows = await db.all<GrantRow>(
     `SELECT ${COLUMNS} FROM grants
-     WHERE workspace_id = ? AND revoked_at IS NULL AND (? IS NULL OR principal = ?) AND (? IS NULL OR device_id = ?)
-     ORDER BY created_at DESC, id`,
-    [workspaceId, filter.principal ?? null, filter.principal ?? null, filter.deviceId ?? null, filter.deviceId ?? null],
+     WHERE workspace_id = ? AND revoked_at IS NULL AND (? IS NULL OR principal = ?) AND (? IS NULL OR device_id = ?) ${after.sql}
+     ORDER BY created_at DESC, id LIMIT ?`,
+    [workspaceId, filter.principal ?? null, filter.principal ?? null, filter.deviceId ?? null, filter.deviceId ?? null, ...after.args, page.limit + 1],
+  );
+  return cutPage(
+    rows,
+    page.limit,
+    (row) => [row.createdAt, row.id],
+    (row) => row,
   );
 }
 
@@ -119,6 +127,10 @@ export interface FunctionRow {
 
 const FUNCTION_COLUMNS = `c.device_id AS deviceId, d.name AS deviceName, d.kind AS deviceKind, d.parent_id AS parentId,
   p.name AS parentName, c.name AS capability, c.kind, c.description, c.arguments`;
+/** Functions in device then manifest order, keyed by `(device created_at, device id, position)`. */
+const FUNCTION_ORDER = 'ORDER BY d.created_at, d.id, c.position';
+const FUNCTION_KEY = 'AND (d.created_at, d.id, c.position) > (?, ?, ?)';
+
 const USABLE_DEVICE = 'd.revoked_at IS NULL AND d.detached_at IS NULL AND (p.id IS NULL OR p.revoked_at IS NULL)';
 
 /**
@@ -143,7 +155,7 @@ export function callableFunctions(
      LEFT JOIN devices p ON p.id = d.parent_id
      WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
        ${narrowed ? 'AND g.device_id >= ? AND g.device_id < ?' : ''}
-     ORDER BY d.created_at, d.id, c.position`,
+     ${FUNCTION_ORDER}`,
     // Device ids are lowercase UUID text: every character after the prefix sorts below '~'.
     [workspaceId, principal, now, ceiling, ...(narrowed ? [deviceIdPrefix, `${deviceIdPrefix}~`] : [])],
   );
@@ -161,15 +173,48 @@ export async function nextGrantExpiry(db: Queryable, workspaceId: string, princi
   return row?.at ?? null;
 }
 
-/** Every function of the workspace's usable devices (what an owner may grant). */
-export function workspaceFunctions(db: Queryable, workspaceId: string): Promise<FunctionRow[]> {
-  return db.all<FunctionRow>(
-    `SELECT ${FUNCTION_COLUMNS}
-     FROM capabilities c JOIN devices d ON d.id = c.device_id LEFT JOIN devices p ON p.id = d.parent_id
-     WHERE c.workspace_id = ? AND ${USABLE_DEVICE}
-     ORDER BY d.created_at, d.id, c.position`,
-    [workspaceId],
+function functionsPage(rows: (FunctionRow & { createdAt: number; position: number })[], limit: number): RowsPage<FunctionRow> {
+  return cutPage(
+    rows,
+    limit,
+    (row) => [row.createdAt, row.deviceId, row.position],
+    ({ createdAt: _createdAt, position: _position, ...row }) => row,
   );
+}
+
+/** A page of the functions a principal may call now (the same rule as `callableFunctions`). */
+export async function callableFunctionsPage(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  ceiling: 'read' | 'act',
+  now: number,
+  page: PageQuery,
+): Promise<RowsPage<FunctionRow>> {
+  const rows = await db.all<FunctionRow & { createdAt: number; position: number }>(
+    `SELECT ${FUNCTION_COLUMNS}, d.created_at AS createdAt, c.position
+     FROM grants g
+     JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     JOIN devices d ON d.id = g.device_id
+     LEFT JOIN devices p ON p.id = d.parent_id
+     WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
+       ${page.after ? FUNCTION_KEY : ''}
+     ${FUNCTION_ORDER} LIMIT ?`,
+    [workspaceId, principal, now, ceiling, ...(page.after ?? []), page.limit + 1],
+  );
+  return functionsPage(rows, page.limit);
+}
+
+/** A page of every function of the workspace's usable devices (what an owner may grant). */
+export async function workspaceFunctions(db: Queryable, workspaceId: string, page: PageQuery): Promise<RowsPage<FunctionRow>> {
+  const rows = await db.all<FunctionRow & { createdAt: number; position: number }>(
+    `SELECT ${FUNCTION_COLUMNS}, d.created_at AS createdAt, c.position
+     FROM capabilities c JOIN devices d ON d.id = c.device_id LEFT JOIN devices p ON p.id = d.parent_id
+     WHERE c.workspace_id = ? AND ${USABLE_DEVICE} ${page.after ? FUNCTION_KEY : ''}
+     ${FUNCTION_ORDER} LIMIT ?`,
+    [workspaceId, ...(page.after ?? []), page.limit + 1],
+  );
+  return functionsPage(rows, page.limit);
 }
 
 /** Whether a live grant exists for exactly this principal, device and capability. */

@@ -1,4 +1,5 @@
 import type { Queryable } from './driver.js';
+import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
 /** SQL of the authorization server: clients, their connections, codes, tokens, owner sessions. */
 
@@ -104,13 +105,15 @@ function toConnectionRow(raw: RawConnectionRow): OAuthConnectionRow {
   return { ...raw, redirectUris: JSON.parse(raw.redirectUris) as string[], public: raw.public === 1 };
 }
 
-export async function listClientConnections(db: Queryable, workspaceId: string): Promise<OAuthConnectionRow[]> {
+/** Newest first; a page of them (src/store/paging.ts). */
+export async function listClientConnections(db: Queryable, workspaceId: string, page: PageQuery): Promise<RowsPage<OAuthConnectionRow>> {
+  const after = newestFirstAfter(page.after, 'c.created_at', 'c.id');
   const rows = await db.all<RawConnectionRow>(
     `SELECT ${CONNECTION_COLUMNS} FROM connections c JOIN oauth_clients o ON o.id = c.oauth_client
-     WHERE c.workspace_id = ? AND c.purpose = 'agent' ORDER BY c.created_at DESC, c.id`,
-    [workspaceId],
+     WHERE c.workspace_id = ? AND c.purpose = 'agent' ${after.sql} ORDER BY c.created_at DESC, c.id LIMIT ?`,
+    [workspaceId, ...after.args, page.limit + 1],
   );
-  return rows.map(toConnectionRow);
+  return cutPage(rows, page.limit, (row) => [row.createdAt, row.id], toConnectionRow);
 }
 
 /** The live connection of a client in a workspace, if any. */

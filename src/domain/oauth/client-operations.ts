@@ -15,7 +15,8 @@ import { toConnection } from '../connections.js';
 import { fail } from '../errors.js';
 import { defaultPrincipal } from './clients.js';
 import { redirectUriProblem } from './redirects.js';
-import { defineOperation } from '../operation.js';
+import { defineOperation, definePagedOperation } from '../operation.js';
+import { NEWEST_FIRST_KEY } from '../paging.js';
 import { access, connection, newConnection, principal } from '../schemas.js';
 
 /**
@@ -100,7 +101,7 @@ export const createOAuthClient = defineOperation({
   },
 });
 
-export const listOAuthClients = defineOperation({
+export const listOAuthClients = definePagedOperation({
   name: 'oauthClients.list',
   title: 'List OAuth clients',
   description:
@@ -111,9 +112,11 @@ export const listOAuthClients = defineOperation({
   rest: [{ method: 'GET', path: '/v1/oauth-clients' }],
   input: z.strictObject({}),
   output: z.array(connection),
-  async run({ ctx, credential }) {
+  paged: { key: NEWEST_FIRST_KEY },
+  async run({ ctx, credential, page }) {
     const now = ctx.clock.now();
-    return (await listClientConnections(ctx.db, credential.workspaceId)).map((row) => toClientConnection(row, now));
+    const { rows, next } = await listClientConnections(ctx.db, credential.workspaceId, page);
+    return { items: rows.map((row) => toClientConnection(row, now)), next };
   },
 });
 
