@@ -44,6 +44,8 @@ export const configSchema = z
     RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
     RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10),
     RATE_LIMIT_DEVICE_BURST: positiveInt.default(20),
+    RATE_LIMIT_OWNER_PER_SECOND: positiveNumber.default(20),
+    RATE_LIMIT_OWNER_BURST: positiveInt.default(40),
     AUTH_FAILURES_PER_MINUTE: positiveInt.default(10),
     OAUTH_REGISTRATIONS_PER_HOUR: positiveInt.default(20),
     WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
@@ -142,6 +144,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     rateLimits: {
       agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
       device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },
+      owner: { ratePerSecond: e.RATE_LIMIT_OWNER_PER_SECOND, burst: e.RATE_LIMIT_OWNER_BURST },
       authFailures: { ratePerSecond: e.AUTH_FAILURES_PER_MINUTE / 60, burst: e.AUTH_FAILURES_PER_MINUTE },
       registrations: { ratePerSecond: e.OAUTH_REGISTRATIONS_PER_HOUR / 3600, burst: e.OAUTH_REGISTRATIONS_PER_HOUR },
     },
