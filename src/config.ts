@@ -51,6 +51,11 @@ export const configSchema = z
     WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
     WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt.default(10_000),
     DEVICE_MAX_QUEUED_ACTIONS: positiveInt.default(100),
+    WORKSPACE_MAX_AGENT_CONNECTIONS: positiveInt.default(1000),
+    WORKSPACE_MAX_SETUP_TOKENS: positiveInt.default(100),
+    WORKSPACE_MAX_GRANTS: positiveInt.default(100_000),
+    WORKSPACE_MAX_OAUTH_CLIENTS: positiveInt.default(100),
+    WORKSPACE_MAX_ENROLLMENT_CODES: positiveInt.default(100),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -152,6 +157,11 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
       queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
       queuedActionsPerDevice: e.DEVICE_MAX_QUEUED_ACTIONS,
+      agentConnectionsPerWorkspace: e.WORKSPACE_MAX_AGENT_CONNECTIONS,
+      setupTokensPerWorkspace: e.WORKSPACE_MAX_SETUP_TOKENS,
+      grantsPerWorkspace: e.WORKSPACE_MAX_GRANTS,
+      oauthClientsPerWorkspace: e.WORKSPACE_MAX_OAUTH_CLIENTS,
+      enrollmentCodesPerWorkspace: e.WORKSPACE_MAX_ENROLLMENT_CODES,
     },
   };
 }
