@@ -44,11 +44,18 @@ export const configSchema = z
     RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
     RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10),
     RATE_LIMIT_DEVICE_BURST: positiveInt.default(20),
+    RATE_LIMIT_OWNER_PER_SECOND: positiveNumber.default(20),
+    RATE_LIMIT_OWNER_BURST: positiveInt.default(40),
     AUTH_FAILURES_PER_MINUTE: positiveInt.default(10),
     OAUTH_REGISTRATIONS_PER_HOUR: positiveInt.default(20),
     WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
     WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt.default(10_000),
     DEVICE_MAX_QUEUED_ACTIONS: positiveInt.default(100),
+    WORKSPACE_MAX_AGENT_CONNECTIONS: positiveInt.default(1000),
+    WORKSPACE_MAX_SETUP_TOKENS: positiveInt.default(100),
+    WORKSPACE_MAX_GRANTS: positiveInt.default(100_000),
+    WORKSPACE_MAX_OAUTH_CLIENTS: positiveInt.default(100),
+    WORKSPACE_MAX_ENROLLMENT_CODES: positiveInt.default(100),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -142,6 +149,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     rateLimits: {
       agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
       device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },
+      owner: { ratePerSecond: e.RATE_LIMIT_OWNER_PER_SECOND, burst: e.RATE_LIMIT_OWNER_BURST },
       authFailures: { ratePerSecond: e.AUTH_FAILURES_PER_MINUTE / 60, burst: e.AUTH_FAILURES_PER_MINUTE },
       registrations: { ratePerSecond: e.OAUTH_REGISTRATIONS_PER_HOUR / 3600, burst: e.OAUTH_REGISTRATIONS_PER_HOUR },
     },
@@ -149,6 +157,11 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
       queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
       queuedActionsPerDevice: e.DEVICE_MAX_QUEUED_ACTIONS,
+      agentConnectionsPerWorkspace: e.WORKSPACE_MAX_AGENT_CONNECTIONS,
+      setupTokensPerWorkspace: e.WORKSPACE_MAX_SETUP_TOKENS,
+      grantsPerWorkspace: e.WORKSPACE_MAX_GRANTS,
+      oauthClientsPerWorkspace: e.WORKSPACE_MAX_OAUTH_CLIENTS,
+      enrollmentCodesPerWorkspace: e.WORKSPACE_MAX_ENROLLMENT_CODES,
     },
   };
 }

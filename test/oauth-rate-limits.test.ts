@@ -168,19 +168,22 @@ describe('one failure bucket per address across the service (docs/rules.md "Erro
     expect(restLimited.body.error.code).toBe('rate_limited');
   });
 
-  it('failed sign-ins at /oauth/session count too: 429 rate_limited in the envelope, and the sign-in form answers 429', async () => {
+  it('failed sign-ins at /oauth/session count too: further failures are 429 rate_limited in the envelope and on the sign-in form, a valid owner still signs in', async () => {
     const a = clientAt();
     for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
       expect((await a.post('/oauth/session', { headers: { authorization: `Bearer ${await server.foreignToken('mallory')}` } })).status).toBe(401);
     }
-    const limited = await a.post('/oauth/session', { headers: { authorization: `Bearer ${owner}` } });
+    const limited = await a.post('/oauth/session', { headers: { authorization: `Bearer ${await server.foreignToken('mallory')}` } });
     expect(limited.status).toBe(429);
     expect(limited.body.error.code).toBe('rate_limited');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    const form = await a.post('/oauth/sign-in', { form: { token: owner }, headers: { origin: server.issuer } });
+    const form = await a.post('/oauth/sign-in', { form: { token: await server.foreignToken('mallory') }, headers: { origin: server.issuer } });
     expect(form.status).toBe(429);
     expect(form.headers.get('retry-after')).toBeTruthy();
     expect(form.body).toContain('Too many failed sign-ins');
+    // A valid owner from the same address signs in all the same: the bucket throttles failures.
+    expect((await a.post('/oauth/session', { headers: { authorization: `Bearer ${owner}` } })).status).toBe(204);
+    expect((await a.post('/oauth/sign-in', { form: { token: owner }, headers: { origin: server.issuer } })).status).toBe(200);
     // Another address signs in.
     expect((await clientAt().post('/oauth/session', { headers: { authorization: `Bearer ${owner}` } })).status).toBe(204);
   });

@@ -1,3 +1,4 @@
+import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
@@ -58,15 +59,74 @@ describe('rate limits per credential (docs/rules.md "Errors and limits")', () =>
   });
 });
 
-describe('failed authentications per client address', () => {
-  it('refuses an address with 429 after too many failures, even with a valid token, until the bucket refills', async () => {
+describe('rate limit per owner', () => {
+  it('answers 429 once an owner spends their burst, whichever session they use, and leaves other owners alone', async () => {
+    const limited = await startTestServer({ clock: { now: () => now }, env: { RATE_LIMIT_OWNER_PER_SECOND: '2', RATE_LIMIT_OWNER_BURST: '3' } });
+    try {
+      const api = client(limited.url);
+      const first = await limited.ownerToken('dora');
+      const second = await limited.ownerToken('dora', { expiresIn: '2h' });
+      for (let i = 0; i < 3; i++) expect((await api.get('/v1/account', { token: first })).status).toBe(200);
+      const refused = await api.get('/v1/account', { token: second });
+      expect(refused.status).toBe(429);
+      expect(refused.body.error.code).toBe('rate_limited');
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect((await api.get('/v1/account', { token: await limited.ownerToken('erin') })).status).toBe(200);
+      now += 1000;
+      expect((await api.get('/v1/account', { token: first })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
+describe('failed authentications per client address: failures are throttled, not people', () => {
+  // Each address is a loopback address of its own (all of 127.0.0.0/8 is loopback on Linux),
+  // so "another address" is one the server really sees as different.
+  const agents: Agent[] = [];
+  afterAll(() => Promise.all(agents.map((agent) => agent.close())));
+  const from = (address: string) => {
+    const dispatcher = new Agent({ localAddress: address });
+    agents.push(dispatcher);
+    return async (method: string, path: string, token: string, headers: Record<string, string> = {}) => {
+      const res = await undiciFetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, ...headers }, dispatcher });
+      return { status: res.status, headers: res.headers, body: (await res.json()) as any };
+    };
+  };
+
+  it('serves valid agent, device and owner credentials from an address over its budget, and answers its further failures 429', async () => {
     now += 600_000;
-    for (let i = 0; i < 5; i++) expect((await http.get('/v1/account', { token: 'dfc_agent_nope' })).status).toBe(401);
-    const refused = await http.get('/v1/account', { token: owner });
-    expect(refused.status).toBe(429);
-    expect(refused.headers.get('retry-after')).toBeTruthy();
+    const agent = await createAgent(http, owner, { access: 'read' });
+    const device = await attachDevice(http, owner, { manifest: null });
+    const nat = from('127.0.0.20');
+    for (let i = 0; i < 5; i++) expect((await nat('GET', '/v1/account', 'dfc_agent_nope')).status).toBe(401);
+
+    const wrong = await nat('GET', '/v1/account', `dfc_agent_${'x'.repeat(43)}`);
+    expect(wrong.status).toBe(429);
+    expect(wrong.body.error.code).toBe('rate_limited');
+    expect(Number(wrong.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+
+    expect((await nat('GET', '/v1/account', owner)).status).toBe(200);
+    expect((await nat('GET', '/v1/functions', agent.token)).status).toBe(200);
+    const poll = await nat('POST', `/v1/device/${device.id}/next`, device.token, { 'x-service-workspace': device.workspace });
+    expect(poll.status).toBe(200);
+
+    // Tokens that cannot be valid are refused before any lookup; plausible ones after it.
+    for (const token of ['garbage', 'dfc_agent_short', 'a.b.c', await server.foreignToken('mallory'), await server.ownerToken('alice', { expiresIn: '-1h' })]) {
+      expect((await nat('GET', '/v1/account', token)).status, token).toBe(429);
+    }
+    // A valid credential after all those failures is still served.
+    expect((await nat('GET', '/v1/account', owner)).status).toBe(200);
+  });
+
+  it('keeps another address unaffected, and lets the failing one back once its bucket refills', async () => {
+    now += 600_000;
+    const nat = from('127.0.0.21');
+    for (let i = 0; i < 5; i++) await nat('GET', '/v1/account', 'dfc_agent_nope');
+    expect((await nat('GET', '/v1/account', 'dfc_agent_nope')).status).toBe(429);
+    expect((await from('127.0.0.22')('GET', '/v1/account', 'dfc_agent_nope')).status).toBe(401);
     now += 60_000;
-    expect((await http.get('/v1/account', { token: owner })).status).toBe(200);
+    expect((await nat('GET', '/v1/account', 'dfc_agent_nope')).status).toBe(401);
   });
 });
 
@@ -126,10 +186,9 @@ describe('client address behind trusted proxies (TRUST_PROXY_HOPS)', () => {
       const owner = await proxied.ownerToken('carol');
       // The client writes its own X-Forwarded-For entries; the proxy appends 203.0.113.7.
       for (const spoof of ['1.1.1.1', '2.2.2.2', '3.3.3.3']) expect((await failures(proxied, `${spoof}, 203.0.113.7`)).status).toBe(401);
-      const refused = await client(proxied.url).get('/v1/account', { token: owner, headers: { 'x-forwarded-for': '9.9.9.9, 203.0.113.7' } });
-      expect(refused.status).toBe(429);
-      const other = await client(proxied.url).get('/v1/account', { token: owner, headers: { 'x-forwarded-for': '198.51.100.2' } });
-      expect(other.status).toBe(200);
+      expect((await failures(proxied, '9.9.9.9, 203.0.113.7')).status).toBe(429);
+      expect((await client(proxied.url).get('/v1/account', { token: owner, headers: { 'x-forwarded-for': '9.9.9.9, 203.0.113.7' } })).status).toBe(200);
+      expect((await failures(proxied, '198.51.100.2')).status).toBe(401);
     } finally {
       await proxied.close();
     }

@@ -6,7 +6,7 @@ import type { Db } from '../store/driver.js';
 import { workspaceForOwner } from '../store/workspaces.js';
 import { resolveOAuthAccessToken } from './oauth-tokens.js';
 import type { OwnerVerifier } from './owner.js';
-import { hashToken, tokenKindOf } from '../domain/tokens.js';
+import { hashToken, tokenKinds, tokenKindOf, type TokenKind } from '../domain/tokens.js';
 
 export interface Authenticator {
   /**
@@ -17,6 +17,20 @@ export interface Authenticator {
   authenticate(bearer: string | null, clientAddress?: string): Promise<Credential | null>;
 }
 
+/** The unlimited authenticator, and what the rate-limiting wrapper asks it before a lookup. */
+export interface CredentialResolver extends Authenticator {
+  /**
+   * Whether looking the token up could succeed, decided without a database read or a signature
+   * check: an opaque bearer kind with the shape `issueToken` gives it, or an owner JWT whose
+   * unverified header and claims fit (`OwnerVerifier.plausible`).
+   */
+  plausible(bearer: string): boolean;
+}
+
+/** A prefix and 32 random bytes in base64url (src/domain/tokens.ts `issueToken`). */
+const OPAQUE_BODY = /^[A-Za-z0-9_-]{43}$/;
+const BEARER_KINDS = new Set<TokenKind | undefined>(['agent', 'setup', 'device', 'oauth']);
+
 const invalid = () => new DomainError('unauthorized', 'The credential is unknown, expired or revoked.');
 
 export function createAuthenticator(deps: {
@@ -25,9 +39,14 @@ export function createAuthenticator(deps: {
   now: () => number;
   /** `${PUBLIC_BASE_URL}/mcp`: OAuth access tokens bound to another resource are refused. */
   oauthResource: string;
-}): Authenticator {
+}): CredentialResolver {
   const { db, owners, now, oauthResource } = deps;
   return {
+    plausible(bearer) {
+      const kind = tokenKindOf(bearer);
+      if (kind === undefined) return bearer.split('.').length === 3 && owners.plausible(bearer);
+      return BEARER_KINDS.has(kind) && OPAQUE_BODY.test(bearer.slice(tokenKinds[kind].length));
+    },
     async authenticate(bearer) {
       if (bearer === null) return null;
       const kind = tokenKindOf(bearer);

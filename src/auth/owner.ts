@@ -1,6 +1,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { createLocalJWKSet, createRemoteJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify, SignJWT, type JWK, type JWTVerifyGetKey } from 'jose';
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  jwtVerify,
+  SignJWT,
+  type JWK,
+  type JWTVerifyGetKey,
+} from 'jose';
 import type { Config } from '../config.js';
 
 /** Asymmetric algorithms only: a shared-secret (HS*) token could be forged by anyone holding the JWKS. */
@@ -15,8 +27,16 @@ export interface OwnerIdentity {
 export interface OwnerVerifier {
   /** Resolves the identity, or undefined when the token is not a valid owner session. */
   verify(token: string): Promise<OwnerIdentity | undefined>;
+  /**
+   * Whether the token could be a session at all, judged without cryptography or a key fetch:
+   * an allowed algorithm, the configured `iss` and `aud`, an `exp` not passed. An address over
+   * its failure budget gets a signature check only for such a token (docs/rules.md "Errors and
+   * limits"), so a flood of junk from it costs a decode, not a verification or a JWKS fetch.
+   */
+  plausible(token: string): boolean;
 }
 
+const CLOCK_TOLERANCE_SECONDS = 5;
 const DEV_KEY_FILE = 'development-identity-provider.jwk.json';
 const DEV_KEY_ID = 'dfc-development';
 
@@ -29,7 +49,7 @@ function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner']): OwnerVerifi
           audience: owner.audience,
           algorithms: OWNER_ALGORITHMS,
           requiredClaims: ['exp', 'sub'],
-          clockTolerance: 5,
+          clockTolerance: CLOCK_TOLERANCE_SECONDS,
         });
         const workspaceKey = payload[owner.workspaceClaim];
         if (typeof payload.sub !== 'string' || payload.sub === '') return undefined;
@@ -37,6 +57,24 @@ function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner']): OwnerVerifi
         return { subject: payload.sub, workspaceKey };
       } catch {
         return undefined;
+      }
+    },
+    plausible(token) {
+      try {
+        const { alg } = decodeProtectedHeader(token);
+        const claims = decodeJwt(token);
+        const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+        return (
+          typeof alg === 'string' &&
+          OWNER_ALGORITHMS.includes(alg) &&
+          claims.iss === owner.issuer &&
+          audiences.includes(owner.audience) &&
+          typeof claims.exp === 'number' &&
+          // The clock jwtVerify judges `exp` by.
+          claims.exp + CLOCK_TOLERANCE_SECONDS > Date.now() / 1000
+        );
+      } catch {
+        return false;
       }
     },
   };

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { assertWithinCap } from './capacity.js';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
 import { insertConnection, listConnections, revokeConnection, type ConnectionPurpose, type ConnectionRow } from '../store/connections.js';
@@ -54,7 +55,10 @@ async function create(
     createdAt: now,
     oauth: null,
   };
-  await insertConnection(ctx.db, { ...row, tokenHash: issued.hash, createdBy: owner.subject });
+  await ctx.db.transaction(async (tx) => {
+    await insertConnection(tx, { ...row, tokenHash: issued.hash, createdBy: owner.subject });
+    await assertWithinCap(tx, ctx.settings.capacity, fields.purpose === 'agent' ? 'agentConnections' : 'setupTokens', owner.workspaceId, now);
+  });
   return { ...toConnection(row, now), token: issued.token };
 }
 

@@ -52,6 +52,11 @@ export interface CapacityLimits {
   devicesPerWorkspace: number;
   queuedActionsPerWorkspace: number;
   queuedActionsPerDevice: number;
+  agentConnectionsPerWorkspace: number;
+  setupTokensPerWorkspace: number;
+  grantsPerWorkspace: number;
+  oauthClientsPerWorkspace: number;
+  enrollmentCodesPerWorkspace: number;
 }
 
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */

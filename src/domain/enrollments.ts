@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { hashToken, issueToken } from './tokens.js';
 import { consumeEnrollment, insertEnrollment, recordEnrolledDevice } from '../store/enrollments.js';
-import { assertDeviceCapacity } from './capacity.js';
+import { assertDeviceCapacity, assertWithinCap } from './capacity.js';
 import { createAttachedDevice } from './devices.js';
 import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
@@ -36,7 +36,10 @@ export const createEnrollment = defineOperation({
       usedAt: null,
       createdAt: now,
     };
-    await insertEnrollment(ctx.db, { ...row, codeHash: issued.hash, createdBy: credential.subject });
+    await ctx.db.transaction(async (tx) => {
+      await insertEnrollment(tx, { ...row, codeHash: issued.hash, createdBy: credential.subject });
+      await assertWithinCap(tx, ctx.settings.capacity, 'enrollmentCodes', credential.workspaceId, now);
+    });
     return { id: row.id, code: issued.token, expiresAt: row.expiresAt };
   },
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { assertWithinCap } from './capacity.js';
 import { cancelQueuedOnServices } from '../store/actions.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
 import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type GrantRow } from '../store/grants.js';
@@ -80,6 +81,7 @@ export const createGrants = defineOperation({
           }),
         );
       }
+      await assertWithinCap(tx, ctx.settings.capacity, 'grants', credential.workspaceId, now);
       const rows = await Promise.all(ids.map((id) => getGrant(tx, credential.workspaceId, id)));
       return rows.map((row) => toGrant(row!, now));
     }),
@@ -173,6 +175,7 @@ async function replaceGatewayGrants(
       }
       if (functions.length > 0) devices += 1;
     }
+    await assertWithinCap(tx, ctx.settings.capacity, 'grants', owner.workspaceId, now);
     return { devices, cancelledRows };
   });
   // After the commit, so waiters and wake sockets never see a change that rolled back.

@@ -73,6 +73,8 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
 export interface RateLimitSettings {
   agent: BucketRule;
   device: BucketRule;
+  /** Per owner (subject in its workspace), whichever session they use. */
+  owner: BucketRule;
   /** Failed authentications per client address. */
   authFailures: BucketRule;
   /** OAuth dynamic client registrations per client address (each one stores a client). */
@@ -93,6 +95,8 @@ export const registrationKey = (clientAddress: string): string => `oauth-registr
 export function credentialBucket(credential: Credential | null, settings: RateLimitSettings): { key: string; rule: BucketRule } | undefined {
   if (credential?.kind === 'agent') return { key: `agent:${credential.connectionId}`, rule: settings.agent };
   if (credential?.kind === 'device') return { key: `device:${credential.deviceId}`, rule: settings.device };
+  // Keyed by the owner, not the session: signing in again must not buy a fresh bucket.
+  if (credential?.kind === 'owner') return { key: `owner:${credential.workspaceId}:${credential.subject}`, rule: settings.owner };
   return undefined;
 }
 

@@ -3,7 +3,7 @@ import type { Hono } from 'hono';
 import type { Context, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { toHttpError } from './errors.js';
-import { peerAddress, type HttpEnv } from './request.js';
+import { peerAddress, requestBody, type HttpEnv } from './request.js';
 
 /**
  * The request id of a request: the caller's own `X-Request-Id` when it is a plausible one
@@ -18,6 +18,23 @@ export function requestIdFrom(header: string | undefined): string {
 export function requestLine(fields: { requestId: string; method: string; route: string; status: number; seconds: number; principalKind: string | null }) {
   const { seconds, ...rest } = fields;
   return { msg: 'request', ...rest, durationMs: Math.round(seconds * 100_000) / 100 };
+}
+
+const isOAuth = (path: string) => path.startsWith('/oauth/');
+
+/**
+ * Whether this request's body is over to this layer to hold to 16 KiB (docs/rules.md "Errors and
+ * limits": any method, any path). A POST's body is read, with the limit, by the handler that
+ * serves it — the REST routes after a bad token has been refused, the MCP gate after its
+ * protocol checks — or by `notFound` when none does. Nothing reads a body sent with another
+ * method, so it is read (and dropped) here before any handler runs: a GET with 20 KiB is 413.
+ * `/oauth/*` is left to its endpoints, which answer in their own formats (RFC 6749 JSON, HTML
+ * pages). A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
+ * §6.3), so the usual GET costs two header lookups.
+ */
+function unreadBody(method: string, path: string, contentLength: string | undefined, transferEncoding: string | undefined): boolean {
+  if (method === 'POST' || isOAuth(path)) return false;
+  return transferEncoding !== undefined || (contentLength !== undefined && contentLength !== '0');
 }
 
 export interface ObserveDeps {
@@ -45,6 +62,7 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     c.header('X-Request-Id', id);
     c.set('clientAddress', peerAddress(c, trustProxyHops));
     c.set('context', (credential, surface) => deps.context(credential, surface, id));
+    if (unreadBody(c.req.method, c.req.path, c.req.header('content-length'), c.req.header('transfer-encoding'))) await requestBody(c);
     await next();
     const seconds = (performance.now() - started) / 1000;
     deps.observeRequest(c.req.method, c.req.routePath, c.res.status, seconds);
@@ -60,7 +78,9 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     );
   });
 
-  app.notFound((c) => {
+  app.notFound(async (c) => {
+    // No handler reads this request's body, so the limit is applied here (`unreadBody`).
+    if (!isOAuth(c.req.path)) await requestBody(c);
     const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));
     return c.json(body, status);
   });

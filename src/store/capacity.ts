@@ -17,3 +17,27 @@ export async function countQueued(db: Queryable, workspaceId: string, deviceId: 
   );
   return row!;
 }
+
+/** What a workspace cap counts (docs/rules.md "Errors and limits"). */
+export type CappedKind = 'agentConnections' | 'setupTokens' | 'grants' | 'oauthClients' | 'enrollmentCodes';
+
+// Live rows only: revoked, expired or used ones hold no place (their housekeeping is elsewhere).
+const live = 'revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)';
+const liveCounts: Record<CappedKind, { sql: string; withNow: boolean }> = {
+  agentConnections: { sql: `SELECT count(*) AS n FROM connections WHERE workspace_id = ? AND purpose = 'agent' AND ${live}`, withNow: true },
+  setupTokens: { sql: `SELECT count(*) AS n FROM connections WHERE workspace_id = ? AND purpose = 'device-setup' AND ${live}`, withNow: true },
+  grants: { sql: `SELECT count(*) AS n FROM grants WHERE workspace_id = ? AND ${live}`, withNow: true },
+  // Clients the workspace registered (a dynamically registered one belongs to no workspace)
+  // whose connection is not revoked: revoking keeps the client row but frees the place.
+  oauthClients: {
+    sql: 'SELECT count(*) AS n FROM oauth_clients o JOIN connections c ON c.oauth_client = o.id WHERE o.workspace_id = ? AND c.revoked_at IS NULL',
+    withNow: false,
+  },
+  enrollmentCodes: { sql: 'SELECT count(*) AS n FROM enrollments WHERE workspace_id = ? AND used_at IS NULL AND expires_at > ?', withNow: true },
+};
+
+export async function countLive(db: Queryable, kind: CappedKind, workspaceId: string, now: number): Promise<number> {
+  const { sql, withNow } = liveCounts[kind];
+  const row = await db.get<{ n: number }>(sql, withNow ? [workspaceId, now] : [workspaceId]);
+  return row!.n;
+}

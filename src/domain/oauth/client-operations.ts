@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { assertWithinCap } from '../capacity.js';
 import { z } from 'zod';
 import { hashToken, issueToken } from '../tokens.js';
 import { insertConnection } from '../../store/connections.js';
@@ -95,6 +96,8 @@ export const createOAuthClient = defineOperation({
         createdAt: now,
       });
       await linkConnection(tx, connectionId, applicationId);
+      await assertWithinCap(tx, ctx.settings.capacity, 'oauthClients', credential.workspaceId, now);
+      await assertWithinCap(tx, ctx.settings.capacity, 'agentConnections', credential.workspaceId, now);
     });
     const row = (await getClientConnection(ctx.db, connectionId))!;
     return { ...toClientConnection(row, now), ...(secret ? { token: secret.token } : {}) };
