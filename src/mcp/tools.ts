@@ -49,6 +49,13 @@ export interface DeviceTool {
 // - If two of one caller's functions would still share a name (the same capability on two
 //   devices whose ids share their first 48 bits: about one in 10^9 for 1,000 devices), both
 //   use all 32 hex digits of their device id instead (capability budget 30).
+// - A device chooses its capability names, so it can make two of them equal even then (two
+//   long names with a common start and the same 8 hex digits of SHA-256: a birthday search of
+//   about a second). Those functions are on one device; sorted by capability name, the first
+//   keeps the name and each other one takes the first free `<capability>_<n>__<32 hex>` (n from
+//   2). Such a name depends only on that device's colliding functions, so it is the same
+//   whether computed from all the caller's functions or from one device's (a tools/call), and
+//   no device can make tools/list fail (issue 13 item 9).
 // - Fixed tools have no `__`, so the two families can never collide.
 // ---------------------------------------------------------------------------------------
 
@@ -81,7 +88,28 @@ export function deviceToolNames(functions: readonly CallableFunction[]): DeviceT
   const short = functions.map((fn) => nameFor(fn, 12));
   const counts = new Map<string, number>();
   for (const name of short) counts.set(name, (counts.get(name) ?? 0) + 1);
-  return functions.map((fn, index) => ({ name: counts.get(short[index]!)! > 1 ? nameFor(fn, 32) : short[index]!, fn }));
+  const names = functions.map((fn, index) => (counts.get(short[index]!)! > 1 ? nameFor(fn, 32) : short[index]!));
+
+  const holders = new Map<string, number[]>();
+  names.forEach((name, index) => holders.set(name, [...(holders.get(name) ?? []), index]));
+  const taken = new Set(names);
+  for (const indexes of holders.values()) {
+    if (indexes.length < 2) continue;
+    const byCapability = indexes.sort((a, b) => (functions[a]!.capability < functions[b]!.capability ? -1 : 1));
+    for (const index of byCapability.slice(1)) {
+      const fn = functions[index]!;
+      const hex = fn.deviceId.replaceAll('-', '').toLowerCase();
+      let candidate: string;
+      for (let n = 2; ; n++) {
+        const suffix = `_${n}`;
+        candidate = `${fitCapability(fn.capability, 30 - suffix.length)}${suffix}__${hex}`;
+        if (!taken.has(candidate)) break;
+      }
+      taken.add(candidate);
+      names[index] = candidate;
+    }
+  }
+  return functions.map((fn, index) => ({ name: names[index]!, fn }));
 }
 
 // ---------------------------------------------------------------------------------------
