@@ -18,6 +18,7 @@ import type { CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { allOperations, operations } from '../domain/registry.js';
+import { deviceText, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -261,10 +262,13 @@ export const WAIT_META_KEY = 'dfc/waitSeconds';
 /** Progress is the action's stage counted from 1, out of as many as there are (queued 1/3 → received 2/3 → done 3/3). */
 const PROGRESS_TOTAL = Math.max(...ACTION_STATUSES.map((status) => ACTION_STATES[status].stage)) + 1;
 
-/** Where the device sits, in words: the description must name the device and its place. */
+/**
+ * Where the device sits, in words: the description must name the device and its place. The
+ * names are the device's own words, cleaned and quoted (device-text.ts).
+ */
 export function placeOf(fn: CallableFunction): string {
-  const name = JSON.stringify(fn.deviceName);
-  const parent = fn.parentName !== null ? JSON.stringify(fn.parentName) : 'its gateway';
+  const name = quotedName(fn.deviceName);
+  const parent = fn.parentName !== null ? quotedName(fn.parentName) : 'its gateway';
   switch (fn.deviceKind) {
     case 'gateway':
       return `gateway ${name}`;
@@ -276,11 +280,14 @@ export function placeOf(fn: CallableFunction): string {
 }
 
 function describe(fn: CallableFunction): string {
-  const what = fn.description ? `${fn.description.replace(/\s+$/, '')}${/[.!?]$/.test(fn.description.trim()) ? '' : '.'} ` : '';
   const kind = fn.kind === 'read' ? 'Read function (observes, changes nothing)' : 'Control function (changes the device)';
+  // The service's words first; the device's description after them, marked as the device's
+  // and quoted, so a model can tell the two apart (issue 13 item 11).
+  const text = fn.description ? deviceText(fn.description, MAX_DESCRIPTION_CHARS) : '';
+  const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
   // thousand of them; the server instructions and the operate_devices prompt say the rest.
-  return `${what}${kind} "${fn.capability}" of ${placeOf(fn)}. Returns the Action (waits up to 10 s; follow an unfinished one with get_action).`;
+  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what} Returns the Action (waits up to 10 s; follow an unfinished one with get_action).`;
 }
 
 function waitBound(meta: Record<string, unknown> | undefined): number {
@@ -365,7 +372,7 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
   server.registerTool(
     name,
     {
-      title: `${fn.capability} · ${fn.deviceName}`,
+      title: `${fn.capability} · ${deviceText(fn.deviceName, MAX_DEVICE_NAME_CHARS)}`,
       description: describe(fn),
       // docs/rules.md "MCP": the inputSchema is the capability's argument schema, unchanged.
       inputSchema: advertised(fn.arguments),
