@@ -315,7 +315,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     if (cacheable) {
       const now = ctx.clock.now();
       const version = await callableFunctionsVersion(ctx.db, credential);
-      const key = toolsListKey(credential.workspaceId, credential.principal, credential.access);
+      const key = toolsListKey(credential.workspaceId, credential.principal, credential.access, cacheable.cursor);
       const cached = toolLists.answer(key, { version, now }, cacheable.id);
       if (cached) {
         metrics.observeMcp('tools/list', 'cache');

@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto';
 import {
   fromJsonSchema,
+  ProtocolError,
+  ProtocolErrorCode,
   type CallToolResult,
   type jsonSchemaValidator,
   type JsonSchemaType,
+  type ListToolsResult,
   type McpServer,
   type ProgressNotificationParams,
   type ServerContext,
@@ -444,6 +447,48 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
  */
 export function registerTools(server: McpServer, session: McpSession): void {
   registerFixedTools(server, session);
+  pageToolsList(server);
   if (!session.tools || !session.ctx.settings.deviceControlsEnabled) return;
   for (const { name, fn } of session.tools) registerDeviceTool(server, session, name, fn);
+}
+
+// ---------------------------------------------------------------------------------------
+// tools/list pages (issue 13 item 8): one answer held every tool the caller may call (1,205
+// tools, 485 KB in the issue). At most TOOLS_PAGE_SIZE tools per page, in the list's order
+// (fixed tools first, so they are on the first page); `nextCursor` names the next page. A
+// cursor is opaque to clients: base64url of `tools:<offset>`, and one this server did not
+// make, or past the end of the caller's list, is -32602. A list that changes between pages
+// may shift by the change, as any offset does: MCP clients re-list on a change anyway.
+// ---------------------------------------------------------------------------------------
+
+export const TOOLS_PAGE_SIZE = 200;
+
+function pageCursor(offset: number): string {
+  return Buffer.from(`tools:${offset}`).toString('base64url');
+}
+
+function pageOffset(cursor: string | undefined, total: number): number {
+  if (cursor === undefined) return 0;
+  const match = /^tools:([1-9][0-9]{0,8})$/.exec(Buffer.from(cursor, 'base64url').toString());
+  const offset = match ? Number(match[1]) : NaN;
+  if (offset % TOOLS_PAGE_SIZE !== 0 || offset >= total || pageCursor(offset) !== cursor) {
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'Invalid cursor: use the nextCursor of a tools/list answer, or none for the first page.');
+  }
+  return offset;
+}
+
+type ToolsListHandler = (request: unknown, ctx: unknown) => Promise<{ tools: unknown[] }>;
+
+function pageToolsList(server: McpServer): void {
+  // The SDK (2.4) answers tools/list with every registered tool and has no paging of its
+  // own; its handler still builds the definitions (schemas converted as it would), and this
+  // cuts its answer into pages. `_getRequestHandler` is the SDK's protected accessor for it.
+  const sdk = server.server as unknown as { _getRequestHandler(method: string): ToolsListHandler | undefined };
+  const listAll = sdk._getRequestHandler('tools/list')!;
+  server.server.setRequestHandler('tools/list', async (request, ctx) => {
+    const { tools } = await listAll(request, ctx);
+    const offset = pageOffset(request.params?.cursor, tools.length);
+    const end = offset + TOOLS_PAGE_SIZE;
+    return { tools: tools.slice(offset, end), ...(end < tools.length ? { nextCursor: pageCursor(end) } : {}) } as ListToolsResult;
+  });
 }
