@@ -52,7 +52,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
   mountRoutes(app, routes, authenticator);
   app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
   mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
-  mountMcp(app, { config, authenticator, log, metrics, version: API_VERSION });
+  mountMcp(app, { config, authenticator, limiter, now: clock.now, log, metrics, version: API_VERSION });
   mountMetrics(app, metrics, config.metricsToken);
 
   return app;

@@ -22,7 +22,11 @@ export interface TakeResult {
  * Lua script, or a libSQL table updated with one guarded statement).
  */
 export interface RateLimiter {
-  take(key: string, rule: BucketRule, now: number): TakeResult;
+  /**
+   * Takes one token, or `count` at once (all or none): one request that carries several
+   * messages, such as an MCP batch, costs what they would cost one by one (issue 13 item 4).
+   */
+  take(key: string, rule: BucketRule, now: number, count?: number): TakeResult;
   /** Looks without taking: used to refuse an address that already failed too often. */
   peek(key: string, rule: BucketRule, now: number): TakeResult;
 }
@@ -44,24 +48,24 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
     const tokens = Math.min(rule.burst, bucket.tokens + (elapsed / 1000) * rule.ratePerSecond);
     return { tokens, updatedAt: Math.max(now, bucket.updatedAt) };
   };
-  const result = (bucket: Bucket, rule: BucketRule, allowed: boolean): TakeResult => ({
+  const result = (bucket: Bucket, rule: BucketRule, allowed: boolean, count = 1): TakeResult => ({
     allowed,
     limit: rule.burst,
     remaining: Math.max(0, Math.floor(bucket.tokens)),
-    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - bucket.tokens) / rule.ratePerSecond)),
+    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((count - bucket.tokens) / rule.ratePerSecond)),
   });
 
   return {
-    take(key, rule, now) {
+    take(key, rule, now, count = 1) {
       const bucket = refill(key, rule, now);
-      const allowed = bucket.tokens >= 1;
-      if (allowed) bucket.tokens -= 1;
+      const allowed = bucket.tokens >= count;
+      if (allowed) bucket.tokens -= count;
       // Bounded memory under a flood of distinct keys: a full bucket carries no state, so
       // dropping the oldest entries loses nothing but partial refills.
       if (!buckets.has(key) && buckets.size >= maxKeys) buckets.delete(buckets.keys().next().value!);
       buckets.delete(key);
       buckets.set(key, bucket);
-      return result(bucket, rule, allowed);
+      return result(bucket, rule, allowed, count);
     },
     peek(key, rule, now) {
       const bucket = refill(key, rule, now);

@@ -5,6 +5,7 @@ import type { DeviceRecord } from '../domain/devices.js';
 import { fail } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
+import { deviceText, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { resourceError } from './errors.js';
 import type { McpSession } from './tools.js';
 
@@ -30,9 +31,10 @@ export function registerResources(server: McpServer, session: McpSession): void 
       list: async () => ({
         resources: (await devices()).map((d) => ({
           uri: `device://${d.id}`,
-          name: d.name,
-          title: d.name,
-          description: `${d.kind === 'service' ? 'Integration-wide service' : d.kind === 'gateway' ? 'Gateway' : 'Device'} "${d.name}" with the ${d.capabilities.length} function(s) you may call.`,
+          // The device's own name, cleaned and capped as in tool descriptions (device-text.ts).
+          name: deviceText(d.name, MAX_DEVICE_NAME_CHARS),
+          title: deviceText(d.name, MAX_DEVICE_NAME_CHARS),
+          description: `${d.kind === 'service' ? 'Integration-wide service' : d.kind === 'gateway' ? 'Gateway' : 'Device'} ${quotedName(d.name)} with the ${d.capabilities.length} function(s) you may call.`,
           mimeType: JSON_TYPE,
         })),
       }),

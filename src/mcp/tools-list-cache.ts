@@ -17,15 +17,25 @@ import { isObject, plainModernRequest } from './modern-requests.js';
  * call whatever this cache says (src/mcp/handler.ts).
  *
  * Only a request the SDK would answer with exactly that result takes the fast path: one
- * modern (2026-07-28) `tools/list` with matching routing headers, no cursor and nothing in
+ * modern (2026-07-28) `tools/list` with matching routing headers, at most a cursor in its params, nothing in
  * `_meta` but the protocol version, client capabilities and client info. Anything else, and
  * every 2025-era request, goes to the SDK.
  */
 
-/** The id of a request eligible for the cached answer, or undefined to let the SDK answer. */
-export function cacheableToolsList(headers: Parameters<typeof plainModernRequest>[0], message: unknown): { id: string | number } | undefined {
-  const request = plainModernRequest(headers, message, 'tools/list');
-  return request && { id: request.id };
+/**
+ * The id and page cursor of a request eligible for the cached answer, or undefined to let the
+ * SDK answer. Each page is its own entry (toolsListKey): an invalid cursor is answered -32602
+ * by the SDK and never kept, so only the caller's real pages take room.
+ */
+export function cacheableToolsList(
+  headers: Parameters<typeof plainModernRequest>[0],
+  message: unknown,
+): { id: string | number; cursor: string | undefined } | undefined {
+  const request = plainModernRequest(headers, message, 'tools/list', { paramKeys: ['cursor'] });
+  if (!request) return undefined;
+  const { cursor } = request.params;
+  if (cursor !== undefined && typeof cursor !== 'string') return undefined;
+  return { id: request.id, cursor };
 }
 
 interface Entry {
@@ -45,8 +55,8 @@ export interface ToolsListCache {
 
 const RESULT_HEAD = Buffer.from('{"result":');
 
-export function toolsListKey(workspaceId: string, principal: string, access: string): string {
-  return JSON.stringify([workspaceId, principal, access]);
+export function toolsListKey(workspaceId: string, principal: string, access: string, cursor: string | undefined): string {
+  return JSON.stringify([workspaceId, principal, access, cursor ?? null]);
 }
 
 export function createToolsListCache(maxEntries = 1000): ToolsListCache {

@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto';
 import {
   fromJsonSchema,
+  ProtocolError,
+  ProtocolErrorCode,
   type CallToolResult,
   type jsonSchemaValidator,
   type JsonSchemaType,
+  type ListToolsResult,
   type McpServer,
   type ProgressNotificationParams,
   type ServerContext,
@@ -18,6 +21,7 @@ import type { CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { allOperations, operations } from '../domain/registry.js';
+import { deviceText, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -49,6 +53,13 @@ export interface DeviceTool {
 // - If two of one caller's functions would still share a name (the same capability on two
 //   devices whose ids share their first 48 bits: about one in 10^9 for 1,000 devices), both
 //   use all 32 hex digits of their device id instead (capability budget 30).
+// - A device chooses its capability names, so it can make two of them equal even then (two
+//   long names with a common start and the same 8 hex digits of SHA-256: a birthday search of
+//   about a second). Those functions are on one device; sorted by capability name, the first
+//   keeps the name and each other one takes the first free `<capability>_<n>__<32 hex>` (n from
+//   2). Such a name depends only on that device's colliding functions, so it is the same
+//   whether computed from all the caller's functions or from one device's (a tools/call), and
+//   no device can make tools/list fail (issue 13 item 9).
 // - Fixed tools have no `__`, so the two families can never collide.
 // ---------------------------------------------------------------------------------------
 
@@ -81,7 +92,28 @@ export function deviceToolNames(functions: readonly CallableFunction[]): DeviceT
   const short = functions.map((fn) => nameFor(fn, 12));
   const counts = new Map<string, number>();
   for (const name of short) counts.set(name, (counts.get(name) ?? 0) + 1);
-  return functions.map((fn, index) => ({ name: counts.get(short[index]!)! > 1 ? nameFor(fn, 32) : short[index]!, fn }));
+  const names = functions.map((fn, index) => (counts.get(short[index]!)! > 1 ? nameFor(fn, 32) : short[index]!));
+
+  const holders = new Map<string, number[]>();
+  names.forEach((name, index) => holders.set(name, [...(holders.get(name) ?? []), index]));
+  const taken = new Set(names);
+  for (const indexes of holders.values()) {
+    if (indexes.length < 2) continue;
+    const byCapability = indexes.sort((a, b) => (functions[a]!.capability < functions[b]!.capability ? -1 : 1));
+    for (const index of byCapability.slice(1)) {
+      const fn = functions[index]!;
+      const hex = fn.deviceId.replaceAll('-', '').toLowerCase();
+      let candidate: string;
+      for (let n = 2; ; n++) {
+        const suffix = `_${n}`;
+        candidate = `${fitCapability(fn.capability, 30 - suffix.length)}${suffix}__${hex}`;
+        if (!taken.has(candidate)) break;
+      }
+      taken.add(candidate);
+      names[index] = candidate;
+    }
+  }
+  return functions.map((fn, index) => ({ name: names[index]!, fn }));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -233,10 +265,13 @@ export const WAIT_META_KEY = 'dfc/waitSeconds';
 /** Progress is the action's stage counted from 1, out of as many as there are (queued 1/3 → received 2/3 → done 3/3). */
 const PROGRESS_TOTAL = Math.max(...ACTION_STATUSES.map((status) => ACTION_STATES[status].stage)) + 1;
 
-/** Where the device sits, in words: the description must name the device and its place. */
+/**
+ * Where the device sits, in words: the description must name the device and its place. The
+ * names are the device's own words, cleaned and quoted (device-text.ts).
+ */
 export function placeOf(fn: CallableFunction): string {
-  const name = JSON.stringify(fn.deviceName);
-  const parent = fn.parentName !== null ? JSON.stringify(fn.parentName) : 'its gateway';
+  const name = quotedName(fn.deviceName);
+  const parent = fn.parentName !== null ? quotedName(fn.parentName) : 'its gateway';
   switch (fn.deviceKind) {
     case 'gateway':
       return `gateway ${name}`;
@@ -248,11 +283,14 @@ export function placeOf(fn: CallableFunction): string {
 }
 
 function describe(fn: CallableFunction): string {
-  const what = fn.description ? `${fn.description.replace(/\s+$/, '')}${/[.!?]$/.test(fn.description.trim()) ? '' : '.'} ` : '';
   const kind = fn.kind === 'read' ? 'Read function (observes, changes nothing)' : 'Control function (changes the device)';
+  // The service's words first; the device's description after them, marked as the device's
+  // and quoted, so a model can tell the two apart (issue 13 item 11).
+  const text = fn.description ? deviceText(fn.description, MAX_DESCRIPTION_CHARS) : '';
+  const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
   // thousand of them; the server instructions and the operate_devices prompt say the rest.
-  return `${what}${kind} "${fn.capability}" of ${placeOf(fn)}. Returns the Action (waits up to 10 s; follow an unfinished one with get_action).`;
+  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what} Returns the Action (waits up to 10 s; follow an unfinished one with get_action).`;
 }
 
 function waitBound(meta: Record<string, unknown> | undefined): number {
@@ -337,7 +375,7 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
   server.registerTool(
     name,
     {
-      title: `${fn.capability} · ${fn.deviceName}`,
+      title: `${fn.capability} · ${deviceText(fn.deviceName, MAX_DEVICE_NAME_CHARS)}`,
       description: describe(fn),
       // docs/rules.md "MCP": the inputSchema is the capability's argument schema, unchanged.
       inputSchema: advertised(fn.arguments),
@@ -409,6 +447,48 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
  */
 export function registerTools(server: McpServer, session: McpSession): void {
   registerFixedTools(server, session);
+  pageToolsList(server);
   if (!session.tools || !session.ctx.settings.deviceControlsEnabled) return;
   for (const { name, fn } of session.tools) registerDeviceTool(server, session, name, fn);
+}
+
+// ---------------------------------------------------------------------------------------
+// tools/list pages (issue 13 item 8): one answer held every tool the caller may call (1,205
+// tools, 485 KB in the issue). At most TOOLS_PAGE_SIZE tools per page, in the list's order
+// (fixed tools first, so they are on the first page); `nextCursor` names the next page. A
+// cursor is opaque to clients: base64url of `tools:<offset>`, and one this server did not
+// make, or past the end of the caller's list, is -32602. A list that changes between pages
+// may shift by the change, as any offset does: MCP clients re-list on a change anyway.
+// ---------------------------------------------------------------------------------------
+
+export const TOOLS_PAGE_SIZE = 200;
+
+function pageCursor(offset: number): string {
+  return Buffer.from(`tools:${offset}`).toString('base64url');
+}
+
+function pageOffset(cursor: string | undefined, total: number): number {
+  if (cursor === undefined) return 0;
+  const match = /^tools:([1-9][0-9]{0,8})$/.exec(Buffer.from(cursor, 'base64url').toString());
+  const offset = match ? Number(match[1]) : NaN;
+  if (offset % TOOLS_PAGE_SIZE !== 0 || offset >= total || pageCursor(offset) !== cursor) {
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'Invalid cursor: use the nextCursor of a tools/list answer, or none for the first page.');
+  }
+  return offset;
+}
+
+type ToolsListHandler = (request: unknown, ctx: unknown) => Promise<{ tools: unknown[] }>;
+
+function pageToolsList(server: McpServer): void {
+  // The SDK (2.4) answers tools/list with every registered tool and has no paging of its
+  // own; its handler still builds the definitions (schemas converted as it would), and this
+  // cuts its answer into pages. `_getRequestHandler` is the SDK's protected accessor for it.
+  const sdk = server.server as unknown as { _getRequestHandler(method: string): ToolsListHandler | undefined };
+  const listAll = sdk._getRequestHandler('tools/list')!;
+  server.server.setRequestHandler('tools/list', async (request, ctx) => {
+    const { tools } = await listAll(request, ctx);
+    const offset = pageOffset(request.params?.cursor, tools.length);
+    const end = offset + TOOLS_PAGE_SIZE;
+    return { tools: tools.slice(offset, end), ...(end < tools.length ? { nextCursor: pageCursor(end) } : {}) } as ListToolsResult;
+  });
 }
