@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client, type ApiResponse } from './helpers/api.js';
 import { attachDevice } from './helpers/fixtures.js';
+import { authorizationUrl, decide, ownerCookie, pkce, startOAuthTestServer } from './helpers/oauth.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // docs/rules.md "Errors and limits": owners are bounded too (issue 13, item 7). Each cap is 3 here.
@@ -75,5 +76,32 @@ describe('per-workspace caps', () => {
     expectCapacityExceeded(await grant('p2', ['set_power']));
     const listed = await http.get('/v1/grants', { token: owner });
     expect(listed.body.data).toHaveLength(CAP);
+  });
+});
+
+describe('a client approved on the consent page counts against the caps', () => {
+  const CALLBACK = 'http://127.0.0.1:9/callback';
+  let oauthServer: TestServer & { issuer: string };
+
+  beforeAll(async () => {
+    oauthServer = await startOAuthTestServer({ env: { WORKSPACE_MAX_AGENT_CONNECTIONS: '1' } });
+  });
+  afterAll(() => oauthServer.close());
+
+  it('refuses the approval that would pass the agent-connection cap with a 429 page, creating nothing', async () => {
+    const api = client(oauthServer.url);
+    const owner = await oauthServer.ownerToken('full-consent-owner');
+    expect((await api.post('/v1/agent-connections', { token: owner, body: { name: 'the one', access: 'read' } })).status).toBe(201);
+    const registered = await fetch(`${oauthServer.issuer}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'One too many', redirect_uris: [CALLBACK], token_endpoint_auth_method: 'none' }),
+    });
+    const clientId = ((await registered.json()) as { client_id: string }).client_id;
+    const { challenge } = pkce();
+    const url = authorizationUrl(oauthServer.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read' });
+    await expect(decide(url, await ownerCookie(oauthServer.issuer, owner))).rejects.toThrow(/decision answered 429/);
+    expect((await api.get('/v1/oauth-clients', { token: owner })).body.data).toEqual([]);
+    expect((await api.get('/v1/agent-connections', { token: owner })).body.data).toHaveLength(1);
   });
 });

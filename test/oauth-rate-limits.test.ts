@@ -106,8 +106,21 @@ describe('POST /oauth/token failure limit (docs/rules.md "Errors and limits")', 
       expect(res.body.error).toBe('invalid_client');
     }
     expectLimited(await a.post('/oauth/token', { form: wrongSecret, headers: { authorization: basic(confidential.id, 'wrong') } }));
-    // Refused before the credentials are looked at: the right secret does not get through either.
+    // The right secret with a grant that is still a guess (an unknown code) fails, so it is refused too.
     expectLimited(await a.post('/oauth/token', { form: wrongSecret, headers: { authorization: basic(confidential.id, confidential.secret) } }));
+  });
+
+  it('serves a client that authenticates and asks for something it may, even from an address over its budget', async () => {
+    const a = clientAt();
+    for (let i = 0; i < FAILURES_PER_MINUTE; i++)
+      await a.post('/oauth/token', { form: wrongSecret, headers: { authorization: basic(confidential.id, 'wrong') } });
+    expectLimited(await a.post('/oauth/token', { form: wrongSecret, headers: { authorization: basic(confidential.id, 'wrong') } }));
+    // Revoking is what an authenticated client may always do: 200, not 429.
+    const revoked = await a.post('/oauth/revoke', {
+      form: { token: 'dfc_refresh_unknown' },
+      headers: { authorization: basic(confidential.id, confidential.secret) },
+    });
+    expect(revoked.status).toBe(200);
   });
 
   it('keeps the bucket per address: another address is unaffected while the first is refused', async () => {
@@ -151,7 +164,9 @@ describe('POST /oauth/revoke failure limit (docs/rules.md "Errors and limits")',
     for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
       expect((await a.post('/oauth/revoke', { form: { token: 'x' }, headers: { authorization: basic(confidential.id, 'wrong') } })).status).toBe(401);
     }
-    expectLimited(await a.post('/oauth/revoke', { form: { token: 'x', client_id: publicClient } }));
+    expectLimited(await a.post('/oauth/revoke', { form: { token: 'x' }, headers: { authorization: basic(confidential.id, 'wrong') } }));
+    // Failures are throttled, not clients: a public client's revocation, which cannot fail, is still served.
+    expect((await a.post('/oauth/revoke', { form: { token: 'x', client_id: publicClient } })).status).toBe(200);
   });
 });
 

@@ -55,6 +55,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     fetchClientDocument: budget.forAddress(undefined),
     clientDocuments: new MetadataDocumentCache(),
     cimdAllowLoopback: config.oauthCimdAllowLoopback,
+    capacity: config.capacity,
   };
   const oauthFor = (c: Parameters<OAuthEndpointDeps['oauthFor']>[0]): OAuthDeps => ({ ...oauth, fetchClientDocument: budget.forAddress(clientAddress(c)) });
   const endpoints: OAuthEndpointDeps = { config, authenticator, limiter, clock, log, oauth, oauthFor, secureCookies, sessionCookie };

@@ -1,5 +1,6 @@
 import type { Hono, Context as HonoContext } from 'hono';
 import { approveAuthorization, checkAuthorizationRequest, consentView, type AuthorizationParams } from '../domain/oauth/authorize.js';
+import { DomainError } from '../domain/errors.js';
 import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
 import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
 import { PAGE_CSP, pageForm, sameOrigin, sessionToken } from './browser.js';
@@ -85,7 +86,16 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
         log.info({ msg: 'authorization denied', clientId: checked.value.client.clientId });
         return redirectBack(c, to, { error: 'access_denied', error_description: 'The owner denied the request.' }, 303);
       }
-      const { code } = await approveAuthorization(oauth, owner, checked.value, decision === 'approve-read' ? 'read' : checked.value.requested);
+      let approval: { code: string };
+      try {
+        approval = await approveAuthorization(oauth, owner, checked.value, decision === 'approve-read' ? 'read' : checked.value.requested);
+      } catch (error) {
+        // The owner's own workspace is full: they are the one to tell, on the page they are looking at.
+        if (!(error instanceof DomainError) || error.code !== 'capacity_exceeded') throw error;
+        c.header('Retry-After', String(error.details.retryAfterSeconds ?? 3600));
+        return c.html(<ErrorPage title="This workspace is full" message={error.message} />, 429);
+      }
+      const { code } = approval;
       log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId });
       return redirectBack(c, to, { code }, 303);
     } catch (error) {

@@ -1,7 +1,7 @@
 import type { Context as HonoContext } from 'hono';
 import type { ClientCredentials } from '../domain/oauth/clients.js';
 import { OAuthProtocolError, type OAuthErrorCode } from '../domain/oauth/errors.js';
-import { authFailureKey, type BucketRule } from '../domain/rate-limits.js';
+import { authFailureKey } from '../domain/rate-limits.js';
 import { clientAddress } from '../http/request.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { readForm } from './form.js';
@@ -44,39 +44,33 @@ const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
 };
 
 /**
- * The rate limits (docs/rules.md "Errors and limits") on the protocol endpoints. RFC 6749 has
- * no rate-limit error, and `slow_down` belongs to the device flow (RFC 8628), so a refusal is HTTP 429 with Retry-After and the
- * closest standard code, `temporarily_unavailable`, in the usual JSON.
- */
-const refuseOverLimit = (deps: OAuthEndpointDeps, key: string, rule: BucketRule, what: string) => {
-  const standing = deps.limiter.peek(key, rule, deps.clock.now());
-  if (!standing.allowed) {
-    throw new OAuthProtocolError(
-      'temporarily_unavailable',
-      `Too many ${what} from this address; retry after ${standing.retryAfterSeconds} s.`,
-      standing.retryAfterSeconds,
-    );
-  }
-};
-
-/**
- * Runs a protocol endpoint. With `failures`, an address over its failed-authentication limit
- * is refused before anything is looked at, and each answer with one of those codes (a wrong
- * client secret, an unknown code or refresh token: guesses) costs the address a token.
+ * Runs a protocol endpoint. With `failures`, each answer with one of those codes (a wrong
+ * client secret, an unknown code or refresh token: guesses) costs the address a token of its
+ * failed-authentication budget (docs/rules.md "Errors and limits"), and a failure from an
+ * address whose budget is spent is answered 429 instead. Failures are throttled, not people:
+ * a client that authenticates and presents a good grant is served even from an address over
+ * its budget (one bad client behind a NAT must not lock out the others). What a refused
+ * address can still make the service do is one client lookup and one hash per request.
+ * RFC 6749 has no rate-limit error, and `slow_down` belongs to the device flow (RFC 8628),
+ * so the refusal is HTTP 429 with Retry-After and the closest standard code,
+ * `temporarily_unavailable`, in the usual JSON.
  */
 export const runProtocolEndpoint = async (deps: OAuthEndpointDeps, c: HonoContext, fn: () => Promise<Response>, failures?: readonly OAuthErrorCode[]) => {
   const { config, limiter, clock } = deps;
   const address = clientAddress(c);
   const key = failures && address !== undefined ? authFailureKey(address) : undefined;
   try {
-    if (key) refuseOverLimit(deps, key, config.rateLimits.authFailures, 'failed authentications');
     return await fn();
   } catch (error) {
-    if (error instanceof OAuthProtocolError) {
-      if (key && failures!.includes(error.code) && error.retryAfterSeconds === undefined) limiter.take(key, config.rateLimits.authFailures, clock.now());
-      return protocolError(c, error);
+    if (!(error instanceof OAuthProtocolError)) throw error;
+    if (key && failures!.includes(error.code) && error.retryAfterSeconds === undefined) {
+      const standing = limiter.take(key, config.rateLimits.authFailures, clock.now());
+      if (!standing.allowed) {
+        const refusal = `Too many failed authentications from this address; retry after ${standing.retryAfterSeconds} s.`;
+        return protocolError(c, new OAuthProtocolError('temporarily_unavailable', refusal, standing.retryAfterSeconds));
+      }
     }
-    throw error;
+    return protocolError(c, error);
   }
 };
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hashToken, issueToken } from '../tokens.js';
 import { insertConnection } from '../../store/connections.js';
+import { assertWithinCap } from '../capacity.js';
 import type { Queryable } from '../../store/driver.js';
 import { callableFunctions } from '../../store/grants.js';
 import {
@@ -206,6 +207,10 @@ export async function approveAuthorization(
         createdAt: now,
       });
       await linkConnection(tx, id, client.id);
+      // The connection counts against the workspace's caps like one the owner creates by hand;
+      // over a cap the whole approval rolls back.
+      await assertWithinCap(tx, deps.capacity, 'agentConnections', owner.workspaceId, now);
+      await assertWithinCap(tx, deps.capacity, 'oauthClients', owner.workspaceId, now);
       connection = await getClientConnection(tx, id);
     } else if (allowed === 'act' && connection.access !== 'act') {
       await raiseConnectionAccess(tx, connection.id);

@@ -1,5 +1,5 @@
 import type { Db } from '../../store/driver.js';
-import type { Clock, Logger } from '../context.js';
+import type { CapacityLimits, Clock, Logger } from '../context.js';
 import type { DocumentFetcher, MetadataDocumentCache } from './metadata-documents.js';
 
 /**
@@ -23,4 +23,6 @@ export interface OAuthDeps {
   clientDocuments: MetadataDocumentCache;
   /** OAUTH_CIMD_ALLOW_LOOPBACK: test-only, admits http loopback document URLs. */
   cimdAllowLoopback: boolean;
+  /** The workspace caps: a client's first approval creates an agent connection, which counts. */
+  capacity: CapacityLimits;
 }
