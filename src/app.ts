@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Config } from './config.js';
 import type { Clock, Logger, ServiceSettings } from './domain/context.js';
+import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
 import type { RateLimiter } from './domain/rate-limits.js';
 import { createOAuthApp } from './oauth/app.js';
@@ -41,12 +42,14 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     publicBaseUrl: config.publicBaseUrl,
     capacity: config.capacity,
   };
+  // One cache of compiled device schemas per service, not per process (docs/rules.md "Running").
+  const schemas = createArgumentSchemas();
   const app = new Hono<HttpEnv>();
   observe(app, {
     trustProxyHops: config.trustProxyHops,
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
-    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events }),
+    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas }),
   });
 
   mountRoutes(app, routes, authenticator);

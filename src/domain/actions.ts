@@ -5,7 +5,6 @@ import { cancelQueued, expireDue, exportActions, getAction, insertAction, recent
 import type { Queryable } from '../store/driver.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { TRANSITIONS, type ActionStatus } from './action-states.js';
-import { argumentIssues } from './argument-schemas.js';
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
@@ -35,7 +34,7 @@ async function queueAction(
   now: number,
 ): Promise<ActionRow> {
   const fn = await authorizeFunction(tx, agentOf(agent), request.deviceId, request.capability, now);
-  const issues = argumentIssues(fn.argumentSchema, request.arguments);
+  const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
   await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId);
   return insertAction(tx, {

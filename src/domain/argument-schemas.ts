@@ -48,15 +48,6 @@ function compileIsolated(dialect: Dialect, schema: AnySchemaObject): ValidateFun
   return addFormats(ajv).compile(schema);
 }
 
-/** Bounded LRU of compiled validators keyed by the SHA-256 of the schema's stored text. */
-const validators = new Map<string, ValidateFunction>();
-
-function remember(key: string, validate: ValidateFunction): void {
-  validators.delete(key);
-  validators.set(key, validate);
-  if (validators.size > VALIDATOR_CACHE_SIZE) validators.delete(validators.keys().next().value!);
-}
-
 const keyOf = (schemaText: string) => createHash('sha256').update(schemaText).digest('hex');
 
 type Compiled = { validate: ValidateFunction } | { issues: ErrorIssue[] };
@@ -81,47 +72,65 @@ function check(schema: Record<string, unknown>): Compiled {
   }
 }
 
-/**
- * Checks a schema a device publishes and compiles it into the cache, so the first call does
- * not pay for it. Issue paths are relative to the schema (`''` is the schema itself).
- */
-export function argumentSchemaIssues(schema: Record<string, unknown>): ErrorIssue[] {
-  const key = keyOf(JSON.stringify(schema));
-  const cached = validators.get(key);
-  // The same text was checked and compiled already: a device republishing its manifest costs nothing.
-  if (cached) {
-    remember(key, cached);
-    return [];
-  }
-  const compiled = check(schema);
-  if ('issues' in compiled) return compiled.issues.slice(0, MAX_ARGUMENT_ISSUES);
-  remember(key, compiled.validate);
-  return [];
+/** Device argument schemas, checked and compiled once each: one per service, handed to operations in `ctx.schemas`. */
+export interface ArgumentSchemas {
+  /**
+   * Checks a schema a device publishes and compiles it into the cache, so the first call does
+   * not pay for it. Issue paths are relative to the schema (`''` is the schema itself).
+   */
+  schemaIssues(schema: Record<string, unknown>): ErrorIssue[];
+  /**
+   * Checks arguments against a capability's stored schema; issues point into `arguments`. After
+   * a restart, or once the LRU dropped it, the schema is compiled again here; a schema stored
+   * before these rules that breaks them is reported as an issue, never run.
+   */
+  argumentIssues(schemaText: string, args: unknown): ErrorIssue[];
 }
 
-/**
- * Checks arguments against a capability's stored schema; issues point into `arguments`. After a
- * restart, or once the LRU dropped it, the schema is compiled again here; a schema stored before
- * these rules that breaks them is reported as an issue, never run.
- */
-export function argumentIssues(schemaText: string, args: unknown): ErrorIssue[] {
-  const key = keyOf(schemaText);
-  let validate = validators.get(key);
-  if (!validate) {
-    const compiled = check(JSON.parse(schemaText) as Record<string, unknown>);
-    if ('issues' in compiled) {
-      return [{ path: 'arguments', message: "cannot be checked: the function's argument schema is refused now; the device must publish its manifest again" }];
-    }
-    validate = compiled.validate;
-  }
-  remember(key, validate);
-  if (validate(args)) return [];
-  return (validate.errors ?? []).slice(0, MAX_ARGUMENT_ISSUES).map((error) => {
-    const missing = error.keyword === 'required' ? `/${String((error.params as { missingProperty: string }).missingProperty)}` : '';
-    const pointer = `${error.instancePath}${missing}`;
-    return {
-      path: ['arguments', ...pointer.split('/').filter(Boolean)].join('.'),
-      message: error.message ?? 'is not valid',
-    };
-  });
+/** A bounded LRU of compiled validators keyed by the SHA-256 of the schema's stored text. */
+export function createArgumentSchemas(cacheSize = VALIDATOR_CACHE_SIZE): ArgumentSchemas {
+  const validators = new Map<string, ValidateFunction>();
+  const remember = (key: string, validate: ValidateFunction) => {
+    validators.delete(key);
+    validators.set(key, validate);
+    if (validators.size > cacheSize) validators.delete(validators.keys().next().value!);
+  };
+  return {
+    schemaIssues(schema) {
+      const key = keyOf(JSON.stringify(schema));
+      const cached = validators.get(key);
+      // The same text was checked and compiled already: a device republishing its manifest costs nothing.
+      if (cached) {
+        remember(key, cached);
+        return [];
+      }
+      const compiled = check(schema);
+      if ('issues' in compiled) return compiled.issues.slice(0, MAX_ARGUMENT_ISSUES);
+      remember(key, compiled.validate);
+      return [];
+    },
+    argumentIssues(schemaText, args) {
+      const key = keyOf(schemaText);
+      let validate = validators.get(key);
+      if (!validate) {
+        const compiled = check(JSON.parse(schemaText) as Record<string, unknown>);
+        if ('issues' in compiled) {
+          return [
+            { path: 'arguments', message: "cannot be checked: the function's argument schema is refused now; the device must publish its manifest again" },
+          ];
+        }
+        validate = compiled.validate;
+      }
+      remember(key, validate);
+      if (validate(args)) return [];
+      return (validate.errors ?? []).slice(0, MAX_ARGUMENT_ISSUES).map((error) => {
+        const missing = error.keyword === 'required' ? `/${String((error.params as { missingProperty: string }).missingProperty)}` : '';
+        const pointer = `${error.instancePath}${missing}`;
+        return {
+          path: ['arguments', ...pointer.split('/').filter(Boolean)].join('.'),
+          message: error.message ?? 'is not valid',
+        };
+      });
+    },
+  };
 }

@@ -1,4 +1,5 @@
 import type { Db } from '../store/driver.js';
+import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './events.js';
 
 export type Access = 'read' | 'act';
@@ -72,4 +73,6 @@ export interface Context {
   log: Logger;
   settings: ServiceSettings;
   events: EventHub;
+  /** Device argument schemas, compiled once each into the service's bounded cache. */
+  schemas: ArgumentSchemas;
 }

@@ -21,7 +21,6 @@ import {
 import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
 import { publishActions } from './actions.js';
-import { argumentSchemaIssues } from './argument-schemas.js';
 import { assertDeviceCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';
@@ -187,9 +186,9 @@ function uniqueNames(list: { name: string }[], path: (string | number)[], issues
   });
 }
 
-function schemaIssues(list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
+function schemaIssues(ctx: Context, list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
   list.forEach((item, index) => {
-    for (const issue of argumentSchemaIssues(item.arguments)) {
+    for (const issue of ctx.schemas.schemaIssues(item.arguments)) {
       issues.push({ path: [...path, index, 'arguments', ...(issue.path ? [issue.path] : [])].join('.'), message: issue.message });
     }
   });
@@ -236,14 +235,14 @@ export const publishManifest = defineOperation({
   async run({ ctx, credential, input }) {
     const issues: ErrorIssue[] = [];
     uniqueNames(input.capabilities, ['capabilities'], issues);
-    schemaIssues(input.capabilities, ['capabilities'], issues);
+    schemaIssues(ctx, input.capabilities, ['capabilities'], issues);
     const children = input.children ?? [];
     const keys = new Set<string>();
     children.forEach((child, index) => {
       if (keys.has(child.key)) issues.push({ path: `children.${index}.key`, message: `duplicate key "${child.key}"` });
       keys.add(child.key);
       uniqueNames(child.capabilities, ['children', index, 'capabilities'], issues);
-      schemaIssues(child.capabilities, ['children', index, 'capabilities'], issues);
+      schemaIssues(ctx, child.capabilities, ['children', index, 'capabilities'], issues);
     });
     const self = await getDevice(ctx.db, credential.workspaceId, credential.deviceId);
     if (!self) throw fail.notFound('Device');
