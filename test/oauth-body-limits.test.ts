@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ownerCookie, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
@@ -90,5 +91,72 @@ describe('bodies of exactly 16 KiB are read (the normal case)', () => {
     const owner = await server.ownerToken('body-limit-owner');
     const res = await post('/oauth/session', 'x'.repeat(LIMIT), 'text/plain', false, { authorization: `Bearer ${owner}` });
     expect(res.status).toBe(204);
+  });
+});
+
+/** Sends `body` with any method through node:http (fetch refuses some), on a fresh connection; `chunked` leaves out Content-Length. */
+function send(method: string, path: string, body: string, chunked: boolean): Promise<{ status: number; type: string; text: string }> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', origin: server.issuer };
+    if (chunked) headers['transfer-encoding'] = 'chunked';
+    else headers['content-length'] = String(Buffer.byteLength(body));
+    let answered = false;
+    const req = http.request(`${server.issuer}${path}`, { method, headers, agent: false }, (res) => {
+      answered = true;
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, type: String(res.headers['content-type'] ?? ''), text }));
+    });
+    // The server may answer 413 and stop reading before the last byte.
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
+    });
+    req.on('close', () => {
+      if (!answered) reject(new Error('connection closed without an answer'));
+    });
+    if (chunked) {
+      req.write(body.slice(0, body.length / 2));
+      req.end(body.slice(body.length / 2));
+    } else req.end(body);
+  });
+}
+
+// A method or path no OAuth endpoint serves is no way around the limit (it answered 404 before).
+describe.each([false, true])('a 20 KB body on a method or path no endpoint serves (chunked: %s)', (chunked) => {
+  it.each([
+    ['DELETE', '/oauth/token', 'invalid_request'],
+    ['PUT', '/oauth/register', 'invalid_client_metadata'],
+  ])('%s %s is 413 in the endpoint’s RFC JSON', async (method, path, code) => {
+    const res = await send(method, path, form(20_000), chunked);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.text)).toEqual({ error: code, error_description: expect.stringContaining(String(LIMIT)) });
+  });
+
+  it('OPTIONS /oauth/authorize is a 413 page', async () => {
+    const res = await send('OPTIONS', '/oauth/authorize', form(20_000), chunked);
+    expect(res.status).toBe(413);
+    expect(res.type).toContain('text/html');
+  });
+
+  it.each([
+    ['PATCH', '/oauth/session'],
+    ['POST', '/oauth/nonexistent'],
+  ])('%s %s is 413 payload_too_large in the error envelope', async (method, path) => {
+    const res = await send(method, path, form(20_000), chunked);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.text)).toMatchObject({ error: { code: 'payload_too_large', requestId: expect.any(String) } });
+  });
+
+  it.each([
+    ['DELETE', '/oauth/token'],
+    ['PUT', '/oauth/register'],
+    ['OPTIONS', '/oauth/authorize'],
+    ['PATCH', '/oauth/session'],
+    ['POST', '/oauth/nonexistent'],
+  ])('%s %s with a small body is still 404', async (method, path) => {
+    const res = await send(method, path, form(100), chunked);
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.text)).toMatchObject({ error: { code: 'not_found' } });
   });
 });

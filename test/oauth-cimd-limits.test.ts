@@ -276,7 +276,7 @@ describe('one message for every failed fetch (no OAUTH_CIMD_ALLOW_LOOPBACK)', ()
     expect(server.logs.join('\n')).toMatch(/client metadata document refused[\s\S]*non-public/);
   });
 
-  it('shows an error page, not an error redirect, to a dynamically registered client until an owner approves it', async () => {
+  it("shows an error page, not an error redirect, to a dynamically registered client until the signed-in owner's workspace approved it", async () => {
     const registered = await fetch(`${server.issuer}/oauth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -292,12 +292,25 @@ describe('one message for every failed fetch (no OAUTH_CIMD_ALLOW_LOOPBACK)', ()
     expect(before.status).toBe(400);
     expect(before.headers.get('location')).toBeNull();
     expect(await before.text()).toContain('invalid_scope');
-    // Once an owner approved it, its redirect URI is trusted: errors go back there (the normal case).
+    // Once an owner approved it, its redirect URI is trusted by that owner: errors go back there (the normal case).
     const cookie = await ownerCookie(server.issuer, await server.ownerToken('dcr-owner'));
     const url = authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: 'https://attacker.example/cb', code_challenge: pkce().challenge });
     expect((await decide(url, cookie)).searchParams.get('code')).toBeTruthy();
-    const after = await badScope();
+    const after = await badScope(cookie);
     expect(after.status).toBe(302);
     expect(new URL(after.headers.get('location')!).searchParams.get('error')).toBe('invalid_scope');
+    // Anyone can make a workspace and approve their own client there: that vouches for nothing
+    // to a visitor with no session, nor to another owner (no open redirector).
+    const other = await ownerCookie(server.issuer, await server.ownerToken('dcr-other-owner'));
+    for (const visitor of [undefined, other]) {
+      const res = await badScope(visitor);
+      expect(res.status).toBe(400);
+      expect(res.headers.get('location')).toBeNull();
+      expect(await res.text()).toContain('invalid_scope');
+    }
+    // The other owner's explicit Deny of a valid request still goes back to the client (RFC 6749 §4.1.2.1).
+    const denied = await decide(url, other, 'deny');
+    expect(denied.origin).toBe('https://attacker.example');
+    expect(denied.searchParams.get('error')).toBe('access_denied');
   });
 });

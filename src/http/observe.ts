@@ -28,8 +28,8 @@ const isOAuth = (path: string) => path.startsWith('/oauth/');
  * serves it — the REST routes after a bad token has been refused, the MCP gate after its
  * protocol checks — or by `notFound` when none does. Nothing reads a body sent with another
  * method, so it is read (and dropped) here before any handler runs: a GET with 20 KiB is 413.
- * `/oauth/*` is left to its endpoints, which answer in their own formats (RFC 6749 JSON, HTML
- * pages). A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
+ * `/oauth/*` is left to the authorization server (src/oauth/body-limit.tsx), which holds every
+ * method and path there to the limit, in its own formats (RFC 6749 JSON, HTML pages). A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
  * §6.3), so the usual GET costs two header lookups.
  */
 function unreadBody(method: string, path: string, contentLength: string | undefined, transferEncoding: string | undefined): boolean {
@@ -79,7 +79,8 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
   });
 
   app.notFound(async (c) => {
-    // No handler reads this request's body, so the limit is applied here (`unreadBody`).
+    // No handler reads this request's body, so the limit is applied here (`unreadBody`); under
+    // /oauth/* the authorization server's middleware has applied it already (body-limit.tsx).
     if (!isOAuth(c.req.path)) await requestBody(c);
     const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));
     return c.json(body, status);

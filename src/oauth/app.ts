@@ -74,9 +74,8 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     c.header('Cache-Control', 'no-store');
   });
 
-  app.on(['GET', 'HEAD'], '/oauth/*', limitUnreadBody);
-  app.post('/oauth/session', limitUnreadBody);
-  app.post('/oauth/sign-out', limitUnreadBody);
+  // Any method, any path, one none serves included: bodies no endpoint reads are held to 16 KiB.
+  app.use('/oauth/*', limitUnreadBody);
 
   mountMetadataEndpoint(app, endpoints);
   mountSessionEndpoints(app, endpoints);

@@ -48,10 +48,10 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       AUTHORIZATION_PARAMS.filter((name) => (c.req.queries(name)?.length ?? 0) > 1),
     );
     try {
-      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params);
-      if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
       const token = sessionToken(deps, c);
       const owner = await ownerSession(oauth, token);
+      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params, owner);
+      if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
       if (!owner || !token) {
         const here = new URL(c.req.url);
         return c.redirect(`/oauth/sign-in?next=${encodeURIComponent(`/oauth/authorize${here.search}`)}`, 302);
@@ -78,7 +78,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
     const params = authorizationParams((name) => form.get(name) ?? undefined);
     try {
-      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params);
+      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params, owner);
       if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 303);
       const to = { redirectUri: checked.value.redirectUri, state: checked.value.state };
       const decision = form.get('decision');

@@ -126,10 +126,13 @@ export async function liveClientConnection(db: Queryable, workspaceId: string, a
   return raw && toConnectionRow(raw);
 }
 
-/** Whether a client has a live connection in any workspace: some owner approved it and has not revoked it. */
-export async function clientApproved(db: Queryable, applicationId: string): Promise<boolean> {
+/** Whether a client has a live connection in this workspace: its owner approved it and has not revoked it. */
+export async function clientApproved(db: Queryable, applicationId: string, workspaceId: string): Promise<boolean> {
   return (
-    (await db.get<{ one: number }>('SELECT 1 AS one FROM connections WHERE oauth_client = ? AND revoked_at IS NULL LIMIT 1', [applicationId])) !== undefined
+    (await db.get<{ one: number }>('SELECT 1 AS one FROM connections WHERE oauth_client = ? AND workspace_id = ? AND revoked_at IS NULL LIMIT 1', [
+      applicationId,
+      workspaceId,
+    ])) !== undefined
   );
 }
 

@@ -69,6 +69,8 @@ const PKCE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 export async function checkAuthorizationRequest(
   deps: OAuthDeps,
   params: AuthorizationParams,
+  /** The owner signed in on this browser, if any: only their approval makes a dynamic client's redirect URI trusted. */
+  owner: OwnerSession | undefined,
 ): Promise<{ ok: true; value: ValidAuthorization } | { ok: false; error: ReturnType<typeof oauthError>; to: ErrorDestination }> {
   const repeated = params.repeated ?? [];
   // Which client or redirect URI is meant is unclear: nothing may be sent back to either.
@@ -84,10 +86,12 @@ export async function checkAuthorizationRequest(
   }
   const to = { redirectUri: params.redirect_uri, state: params.state };
   // A dynamically registered client's redirect URI is whatever its anonymous registration
-  // said; until an owner approves the client, an error redirect there would make this server
-  // an open redirector (RFC 9700 §4.11.2), so errors are shown as a page. Registered clients
-  // were made by an owner, and a metadata document's URIs are vouched for by its host.
-  const trusted = client.source !== 'dynamic' || (await clientApproved(deps.db, client.id));
+  // said; until the signed-in owner has approved the client in their own workspace, an error
+  // redirect there would make this server an open redirector (RFC 9700 §4.11.2), so errors are
+  // shown as a page. Approval in some other workspace vouches for nothing: anyone can make a
+  // workspace and approve their own client there. Registered clients were made by an owner,
+  // and a metadata document's URIs are vouched for by its host.
+  const trusted = client.source !== 'dynamic' || (owner !== undefined && (await clientApproved(deps.db, client.id, owner.workspaceId)));
   const fail = (error: ReturnType<typeof oauthError>) => {
     if (!trusted) throw new UnsafeAuthorizationRequest(`${error.description} (${error.code})`);
     return { ok: false as const, error, to };
