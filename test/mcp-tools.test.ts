@@ -120,6 +120,86 @@ describe('tools/list wire details', () => {
   });
 });
 
+describe.each<Era>(['modern', 'legacy'])('list_functions and list_devices page (%s client)', (era) => {
+  const lists = [
+    { tool: 'list_functions', key: 'functions', rest: '/v1/functions' },
+    { tool: 'list_devices', key: 'devices', rest: '/v1/devices' },
+  ];
+
+  it('advertise cursor and limit, and nextCursor in their output', async () => {
+    const mcp = await connect(server.url, alice.token, era);
+    try {
+      const tools = new Map((await mcp.listTools()).tools.map((t) => [t.name, t]));
+      for (const { tool } of lists) {
+        const { inputSchema, outputSchema } = tools.get(tool)!;
+        expect(Object.keys(inputSchema.properties ?? {})).toEqual(['limit', 'cursor']);
+        expect(outputSchema!.properties).toHaveProperty('nextCursor');
+        expect(outputSchema!.required).toEqual([tool === 'list_functions' ? 'functions' : 'devices']);
+      }
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it.each(lists)('$tool answers every item across pages, with nextCursor while more follow, as REST lists them', async ({ tool, key, rest }) => {
+    const mcp = await connect(server.url, alice.token, era);
+    try {
+      const outputSchema = (await mcp.listTools()).tools.find((t) => t.name === tool)!.outputSchema!;
+      const ajv = new Ajv({ strict: false });
+      addFormats(ajv);
+      const expected = (await api.get(rest, { token: alice.token })).body.data as unknown[];
+      expect(expected.length).toBeGreaterThan(1);
+
+      // Without a limit: everything in one answer (at most 1,000), and no cursor.
+      const whole = await mcp.callTool({ name: tool, arguments: {} });
+      expect(whole.structuredContent).toEqual({ [key]: expected });
+      expect(whole.content).toHaveLength(1);
+
+      const seen: unknown[] = [];
+      let cursor: string | undefined;
+      for (let pages = 1; ; pages++) {
+        const result = await mcp.callTool({ name: tool, arguments: { limit: 1, ...(cursor ? { cursor } : {}) } });
+        expect(result.isError ?? false).toBe(false);
+        expect(ajv.validate(outputSchema, result.structuredContent), JSON.stringify(ajv.errors)).toBe(true);
+        const page = result.structuredContent as Record<string, unknown>;
+        seen.push(...(page[key] as unknown[]));
+        cursor = page.nextCursor as string | undefined;
+        const texts = (result.content as { text: string }[]).map((c) => c.text);
+        if (cursor === undefined) {
+          expect(texts).toHaveLength(1);
+          expect(pages).toBe(expected.length);
+          break;
+        }
+        // The agent is told in words too, with the cursor to pass back.
+        expect(texts[1]).toBe(`More ${key} follow: call ${tool} again with { "cursor": ${JSON.stringify(cursor)} } for the next page.`);
+      }
+      expect(seen).toEqual(expected);
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it('refuses a cursor it did not issue, or one of the other list, with the same issues as REST', async () => {
+    const mcp = await connect(server.url, alice.token, era);
+    try {
+      const first = await mcp.callTool({ name: 'list_devices', arguments: { limit: 1 } });
+      const devicesCursor = (first.structuredContent as { nextCursor: string }).nextCursor;
+      for (const cursor of ['nope', devicesCursor]) {
+        const result = await mcp.callTool({ name: 'list_functions', arguments: { cursor } });
+        expect(result.isError).toBe(true);
+        const restAnswer = await api.get(`/v1/functions?cursor=${encodeURIComponent(cursor)}`, { token: alice.token });
+        expect(restAnswer.status).toBe(400);
+        const { requestId: _a, ...viaMcp } = (result.structuredContent as any).error;
+        const { requestId: _b, ...viaRest } = restAnswer.body.error;
+        expect(viaMcp).toEqual(viaRest);
+        expect(viaMcp.issues).toEqual([{ path: 'cursor', message: cursor === 'nope' ? 'not a cursor this service issued' : 'a cursor of another list' }]);
+      }
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
 describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) => {
   it('queues the action, streams progress, and returns the Action the simulated device completed', async () => {
     const device = simulateDevice(api, lamp, ({ args }) => ({ ok: true, result: { on: args.on } }), { delayMs: 150 });

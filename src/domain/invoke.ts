@@ -109,8 +109,9 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
 
 /**
  * `call` for a caller that wants one value: a list answers its first page at the largest
- * size (the MCP fixed tools `list_devices` and `list_functions`, which have no cursor to
- * offer). A streamed document has no single value; its surface streams it through `call`.
+ * size, without its cursor (the MCP fixed tools `list_devices` and `list_functions` page
+ * through `call` instead, src/mcp/tools.ts). A streamed document has no single value; its
+ * surface streams it through `call`.
  */
 export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {
   const answer = await call(operation, ctx, raw, PAGE_MAX);

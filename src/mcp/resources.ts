@@ -5,7 +5,7 @@ import type { DeviceRecord } from '../domain/devices.js';
 import { fail } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
-import { deviceText, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
+import { deviceForAgent, deviceText, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { resourceError } from './errors.js';
 import type { McpSession } from './tools.js';
 
@@ -48,7 +48,8 @@ export function registerResources(server: McpServer, session: McpSession): void 
       try {
         const device = (await devices()).find((d) => d.id === variables.deviceId);
         if (!device) throw fail.notFound('Device');
-        return contents(uri.href, device);
+        // The device's own words cleaned, as list_devices answers them (device-text.ts).
+        return contents(uri.href, deviceForAgent(device));
       } catch (error) {
         throw resourceError(error, uri.href, ctx);
       }

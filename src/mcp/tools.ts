@@ -18,10 +18,11 @@ import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/act
 import type { Context, CredentialOf } from '../domain/context.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
-import { invoke } from '../domain/invoke.js';
+import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
+import { PAGE_MAX } from '../domain/paging.js';
 import { allOperations, operations } from '../domain/registry.js';
-import { deviceText, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
+import { deviceForAgent, deviceText, functionForAgent, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -207,24 +208,61 @@ function annotationsOf({ readOnly, destructive, idempotent, openWorld }: Operati
   };
 }
 
+/**
+ * A paged list's tool (`list_devices`, `list_functions`) pages as REST does, with the same
+ * cursor: at most PAGE_MAX items an answer unless `limit` says fewer, and `nextCursor` when
+ * more follow, to pass back as `cursor`. Without it an agent would see the first 1,000 and no
+ * sign of the rest.
+ */
+const PAGE_INPUT = {
+  limit: { type: 'integer', minimum: 1, maximum: PAGE_MAX, description: `Items per answer, 1 to ${PAGE_MAX}; ${PAGE_MAX} unless given.` },
+  cursor: { type: 'string', minLength: 1, maxLength: 1024, description: 'Opaque: the `nextCursor` of the previous answer, for the next page.' },
+};
+const NEXT_CURSOR = { type: 'string', description: 'Present when more items follow: call the tool again with it as `cursor`.' };
+
 const fixedSchemas = once(
   () =>
     new Map(
       fixedTools.map((tool) => {
+        const input = jsonSchemaOf(tool.operation.input, 'input');
         const output = jsonSchemaOf(tool.operation.output, 'output');
+        const paged = tool.operation.paged !== undefined;
         return [
           tool.name,
           {
-            input: jsonSchemaOf(tool.operation.input, 'input'),
-            output: tool.listKey ? { type: 'object', properties: { [tool.listKey]: output }, required: [tool.listKey] } : output,
+            input: paged ? { ...input, properties: { ...(input.properties as object), ...PAGE_INPUT } } : input,
+            output: tool.listKey
+              ? { type: 'object', properties: { [tool.listKey]: output, ...(paged ? { nextCursor: NEXT_CURSOR } : {}) }, required: [tool.listKey] }
+              : output,
           },
         ];
       }),
     ),
 );
 
+/**
+ * What a list tool answers to an agent: the device's own words in it (names, descriptions)
+ * cleaned as in tool descriptions (device-text.ts), so they cannot pass for the service's;
+ * REST answers owners the data as published.
+ */
+const forAgent: Record<string, (item: never) => unknown> = { list_devices: deviceForAgent, list_functions: functionForAgent };
+
 function jsonText(value: unknown): string {
   return JSON.stringify(value, null, 2);
+}
+
+async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown): Promise<CallToolResult> {
+  const answer = await call(tool.operation, session.ctx, args ?? {}, PAGE_MAX);
+  if (answer.kind === 'stream') throw new Error(`operation ${tool.operation.name} streams its answer: it cannot be a fixed tool`);
+  const clean = forAgent[tool.name];
+  const data = clean && Array.isArray(answer.data) ? answer.data.map((item) => clean(item as never)) : answer.data;
+  const next = answer.kind === 'page' ? answer.nextCursor : null;
+  const structured = (tool.listKey ? { [tool.listKey]: data, ...(next !== null ? { nextCursor: next } : {}) } : data) as Record<string, unknown>;
+  const content: CallToolResult['content'] = [{ type: 'text', text: jsonText(data) }];
+  if (next !== null) {
+    content.push({ type: 'text', text: `More ${tool.listKey} follow: call ${tool.name} again with { "cursor": ${JSON.stringify(next)} } for the next page.` });
+  }
+  return { content, structuredContent: structured };
 }
 
 function registerFixedTools(server: McpServer, session: McpSession): void {
@@ -242,9 +280,7 @@ function registerFixedTools(server: McpServer, session: McpSession): void {
       },
       async (args: unknown): Promise<CallToolResult> => {
         try {
-          const data = await invoke(tool.operation, session.ctx, args ?? {});
-          const structured = (tool.listKey ? { [tool.listKey]: data } : data) as Record<string, unknown>;
-          return { content: [{ type: 'text', text: jsonText(data) }], structuredContent: structured };
+          return await callFixedTool(tool, session, args);
         } catch (error) {
           return toolError(error, session.ctx);
         }
