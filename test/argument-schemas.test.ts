@@ -109,6 +109,24 @@ describe('argument schemas: refused at publish', () => {
     expectRefused(await publish(device, args), ['capabilities.0.arguments', path].filter(Boolean).join('.'));
   });
 
+  it('refuses a $ref into default, examples or const, which no per-keyword rule walked', async () => {
+    const device = await attachDevice(api, owner, { manifest: null });
+    const intoDefault = { type: 'object', default: { type: 'array', uniqueItems: true }, properties: { a: { $ref: '#/default' } } };
+    expectRefused(await publish(device, intoDefault), 'capabilities.0.arguments.properties.a.$ref');
+    const intoExamples = { type: 'object', examples: [{ pattern: '^(a)\\1$' }], properties: { a: { $ref: '#/examples/0' } } };
+    expectRefused(await publish(device, intoExamples), 'capabilities.0.arguments.properties.a.$ref');
+    const intoConst = { type: 'object', properties: { c: { const: { $async: true } }, a: { $ref: '#/properties/c/const' } } };
+    expectRefused(await publish(device, intoConst), 'capabilities.0.arguments.properties.a.$ref');
+    // The same rules where a subschema sits, `$defs` or `properties`, still work.
+    const ok = await deviceWith({
+      type: 'object',
+      $defs: { list: { type: 'array', uniqueItems: true, maxItems: 4 } },
+      properties: { a: { $ref: '#/$defs/list' }, b: { $ref: '#/properties/a' } },
+    });
+    expect((await call(ok, { a: [1, 2], b: [3] })).status).toBe(201);
+    expectRefused(await call(ok, { b: [1, 1] }), 'arguments.b');
+  });
+
   it('accepts local $refs, plain anchors, a root $id and uniqueItems with maxItems', async () => {
     const device = await deviceWith({
       $id: 'urn:example:lamp',
@@ -146,13 +164,40 @@ describe('argument schemas: bombs', () => {
   });
 
   it('validates the same nesting within the budget fast, with at most 20 issues', async () => {
-    const device = await deviceWith({ type: 'object', properties: { x: { type: 'array', items: nestedAnyOf(4) } } });
-    const args = { x: Array.from({ length: 5000 }, () => 1) };
+    // 31 subschemas under `items` need a `maxItems` (31 × 2,000 checks fit the work budget).
+    const device = await deviceWith({ type: 'object', properties: { x: { type: 'array', maxItems: 2000, items: nestedAnyOf(4) } } });
+    const args = { x: Array.from({ length: 2000 }, () => 1) };
     const { ms, res } = await fastest(() => call(device, args));
     expectRefused(res, 'arguments.x.0');
     expect(res.body.error.issues.length).toBeLessThanOrEqual(MAX_ARGUMENT_ISSUES);
     expect(ms).toBeLessThan(50);
     expect((await call(device, { x: Array.from({ length: 2000 }, () => 'abc') })).status).toBe(201);
+  });
+
+  it('refuses the 5.5 KiB flat anyOf of 900 branches under items that stalled the server 1.4 s', async () => {
+    const branches = [...Array<boolean>(900).fill(false), { type: 'number' }];
+    const bomb = { type: 'object', properties: { a: { type: 'array', items: { anyOf: branches } } } };
+    const device = await attachDevice(api, owner, { manifest: null });
+    expectRefused(await publish(device, bomb), 'capabilities.0.arguments.properties.a.items.anyOf');
+    // 16 branches are allowed, but not under an unbounded `items`: 16 × 8,192 elements is over the work budget.
+    const sixteen = { type: 'object', properties: { a: { type: 'array', items: { anyOf: branches.slice(-16) } } } };
+    expectRefused(await publish(device, sixteen), 'capabilities.0.arguments');
+    const bounded = { type: 'object', properties: { a: { type: 'array', maxItems: 1000, items: { anyOf: branches.slice(-16) } } } };
+    expect((await publish(device, bounded)).status).toBe(200);
+  });
+
+  it('validates a 16 KiB worst case against a schema just inside the work budget fast', async () => {
+    // 7 subschemas under an unbounded `items`: 7 × 8,192 checks plus the root's 2 fit 65,536.
+    const branches = [{ type: 'object', required: ['k'] }, { type: 'string' }, { type: 'boolean' }, { type: 'null' }, { type: 'number' }];
+    const device = await deviceWith({ type: 'object', properties: { a: { type: 'array', items: { anyOf: branches } } } });
+    const args = { a: Array.from({ length: 8160 }, () => 0) };
+    // As many numbers as fit the 16 KiB request body around them.
+    expect(JSON.stringify(args).length).toBeGreaterThan(16_300);
+    const { ms, res } = await fastest(() => call(device, args));
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(ms).toBeLessThan(250);
+    const oneMore = { type: 'object', properties: { a: { type: 'array', items: { anyOf: [...branches, { type: 'integer' }] } } } };
+    expectRefused(await publish(device, oneMore), 'capabilities.0.arguments');
   });
 
   it('refuses $defs that refer to one another into millions of subschemas', async () => {
