@@ -1,5 +1,6 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectAnswer } from './helpers/raw-http.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // docs/rules.md "Errors and limits": a body over 16 KiB is 413 payload_too_large on any method
@@ -31,18 +32,7 @@ function send(
     let answered = false;
     const req = http.request(`${server.url}${path}`, { method, headers, agent: false }, (res) => {
       answered = true;
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => {
-        let parsed: unknown = text;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          // Not JSON: the assertion shows the text.
-        }
-        resolve({ status: res.statusCode!, body: parsed });
-      });
+      void collectAnswer(res).then(resolve);
     });
     // The server may answer 413 and stop reading before the last byte.
     req.on('error', (error: NodeJS.ErrnoException) => {

@@ -5,6 +5,7 @@ import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { expectWellFormed, fingerprinter, jsonText, nastyValue, RawJson, sqlMeta, traversal } from './helpers/hostile.js';
+import { collectAnswer } from './helpers/raw-http.js';
 import { envelope, MODERN } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -67,20 +68,7 @@ function post(path: string, token: string | undefined, body: string | Buffer, he
           ...headers,
         },
       },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => (text += chunk));
-        res.on('end', () => {
-          let parsed: unknown = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            // left as text for the assertion to show
-          }
-          resolve({ status: res.statusCode!, body: parsed });
-        });
-      },
+      (res) => void collectAnswer(res).then(resolve),
     );
     // The server may answer 413 and close before the whole body is written.
     req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'EPIPE' || error.code === 'ECONNRESET' ? undefined : reject(error)));

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 
 /** What came back on a raw connection: every byte as latin1 text, and whether the server hung up. */
@@ -45,4 +46,26 @@ export const UPGRADE_HEADERS = ['Connection: Upgrade', 'Upgrade: websocket', 'Se
 /** A request line and headers as raw text, the header block closed. */
 export function rawHead(requestLine: string, headers: string[]): string {
   return `${[requestLine, ...headers].join('\r\n')}\r\n\r\n`;
+}
+
+/**
+ * Collects a node:http answer: its status and its body, parsed as JSON when it is JSON and left
+ * as text otherwise, for the assertion to show.
+ */
+// `any` body: tests read fields of whatever JSON came back, and assert on its shape themselves.
+export function collectAnswer(res: IncomingMessage): Promise<{ status: number; body: any }> {
+  return new Promise((resolve) => {
+    let text = '';
+    res.setEncoding('utf8');
+    res.on('data', (chunk) => (text += chunk));
+    res.on('end', () => {
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // Not JSON: kept as text.
+      }
+      resolve({ status: res.statusCode!, body: parsed });
+    });
+  });
 }
