@@ -1,11 +1,8 @@
 import { Hono } from 'hono';
-import type { Authenticator } from './auth/authenticate.js';
-import type { Config } from './config.js';
-import type { Clock, Logger, ServiceSettings } from './domain/context.js';
+import type { ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
-import type { RateLimiter } from './domain/rate-limits.js';
-import { createOAuthApp } from './oauth/app.js';
+import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
 import { mountRoutes } from './rest/app.js';
@@ -13,16 +10,9 @@ import { mountDocs } from './rest/docs.js';
 import { mountMcp } from './mcp/handler.js';
 import { mountMetrics, type Metrics } from './metrics.js';
 import { routes } from './rest/routes.js';
-import type { Db } from './store/driver.js';
 
-export interface AppDeps {
-  config: Config;
-  db: Db;
-  authenticator: Authenticator;
-  /** The authenticator's limiter: the OAuth endpoints draw from the same per-address buckets. */
-  limiter: RateLimiter;
-  clock: Clock;
-  log: Logger;
+/** What the OAuth sub-app needs (the same limiter as the authenticator), plus events and metrics. */
+export interface AppDeps extends OAuthAppDeps {
   events: EventHub;
   metrics: Metrics;
 }

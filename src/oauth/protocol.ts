@@ -1,5 +1,6 @@
 import type { Context as HonoContext } from 'hono';
-import type { ClientCredentials } from '../domain/oauth/clients.js';
+import { authenticateClient, type ClientCredentials } from '../domain/oauth/clients.js';
+import type { OAuthDeps } from '../domain/oauth/deps.js';
 import { OAuthProtocolError, type OAuthErrorCode } from '../domain/oauth/errors.js';
 import { authFailureKey } from '../domain/rate-limits.js';
 import { clientAddress } from '../http/request.js';
@@ -95,4 +96,17 @@ export function clientCredentials(authorization: string | undefined, form: URLSe
     }
   }
   return { clientId: form.get('client_id') ?? undefined, clientSecret: form.get('client_secret') ?? undefined };
+}
+
+/**
+ * The start the token and revocation endpoints share: the form (or its refusal as an answer)
+ * and the client it authenticates, by HTTP Basic or in the body.
+ */
+export async function authenticatedForm(
+  c: HonoContext,
+  oauth: OAuthDeps,
+): Promise<Response | { form: URLSearchParams; client: Awaited<ReturnType<typeof authenticateClient>> }> {
+  const form = await protocolForm(c);
+  if (form instanceof Response) return form;
+  return { form, client: await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form)) };
 }

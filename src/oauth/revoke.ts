@@ -1,8 +1,7 @@
 import type { Hono } from 'hono';
-import { authenticateClient } from '../domain/oauth/clients.js';
 import { revokeToken } from '../domain/oauth/revoke.js';
 import type { OAuthEndpointDeps } from './deps.js';
-import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol.js';
+import { authenticatedForm, runProtocolEndpoint } from './protocol.js';
 
 /**
  * The revocation endpoint (RFC 7009): the client authenticates as at the token endpoint and
@@ -14,10 +13,10 @@ export function mountRevocationEndpoint(app: Hono, deps: OAuthEndpointDeps): voi
       deps,
       c,
       async () => {
-        const form = await protocolForm(c);
-        if (form instanceof Response) return form;
         const oauth = deps.oauthFor(c);
-        const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
+        const started = await authenticatedForm(c, oauth);
+        if (started instanceof Response) return started;
+        const { form, client } = started;
         await revokeToken(oauth, client, form.get('token') ?? undefined);
         return c.body(null, 200, { 'Cache-Control': 'no-store' });
       },

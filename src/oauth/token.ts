@@ -1,9 +1,8 @@
 import type { Hono } from 'hono';
-import { authenticateClient } from '../domain/oauth/clients.js';
 import { OAuthProtocolError } from '../domain/oauth/errors.js';
 import { exchangeCode, refreshTokens } from '../domain/oauth/token.js';
 import type { OAuthEndpointDeps } from './deps.js';
-import { clientCredentials, protocolForm, runProtocolEndpoint } from './protocol.js';
+import { authenticatedForm, runProtocolEndpoint } from './protocol.js';
 
 /**
  * The token endpoint (RFC 6749 §3.2): an authorization code or a refresh token for a new
@@ -16,10 +15,10 @@ export function mountTokenEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
       deps,
       c,
       async () => {
-        const form = await protocolForm(c);
-        if (form instanceof Response) return form;
         const oauth = deps.oauthFor(c);
-        const client = await authenticateClient(oauth, clientCredentials(c.req.header('authorization'), form));
+        const started = await authenticatedForm(c, oauth);
+        if (started instanceof Response) return started;
+        const { form, client } = started;
         const grantType = form.get('grant_type');
         const field = (name: string) => form.get(name) ?? undefined;
         let tokens;
