@@ -3,7 +3,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACTION_STATES, ACTION_STATUSES, INITIAL_STATUS, TRANSITIONS, type ActionStatus, type TransitionName } from '../src/domain/action-states.js';
+import {
+  ACTION_STATES,
+  ACTION_STATUSES,
+  INITIAL_STATUS,
+  MARKS,
+  TRANSITIONS,
+  type ActionStatus,
+  type MarkName,
+  type TransitionName,
+} from '../src/domain/action-states.js';
 import {
   cancelQueued,
   cancelQueuedForTarget,
@@ -14,6 +23,7 @@ import {
   expireDue,
   getAction,
   insertAction,
+  requestRecall,
   statusIn,
   type ActionRow,
 } from '../src/store/actions.js';
@@ -25,6 +35,7 @@ import { openDb } from '../src/store/open.js';
 
 const statuses = (list: readonly ActionStatus[]) => list.join(' | ');
 const transitionNames = Object.keys(TRANSITIONS) as TransitionName[];
+const markNames = Object.keys(MARKS) as MarkName[];
 
 describe('the state table', () => {
   it('has a status final exactly when no move leaves it', () => {
@@ -97,7 +108,7 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
     { fn: completeAction, device: 'gateway', due: false, into: 'failed', run: (db, _w, a) => completeAction(db, report(a, false), NOW) },
   ],
   cancel: [
-    { fn: cancelQueued, device: 'gateway', due: false, into: 'cancelled', run: (db, w, a) => cancelQueued(db, w.workspaceId, a.id, null, NOW) },
+    { fn: cancelQueued, device: 'gateway', due: false, into: 'cancelled', run: (db, w, a) => cancelQueued(db, w.workspaceId, a.id, null, 'owner', NOW) },
     {
       fn: cancelQueuedOnServices,
       device: 'service',
@@ -115,6 +126,23 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
     { fn: cancelQueuedForTarget, device: 'gateway', due: false, into: 'cancelled', run: (db, w) => cancelQueuedForTarget(db, w.workspaceId, w.gatewayId, NOW) },
   ],
   expire: [{ fn: expireDue, device: 'gateway', due: true, into: 'expired', run: (db, _w, a) => expireDue(db, NOW, { id: a.id }) }],
+};
+
+interface StoreMark {
+  fn: (...args: never[]) => unknown;
+  run(db: Db, world: World, action: ActionRow): Promise<ActionRow | undefined>;
+  /** The columns the mark sets, as read back from the store. */
+  made(action: ActionRow): boolean;
+}
+
+const STORE_MARKS: Record<MarkName, StoreMark[]> = {
+  recall: [
+    {
+      fn: requestRecall,
+      run: (db, w, a) => requestRecall(db, w.workspaceId, a.id, 'grant_revoked', NOW),
+      made: (a) => a.cancelRequestedAt === NOW && a.cancelReason === 'grant_revoked',
+    },
+  ],
 };
 
 describe('the database and the store', () => {
@@ -166,6 +194,7 @@ describe('the database and the store', () => {
       capability: 'set_power',
       arguments: '{}',
       principal: PRINCIPAL,
+      connectionId: null,
       broadcastId: null,
       createdAt: NOW - 60_000,
       expiresAt: due ? NOW : NOW + 30_000,
@@ -206,13 +235,38 @@ describe('the database and the store', () => {
     );
   });
 
-  it('drives every store function that UPDATEs an action status above', () => {
+  describe.each(markNames)('the mark %s', (name) => {
+    const mark = MARKS[name];
+    it.each(STORE_MARKS[name].map((storeMark) => [storeMark.fn.name, storeMark] as const))(
+      `%s marks an action in ${statuses(mark.on)} once, leaves its status, and touches no action in any other status`,
+      async (_fn, storeMark) => {
+        for (const status of ACTION_STATUSES) {
+          const w = await world();
+          const before = await actionIn(w, status, 'gateway', false);
+          const answer = await storeMark.run(db, w, before);
+          const after = (await getAction(db, w.workspaceId, before.id))!;
+          if ((mark.on as readonly ActionStatus[]).includes(status)) {
+            expect(answer, `in ${status}`).toEqual(after);
+            expect(after.status, `in ${status}`).toBe(status);
+            expect(storeMark.made(after), `in ${status}`).toBe(true);
+            expect(await storeMark.run(db, w, after), `again in ${status}`).toBeUndefined();
+          } else {
+            expect(answer, `in ${status}`).toBeUndefined();
+            expect(after, `in ${status}`).toEqual(before);
+          }
+        }
+      },
+    );
+  });
+
+  it('drives every store function that UPDATEs an action above', () => {
     const source = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'store', 'actions.ts'), 'utf8');
     const updating = source
       .split(/\n(?=export )/)
       .filter((part) => /UPDATE actions SET/.test(part))
       .map((part) => /^export (?:async )?function (\w+)/.exec(part)?.[1]);
-    expect(new Set(updating)).toEqual(new Set(Object.values(STORE_MOVES).flatMap((moves) => moves.map((m) => m.fn.name))));
+    const driven = [...Object.values(STORE_MOVES), ...Object.values(STORE_MARKS)].flatMap((each) => each.map((m) => m.fn.name));
+    expect(new Set(updating)).toEqual(new Set(driven));
   });
 });
 
@@ -230,6 +284,12 @@ describe('the README', () => {
       '| Move | From | To | Made by |',
       '|---|---|---|---|',
       ...transitionNames.map((name) => `| \`${name}\` | ${code(TRANSITIONS[name].from)} | ${code(TRANSITIONS[name].to)} | ${TRANSITIONS[name].by} |`),
+      '',
+      'Marks record news without moving the action, each at most once:',
+      '',
+      '| Mark | In | Records | Made when |',
+      '|---|---|---|---|',
+      ...markNames.map((name) => `| \`${name}\` | ${code(MARKS[name].on)} | ${MARKS[name].records} | ${MARKS[name].by} |`),
     ].join('\n');
   }
 

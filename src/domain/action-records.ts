@@ -1,12 +1,20 @@
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
-import { ACTION_STATUSES, TRANSITIONS } from './action-states.js';
+import { ACTION_STATUSES, CANCEL_REASONS, TRANSITIONS, type CancelReason } from './action-states.js';
 import { timestamp, uuid } from './schemas.js';
 
 export const actionStatus = z.enum(ACTION_STATUSES).describe(
   Object.values(TRANSITIONS)
     .map((move) => `${move.from.join(' | ')} → ${move.to.join(' | ')}`)
     .join('; ') + '.',
+);
+
+export const cancelReason = z.enum(Object.keys(CANCEL_REASONS) as [CancelReason, ...CancelReason[]]).describe(
+  'Why it was cancelled or recalled: ' +
+    Object.entries(CANCEL_REASONS)
+      .map(([reason, meaning]) => `\`${reason}\` ${meaning}`)
+      .join('; ') +
+    '.',
 );
 
 export const action = z.object({
@@ -23,6 +31,10 @@ export const action = z.object({
   result: z.unknown().nullable().describe('What the device reported on success.'),
   error: z.object({ code: z.string(), message: z.string() }).nullable().describe('What the device reported on failure.'),
   broadcastId: uuid.nullable(),
+  cancelReason: cancelReason.nullable().describe('Set when the action was cancelled, or when a handed-out one was recalled (`cancelRequestedAt`).'),
+  cancelRequestedAt: timestamp
+    .nullable()
+    .describe('When the device was asked to stop a command it had already fetched; what it reports afterwards is still stored.'),
 });
 
 export type ActionRecord = z.infer<typeof action>;
@@ -42,5 +54,7 @@ export function toActionRecord(row: ActionRow): ActionRecord {
     result: row.result === null ? null : (JSON.parse(row.result) as unknown),
     error: row.errorCode === null ? null : { code: row.errorCode, message: row.errorMessage ?? '' },
     broadcastId: row.broadcastId,
+    cancelReason: row.cancelReason,
+    cancelRequestedAt: row.cancelRequestedAt,
   };
 }

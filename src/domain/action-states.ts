@@ -59,8 +59,9 @@ export const TRANSITIONS = {
     from: ['queued'],
     to: ['cancelled'],
     by:
-      '`POST /v1/actions/{id}/cancel` (owner or requesting agent), a gateway grant replacement that omits a service device, ' +
-      "the device's revocation, or a child left out of its gateway's manifest",
+      '`POST /v1/actions/{id}/cancel` (owner or requesting agent), its MCP client going away, or the permission it was ' +
+      "requested under ending: the device revoked or left out of its gateway's manifest, a gateway grant replacement that omits " +
+      'a service device; `cancelReason` says which',
   },
   expire: {
     from: ['queued', 'received'],
@@ -70,3 +71,46 @@ export const TRANSITIONS = {
 } as const satisfies Record<string, Transition>;
 
 export type TransitionName = keyof typeof TRANSITIONS;
+
+export interface Mark {
+  /** The statuses it applies in; the status itself does not change. */
+  on: readonly ActionStatus[];
+  /** What it records, in the README's words. */
+  records: string;
+  by: string;
+}
+
+/**
+ * Changes that record news about an action without moving it: each is a guarded `UPDATE`
+ * too (its status is in `on`, and it was not made before), so it happens at most once.
+ */
+export const MARKS = {
+  recall: {
+    on: ['received'],
+    records: '`cancelRequestedAt`, `cancelReason`',
+    by: 'the permission behind a handed-out command was withdrawn, or its MCP client went away: the device is asked to stop',
+  },
+} as const satisfies Record<string, Mark>;
+
+export type MarkName = keyof typeof MARKS;
+
+/**
+ * Why an action was cancelled, or why a handed-out one was recalled (`cancelReason` on the
+ * Action; README "Action states (as implemented)"). A command is cancelled whenever the
+ * permission it was requested under no longer holds, not only when someone asks.
+ */
+export const CANCEL_REASONS = {
+  owner: 'the owner cancelled it',
+  agent: 'the requesting agent cancelled it',
+  client_cancelled: 'the MCP client that asked for it went away or cancelled the call',
+  grant_revoked: "the principal's grant for the function was revoked",
+  grant_expired: "the principal's grant for the function expired",
+  principal_revoked: 'the agent connection or OAuth client that asked for it was revoked',
+  function_changed: 'the device republished the function with another kind or an incompatible schema',
+  function_removed: "the function left the device's manifest",
+  device_revoked: 'the device (or its gateway) was revoked',
+  device_detached: "the device was left out of its gateway's manifest",
+  gateway_grant_replaced: 'a gateway grant replacement left the service device out',
+} as const;
+
+export type CancelReason = keyof typeof CANCEL_REASONS;

@@ -1,10 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import { z } from 'zod';
-import { cancelQueued, expireDue, exportActions, getAction, insertAction, recentActions, recentActionsOf, type ActionRow } from '../store/actions.js';
+import {
+  cancelQueued,
+  expireDue,
+  requestRecall,
+  exportActions,
+  getAction,
+  insertAction,
+  recentActions,
+  recentActionsOf,
+  type ActionRow,
+} from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
-import { TRANSITIONS, type ActionStatus } from './action-states.js';
+import { TRANSITIONS, type ActionStatus, type CancelReason } from './action-states.js';
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
@@ -45,6 +55,7 @@ async function queueAction(
     capability: request.capability,
     arguments: JSON.stringify(request.arguments),
     principal: agent.principal,
+    connectionId: agent.connectionId,
     broadcastId: request.broadcastId,
     createdAt: now,
     expiresAt: now + request.ttlSeconds * 1000,
@@ -143,12 +154,27 @@ export const cancelAction = defineOperation({
   async run({ ctx, credential, input }) {
     const existing = await readAction(ctx, credential, input.actionId);
     const principal = credential.kind === 'agent' ? credential.principal : null;
-    const row = await cancelQueued(ctx.db, credential.workspaceId, existing.id, principal, ctx.clock.now());
+    const reason: CancelReason = credential.kind === 'agent' ? 'agent' : 'owner';
+    const row = await cancelQueued(ctx.db, credential.workspaceId, existing.id, principal, reason, ctx.clock.now());
     if (!row) throw fail.conflict(`The action is ${(await getAction(ctx.db, credential.workspaceId, existing.id))!.status}, not queued.`);
     publishActions(ctx, [row]);
     return toActionRecord(row);
   },
 });
+
+/**
+ * Withdraws one action whatever stage it is in: a queued one is cancelled, a handed-out one
+ * recalled (the device is asked to stop; its report is still stored), a finished one is left
+ * as it is. For withdrawals nobody answers for, such as an MCP client going away
+ * (docs/rules.md "Actions"). Returns the changed action, if any.
+ */
+export async function withdrawAction(ctx: Context, workspaceId: string, actionId: string, reason: CancelReason): Promise<ActionRecord | undefined> {
+  const now = ctx.clock.now();
+  const row = (await cancelQueued(ctx.db, workspaceId, actionId, null, reason, now)) ?? (await requestRecall(ctx.db, workspaceId, actionId, reason, now));
+  if (!row) return undefined;
+  publishActions(ctx, [row]);
+  return toActionRecord(row);
+}
 
 export const listRecentActions = definePagedOperation({
   name: 'actions.list',

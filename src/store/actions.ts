@@ -1,4 +1,4 @@
-import { INITIAL_STATUS, TRANSITIONS, type ActionStatus, type TransitionName } from '../domain/action-states.js';
+import { INITIAL_STATUS, MARKS, TRANSITIONS, type ActionStatus, type CancelReason, type MarkName, type TransitionName } from '../domain/action-states.js';
 import type { Queryable } from './driver.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
@@ -19,11 +19,19 @@ export interface ActionRow {
   result: string | null;
   errorCode: string | null;
   errorMessage: string | null;
+  /** The agent connection that requested it; null for actions older than migration 0013. */
+  connectionId: string | null;
+  cancelReason: CancelReason | null;
+  /** A handed-out command whose permission was withdrawn: the device was asked to stop. */
+  cancelRequestedAt: number | null;
+  /** A result that arrived after the deadline, stored beside the `expired` status. */
+  reportedLateAt: number | null;
 }
 
 const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, target_id AS targetId, capability, arguments,
   status, principal, broadcast_id AS broadcastId, created_at AS createdAt, expires_at AS expiresAt,
-  dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage`;
+  dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage,
+  connection_id AS connectionId, cancel_reason AS cancelReason, cancel_requested_at AS cancelRequestedAt, reported_late_at AS reportedLateAt`;
 
 /**
  * The SQL condition "the status is one of `statuses`". The statuses are the state table's
@@ -41,6 +49,11 @@ function guard(move: TransitionName): string {
   return statusIn(TRANSITIONS[move].from);
 }
 
+/** The guard of a mark: the action is in a status it applies in (the caller adds "not made before"). */
+function markable(mark: MarkName): string {
+  return statusIn(MARKS[mark].on);
+}
+
 type Destination<M extends TransitionName> = (typeof TRANSITIONS)[M]['to'][number];
 
 /** The SET of a move into `status`; naming the move lets the compiler check that `status` is one of its destinations. */
@@ -48,12 +61,15 @@ function enter<M extends TransitionName>(_move: M, status: Destination<M>): stri
   return `status = '${status}'`;
 }
 
-export type NewActionRow = Omit<ActionRow, 'status' | 'dispatchedAt' | 'completedAt' | 'result' | 'errorCode' | 'errorMessage'>;
+export type NewActionRow = Omit<
+  ActionRow,
+  'status' | 'dispatchedAt' | 'completedAt' | 'result' | 'errorCode' | 'errorMessage' | 'cancelReason' | 'cancelRequestedAt' | 'reportedLateAt'
+>;
 
 export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
   return (await db.get<ActionRow>(
-    `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, broadcast_id, created_at, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+    `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, connection_id, broadcast_id, created_at, expires_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
     [
       row.id,
       row.workspaceId,
@@ -63,6 +79,7 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
       row.arguments,
       INITIAL_STATUS,
       row.principal,
+      row.connectionId,
       row.broadcastId,
       row.createdAt,
       row.expiresAt,
@@ -110,13 +127,37 @@ export function findTargetedAction(db: Queryable, targetId: string, id: string):
   return db.get<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE target_id = ? AND id = ?`, [targetId, id]);
 }
 
+/** The SET of a cancel: the status, when, and why (docs/rules.md "Actions"). */
+const CANCELLED = `${enter('cancel', 'cancelled')}, completed_at = ?, cancel_reason = ?`;
+
 /** queued → cancelled; `principal` limits it to the requester's own actions. */
-export function cancelQueued(db: Queryable, workspaceId: string, id: string, principal: string | null, now: number): Promise<ActionRow | undefined> {
+export function cancelQueued(
+  db: Queryable,
+  workspaceId: string,
+  id: string,
+  principal: string | null,
+  reason: CancelReason,
+  now: number,
+): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(
-    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+    `UPDATE actions SET ${CANCELLED}
      WHERE workspace_id = ? AND id = ? AND ${guard('cancel')} AND (? IS NULL OR principal = ?)
      RETURNING ${COLUMNS}`,
-    [now, workspaceId, id, principal, principal],
+    [now, reason, workspaceId, id, principal, principal],
+  );
+}
+
+/**
+ * Asks the device holding a handed-out command to stop it: marks a `received` action, once,
+ * with when and why. The status stays `received`: the device may already have acted, and
+ * whatever it reports is stored (docs/rules.md "Actions").
+ */
+export function requestRecall(db: Queryable, workspaceId: string, id: string, reason: CancelReason, now: number): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions SET cancel_requested_at = ?, cancel_reason = ?
+     WHERE workspace_id = ? AND id = ? AND ${markable('recall')} AND cancel_requested_at IS NULL
+     RETURNING ${COLUMNS}`,
+    [now, reason, workspaceId, id],
   );
 }
 
@@ -126,11 +167,11 @@ export function cancelQueued(db: Queryable, workspaceId: string, id: string, pri
  */
 export function cancelQueuedOnServices(db: Queryable, workspaceId: string, principal: string, gatewayId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+    `UPDATE actions SET ${CANCELLED}
      WHERE workspace_id = ? AND principal = ? AND ${guard('cancel')}
        AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND kind = 'service')
      RETURNING ${COLUMNS}`,
-    [now, workspaceId, principal, workspaceId, gatewayId],
+    [now, 'gateway_grant_replaced' satisfies CancelReason, workspaceId, principal, workspaceId, gatewayId],
   );
 }
 
@@ -140,21 +181,21 @@ export function cancelQueuedOnServices(db: Queryable, workspaceId: string, princ
  */
 export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: string, gatewayId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+    `UPDATE actions SET ${CANCELLED}
      WHERE workspace_id = ? AND target_id = ? AND ${guard('cancel')}
        AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND detached_at IS NOT NULL)
      RETURNING ${COLUMNS}`,
-    [now, workspaceId, gatewayId, workspaceId, gatewayId],
+    [now, 'device_detached' satisfies CancelReason, workspaceId, gatewayId, workspaceId, gatewayId],
   );
 }
 
 /** Cancels every queued command fetched by a revoked device: nothing can deliver them now. */
 export function cancelQueuedForTarget(db: Queryable, workspaceId: string, targetId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET ${enter('cancel', 'cancelled')}, completed_at = ?
+    `UPDATE actions SET ${CANCELLED}
      WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND ${guard('cancel')}
      RETURNING ${COLUMNS}`,
-    [now, workspaceId, targetId, targetId],
+    [now, 'device_revoked' satisfies CancelReason, workspaceId, targetId, targetId],
   );
 }
 
