@@ -84,6 +84,7 @@ export function mountDocs(app: Hono<HttpEnv>, routes: Route[], options: DocsOpti
       telemetry: false,
       agent: { disabled: true },
       hideClientButton: true,
+      showDeveloperTools: 'never',
     }),
   );
 }
