@@ -6,6 +6,7 @@ import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
 import { mountRoutes } from './rest/app.js';
+import { allowCrossOrigin } from './rest/cors.js';
 import { mountDocs } from './rest/docs.js';
 import { mountMcp } from './mcp/handler.js';
 import { mountMetrics, type Metrics } from './metrics.js';
@@ -42,9 +43,15 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas }),
   });
 
+  allowCrossOrigin(app, config.corsAllowedOrigins);
   mountRoutes(app, routes, authenticator);
   app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
-  mountDocs(app, routes, { version: API_VERSION, serverUrl: config.publicBaseUrl });
+  mountDocs(app, routes, {
+    version: API_VERSION,
+    publicBaseUrl: config.publicBaseUrl,
+    publicBaseUrlSet: config.publicBaseUrlSet,
+    trustProxyHops: config.trustProxyHops,
+  });
   mountMcp(app, { config, authenticator, limiter, now: clock.now, log, metrics, version: API_VERSION });
   mountMetrics(app, metrics, config.metricsToken);
 

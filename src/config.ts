@@ -22,6 +22,13 @@ export const configSchema = z
       .default('file:./data/service.db'),
     DATABASE_AUTH_TOKEN: z.string().min(1).optional(),
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+    CORS_ALLOWED_ORIGINS: z
+      .string()
+      .regex(
+        /^\s*https?:\/\/[A-Za-z0-9.:[\]-]+\s*(,\s*https?:\/\/[A-Za-z0-9.:[\]-]+\s*)*$/,
+        'must be a comma-separated list of origins (http[s]://host[:port])',
+      )
+      .optional(),
     OWNER_JWKS_URL: z.url({ protocol: /^https?$/ }).optional(),
     OWNER_JWKS_FILE: z.string().min(1).optional(),
     OWNER_ISSUER: z.string().min(1).optional(),
@@ -75,6 +82,10 @@ export interface Config {
   /** Folder for local state of the embedded default (the development identity provider's key). */
   dataDir: string;
   publicBaseUrl: string;
+  /** PUBLIC_BASE_URL was set: /openapi.json names it as the server instead of the request's own origin. */
+  publicBaseUrlSet: boolean;
+  /** Browser origins allowed to call the REST API and /openapi.json cross-origin (CORS); none by default. */
+  corsAllowedOrigins: string[];
   owner:
     | { mode: 'external'; jwksUrl?: string; jwksFile?: string; issuer: string; audience: string; workspaceClaim: string }
     | { mode: 'development'; issuer: string; audience: string; workspaceClaim: string };
@@ -118,6 +129,11 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     databaseAuthToken: e.DATABASE_AUTH_TOKEN,
     dataDir: dbFile ? path.dirname(path.resolve(dbFile)) : path.resolve('data'),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    publicBaseUrlSet: e.PUBLIC_BASE_URL !== undefined,
+    corsAllowedOrigins: (e.CORS_ALLOWED_ORIGINS ?? '')
+      .split(',')
+      .map((origin) => origin.trim().toLowerCase())
+      .filter(Boolean),
     owner: external
       ? {
           mode: 'external',

@@ -1,8 +1,38 @@
+import http from 'node:http';
+import zlib from 'node:zlib';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routes } from '../src/rest/routes.js';
 import { client } from './helpers/api.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  /** The body as it came over the wire (still compressed if it was). */
+  bytes: Buffer;
+}
+
+/** A request with headers fetch will not send (Host) and no automatic decompression. */
+function get(url: string, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<Answer> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: hostname, port, path, method, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, bytes: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function serverOf(url: string, headers: Record<string, string>): Promise<string> {
+  const answer = await get(url, '/openapi.json', headers);
+  return (JSON.parse(answer.bytes.toString('utf8')) as { servers: { url: string }[] }).servers[0]!.url;
+}
 
 let server: TestServer;
 beforeAll(async () => {
@@ -25,7 +55,9 @@ describe('GET /openapi.json', () => {
     for (const route of routes) {
       const op = body.paths[route.path]?.[route.method.toLowerCase()];
       expect(op, `${route.method} ${route.path}`).toBeDefined();
-      expect(op.operationId).toBe(route.operation.name);
+      expect(op.operationId).toBe(
+        route.deprecated && route.operation.rest.some((other) => !other.deprecated) ? `${route.operation.name}Legacy` : route.operation.name,
+      );
       for (const status of ['400', '404', '429', '500', '503']) expect(Object.keys(op.responses)).toContain(status);
       if (!route.operation.credentials.includes('public')) {
         expect(op.responses['401']).toBeDefined();
@@ -69,6 +101,135 @@ describe('GET /openapi.json', () => {
     }
     expect(body.paths['/v1/functions'].get.security).toContainEqual({ oauth: ['read'] });
     expect(body.paths['/v1/broadcasts'].post.security).toEqual([{ agentToken: [] }]);
+  });
+});
+
+describe('GET /openapi.json servers', () => {
+  it('names the origin the caller used, so requests from /docs stay same-origin on localhost and 127.0.0.1 alike', async () => {
+    const port = new URL(server.url).port;
+    expect(await serverOf(server.url, { host: `127.0.0.1:${port}` })).toBe(`http://127.0.0.1:${port}`);
+    expect(await serverOf(server.url, { host: `localhost:${port}` })).toBe(`http://localhost:${port}`);
+    const answer = await get(server.url, '/openapi.json');
+    expect(answer.headers.vary).toContain('Host');
+  });
+
+  it('ignores X-Forwarded-Host and -Proto unless TRUST_PROXY_HOPS says a proxy is in front', async () => {
+    const port = new URL(server.url).port;
+    const forwarded = { host: `127.0.0.1:${port}`, 'x-forwarded-host': 'api.example.com', 'x-forwarded-proto': 'https' };
+    expect(await serverOf(server.url, forwarded)).toBe(`http://127.0.0.1:${port}`);
+    const proxied = await startTestServer({ env: { TRUST_PROXY_HOPS: '1' } });
+    try {
+      expect(await serverOf(proxied.url, forwarded)).toBe('https://api.example.com');
+    } finally {
+      await proxied.close();
+    }
+  });
+
+  it('names PUBLIC_BASE_URL, when set, whatever the Host', async () => {
+    const pinned = await startTestServer({ env: { PUBLIC_BASE_URL: 'https://devices.example.com/' } });
+    try {
+      expect(await serverOf(pinned.url, { host: 'localhost' })).toBe('https://devices.example.com');
+      const { body } = await client(pinned.url).get('/openapi.json');
+      expect(body.components.securitySchemes.oauth.flows.authorizationCode.tokenUrl).toBe('https://devices.example.com/oauth/token');
+    } finally {
+      await pinned.close();
+    }
+  });
+});
+
+describe('GET /openapi.json models', () => {
+  it('names the shared shapes under components.schemas, each with an example that its schema accepts', async () => {
+    const { body } = await client(server.url).get('/openapi.json');
+    const schemas = body.components.schemas as Record<string, { examples?: unknown[] }>;
+    for (const name of ['Device', 'Capability', 'Action', 'Grant', 'Connection', 'NewConnection', 'AttachedDevice', 'Function', 'DeviceNext', 'Account']) {
+      expect(schemas[name]?.examples, name).toHaveLength(1);
+    }
+    const ajv = new Ajv2020({ strict: false });
+    addFormats.default(ajv);
+    ajv.addFormat('int64', { type: 'number', validate: Number.isSafeInteger });
+    ajv.addSchema({ $id: 'doc', components: body.components });
+    for (const [name, schema] of Object.entries(schemas)) {
+      if (!schema.examples) continue;
+      const validate = ajv.getSchema(`doc#/components/schemas/${name}`)!;
+      expect(validate(schema.examples[0]), `${name}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+    }
+  });
+
+  it('refers to them from the operations instead of repeating them', async () => {
+    const { body } = await client(server.url).get('/openapi.json');
+    expect(body.paths['/v1/actions/{actionId}'].get.responses['200'].content['application/json'].schema.properties.data).toEqual({
+      $ref: '#/components/schemas/Action',
+    });
+    expect(body.paths['/v1/devices'].get.responses['200'].content['application/json'].schema.properties.data.items).toEqual({
+      $ref: '#/components/schemas/Device',
+    });
+    expect(body.components.schemas.Device.properties.capabilities.items).toEqual({ $ref: '#/components/schemas/Capability' });
+  });
+
+  it('shows timestamps as int64 integers, not bounded by ±(2^53 − 1)', async () => {
+    const { body } = await client(server.url).get('/openapi.json');
+    expect(JSON.stringify(body)).not.toContain(String(Number.MAX_SAFE_INTEGER));
+    expect(body.components.schemas.Action.properties.createdAt).toEqual({ type: 'integer', format: 'int64', description: 'Unix milliseconds' });
+  });
+
+  it('gives every operation its own operationId; the legacy aliases are suffixed Legacy', async () => {
+    const { body } = await client(server.url).get('/openapi.json');
+    const ids = Object.values(body.paths as Record<string, Record<string, { operationId: string }>>).flatMap((item) =>
+      Object.values(item).map((op) => op.operationId),
+    );
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(body.paths['/v1/sdk-tokens'].post.operationId).toBe('setupTokens.createLegacy');
+    expect(body.paths['/v1/sdk-tokens'].post.deprecated).toBe(true);
+  });
+});
+
+describe('compression of the reference assets', () => {
+  for (const path of ['/docs/scalar.js', '/openapi.json']) {
+    it(`${path}: brotli or gzip when the client accepts it, the plain bytes otherwise`, async () => {
+      const plain = await get(server.url, path);
+      expect(plain.headers['content-encoding']).toBeUndefined();
+      expect(plain.headers.vary).toContain('Accept-Encoding');
+      const br = await get(server.url, path, { 'accept-encoding': 'gzip, br' });
+      expect(br.headers['content-encoding']).toBe('br');
+      expect(zlib.brotliDecompressSync(br.bytes).equals(plain.bytes)).toBe(true);
+      const gz = await get(server.url, path, { 'accept-encoding': 'gzip, br;q=0' });
+      expect(gz.headers['content-encoding']).toBe('gzip');
+      expect(zlib.gunzipSync(gz.bytes).equals(plain.bytes)).toBe(true);
+      expect(br.bytes.length).toBeLessThan(plain.bytes.length / 3);
+    });
+  }
+});
+
+describe('CORS', () => {
+  const preflight = {
+    origin: 'https://app.example.com',
+    'access-control-request-method': 'POST',
+    'access-control-request-headers': 'authorization, content-type',
+  };
+
+  it('is off by default: no Access-Control-Allow-Origin for any origin', async () => {
+    const answer = await get(server.url, '/v1/devices', preflight, 'OPTIONS');
+    expect(answer.headers['access-control-allow-origin']).toBeUndefined();
+    const plain = await get(server.url, '/openapi.json', { origin: 'https://app.example.com' });
+    expect(plain.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('allows exactly the origins of CORS_ALLOWED_ORIGINS on the REST API and /openapi.json, never on /mcp', async () => {
+    const open = await startTestServer({ env: { CORS_ALLOWED_ORIGINS: 'https://app.example.com, http://localhost:3000' } });
+    try {
+      const allowed = await get(open.url, '/v1/devices', preflight, 'OPTIONS');
+      expect(allowed.status).toBe(204);
+      expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example.com');
+      expect(allowed.headers['access-control-allow-headers']?.toLowerCase()).toContain('authorization');
+      const document = await get(open.url, '/openapi.json', { origin: 'http://localhost:3000' });
+      expect(document.headers['access-control-allow-origin']).toBe('http://localhost:3000');
+      const other = await get(open.url, '/v1/devices', { ...preflight, origin: 'https://evil.example' }, 'OPTIONS');
+      expect(other.headers['access-control-allow-origin']).toBeUndefined();
+      const mcp = await get(open.url, '/mcp', preflight, 'OPTIONS');
+      expect(mcp.headers['access-control-allow-origin']).toBeUndefined();
+    } finally {
+      await open.close();
+    }
   });
 });
 

@@ -1,26 +1,90 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { Scalar } from '@scalar/hono-api-reference';
-import type { Hono } from 'hono';
+import type { Context as HonoContext, Hono } from 'hono';
+import { CompressedAsset } from '../http/compressed.js';
 import type { HttpEnv } from '../http/request.js';
 import { buildOpenApi } from './openapi.js';
 import type { Route } from './routes.js';
 
 const require = createRequire(import.meta.url);
 const SCALAR_BUNDLE = '/docs/scalar.js';
+/** A host (name, IPv4 or bracketed IPv6) with an optional port: anything else in Host is not echoed. */
+const HOST = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/;
+/** Distinct origins whose document is kept; Host is chosen by the caller, so the cache is bounded. */
+const KEPT_ORIGINS = 8;
+
+export interface DocsOptions {
+  version: string;
+  publicBaseUrl: string;
+  /** PUBLIC_BASE_URL was set: it is the server, whatever the request's Host. */
+  publicBaseUrlSet: boolean;
+  /** Reverse proxies in front (TRUST_PROXY_HOPS): only then are X-Forwarded-Host/-Proto believed. */
+  trustProxyHops: number;
+}
+
+function firstValue(header: string | undefined): string | undefined {
+  return header?.split(',')[0]?.trim() || undefined;
+}
 
 /**
- * GET /openapi.json (built once from the route table) and a rendered reference at /docs.
- * The reference's script is served from the installed package, so the page loads no CDN.
+ * The origin the caller reached the service at, which the document names as its server so
+ * the reference's "Test Request" and generated clients call the same origin the page came
+ * from (`localhost` or `127.0.0.1` alike): PUBLIC_BASE_URL when set, else the request's
+ * Host, or a trusted proxy's X-Forwarded-Host and -Proto (README "Configuration").
  */
-export function mountDocs(app: Hono<HttpEnv>, routes: Route[], options: { version: string; serverUrl: string }): void {
-  const document = JSON.stringify(buildOpenApi(routes, options));
-  let bundle: string | undefined;
+function serverUrl(c: HonoContext<HttpEnv>, options: DocsOptions): string {
+  if (options.publicBaseUrlSet) return options.publicBaseUrl;
+  const own = new URL(c.req.url);
+  let protocol = own.protocol.slice(0, -1);
+  let host = own.host;
+  if (options.trustProxyHops > 0) {
+    const forwardedProto = firstValue(c.req.header('x-forwarded-proto'));
+    host = firstValue(c.req.header('x-forwarded-host')) ?? host;
+    if (forwardedProto === 'http' || forwardedProto === 'https') protocol = forwardedProto;
+  }
+  return HOST.test(host) ? `${protocol}://${host}` : options.publicBaseUrl;
+}
 
-  app.get('/openapi.json', (c) => c.body(document, 200, { 'content-type': 'application/json; charset=utf-8' }));
-  app.get(SCALAR_BUNDLE, (c) => {
-    bundle ??= fs.readFileSync(require.resolve('@scalar/api-reference/browser/standalone.js'), 'utf8');
-    return c.body(bundle, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' });
+/**
+ * GET /openapi.json (built once from the route table; the server named per origin) and a
+ * rendered reference at /docs. Every asset of the page is served from here, compressed when
+ * the client accepts it: the page makes no request to another host.
+ */
+export function mountDocs(app: Hono<HttpEnv>, routes: Route[], options: DocsOptions): void {
+  const document = buildOpenApi(routes, { version: options.version, serverUrl: options.publicBaseUrl });
+  const byOrigin = new Map<string, CompressedAsset>();
+  let bundle: CompressedAsset | undefined;
+
+  app.get('/openapi.json', (c) => {
+    const url = serverUrl(c, options);
+    let asset = byOrigin.get(url);
+    if (!asset) {
+      if (byOrigin.size >= KEPT_ORIGINS) byOrigin.delete(byOrigin.keys().next().value!);
+      asset = new CompressedAsset(JSON.stringify({ ...document, servers: [{ url }] }), 'application/json; charset=utf-8');
+      byOrigin.set(url, asset);
+    }
+    return asset.send(c, options.publicBaseUrlSet ? {} : { vary: 'Host, X-Forwarded-Host, X-Forwarded-Proto' });
   });
-  app.get('/docs', Scalar({ url: '/openapi.json', cdn: SCALAR_BUNDLE, pageTitle: 'Device Function Control API', withDefaultFonts: false }));
+  app.get(SCALAR_BUNDLE, (c) => {
+    bundle ??= new CompressedAsset(fs.readFileSync(require.resolve('@scalar/api-reference/browser/standalone.js'), 'utf8'), 'text/javascript; charset=utf-8');
+    return bundle.send(c, { 'cache-control': 'public, max-age=3600' });
+  });
+  app.get(
+    '/docs',
+    Scalar({
+      url: '/openapi.json',
+      cdn: SCALAR_BUNDLE,
+      pageTitle: 'Device Function Control API',
+      // No web fonts (fonts.scalar.com), no request proxy (proxy.scalar.com: an empty
+      // proxyUrl, since an absent one means Scalar's hosted proxy), no telemetry, no AI agent
+      // (api.scalar.com): "Test Request" calls this origin directly.
+      withDefaultFonts: false,
+      proxyUrl: '',
+      telemetry: false,
+      agent: { disabled: true },
+      hideClientButton: true,
+      showDeveloperTools: 'never',
+    }),
+  );
 }

@@ -3,6 +3,7 @@ import type { CredentialKind } from '../domain/context.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { pageFields } from '../domain/paging.js';
 import { httpStatus } from '../http/errors.js';
+import { namedSchemas } from './openapi-components.js';
 import { extraPaths } from './openapi-extras.js';
 import type { Route } from './routes.js';
 import { NDJSON } from './stream.js';
@@ -60,9 +61,46 @@ const statusText: Record<number, string> = {
   503: 'Device controls switched off, or a required integration not configured.',
 };
 
+/**
+ * zod writes a safe integer (`z.number().int()`, every timestamp) as an integer bounded by
+ * ±(2^53 − 1); the reference shows those bounds as if they were limits or sample values.
+ * They are the `int64` range a JSON number can hold exactly, so say that instead.
+ */
+function safeIntegerAsInt64({ jsonSchema: node }: { jsonSchema: Record<string, unknown> }): void {
+  if (node.type !== 'integer') return;
+  let unbounded = false;
+  if (node.minimum === Number.MIN_SAFE_INTEGER) unbounded = delete node.minimum;
+  if (node.maximum === Number.MAX_SAFE_INTEGER) unbounded = delete node.maximum;
+  if (unbounded) node.format = 'int64';
+}
+
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
-  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as JsonSchema;
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any', override: safeIntegerAsInt64 }) as JsonSchema;
   return rest;
+}
+
+/**
+ * Replaces every subschema equal to a named model by a `$ref` to it, innermost first, so a
+ * model that contains another (Device → Capability) matches once its parts are references.
+ */
+function referToNamed(node: unknown, named: Map<string, string>): unknown {
+  if (Array.isArray(node)) return node.map((item) => referToNamed(item, named));
+  if (node === null || typeof node !== 'object') return node;
+  const inner = Object.fromEntries(Object.entries(node).map(([key, value]) => [key, referToNamed(value, named)]));
+  const name = named.get(JSON.stringify(inner));
+  return name ? { $ref: `#/components/schemas/${name}` } : inner;
+}
+
+/** `components.schemas` from the named models, and the lookup that turns their copies into `$ref`s. */
+function componentSchemas(): { schemas: Record<string, JsonSchema>; named: Map<string, string> } {
+  const named = new Map<string, string>();
+  const schemas: Record<string, JsonSchema> = {};
+  for (const { name, schema, example } of namedSchemas) {
+    const own = referToNamed(jsonSchema(schema, 'output'), named) as JsonSchema;
+    named.set(JSON.stringify(own), name);
+    schemas[name] = { ...own, examples: [example] };
+  }
+  return { schemas, named };
 }
 
 /** Removes fields that travel in the path or headers from a body or query schema (every union branch too). */
@@ -119,7 +157,8 @@ function operationObject(route: Route): Record<string, unknown> {
   const success = route.unwrapped ? output : { type: 'object', required: ['data'], additionalProperties: false, properties: { data: output } };
 
   return {
-    operationId: op.name,
+    // A legacy alias is its own operation to clients generated from the document: ids are unique.
+    operationId: route.deprecated && op.rest.some((other) => !other.deprecated) ? `${op.name}Legacy` : op.name,
     summary: op.title,
     description: op.description,
     // Grouped by the resource an operation belongs to (`setupTokens.create` → setupTokens),
@@ -154,10 +193,11 @@ function operationObject(route: Route): Record<string, unknown> {
 
 /** OpenAPI 3.1 built from the same route table and zod schemas the server runs. */
 export function buildOpenApi(routes: Route[], options: { version: string; serverUrl: string }): Record<string, unknown> {
+  const { schemas, named } = componentSchemas();
   const paths: Record<string, Record<string, unknown>> = extraPaths();
   for (const route of routes) {
     paths[route.path] ??= {};
-    paths[route.path]![route.method.toLowerCase()] = operationObject(route);
+    paths[route.path]![route.method.toLowerCase()] = referToNamed(operationObject(route), named);
   }
   return {
     openapi: '3.1.0',
@@ -170,7 +210,7 @@ export function buildOpenApi(routes: Route[], options: { version: string; server
     servers: [{ url: options.serverUrl }],
     paths,
     components: {
-      schemas: { Error: errorEnvelope },
+      schemas: { ...schemas, Error: errorEnvelope },
       securitySchemes: {
         ...Object.fromEntries(
           Object.values(securitySchemes).map(({ scheme, description, bearerFormat }) => [
