@@ -25,7 +25,7 @@ import path from 'node:path';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { lampManifest, simulateLamp } from '../src/cli/simulated.js';
 import { parseConfig } from '../src/config.js';
-import { attachDevice, Device } from '../src/device/index.js';
+import { attachDevice, Device } from '@dfc/device';
 import { createLogger } from '../src/logger.js';
 import { startService, type RunningService } from '../src/service.js';
 
