@@ -63,7 +63,7 @@ export default defineConfig(
 
   {
     // The config files themselves (this one, .dependency-cruiser.cjs) run on Node.
-    files: ['**/*.js', '**/*.cjs'],
+    files: ['**/*.js', '**/*.cjs', '**/*.mjs'],
     languageOptions: { globals: globals.node },
   },
 );
