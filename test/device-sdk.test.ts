@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lampManifest as sdkLampManifest } from '../src/cli/simulated.js';
-import { attachDevice, backoffDelay, CommandError, Device, type DeviceEvent, type DeviceOptions } from '../src/device/index.js';
+import { attachDevice, backoffDelay, CommandError, Device, type DeviceEvent, type DeviceOptions } from '@dfc/device';
 import { client, type Client } from './helpers/api.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';

@@ -18,6 +18,8 @@ const allowed: Record<string, string> = {
   'src/http/errors.ts': "import { grants } from '../domain/grants.js';\nexport const errors = grants;\n",
   'src/mcp/errors.ts': 'export const mcpErrors = 1;\n',
   'src/rest/app.ts': "import { errors } from '../http/errors.js';\nimport type { Db } from '../store/driver.js';\nexport const app = (db: Db) => errors(db);\n",
+  'packages/device-sdk/src/device.ts': "import { WebSocket } from 'ws';\nexport const socket = (url: string) => new WebSocket(url);\n",
+  'src/cli/device.ts': "import { socket } from '../../packages/device-sdk/src/device.js';\nexport const open = socket;\n",
 };
 
 let root: string;
@@ -45,7 +47,7 @@ async function violations(planted: Record<string, string> = {}): Promise<string[
     fs.writeFileSync(path.join(dir, file), `${text}\n`);
   }
   const { tsConfig: _tsConfig, ...options } = config.options ?? {};
-  const { output } = await cruise(['src'], { ...options, baseDir: dir, validate: true, ruleSet: { forbidden: config.forbidden ?? [] } });
+  const { output } = await cruise(['src', 'packages'], { ...options, baseDir: dir, validate: true, ruleSet: { forbidden: config.forbidden ?? [] } });
   return (output as ICruiseResult).summary.violations.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`);
 }
 
@@ -84,14 +86,26 @@ describe('layer rules', () => {
     expect(
       await violations({
         'src/domain/grants.ts': "import 'hono';",
-        'src/device/device.ts': "import '@libsql/client';",
+        'packages/device-sdk/src/device.ts': "import '@libsql/client';",
       }),
     ).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^npm-packages-per-layer: src\/domain\/grants.ts → .*node_modules\/hono\//),
-        expect.stringMatching(/^npm-packages-of-the-device-sdk: src\/device\/device.ts → .*node_modules\/@libsql\/client\//),
+        expect.stringMatching(/^npm-packages-of-the-device-sdk: packages\/device-sdk\/src\/device.ts → .*node_modules\/@libsql\/client\//),
       ]),
     );
+  });
+
+  it('fail the device SDK importing server code, and the server (but for the CLI) importing the SDK', async () => {
+    expect(
+      await violations({
+        'packages/device-sdk/src/device.ts': "import '../../../src/domain/grants.js';",
+        'src/rest/app.ts': "import '../../packages/device-sdk/src/device.js';",
+      }),
+    ).toEqual([
+      'device-sdk-imports-no-server: packages/device-sdk/src/device.ts → src/domain/grants.ts',
+      'server-imports-no-device-sdk: src/rest/app.ts → packages/device-sdk/src/device.ts',
+    ]);
   });
 
   it('fail a file in a folder no rule names', async () => {

@@ -6,7 +6,7 @@ import type { TestServer } from './helpers/server.js';
 
 /**
  * The authorization-server scenarios of @modelcontextprotocol/conformance 0.2.0-alpha.12
- * (on the Node 24 of tools/conformance, installed by the root postinstall). The suite
+ * (on the Node 24 of tools/conformance, installed by `npm run setup:dev-tools`). The suite
  * prints the authorization URL for a human to open and waits for the callback on
  * 127.0.0.1:<port>; here the test is that human: an auto-consent that exists only in this
  * file opens the URL with an owner session, approves, and delivers the redirect.

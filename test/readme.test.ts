@@ -27,4 +27,10 @@ describe('README', () => {
   it.each(['MCP', 'Actions and grants', 'Wake channel'])('keeps a "## %s" section', (heading) => {
     section(heading);
   });
+
+  it('shows in "Build a device" the thermostat that test/device-package.test.ts runs, as it is', () => {
+    const example = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'packages/device-sdk/examples/thermostat.mjs'), 'utf8');
+    const blocks = [...section('Build a device').matchAll(/\n```js\n([\s\S]*?)```\n/g)].map((m) => m[1]);
+    expect(blocks).toEqual([example]);
+  });
 });

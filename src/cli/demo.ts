@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { signDevelopmentSession } from '../auth/owner.js';
 import { parseConfig } from '../config.js';
-import { attachDevice, Device } from '../device/index.js';
+import { attachDevice, Device } from '@dfc/device';
 import { startService } from '../service.js';
 import { lampManifest, simulateLamp } from './simulated.js';
 

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { attachDevice, Device, type DeviceEvent } from '../device/index.js';
+import { attachDevice, Device, type DeviceEvent } from '@dfc/device';
 import { gatewayManifest, lampManifest, simulateGateway, simulateLamp } from './simulated.js';
 
 // `npm run device -- --setup-token dfc_setup_… [--name NAME] [--gateway] [--url URL]`:

@@ -1,4 +1,4 @@
-import { CommandError, type Capability, type Device, type Manifest } from '../device/index.js';
+import { CommandError, type Capability, type Device, type Manifest } from '@dfc/device';
 
 /** The simulated lamp's functions: one read, two control (the same lamp the tests use). */
 export const lampCapabilities: Capability[] = [

@@ -1,5 +1,5 @@
 /**
- * The device SDK (`device-function-control/device`): attach with a setup token, publish a
+ * The device SDK (the package `@dfc/device`): attach with a setup token, publish a
  * manifest, stay reachable over the wake WebSocket, run handlers, report results.
  *
  *   const creds = await attachDevice({ url, setupToken, name: 'Desk lamp' });
