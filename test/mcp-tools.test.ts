@@ -6,7 +6,7 @@ import type { ActionChange } from '../src/domain/events.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -189,7 +189,7 @@ describe.each<Era>(['modern', 'legacy'])('list_functions and list_devices page (
         expect(result.isError).toBe(true);
         const restAnswer = await api.get(`/v1/functions?cursor=${encodeURIComponent(cursor)}`, { token: alice.token });
         expect(restAnswer.status).toBe(400);
-        const { requestId: _a, ...viaMcp } = (result.structuredContent as any).error;
+        const { requestId: _a, ...viaMcp } = errorEnvelope(result).error;
         const { requestId: _b, ...viaRest } = restAnswer.body.error;
         expect(viaMcp).toEqual(viaRest);
         expect(viaMcp.issues).toEqual([{ path: 'cursor', message: cursor === 'nope' ? 'not a cursor this service issued' : 'a cursor of another list' }]);
