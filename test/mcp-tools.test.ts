@@ -85,7 +85,7 @@ describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)',
     expect(bulb.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(bulb.inputSchema).toEqual(hubManifest.children[0]!.capabilities[1]!.arguments);
     expect(byName.get(`cloud_info__${hex12(cloudId)}`)!.description).toContain('integration-wide service "Cloud" of gateway "Hub"');
-    for (const tool of tools) expect(tool.name).toMatch(/^[A-Za-z0-9_.-]{1,64}$/);
+    for (const tool of tools) expect(tool.name).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
   });
 
   it('gives device tools no outputSchema; get_action advertises the Action they return, and their results conform to it', async () => {
