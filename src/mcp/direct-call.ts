@@ -16,7 +16,8 @@ import { IDEMPOTENCY_META_KEY, TTL_META_KEY, WAIT_META_KEY, type DeviceTool } fr
  * Only a request the SDK would answer with that plain JSON result is eligible: one modern
  * `tools/call` with matching routing headers (Mcp-Name included), params of `name`,
  * `arguments` (an object, or none) and `_meta`, nothing in `_meta` but the protocol's
- * envelope and the action's options (wait bound, idempotency key, TTL), and a name the gate already resolved to one of the caller's
+ * envelope and the action's options (wait bound, idempotency key, TTL), `Mcp-Param-*` headers
+ * that agree with the arguments, and a name the gate already resolved to one of the caller's
  * device tools. A progress token (which needs an event stream), anything unexpected, and
  * every 2025-era request go to the SDK.
  */

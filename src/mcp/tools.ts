@@ -55,9 +55,10 @@ export interface DeviceTool {
 //
 // - The stem is the capability name when it is in the alphabet. Capability names are
 //   ^[a-z][a-z0-9_.-]{0,63}$, so only a dot falls outside: `scene.recall` becomes
-//   `scene_recall_` plus 8 hex digits of SHA-256(capability), so it can never take the name
-//   of a capability that really is `scene_recall` on the same device, and its name depends on
-//   nothing but the capability and the device.
+//   `scene_recall_` plus 8 hex digits of SHA-256(capability), so it does not take the name of
+//   a capability that really is `scene_recall` on the same device (a device that names one
+//   `scene_recall_<those digits>` meets the last rule below), and its name depends on nothing
+//   but the capability and the device.
 // - The 12 hex digits are the first 48 random bits of the device's UUIDv4, so the name does
 //   not depend on which other devices the caller can see: it is stable while grants change.
 // - A stem longer than 50 characters keeps its first 41 and gets `_` plus 8 hex digits of
