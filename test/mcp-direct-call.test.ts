@@ -119,7 +119,7 @@ describe('POST /mcp tools/call of a device tool, answered directly', () => {
     }
   });
 
-  it('ends the wait when the client goes away and leaves the action queued for the device', async () => {
+  it('cancels its action when the client goes away (client_cancelled), so the device never receives it', async () => {
     const abort = new AbortController();
     const pending = fetch(`${server.url}/mcp`, {
       method: 'POST',
@@ -144,14 +144,14 @@ describe('POST /mcp tools/call of a device tool, answered directly', () => {
       }),
     });
     await expect.poll(async () => (await queued()).length).toBe(1);
+    const [action] = await queued();
     abort.abort();
     await expect(pending).rejects.toThrow();
-    const device = simulateDevice(api, lamp, ({ args }) => ({ ok: true, result: { on: args.on } }));
-    try {
-      await expect.poll(() => device.handled.length, { timeout: 5000 }).toBe(1);
-    } finally {
-      await device.stop();
-    }
+    await expect
+      .poll(async () => (await api.get(`/v1/actions/${action!.id}`, { token: owner })).body.data)
+      .toMatchObject({ status: 'cancelled', cancelReason: 'client_cancelled' });
+    const next = await api.post(`/v1/device/${lamp.id}/next`, { token: lamp.token, headers: { 'x-service-workspace': lamp.workspace } });
+    expect(next.body.data).toBeNull();
   });
 });
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, rawMcp, type Era } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, type Era } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -99,7 +99,7 @@ describe('parity: REST and MCP give the same data for the same principal', () =>
       const result = await mcp.callTool({ name: 'get_action', arguments: { actionId: 'nope' } });
       expect(result.isError).toBe(true);
       const rest = await api.get('/v1/actions/nope', { token: alice.token });
-      const { requestId: _a, ...viaMcp } = (result.structuredContent as any).error;
+      const { requestId: _a, ...viaMcp } = errorEnvelope(result).error;
       const { requestId: _b, ...viaRest } = rest.body.error;
       expect(viaMcp).toEqual(viaRest);
     } finally {
@@ -123,11 +123,11 @@ describe('DEVICE_CONTROLS_ENABLED=false', () => {
   });
   afterAll(() => off.close());
 
-  it('hides device tools, keeps reads, and answers a device tool call or broadcast with 503 device_controls_disabled', async () => {
+  it('hides device tools and broadcast, keeps reads, and answers a device tool call or broadcast with 503 device_controls_disabled', async () => {
     const mcp = await connect(off.url, agent.token, 'modern');
     try {
       const names = (await mcp.listTools()).tools.map((t) => t.name);
-      expect(names).toEqual(['list_devices', 'list_functions', 'get_action', 'cancel_action', 'broadcast']);
+      expect(names).toEqual(['list_devices', 'list_functions', 'get_action', 'cancel_action']);
       expect(((await mcp.callTool({ name: 'list_functions', arguments: {} })).structuredContent as any).functions).toHaveLength(1);
     } finally {
       await mcp.close();

@@ -46,7 +46,7 @@ describe('MCP tool names never collide', () => {
     const names = (await listNames(agent.token)).filter((n) => n.includes('__'));
     expect(names).toHaveLength(2);
     expect(new Set(names).size).toBe(2);
-    for (const name of names) expect(name).toMatch(/^[a-z][a-z0-9_.-]{0,61}__[0-9a-f]{12,32}$/);
+    for (const name of names) expect(name).toMatch(/^[a-z][a-z0-9_-]{0,61}__[0-9a-f]{12,32}$/);
     expect(names.every((n) => n.length <= 64)).toBe(true);
     // Stable: the same names on the next request, and a tools/call resolves each to its own function.
     expect(await listNames(agent.token)).toEqual(expect.arrayContaining(names));

@@ -6,7 +6,7 @@ import type { ActionChange } from '../src/domain/events.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -85,7 +85,7 @@ describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)',
     expect(bulb.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(bulb.inputSchema).toEqual(hubManifest.children[0]!.capabilities[1]!.arguments);
     expect(byName.get(`cloud_info__${hex12(cloudId)}`)!.description).toContain('integration-wide service "Cloud" of gateway "Hub"');
-    for (const tool of tools) expect(tool.name).toMatch(/^[A-Za-z0-9_.-]{1,64}$/);
+    for (const tool of tools) expect(tool.name).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
   });
 
   it('gives device tools no outputSchema; get_action advertises the Action they return, and their results conform to it', async () => {
@@ -189,7 +189,7 @@ describe.each<Era>(['modern', 'legacy'])('list_functions and list_devices page (
         expect(result.isError).toBe(true);
         const restAnswer = await api.get(`/v1/functions?cursor=${encodeURIComponent(cursor)}`, { token: alice.token });
         expect(restAnswer.status).toBe(400);
-        const { requestId: _a, ...viaMcp } = (result.structuredContent as any).error;
+        const { requestId: _a, ...viaMcp } = errorEnvelope(result).error;
         const { requestId: _b, ...viaRest } = restAnswer.body.error;
         expect(viaMcp).toEqual(viaRest);
         expect(viaMcp.issues).toEqual([{ path: 'cursor', message: cursor === 'nope' ? 'not a cursor this service issued' : 'a cursor of another list' }]);

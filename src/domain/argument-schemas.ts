@@ -61,6 +61,8 @@ function check(schema: Record<string, unknown>): Compiled {
   }
   const budget = budgetIssues(schema);
   if (budget.length > 0) return { issues: budget };
+  const headers = headerDeclarations(schema);
+  if ('issue' in headers) return { issues: [headers.issue] };
   const checker = metaCheckers[dialect];
   if (!checker.validateSchema(schema)) {
     return { issues: [{ path: '', message: `is not a valid JSON Schema: ${checker.errorsText(checker.errors)}` }] };
@@ -70,6 +72,72 @@ function check(schema: Record<string, unknown>): Compiled {
   } catch (error) {
     return { issues: [{ path: '', message: `is not a valid JSON Schema: ${(error as Error).message}` }] };
   }
+}
+
+/** An argument a 2026-07-28 MCP client also sends as the header `Mcp-Param-<headerName>`. */
+export interface HeaderDeclaration {
+  /** Property names from the schema's root down to the argument. */
+  path: string[];
+  headerName: string;
+  type: 'string' | 'integer' | 'boolean';
+}
+
+/** RFC 9110 token: what a header name may hold. */
+const HEADER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const HEADER_TYPES = new Set(['string', 'integer', 'boolean']);
+/** Keywords whose subschemas are not reached by a chain of `properties`: no `x-mcp-header` below them. */
+const UNREACHABLE = [
+  ...['items', 'prefixItems', 'contains', 'additionalProperties', 'unevaluatedProperties', 'unevaluatedItems', 'propertyNames'],
+  ...['oneOf', 'anyOf', 'allOf', 'not', 'if', 'then', 'else'],
+];
+const UNREACHABLE_MAPS = ['patternProperties', 'dependentSchemas', '$defs', 'definitions'];
+
+/**
+ * A device may mark an argument `x-mcp-header` (MCP 2026-07-28 Streamable HTTP, "Schema
+ * Extension"); clients then repeat it in an `Mcp-Param-*` header and drop a tool whose marks
+ * break the extension's rules, so a schema that breaks them is refused at publish
+ * (docs/rules.md "MCP"): a non-empty RFC 9110 token, on a string, integer or boolean property
+ * reached from the root through `properties` only, unique ignoring case. Paths are relative to
+ * the schema, as the other schema issues.
+ */
+export function headerDeclarations(schema: Record<string, unknown>): { declarations: HeaderDeclaration[] } | { issue: ErrorIssue } {
+  const declarations: HeaderDeclaration[] = [];
+  const seen = new Map<string, string>();
+  const visit = (node: unknown, at: string[], path: string[], reachable: boolean): ErrorIssue | undefined => {
+    if (typeof node !== 'object' || node === null || Array.isArray(node)) return undefined;
+    const here = node as Record<string, unknown>;
+    if ('x-mcp-header' in here) {
+      const issue = (message: string) => ({ path: [...at, 'x-mcp-header'].join('.'), message });
+      const name = here['x-mcp-header'];
+      if (!reachable || path.length === 0) return issue('is allowed only on a property reached from the root through "properties" alone');
+      if (typeof name !== 'string' || !HEADER_TOKEN.test(name)) return issue('must be a non-empty HTTP header name token (RFC 9110)');
+      if (typeof here.type !== 'string' || !HEADER_TYPES.has(here.type)) return issue('is allowed only on a property of type string, integer or boolean');
+      const prior = seen.get(name.toLowerCase());
+      if (prior !== undefined) return issue(`repeats the header name "${prior}" (header names ignore case)`);
+      seen.set(name.toLowerCase(), name);
+      declarations.push({ path, headerName: name, type: here.type as HeaderDeclaration['type'] });
+    }
+    const children: [unknown, string[], string[], boolean][] = [];
+    if (typeof here.properties === 'object' && here.properties !== null) {
+      for (const [key, child] of Object.entries(here.properties)) children.push([child, [...at, 'properties', key], [...path, key], reachable]);
+    }
+    for (const key of UNREACHABLE) {
+      const value = here[key];
+      if (Array.isArray(value)) value.forEach((child, index) => children.push([child, [...at, key, String(index)], path, false]));
+      else if (value !== undefined) children.push([value, [...at, key], path, false]);
+    }
+    for (const key of UNREACHABLE_MAPS) {
+      const map = here[key];
+      if (typeof map === 'object' && map !== null) for (const [name, child] of Object.entries(map)) children.push([child, [...at, key, name], path, false]);
+    }
+    for (const [child, childAt, childPath, childReachable] of children) {
+      const issue = visit(child, childAt, childPath, childReachable);
+      if (issue) return issue;
+    }
+    return undefined;
+  };
+  const issue = visit(schema, [], [], true);
+  return issue ? { issue } : { declarations };
 }
 
 /** Device argument schemas, checked and compiled once each: one per service, handed to operations in `ctx.schemas`. */

@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
+import { headerDeclarations } from '../domain/argument-schemas.js';
 import { isObject, plainModernRequest } from './modern-requests.js';
-import { WAIT_META_KEY, type DeviceTool } from './tools.js';
+import { IDEMPOTENCY_META_KEY, TTL_META_KEY, WAIT_META_KEY, type DeviceTool } from './tools.js';
 
 /**
  * A plain call of a device tool, answered without building the SDK's per-request server.
@@ -15,7 +16,8 @@ import { WAIT_META_KEY, type DeviceTool } from './tools.js';
  * Only a request the SDK would answer with that plain JSON result is eligible: one modern
  * `tools/call` with matching routing headers (Mcp-Name included), params of `name`,
  * `arguments` (an object, or none) and `_meta`, nothing in `_meta` but the protocol's
- * envelope and the wait bound, and a name the gate already resolved to one of the caller's
+ * envelope and the action's options (wait bound, idempotency key, TTL), `Mcp-Param-*` headers
+ * that agree with the arguments, and a name the gate already resolved to one of the caller's
  * device tools. A progress token (which needs an event stream), anything unexpected, and
  * every 2025-era request go to the SDK.
  */
@@ -26,21 +28,64 @@ export interface DirectCall {
   meta: Record<string, unknown>;
 }
 
-export function directDeviceCall(
-  headers: Parameters<typeof plainModernRequest>[0],
-  message: unknown,
-  tools: readonly DeviceTool[] | undefined,
-): DirectCall | undefined {
+type HeaderSource = Parameters<typeof plainModernRequest>[0];
+
+export function directDeviceCall(headers: HeaderSource, message: unknown, tools: readonly DeviceTool[] | undefined): DirectCall | undefined {
   const request = plainModernRequest(headers, message, 'tools/call', {
     paramKeys: ['name', 'arguments'],
-    metaKeys: [WAIT_META_KEY],
+    metaKeys: [WAIT_META_KEY, IDEMPOTENCY_META_KEY, TTL_META_KEY],
     name: (params) => params.name,
   });
   if (!request) return undefined;
   const { name, arguments: args } = request.params;
   if (args !== undefined && !isObject(args)) return undefined;
   const tool = tools?.find((t) => t.name === name);
-  return tool && { id: request.id, tool, args, meta: request.meta };
+  if (!tool || !paramHeadersAgree(tool.fn.arguments, args, headers)) return undefined;
+  return { id: request.id, tool, args, meta: request.meta };
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const DECIMAL = /^-?\d+(\.\d+)?$/;
+
+/** An `Mcp-Param-*` value as sent: plain, or `=?base64?…?=` around UTF-8; undefined when that is broken. */
+function decodeParam(value: string): string | undefined {
+  if (!(value.startsWith('=?base64?') && value.endsWith('?='))) return value;
+  const payload = value.slice(9, -2);
+  if (!BASE64.test(payload)) return undefined;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(payload, 'base64'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The 2026-07-28 `Mcp-Param-*` check the SDK makes before a tool runs (docs/rules.md "MCP"):
+ * each argument the schema marks `x-mcp-header` that the body carries must come as its header
+ * too, with the same value. The direct path takes a call only when they agree; any other call
+ * goes to the SDK, which refuses it (400, -32020) as it refuses it on its own path, so both
+ * give every request the same answer. A schema whose marks break the rules (stored before they
+ * were checked at publish) goes to the SDK as well.
+ */
+function paramHeadersAgree(schema: Record<string, unknown>, args: Record<string, unknown> | undefined, headers: HeaderSource): boolean {
+  const found = headerDeclarations(schema);
+  if ('issue' in found) return false;
+  for (const { path, headerName, type } of found.declarations) {
+    let body: unknown = args;
+    for (const key of path) body = isObject(body) ? body[key] : undefined;
+    if (body === undefined || body === null) continue;
+    let expected: string;
+    if (typeof body === 'string') expected = body;
+    else if (typeof body === 'boolean') expected = String(body);
+    else if (typeof body === 'number' && Number.isFinite(body) && (!Number.isInteger(body) || Number.isSafeInteger(body))) expected = String(body);
+    else continue; // No header is expected for a value that has none.
+    const sent = headers.get(`mcp-param-${headerName}`);
+    const decoded = typeof sent === 'string' ? decodeParam(sent) : undefined;
+    if (decoded === undefined) return false;
+    const numeric = type === 'integer' && typeof body === 'number' && DECIMAL.test(decoded);
+    if (numeric ? Number(decoded) !== body : decoded !== expected) return false;
+  }
+  return true;
 }
 
 export interface ServerInfo {

@@ -6,13 +6,17 @@ import { toHttpError } from '../http/errors.js';
 /**
  * DomainError → MCP (docs/rules.md "Envelopes"). Inside a tool call an error is a tool result with
  * `isError: true`, so the model can read it and react (MCP "Error handling": tool errors are
- * results, protocol errors are for the protocol). Its `structuredContent` is the same error
- * envelope REST answers, so an agent sees one shape on both surfaces. The cases that must be
- * HTTP statuses (401, the 403 of a device tool, 503 of the kill switch) are decided in
- * handler.ts before the SDK runs; an error reaching this point is a race (a grant revoked
- * between the gate and the queueing transaction) or an ordinary 4xx of the operation.
+ * results, protocol errors are for the protocol). Its content is a text a model reads at once
+ * and then, as the last text, the same error envelope REST answers, as JSON, so an agent sees
+ * one shape on both surfaces. The envelope is `structuredContent` too only where no `outputSchema` says
+ * otherwise (`structured`: the device tools): a fixed tool's `structuredContent` must match its
+ * output schema, and clients that check it (SDK 1.x, the Inspector, LangChain) would throw the
+ * real error away (docs/rules.md "MCP"). The cases that must be HTTP statuses (401, the 403 of a
+ * device tool, 503 of the kill switch) are decided in handler.ts before the SDK runs; an error
+ * reaching this point is a race (a grant revoked between the gate and the queueing
+ * transaction) or an ordinary 4xx of the operation.
  */
-export function toolError(error: unknown, ctx: Context): CallToolResult {
+export function toolError(error: unknown, ctx: Context, { structured }: { structured: boolean }): CallToolResult {
   const mapped = toHttpError(error, ctx.requestId);
   if (mapped.internal) {
     ctx.log.error({
@@ -26,8 +30,11 @@ export function toolError(error: unknown, ctx: Context): CallToolResult {
   const lines = [`Error ${code} (HTTP ${mapped.status}): ${message}`];
   for (const issue of issues ?? []) lines.push(`- ${issue.path}: ${issue.message}`);
   return {
-    content: [{ type: 'text', text: lines.join('\n') }],
-    structuredContent: mapped.body as unknown as Record<string, unknown>,
+    content: [
+      { type: 'text', text: lines.join('\n') },
+      { type: 'text', text: JSON.stringify(mapped.body, null, 2) },
+    ],
+    ...(structured ? { structuredContent: mapped.body as unknown as Record<string, unknown> } : {}),
     isError: true,
   };
 }

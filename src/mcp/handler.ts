@@ -13,6 +13,7 @@ import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunc
 import { bearerToken, clientAddress, requestBody, withRequestId, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
+import { createInflightCalls } from './cancellation.js';
 import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
 import { createHostPolicy } from './hosts.js';
 import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
@@ -91,7 +92,12 @@ function mediaTypes(header: string | undefined): string[] {
 
 interface RpcMessage {
   method?: unknown;
-  params?: { name?: unknown } | null;
+  params?: { name?: unknown; requestId?: unknown } | null;
+}
+
+/** Whose calls a `notifications/cancelled` may reach: the same agent connection's only. */
+function callerKey(credential: CredentialOf<'agent'>): string {
+  return JSON.stringify([credential.workspaceId, credential.principal, credential.connectionId]);
 }
 
 /**
@@ -148,6 +154,8 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   };
 
   const toolLists = createToolsListCache();
+  // Device tool calls still waiting, for a 2025-era notifications/cancelled (cancellation.ts).
+  const inflight = createInflightCalls();
 
   const handler = createMcpHandler(factory, {
     legacy: 'stateless',
@@ -194,7 +202,9 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   async function gateToolCalls(c: HonoContext<HttpEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]): Promise<Gate> {
     const methods = messages.map((m) => m.method);
     const calls = messages.filter((m) => m.method === 'tools/call' && typeof m.params?.name === 'string').map((m) => m.params!.name as string);
-    const session: McpSession = { ctx, credential, tools: undefined };
+    const caller = callerKey(credential);
+    const signal = c.req.raw.signal;
+    const session: McpSession = { ctx, credential, tools: undefined, cancellation: (id) => inflight.track(caller, id, signal) };
 
     for (const name of calls) {
       const operation = fixedToolOperation(name);
@@ -308,6 +318,12 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
     const ctx = c.get('context')(credential, 'mcp');
 
+    // A 2025-era client cancels a call with a notification in a POST of its own (cancellation.ts);
+    // the SDK is still handed the message and answers it as it would (202).
+    for (const message of messages) {
+      if (message.method === 'notifications/cancelled') inflight.cancel(callerKey(credential), message.params?.requestId);
+    }
+
     // A modern tools/list is answered from the caller's cached list while it is current
     // (src/mcp/tools-list-cache.ts); a miss is answered by the SDK and kept.
     const cacheable = parsedOk ? cacheableToolsList(c.req.raw.headers, parsed) : undefined;
@@ -315,7 +331,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     if (cacheable) {
       const now = ctx.clock.now();
       const version = await callableFunctionsVersion(ctx.db, credential);
-      const key = toolsListKey(credential.workspaceId, credential.principal, credential.access, cacheable.cursor);
+      const key = toolsListKey(credential.workspaceId, credential.principal, credential.access, ctx.settings.deviceControlsEnabled, cacheable.cursor);
       const cached = toolLists.answer(key, { version, now }, cacheable.id);
       if (cached) {
         metrics.observeMcp('tools/list', 'cache');
@@ -331,7 +347,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const direct = parsedOk ? directDeviceCall(c.req.raw.headers, parsed, gate.session.tools) : undefined;
     if (direct) {
       metrics.observeMcp('tools/call', 'direct');
-      const result = await callDeviceTool(gate.session, direct.tool.fn, direct.args, { meta: direct.meta, signal: c.req.raw.signal });
+      const result = await callDeviceTool(gate.session, direct.tool.fn, direct.args, { meta: direct.meta, id: direct.id });
       return directAnswer(direct.id, result, serverInfo(ctx.settings.serviceName));
     }
 

@@ -11,8 +11,8 @@ import { isObject, plainModernRequest } from './modern-requests.js';
  *   - the workspace's functions_version (bumped by trigger with every write to grants,
  *     capabilities and devices, migration 0006) is the one read before the entry was built,
  *   - the clock is before the earliest expiry among the caller's live grants, and
- *   - the key matches: workspace, principal and access ceiling (an OAuth token's scope is
- *     already part of its ceiling).
+ *   - the key matches: workspace, principal, access ceiling (an OAuth token's scope is
+ *     already part of its ceiling) and whether device controls are enabled.
  * The filter is UX, the check is correctness: tools/call re-checks the live grant on every
  * call whatever this cache says (src/mcp/handler.ts).
  *
@@ -55,8 +55,12 @@ export interface ToolsListCache {
 
 const RESULT_HEAD = Buffer.from('{"result":');
 
-export function toolsListKey(workspaceId: string, principal: string, access: string, cursor: string | undefined): string {
-  return JSON.stringify([workspaceId, principal, access, cursor ?? null]);
+/**
+ * The kill switch is part of the key: it changes which tools the list offers (tools.ts
+ * `registerTools`), so an answer built on one side of a flip is never served on the other.
+ */
+export function toolsListKey(workspaceId: string, principal: string, access: string, controlsEnabled: boolean, cursor: string | undefined): string {
+  return JSON.stringify([workspaceId, principal, access, controlsEnabled, cursor ?? null]);
 }
 
 export function createToolsListCache(maxEntries = 1000): ToolsListCache {

@@ -16,6 +16,8 @@ import { z } from 'zod';
 import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/action-states.js';
 import type { Context, CredentialOf } from '../domain/context.js';
+import { withdrawAction } from '../domain/actions.js';
+import { DomainError } from '../domain/errors.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
@@ -23,6 +25,7 @@ import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.
 import { PAGE_MAX } from '../domain/paging.js';
 import { allOperations, operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, functionForAgent, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
+import type { CallCancellation } from './cancellation.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -34,6 +37,8 @@ export interface McpSession {
    * called one for a device `tools/call`, none for other methods (they never pay the query).
    */
   tools: DeviceTool[] | undefined;
+  /** Tracks a device tool call by its JSON-RPC id while it runs (cancellation.ts). */
+  cancellation: (id: string | number | undefined) => CallCancellation;
 }
 
 export interface DeviceTool {
@@ -42,29 +47,36 @@ export interface DeviceTool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Tool names (docs/rules.md "MCP"): [A-Za-z0-9_.-], at most 64 characters, containing the
-// capability name, stable across calls and unique per caller.
+// Tool names (docs/rules.md "MCP"): ^[a-zA-Z0-9_-]{1,64}$, the alphabet every major LLM API
+// accepts for a function name; containing the capability name where it fits, stable across
+// calls and restarts, and unique per caller.
 //
-//   <capability>__<first 12 hex digits of the device id>      e.g. set_power__3f2c9a01b7e4
+//   <stem>__<first 12 hex digits of the device id>      e.g. set_power__3f2c9a01b7e4
 //
+// - The stem is the capability name when it is in the alphabet. Capability names are
+//   ^[a-z][a-z0-9_.-]{0,63}$, so only a dot falls outside: `scene.recall` becomes
+//   `scene_recall_` plus 8 hex digits of SHA-256(capability), so it does not take the name of
+//   a capability that really is `scene_recall` on the same device (a device that names one
+//   `scene_recall_<those digits>` meets the last rule below), and its name depends on nothing
+//   but the capability and the device.
 // - The 12 hex digits are the first 48 random bits of the device's UUIDv4, so the name does
 //   not depend on which other devices the caller can see: it is stable while grants change.
-// - Capability names are ^[a-z][a-z0-9_.-]{0,63}$; one longer than 50 characters keeps its
-//   first 41 and gets `_` plus 8 hex digits of SHA-256(capability), so the name still fits 64.
+// - A stem longer than 50 characters keeps its first 41 and gets `_` plus 8 hex digits of
+//   SHA-256(stem), so the name still fits 64.
 // - If two of one caller's functions would still share a name (the same capability on two
 //   devices whose ids share their first 48 bits: about one in 10^9 for 1,000 devices), both
-//   use all 32 hex digits of their device id instead (capability budget 30).
+//   use all 32 hex digits of their device id instead (stem budget 30).
 // - A device chooses its capability names, so it can make two of them equal even then (two
 //   long names with a common start and the same 8 hex digits of SHA-256: a birthday search of
 //   about a second). Those functions are on one device; sorted by capability name, the first
-//   keeps the name and each other one takes the first free `<capability>_<n>__<32 hex>` (n from
+//   keeps the name and each other one takes the first free `<stem>_<n>__<32 hex>` (n from
 //   2). Such a name depends only on that device's colliding functions, so it is the same
 //   whether computed from all the caller's functions or from one device's (a tools/call), and
 //   no device can make tools/list fail (issue 13 item 9).
 // - Fixed tools have no `__`, so the two families can never collide.
 // ---------------------------------------------------------------------------------------
 
-export const DEVICE_TOOL_PATTERN = /^[a-z][a-z0-9_.-]*__(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
+export const DEVICE_TOOL_PATTERN = /^[a-z][a-z0-9_-]*__(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
 
 /**
  * The start of the device id a device tool name points at (`3f2c9a01-b7e4` for
@@ -77,10 +89,17 @@ export function deviceIdPrefixOf(toolName: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}`;
 }
 
+const sha8 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 8);
+
+/** The capability name in the tool-name alphabet (see above). */
+function stemOf(capability: string): string {
+  return /^[a-zA-Z0-9_-]+$/.test(capability) ? capability : `${capability.replace(/[^a-zA-Z0-9_-]/g, '_')}_${sha8(capability)}`;
+}
+
 function fitCapability(capability: string, budget: number): string {
-  if (capability.length <= budget) return capability;
-  const digest = createHash('sha256').update(capability).digest('hex').slice(0, 8);
-  return `${capability.slice(0, budget - 9)}_${digest}`;
+  const stem = stemOf(capability);
+  if (stem.length <= budget) return stem;
+  return `${stem.slice(0, budget - 9)}_${sha8(stem)}`;
 }
 
 function nameFor(fn: CallableFunction, idDigits: 12 | 32): string {
@@ -267,7 +286,10 @@ async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown
 
 function registerFixedTools(server: McpServer, session: McpSession): void {
   const schemas = fixedSchemas();
+  // The kill switch hides what would only answer 503 (broadcast); reads stay (docs/rules.md "MCP").
+  const controls = session.ctx.settings.deviceControlsEnabled;
   for (const tool of fixedTools) {
+    if (tool.operation.queuesDeviceActions && !controls) continue;
     const schema = schemas.get(tool.name)!;
     server.registerTool(
       tool.name,
@@ -282,7 +304,7 @@ function registerFixedTools(server: McpServer, session: McpSession): void {
         try {
           return await callFixedTool(tool, session, args);
         } catch (error) {
-          return toolError(error, session.ctx);
+          return toolError(error, session.ctx, { structured: false });
         }
       },
     );
@@ -297,6 +319,10 @@ export const DEFAULT_WAIT_MS = 10_000;
 export const MAX_WAIT_MS = 60_000;
 /** Request `_meta` key that sets how long a device tool call waits for the result, in seconds (0..60). */
 export const WAIT_META_KEY = 'dfc/waitSeconds';
+/** Request `_meta` key: the action request's `idempotencyKey` (README "Idempotency"). */
+export const IDEMPOTENCY_META_KEY = 'dfc/idempotencyKey';
+/** Request `_meta` key: the action request's `ttlSeconds` (1..300, default 30). */
+export const TTL_META_KEY = 'dfc/ttlSeconds';
 
 /** Progress is the action's stage counted from 1, out of as many as there are (queued 1/3 → received 2/3 → done 3/3). */
 const PROGRESS_TOTAL = Math.max(...ACTION_STATUSES.map((status) => ACTION_STATES[status].stage)) + 1;
@@ -326,7 +352,7 @@ function describe(fn: CallableFunction): string {
   const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
   // thousand of them; the server instructions and the operate_devices prompt say the rest.
-  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what} Returns the Action (waits up to 10 s; follow an unfinished one with get_action).`;
+  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what} Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".`;
 }
 
 function waitBound(meta: Record<string, unknown> | undefined): number {
@@ -364,8 +390,7 @@ function summary(fn: CallableFunction, action: ActionRecord): string {
  * action's changes first and then reads its state once, so a change that lands between the
  * insert and the watch is in the read and none after it is missed; from then on the
  * published changes (each a full Action, in commit order) are the state. Aborting `signal`
- * (the client went away) ends the wait and leaves the action queued: a dropped stream is no
- * cancel.
+ * (the client went away or cancelled) ends the wait; the caller then withdraws the action.
  */
 async function awaitSettled(
   session: McpSession,
@@ -421,6 +446,7 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
     (args: unknown, extra: ServerContext): Promise<CallToolResult> =>
       callDeviceTool(session, fn, args, {
         meta: extra.mcpReq._meta as Record<string, unknown> | undefined,
+        id: extra.mcpReq.id,
         signal: extra.mcpReq.signal,
         notify: (notification) => extra.mcpReq.notify(notification),
       }),
@@ -428,22 +454,51 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
 }
 
 export interface DeviceToolCall {
-  /** The request's `_meta`: its progress token and the wait bound (WAIT_META_KEY). */
+  /** The request's `_meta`: its progress token, the wait bound, the idempotency key and the TTL. */
   meta: Record<string, unknown> | undefined;
-  /** Aborts when the client goes away: the wait ends, the action stays queued. */
-  signal: AbortSignal;
+  /** The call's JSON-RPC id, by which a 2025-era `notifications/cancelled` names it. */
+  id: string | number | undefined;
+  /** Aborts when the SDK ends the call; the client's own cancellation is the session's (cancellation.ts). */
+  signal?: AbortSignal;
   /** Sends a notification on the request's stream; absent when the answer is plain JSON. */
   notify?: (notification: { method: 'notifications/progress'; params: ProgressNotificationParams }) => Promise<void>;
 }
 
+/** The `_meta` keys a device tool call passes to the action request, and the input field each one is. */
+const ACTION_META = { [IDEMPOTENCY_META_KEY]: 'idempotencyKey', [TTL_META_KEY]: 'ttlSeconds' } as const;
+
+/** The action request's options from `_meta`, checked by the operation with REST's rules. */
+function actionOptions(meta: Record<string, unknown> | undefined): Record<string, unknown> {
+  const options: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(ACTION_META)) if (meta?.[key] !== undefined) options[field] = meta[key];
+  return options;
+}
+
+/** A refused `_meta` value is reported where the caller wrote it, not as the operation's field. */
+function atMetaKeys(error: unknown): unknown {
+  if (!(error instanceof DomainError) || error.code !== 'validation_failed' || !error.details.issues) return error;
+  const issues = error.details.issues.map((issue) => {
+    const key = Object.entries(ACTION_META).find(([, field]) => issue.path === field)?.[0];
+    return key ? { ...issue, path: `_meta.${key}` } : issue;
+  });
+  return new DomainError(error.code, error.message, { ...error.details, issues });
+}
+
 /**
- * A device tool's call: queues the action (through `invoke`, like REST), waits for it to
- * settle and answers the Action. Shared by the tool registered on the SDK's server and by
- * the direct path for plain calls (direct-call.ts), so both answer the same result.
+ * A device tool's call: queues the action (through `invoke`, like REST: the same idempotency
+ * and TTL rules, from `_meta`), waits for it to settle and answers the Action. Shared by the
+ * tool registered on the SDK's server and by the direct path for plain calls (direct-call.ts),
+ * so both answer the same result.
+ *
+ * A client that goes away or cancels before the answer is written withdraws its action
+ * (docs/rules.md "MCP"): a queued one is cancelled, a handed-out one recalled, both with
+ * `client_cancelled`; a finished one stays as it is.
  */
 export async function callDeviceTool(session: McpSession, fn: CallableFunction, args: unknown, call: DeviceToolCall): Promise<CallToolResult> {
   const { ctx } = session;
-  const { signal, notify } = call;
+  const { notify } = call;
+  const cancellation = session.cancellation(call.id);
+  const signal = call.signal ? AbortSignal.any([call.signal, cancellation.signal]) : cancellation.signal;
   const token = call.meta?.progressToken as string | number | undefined;
   let lastStatus: string | undefined;
   const progress = async (action: ActionRecord) => {
@@ -459,27 +514,40 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
     }
   };
   try {
-    const queued = (await invoke(operations.requestAction, ctx, {
-      deviceId: fn.deviceId,
-      capability: fn.capability,
-      arguments: args ?? {},
-    })) as ActionRecord;
+    let queued: ActionRecord;
+    try {
+      queued = (await invoke(operations.requestAction, ctx, {
+        deviceId: fn.deviceId,
+        capability: fn.capability,
+        arguments: args ?? {},
+        ...actionOptions(call.meta),
+      })) as ActionRecord;
+    } catch (error) {
+      throw atMetaKeys(error);
+    }
     const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress);
+    if (signal.aborted) {
+      const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
+      ctx.log.info({ msg: 'mcp call cancelled by its client', requestId: ctx.requestId, actionId: action.id, withdrawn: withdrawn?.status ?? null });
+    }
     return {
       content: [{ type: 'text', text: `${summary(fn, action)}\n${jsonText(action)}` }],
       structuredContent: action as unknown as Record<string, unknown>,
       ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
     };
   } catch (error) {
-    return toolError(error, ctx);
+    return toolError(error, ctx, { structured: true });
+  } finally {
+    cancellation.release();
   }
 }
 
 /**
- * Registers the caller's tools on its per-request server: the fixed tools always, and one
- * tool per callable function when the gate loaded them (tools/list, tools/call). The kill
- * switch hides device tools: none could be called (docs/rules.md "Running"), and tools/list shows only
- * what the caller may call now.
+ * Registers the caller's tools on its per-request server: the fixed tools, and one tool per
+ * callable function when the gate loaded them (tools/list, tools/call). The kill switch hides
+ * every device tool (each runs `actions.request`, which answers 503 then, read functions
+ * included, docs/rules.md "Running") and the fixed tools that queue actions: tools/list shows
+ * only what the caller may call now.
  */
 export function registerTools(server: McpServer, session: McpSession): void {
   registerFixedTools(server, session);

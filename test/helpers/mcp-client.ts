@@ -125,3 +125,12 @@ export function simulateDevice(
     },
   };
 }
+
+/**
+ * The error envelope of a tool error result: the JSON in its last text (src/mcp/errors.ts).
+ * A fixed tool's error has no `structuredContent` (it would not match its outputSchema).
+ */
+export function errorEnvelope(result: { content?: unknown }): { error: { code: string; message: string; requestId: string; issues?: unknown[] } } {
+  const texts = (result.content as { type: string; text?: string }[]).filter((c) => c.type === 'text');
+  return JSON.parse(texts.at(-1)!.text!);
+}
