@@ -129,6 +129,12 @@ describe('OWNER_JWKS_URL mended', () => {
     expect(warnings()).toHaveLength(2);
   });
 
+  it('answers 503 unavailable to an owner trading the session for the OAuth sign-in cookie', async () => {
+    const res = await api.post('/oauth/session', { token: await server.ownerToken('idp-owner') });
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('unavailable');
+  });
+
   it('never logs an owner token, nor the subject itself', () => {
     const text = server.logs.join('\n');
     expect(text).not.toContain('eyJ');
