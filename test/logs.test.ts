@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startExpirySweep } from '../src/domain/expiry.js';
+import { startHousekeeping } from '../src/domain/housekeeping.js';
 import { createLogger } from '../src/logger.js';
 import { tokenKinds } from '../src/domain/tokens.js';
 import { client, type Client } from './helpers/api.js';
@@ -251,5 +253,28 @@ describe('no secret in any log line', () => {
     }
     expect(text).not.toContain('authorization:');
     expect(text).not.toContain('"authorization"');
+  });
+});
+
+describe('background work', () => {
+  /** Runs a sweep every 10 ms with a debug logger until it has written a line. */
+  async function firstLine(start: (log: ReturnType<typeof createLogger>) => () => unknown): Promise<Record<string, unknown>> {
+    const lines: string[] = [];
+    const stop = start(createLogger('debug', (line) => lines.push(line)));
+    while (lines.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await stop();
+    return JSON.parse(lines[0]!) as Record<string, unknown>;
+  }
+  const clock = { now: () => Date.now() };
+
+  it('an expiry sweep writes msg, its count and durationMs (debug when it expired nothing)', async () => {
+    const line = await firstLine((log) => startExpirySweep({ db: server.service.db, events: server.service.events, clock, log }, 10));
+    expect(line).toMatchObject({ level: 'debug', msg: 'expiry sweep', expired: 0, durationMs: expect.any(Number) });
+  });
+
+  it('a housekeeping run writes msg, the rows deleted per table and durationMs', async () => {
+    const line = await firstLine((log) => startHousekeeping({ db: server.service.db, clock, log }, 10));
+    expect(line).toMatchObject({ msg: 'housekeeping', deleted: expect.any(Object), durationMs: expect.any(Number) });
+    expect(['debug', 'info']).toContain(line.level);
   });
 });
