@@ -64,8 +64,8 @@ afterAll(async () => {
   await new Promise((resolve) => idp.close(resolve));
 });
 
-// Each case is its own process: they run side by side.
-describe.concurrent('a start that cannot succeed', () => {
+// One process at a time, each with room to start on a loaded machine (tsx compiles the service first).
+describe('a start that cannot succeed', { timeout: 60_000 }, () => {
   const cases: [string, string, () => Record<string, string>][] = [
     ['a bad variable', 'PORT', () => ({ PORT: 'eighty' })],
     ['a bad LOG_LEVEL', 'LOG_LEVEL', () => ({ LOG_LEVEL: 'loud' })],
