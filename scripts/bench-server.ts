@@ -39,7 +39,7 @@ const config = parseConfig(process.env);
 // recorder subscribes before the wake notifier does, so it runs before the frame is written.
 const published = new Map<string, number>();
 const service = await startService(config, {
-  log: createLogger('silent'),
+  log: createLogger(config.logLevel),
   notifier: (events) => {
     events.subscribe((event) => {
       if (event.type === 'action' && event.action.status === 'queued') published.set(event.action.id, Number(process.hrtime.bigint()) / 1e6);

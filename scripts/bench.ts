@@ -22,7 +22,11 @@
  * neither starves the other. Rate limits and the workspace device cap are raised through the
  * environment (the bench measures the service, not its limiter).
  *
- *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets --json out.json]
+ *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets --json out.json --log-level info]
+ *
+ * `--log-level` (default `silent`) makes the server write its log lines to this process's
+ * stdout, so the cost of logging can be measured: run it with stdout piped (`| cat >/dev/null`),
+ * as a container's log driver would read it.
  *
  * `--profile` records a V8 CPU profile of the server during each measured phase
  * (profiles/<phase>.cpuprofile; summarise with scripts/profile-summary.ts). Profiling slows
@@ -50,6 +54,7 @@ const { values: opts } = parseArgs({
     'no-pin': { type: 'boolean', default: false },
     only: { type: 'string' },
     json: { type: 'string' },
+    'log-level': { type: 'string', default: 'silent' },
   },
 });
 const DURATION_S = Number(opts.duration);
@@ -92,7 +97,7 @@ const tempDirs: string[] = [];
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
-  const env: Record<string, string> = { ...measuringEnv(dir), ...extraEnv };
+  const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...extraEnv };
   const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const child: ChildProcess = spawn(command as string, args as string[], {

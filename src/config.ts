@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { CapacityLimits } from './domain/context.js';
 import type { RateLimitSettings } from './domain/rate-limits.js';
+import type { LogLevel } from './domain/context.js';
 
 /**
  * Every setting the service reads, all optional (docs/rules.md "Running"). Parsed once by the entry
@@ -11,6 +12,9 @@ const booleanString = z.enum(['true', 'false', '1', '0']).transform((value) => v
 
 const positiveInt = z.coerce.number().int().positive();
 const positiveNumber = z.coerce.number().positive();
+
+/** LOG_LEVEL values, most verbose first (README "Logs"). */
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const satisfies readonly LogLevel[];
 
 export const configSchema = z
   .object({
@@ -38,7 +42,7 @@ export const configSchema = z
     SERVICE_COMMIT: z.string().min(1).optional(),
     EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
     HOUSEKEEPING_SWEEP_SECONDS: positiveInt.default(600),
-    LOG_LEVEL: z.enum(['info', 'silent']).default('info'),
+    LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
     OAUTH_CIMD_ALLOW_LOOPBACK: booleanString.default(false),
     MCP_ALLOWED_HOSTS: z
       .string()
@@ -94,7 +98,7 @@ export interface Config {
   expirySweepMs: number;
   /** How often rows past their purpose (codes, tokens, sessions, tickets, idempotency records) are deleted. */
   housekeepingSweepMs: number;
-  logLevel: 'info' | 'silent';
+  logLevel: LogLevel;
   /** Test only: lets Client ID Metadata Documents be fetched over http from loopback addresses. */
   oauthCimdAllowLoopback: boolean;
   /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
@@ -110,6 +114,22 @@ export interface Config {
 }
 
 export class ConfigError extends Error {}
+
+/**
+ * A start-up step that failed for a reason the operator can fix (README "Deploy"): the message
+ * is one line naming the cause, and `variable` is the setting to change. src/main.ts prints it
+ * and exits 1.
+ */
+export class StartupError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}
 
 /** Parses the environment; throws a ConfigError whose message is one line naming the variable. */
 export function parseConfig(env: Record<string, string | undefined>): Config {

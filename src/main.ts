@@ -1,27 +1,37 @@
-import { ConfigError, parseConfig } from './config.js';
-import { startService } from './service.js';
+import { ConfigError, parseConfig, StartupError } from './config.js';
+import { oneLine } from './domain/errors.js';
+import { displayDatabaseUrl, startService } from './service.js';
+
+/**
+ * A start that fails for a reason the operator can fix ends with one line on stderr naming
+ * the cause and the variable to change, and exit code 1 (README "Deploy"); the stack only
+ * with LOG_LEVEL=debug, read raw here since a bad configuration may be the failure itself.
+ */
+function failStart(error: unknown): never {
+  const known = error instanceof ConfigError || error instanceof StartupError;
+  const line = known ? error.message : `unexpected failure: ${oneLine(error)}`;
+  const variable = error instanceof StartupError ? ` [${error.variable}]` : '';
+  process.stderr.write(`cannot start: ${line}${variable}\n`);
+  if (process.env.LOG_LEVEL === 'debug' && error instanceof Error) process.stderr.write(`${error.stack ?? ''}\n`);
+  process.exit(1);
+}
 
 // The only place that reads process.env (docs/rules.md "Running").
 let config;
 try {
   config = parseConfig(process.env);
 } catch (error) {
-  if (error instanceof ConfigError) {
-    console.error(error.message);
-    process.exit(1);
-  }
-  throw error;
+  failStart(error);
 }
 
-const service = await startService(config);
-// Credentials can ride in a database URL (user:pass@ or ?authToken=): neither is logged.
+const service = await startService(config).catch(failStart);
 console.log(
   JSON.stringify({
     time: new Date().toISOString(),
     level: 'info',
     msg: 'listening',
     url: service.url,
-    database: config.databaseUrl.replace(/\/\/[^@/]*@/, '//').replace(/\?.*$/, ''),
+    database: displayDatabaseUrl(config.databaseUrl),
   }),
 );
 

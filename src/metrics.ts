@@ -22,6 +22,10 @@ export interface Metrics {
   countSocketsWith(count: () => number): void;
   /** A promise rejected with nobody to handle it: a bug the process survived (src/main.ts). */
   countUnhandledRejection(): void;
+  /** A failed fetch of OWNER_JWKS_URL's key set. */
+  countKeySetFailure(): void;
+  /** Where `dfc_identity_provider_up` comes from: whether owner sessions can be verified now. */
+  watchIdentityProvider(ok: () => boolean): void;
 }
 
 /**
@@ -87,6 +91,20 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     help: 'Promise rejections nothing handled. Each one is a bug: the process logged it and kept serving.',
     registers: [registry],
   });
+  const keySetFailures = new Counter({
+    name: 'dfc_owner_jwks_fetch_failures_total',
+    help: 'Failed fetches of the owner key set (OWNER_JWKS_URL). While they fail, owner requests that need a fetch answer 503.',
+    registers: [registry],
+  });
+  let identityProviderOk: () => boolean = () => true;
+  new Gauge({
+    name: 'dfc_identity_provider_up',
+    help: '1 while owner sessions can be verified (the last key set fetch, if any, succeeded), else 0.',
+    registers: [registry],
+    collect() {
+      this.set(identityProviderOk() ? 1 : 0);
+    },
+  });
   deps.events.subscribe((event) => {
     if (event.type === 'action') actions.inc({ status: event.action.status });
   });
@@ -102,6 +120,10 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
       socketCount = count;
     },
     countUnhandledRejection: () => unhandled.inc(),
+    countKeySetFailure: () => keySetFailures.inc(),
+    watchIdentityProvider(ok) {
+      identityProviderOk = ok;
+    },
   };
 }
 

@@ -3,10 +3,11 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { createApp } from './app.js';
 import { createAuthenticator } from './auth/authenticate.js';
-import { createOwnerVerifier } from './auth/owner.js';
+import { createOwnerVerifier, KeySetStartError, type IdentityProviderHealth } from './auth/owner.js';
 import { withRateLimits } from './auth/rate-limited.js';
 import { createMemoryRateLimiter, type RateLimiter } from './domain/rate-limits.js';
-import type { Config } from './config.js';
+import { StartupError, type Config } from './config.js';
+import { oneLine } from './domain/errors.js';
 import { createLocalNotifier, type DeviceNotifier } from './device-channel/notifier.js';
 import { attachDeviceChannel } from './device-channel/socket-server.js';
 import type { Clock, Logger } from './domain/context.js';
@@ -30,6 +31,8 @@ export interface RunningService {
    * rejections here instead of exiting (README "Hostile input, isolation and faults").
    */
   reportUnhandledRejection(reason: unknown): void;
+  /** Whether owner sessions can be verified now: for a readiness probe (README "Identity provider health"). */
+  identityProvider(): IdentityProviderHealth;
   close(): Promise<void>;
 }
 
@@ -48,8 +51,19 @@ export interface ServiceOptions {
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<RunningService> {
   const log = options.log ?? createLogger(config.logLevel);
   const clock = options.clock ?? { now: () => Date.now() };
-  const db = await openDb(config.databaseUrl, config.databaseAuthToken);
-  const owners = await createOwnerVerifier(config);
+  const db = await openDatabase(config);
+  const events = createEventHub();
+  const metrics = createMetrics({ db, events });
+  let owners;
+  try {
+    owners = await createOwnerVerifier(config, { log, onKeySetFailure: () => metrics.countKeySetFailure() });
+  } catch (error) {
+    await db.close();
+    // An external key set names its own variable; the development key is written next to the database.
+    throw error instanceof KeySetStartError
+      ? new StartupError(error.variable, error.message, { cause: error.cause })
+      : new StartupError('DATABASE_URL', `cannot create the development identity key next to the database: ${oneLine(error)}`, { cause: error });
+  }
   // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (docs/rules.md "Errors and limits").
   const limiter = options.rateLimiter ?? createMemoryRateLimiter();
   const authenticator = withRateLimits(createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` }), {
@@ -57,15 +71,18 @@ export async function startService(config: Config, options: ServiceOptions = {})
     settings: config.rateLimits,
     now: clock.now,
   });
-  const events = createEventHub();
-  const metrics = createMetrics({ db, events });
+  metrics.watchIdentityProvider(() => owners.health().ok);
   const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics });
+
+  let server: ServerType;
+  try {
+    server = await listen(app.fetch, config);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
   const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs);
-
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
-  });
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {
@@ -86,6 +103,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     port,
     db,
     events,
+    identityProvider: () => owners.health(),
     reportUnhandledRejection(reason) {
       metrics.countUnhandledRejection();
       log.error({ msg: 'unhandled rejection', error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason) });
@@ -118,4 +136,56 @@ export async function startService(config: Config, options: ServiceOptions = {})
       await db.close();
     },
   };
+}
+
+/** Credentials can ride in a database URL (user:pass@ or ?authToken=): neither is shown. */
+export const displayDatabaseUrl = (url: string) => url.replace(/\/\/[^@/]*@/, '//').replace(/\?.*$/, '');
+
+/** A driver's error may quote the URL it was given, credentials and all: they are cut out. */
+const withoutCredentials = (text: string, authToken: string | undefined) => {
+  const scrubbed = text.replace(/\/\/[^@/\s]*@/g, '//').replace(/([?&]authToken=)[^&\s]*/gi, '$1…');
+  return authToken ? scrubbed.split(authToken).join('…') : scrubbed;
+};
+
+/** Opens DATABASE_URL; any failure is a StartupError naming it (README "Deploy"). */
+async function openDatabase(config: Config): Promise<Db> {
+  try {
+    return await openDb(config.databaseUrl, config.databaseAuthToken);
+  } catch (error) {
+    const remote = !config.databaseUrl.startsWith('file:');
+    const fix = remote ? 'check DATABASE_URL and DATABASE_AUTH_TOKEN' : 'check that DATABASE_URL names a file in a folder this user can write';
+    throw new StartupError(
+      'DATABASE_URL',
+      `cannot open the database ${displayDatabaseUrl(config.databaseUrl)} (${fix}): ${withoutCredentials(oneLine(error), config.databaseAuthToken)}`,
+    );
+  }
+}
+
+/** What a failed listen means, by the OS's error code, and which variable fixes it. */
+function listenFailure(error: NodeJS.ErrnoException, config: Config): StartupError {
+  const where = `${config.host}:${config.port}`;
+  switch (error.code) {
+    case 'EADDRINUSE':
+      return new StartupError('PORT', `port ${config.port} is already in use on ${config.host}: set PORT to a free port`, { cause: error });
+    case 'EACCES':
+      return new StartupError('PORT', `this user may not listen on ${where}: set PORT to 1024 or above`, { cause: error });
+    case 'EADDRNOTAVAIL':
+      return new StartupError('HOST', `HOST ${config.host} is not an address of this machine: set HOST to one (0.0.0.0 for all)`, { cause: error });
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new StartupError('HOST', `HOST ${config.host} does not resolve to an address: set HOST to an IP address or a resolvable name`, { cause: error });
+    default:
+      return new StartupError('HOST', `cannot listen on ${where} (check HOST and PORT): ${oneLine(error)}`, { cause: error });
+  }
+}
+
+function listen(fetch: Parameters<typeof serve>[0]['fetch'], config: Config): Promise<ServerType> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch, port: config.port, hostname: config.host }, () => {
+      server.off('error', onError);
+      resolve(server);
+    });
+    const onError = (error: NodeJS.ErrnoException) => reject(listenFailure(error, config));
+    server.once('error', onError);
+  });
 }

@@ -99,7 +99,7 @@ describe('parseConfig errors name the variable in one line', () => {
     ['OWNER_AUDIENCE', { OWNER_JWKS_URL: 'https://idp/jwks', OWNER_ISSUER: 'i' }],
     ['DEVICE_CONTROLS_ENABLED', { DEVICE_CONTROLS_ENABLED: 'yes' }],
     ['EXPIRY_SWEEP_SECONDS', { EXPIRY_SWEEP_SECONDS: '0' }],
-    ['LOG_LEVEL', { LOG_LEVEL: 'debug' }],
+    ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }],
   ])('%s: %j', (variable, env) => {
     const message = errorOf(env);
     expect(message).toContain(variable);

@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startExpirySweep } from '../src/domain/expiry.js';
+import { startHousekeeping } from '../src/domain/housekeeping.js';
+import { createLogger } from '../src/logger.js';
 import { tokenKinds } from '../src/domain/tokens.js';
 import { client, type Client } from './helpers/api.js';
 import { lampManifest } from './helpers/fixtures.js';
@@ -15,6 +18,8 @@ import { openSocket, wsUrl } from './helpers/ws.js';
  */
 let server: TestServer;
 let api: Client;
+let agentConnectionId: string;
+let attachedDeviceId: string;
 let requests = 0;
 const secrets: string[] = [];
 const CALLBACK = 'http://127.0.0.1:9/callback';
@@ -52,10 +57,12 @@ beforeAll(async () => {
   const legacy = keep((await api.post('/v1/sdk-tokens', { token: owner, body: { name: 'legacy' } })).body.data.token as string);
   const agent = await api.post('/v1/agent-connections', { token: owner, body: { name: 'bot', access: 'act' } });
   const agentToken = keep(agent.body.data.token as string);
+  agentConnectionId = agent.body.data.id as string;
 
   const attached = await api.post('/v1/sdk/devices', { token: setupToken, body: { name: 'Lamp' } });
   const deviceToken = keep(attached.body.data.token as string);
   const deviceId = attached.body.data.device.id as string;
+  attachedDeviceId = deviceId;
   await api.post(`/v1/device/${deviceId}/manifest`, { token: deviceToken, body: lampManifest });
 
   // A wake-channel ticket, redeemed once on the upgrade and then replayed (refused).
@@ -166,6 +173,50 @@ describe('request log', () => {
     const unauthenticated = lines.find((line) => line.route === '/v1/account' && line.status === 401);
     expect(unauthenticated.principalKind).toBeNull();
   });
+
+  it('names the actor: connection id and principal for agents, device id for devices, a pseudonym for owners', () => {
+    const lines = server.logs.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request');
+    const ownerLine = lines.find((line) => line.principalKind === 'owner');
+    expect(ownerLine.principalId).toBe(createHash('sha256').update('logs-owner').digest('hex').slice(0, 16));
+    expect(ownerLine.workspaceId).toEqual(expect.any(String));
+    const agentLine = lines.find((line) => line.principalKind === 'agent' && line.oauthClientId === undefined);
+    expect(agentLine).toMatchObject({ principalId: agentConnectionId, principal: `agent:${agentConnectionId}` });
+    expect(lines.some((line) => line.principalKind === 'agent' && typeof line.oauthClientId === 'string')).toBe(true);
+    const deviceLine = lines.find((line) => line.route === '/v1/device/:deviceId/manifest' && line.status === 200);
+    expect(deviceLine.principalId).toBe(attachedDeviceId);
+    const socketLine = lines.find((line) => line.route === '/v1/device/:deviceId/events' && line.status === 101);
+    expect(socketLine).toMatchObject({ principalKind: 'device', principalId: attachedDeviceId });
+    // The owner's sub itself is never written: it may be an e-mail address.
+    expect(server.logs.join('\n')).not.toContain('"logs-owner"');
+  });
+
+  it('adds the error code to failed requests, and only to them', () => {
+    const lines = server.logs.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request');
+    const enveloped = lines.filter((line) => line.status >= 400 && !line.route.startsWith('/oauth/'));
+    expect(enveloped.length).toBeGreaterThan(5);
+    for (const line of enveloped) expect(line.errorCode, JSON.stringify(line)).toMatch(/^[a-z_]+$/);
+    expect(lines.find((line) => line.route === '/v1/account' && line.status === 401).errorCode).toBe('unauthorized');
+    expect(lines.find((line) => line.route === '/v1/account' && line.status === 403).errorCode).toBe('forbidden');
+    expect(lines.find((line) => line.route === '/v1/device/:deviceId/events' && line.status === 401).errorCode).toBe('unauthorized');
+    for (const line of lines.filter((l) => l.status < 400)) expect(line).not.toHaveProperty('errorCode');
+  });
+});
+
+describe('LOG_LEVEL', () => {
+  const levels = ['debug', 'info', 'warn', 'error'] as const;
+  it.each([
+    ['debug', ['debug', 'info', 'warn', 'error']],
+    ['info', ['info', 'warn', 'error']],
+    ['warn', ['warn', 'error']],
+    ['error', ['error']],
+    ['silent', []],
+  ] as const)('%s writes %j', (level, written) => {
+    const lines: string[] = [];
+    const log = createLogger(level, (line) => lines.push(line));
+    for (const severity of levels) log[severity]({ msg: `a ${severity} line`, detail: 1 });
+    expect(lines.map((line) => JSON.parse(line).level)).toEqual(written);
+    for (const line of lines) expect(Object.keys(JSON.parse(line)).slice(0, 3)).toEqual(['level', 'time', 'msg']);
+  });
 });
 
 describe('no secret in any log line', () => {
@@ -202,5 +253,28 @@ describe('no secret in any log line', () => {
     }
     expect(text).not.toContain('authorization:');
     expect(text).not.toContain('"authorization"');
+  });
+});
+
+describe('background work', () => {
+  /** Runs a sweep every 10 ms with a debug logger until it has written a line. */
+  async function firstLine(start: (log: ReturnType<typeof createLogger>) => () => unknown): Promise<Record<string, unknown>> {
+    const lines: string[] = [];
+    const stop = start(createLogger('debug', (line) => lines.push(line)));
+    while (lines.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await stop();
+    return JSON.parse(lines[0]!) as Record<string, unknown>;
+  }
+  const clock = { now: () => Date.now() };
+
+  it('an expiry sweep writes msg, its count and durationMs (debug when it expired nothing)', async () => {
+    const line = await firstLine((log) => startExpirySweep({ db: server.service.db, events: server.service.events, clock, log }, 10));
+    expect(line).toMatchObject({ level: 'debug', msg: 'expiry sweep', expired: 0, durationMs: expect.any(Number) });
+  });
+
+  it('a housekeeping run writes msg, the rows deleted per table and durationMs', async () => {
+    const line = await firstLine((log) => startHousekeeping({ db: server.service.db, clock, log }, 10));
+    expect(line).toMatchObject({ msg: 'housekeeping', deleted: expect.any(Object), durationMs: expect.any(Number) });
+    expect(['debug', 'info']).toContain(line.level);
   });
 });

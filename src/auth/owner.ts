@@ -7,6 +7,7 @@ import {
   decodeProtectedHeader,
   exportJWK,
   generateKeyPair,
+  errors as joseErrors,
   importJWK,
   jwtVerify,
   SignJWT,
@@ -14,6 +15,8 @@ import {
   type JWTVerifyGetKey,
 } from 'jose';
 import type { Config } from '../config.js';
+import type { Logger } from '../domain/context.js';
+import { DomainError, oneLine } from '../domain/errors.js';
 
 /** Asymmetric algorithms only: a shared-secret (HS*) token could be forged by anyone holding the JWKS. */
 export const OWNER_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
@@ -34,14 +37,59 @@ export interface OwnerVerifier {
    * limits"), so a flood of junk from it costs a decode, not a verification or a JWKS fetch.
    */
   plausible(token: string): boolean;
+  /** Whether owner sessions can be verified now (README "Identity provider health"). */
+  health(): IdentityProviderHealth;
 }
+
+/**
+ * The identity provider as this instance sees it: `development` (the embedded key) and
+ * `jwks-file` cannot fail once started; `jwks-url` fails while its key set cannot be fetched.
+ * Shaped for a readiness probe to name the provider and why it fails.
+ */
+export interface IdentityProviderHealth {
+  provider: 'development' | 'jwks-file' | 'jwks-url';
+  ok: boolean;
+  /** Unix ms of the first failed fetch of the current failure streak. */
+  failingSince?: number;
+  /** Failed fetches in the current streak. */
+  failures?: number;
+  /** The last failure, in one line. */
+  error?: string;
+}
+
+export interface OwnerVerifierDeps {
+  log: Logger;
+  /** Told each failed fetch of OWNER_JWKS_URL (the `dfc_owner_jwks_fetch_failures_total` metric). */
+  onKeySetFailure?: () => void;
+}
+
+/** The owner key set cannot be had at start: `variable` is the setting to fix (src/main.ts prints it). */
+export class KeySetStartError extends Error {
+  constructor(
+    readonly variable: 'OWNER_JWKS_FILE' | 'OWNER_JWKS_URL',
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'KeySetStartError';
+  }
+}
+
+/** Thrown by the key lookup when the key set itself could not be had (not: the token names no key in it). */
+class KeySetUnavailable extends Error {}
+
+const unavailable = () =>
+  new DomainError('unavailable', "The identity provider's key set cannot be fetched, so owner sessions cannot be verified now. Retry later.", {
+    retryAfterSeconds: 5,
+  });
 
 const CLOCK_TOLERANCE_SECONDS = 5;
 const DEV_KEY_FILE = 'development-identity-provider.jwk.json';
 const DEV_KEY_ID = 'dfc-development';
 
-function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner']): OwnerVerifier {
+function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner'], health: () => IdentityProviderHealth): OwnerVerifier {
   return {
+    health,
     async verify(token) {
       try {
         const { payload } = await jwtVerify(token, keys, {
@@ -55,7 +103,9 @@ function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner']): OwnerVerifi
         if (typeof payload.sub !== 'string' || payload.sub === '') return undefined;
         if (typeof workspaceKey !== 'string' || workspaceKey === '' || workspaceKey.length > 256) return undefined;
         return { subject: payload.sub, workspaceKey };
-      } catch {
+      } catch (error) {
+        // Not the token's fault: the caller gets 503, and it costs no failed-authentication budget.
+        if (error instanceof KeySetUnavailable) throw unavailable();
         return undefined;
       }
     },
@@ -104,16 +154,86 @@ function publicPart(jwk: JWK): JWK {
   return rest;
 }
 
-export async function createOwnerVerifier(config: Config): Promise<OwnerVerifier> {
+/** OWNER_JWKS_FILE, read once at start; a file that is missing, unreadable or not a JWKS stops the start. */
+function keysFromFile(file: string): JWTVerifyGetKey {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new KeySetStartError('OWNER_JWKS_FILE', `cannot read the owner key set file ${file}: ${oneLine(error)}`, { cause: error });
+  }
+  try {
+    return createLocalJWKSet(JSON.parse(text) as { keys: JWK[] });
+  } catch (error) {
+    throw new KeySetStartError('OWNER_JWKS_FILE', `${file} is not a JSON Web Key Set ({"keys": [...]}): ${oneLine(error)}`, { cause: error });
+  }
+}
+
+/** Where a URL points, without credentials or query (either may carry a secret). */
+const displayUrl = (url: URL) => `${url.protocol}//${url.host}${url.pathname}`;
+
+/**
+ * OWNER_JWKS_URL: fetched once at start (unreachable: the start fails), then by jose as keys
+ * rotate and its cache ages. A failed fetch is the identity provider's fault, not the
+ * token's: it is counted every time, logged once per failure streak (a warn line when the
+ * streak starts, an info line when a fetch succeeds again) rather than once per request, and
+ * the request gets 503 `unavailable`.
+ */
+async function keysFromUrl(jwksUrl: string, deps: OwnerVerifierDeps): Promise<{ keys: JWTVerifyGetKey; health: () => IdentityProviderHealth }> {
+  const url = new URL(jwksUrl);
+  const remote = createRemoteJWKSet(url);
+  try {
+    await remote.reload();
+  } catch (error) {
+    throw new KeySetStartError('OWNER_JWKS_URL', `cannot fetch the owner key set from ${displayUrl(url)}: ${oneLine(error)}`, { cause: error });
+  }
+  let streak: { since: number; failures: number; error: string } | undefined;
+  const keys: JWTVerifyGetKey = async (header, token) => {
+    try {
+      const key = await remote(header, token);
+      if (streak) {
+        deps.log.info({
+          msg: 'identity provider key set fetched again',
+          variable: 'OWNER_JWKS_URL',
+          url: displayUrl(url),
+          failures: streak.failures,
+          failedForMs: Date.now() - streak.since,
+        });
+        streak = undefined;
+      }
+      return key;
+    } catch (error) {
+      // No key (or several) for the token's `kid` in a key set that was fetched: the token's fault.
+      if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) throw error;
+      deps.onKeySetFailure?.();
+      if (streak) {
+        streak.failures++;
+        streak.error = oneLine(error);
+      } else {
+        streak = { since: Date.now(), failures: 1, error: oneLine(error) };
+        deps.log.warn({ msg: 'identity provider key set unavailable', variable: 'OWNER_JWKS_URL', url: displayUrl(url), error: streak.error });
+      }
+      throw new KeySetUnavailable(streak.error);
+    }
+  };
+  const health = (): IdentityProviderHealth =>
+    streak
+      ? { provider: 'jwks-url', ok: false, failingSince: streak.since, failures: streak.failures, error: streak.error }
+      : { provider: 'jwks-url', ok: true };
+  return { keys, health };
+}
+
+export async function createOwnerVerifier(config: Config, deps: OwnerVerifierDeps): Promise<OwnerVerifier> {
   const owner = config.owner;
   if (owner.mode === 'external') {
-    const keys = owner.jwksUrl
-      ? createRemoteJWKSet(new URL(owner.jwksUrl))
-      : createLocalJWKSet(JSON.parse(fs.readFileSync(owner.jwksFile!, 'utf8')) as { keys: JWK[] });
-    return verifierFor(keys, owner);
+    if (owner.jwksUrl) {
+      const { keys, health } = await keysFromUrl(owner.jwksUrl, deps);
+      return verifierFor(keys, owner, health);
+    }
+    return verifierFor(keysFromFile(owner.jwksFile!), owner, () => ({ provider: 'jwks-file', ok: true }));
   }
   const key = await loadDevelopmentKey(config.dataDir);
-  return verifierFor(createLocalJWKSet({ keys: [publicPart(key)] }), owner);
+  return verifierFor(createLocalJWKSet({ keys: [publicPart(key)] }), owner, () => ({ provider: 'development', ok: true }));
 }
 
 /** Signs a development owner session (the embedded identity provider). */

@@ -91,10 +91,10 @@ function decodeSegment(segment: string): string | undefined {
 const describeError = (error: unknown) => (error instanceof Error ? (error.stack ?? error.message) : String(error));
 
 /** Answers an upgrade request with a plain HTTP error and the service's envelope, then hangs up. */
-function refuse(socket: Duplex, error: unknown, requestId: string): number {
+function refuse(socket: Duplex, error: unknown, requestId: string): { status: number; errorCode: string } {
   const { status, body, headers } = toHttpError(error, requestId);
   endWithEnvelope(socket, status, body, headers);
-  return status;
+  return { status, errorCode: body.error.code };
 }
 
 /**
@@ -176,15 +176,17 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     const requestId = requestIdFrom(firstHeader(request.headers['x-request-id']));
     requestIds.set(request, requestId);
     socket.on('error', () => undefined);
-    const finish = (status: number) =>
+    // The ticket is the credential here: the actor is the device it was issued to, once redeemed.
+    const finish = (answer: { status: number; errorCode?: string }, device?: string) =>
       log.info(
         requestLine({
           requestId,
           method: 'GET',
           route: '/v1/device/:deviceId/events',
-          status,
+          status: answer.status,
           seconds: (performance.now() - started) / 1000,
-          principalKind: status === 101 ? 'device' : null,
+          actor: device ? { principalKind: 'device', principalId: device } : { principalKind: null },
+          errorCode: answer.errorCode,
         }),
       );
     const target = readTarget(request.url ?? '/');
@@ -211,13 +213,13 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
       if (closing) throw new DomainError('not_configured', 'The service is shutting down.');
     } catch (error) {
       stopEarly();
-      const status = refuse(socket, error, requestId);
-      if (status >= 500) log.error({ msg: 'wake socket upgrade failed', requestId, error: describeError(error) });
-      finish(status);
+      const answer = refuse(socket, error, requestId);
+      if (answer.status >= 500) log.error({ msg: 'wake socket upgrade failed', requestId, error: describeError(error) });
+      finish(answer);
       return;
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
-      finish(101);
+      finish({ status: 101 }, deviceId);
       try {
         admit(ws, deviceId, early, stopEarly);
       } catch (error) {

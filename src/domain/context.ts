@@ -33,8 +33,14 @@ export interface Clock {
   now(): number;
 }
 
+/** LOG_LEVEL: `silent` writes nothing. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+
+/** Levels as README "Logs" defines them: debug (diagnosis), info (what happened), warn (degraded, needs an operator soon), error (failed). */
 export interface Logger {
+  debug(record: Record<string, unknown>): void;
   info(record: Record<string, unknown>): void;
+  warn(record: Record<string, unknown>): void;
   error(record: Record<string, unknown>): void;
 }
 

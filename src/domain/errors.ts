@@ -22,6 +22,7 @@ export const errorCodes = [
   'capacity_exceeded',
   'device_controls_disabled',
   'not_configured',
+  'unavailable',
   'internal',
 ] as const;
 
@@ -71,3 +72,14 @@ export const fail = {
   notFound: (what: string) => new DomainError('not_found', `${what} was not found.`),
   conflict: (message: string) => new DomainError('conflict', message),
 };
+
+/** Why an error happened, in one line: its message, and its cause's, without a stack. */
+export function oneLine(error: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 4; depth++) {
+    const text = e instanceof Error ? e.message : String(e);
+    if (text && !parts.includes(text)) parts.push(text);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join(': ').replace(/\s*\n\s*/g, ' ');
+}

@@ -14,12 +14,17 @@ export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
+    const started = performance.now();
     // Started inside a promise so that even a synchronous throw (the clock, the driver) is
     // caught below: a timer callback that throws ends the process.
     Promise.resolve()
       .then(() => expireDue(deps.db, deps.clock.now()))
       .then((rows) => {
         for (const row of rows) deps.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
+        // README "Logs": a sweep that changed something is news (info); an idle one is for diagnosis (debug).
+        const line = { msg: 'expiry sweep', expired: rows.length, durationMs: Math.round((performance.now() - started) * 100) / 100 };
+        if (rows.length > 0) deps.log.info(line);
+        else deps.log.debug(line);
       })
       .catch((error: unknown) => deps.log.error({ msg: 'expiry sweep failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }))
       .finally(() => {

@@ -72,9 +72,13 @@ export function startHousekeeping(deps: { db: Db; clock: Clock; log: Logger }, i
   let running: Promise<void> | undefined;
   const timer = setInterval(() => {
     if (running) return;
+    const started = performance.now();
     running = runHousekeeping(deps, options)
       .then((deleted) => {
-        if (Object.values(deleted).some((n) => n > 0)) deps.log.info({ msg: 'housekeeping', deleted });
+        // README "Logs": a run that deleted rows is news (info); an idle one is for diagnosis (debug).
+        const line = { msg: 'housekeeping', deleted, durationMs: Math.round((performance.now() - started) * 100) / 100 };
+        if (Object.values(deleted).some((n) => n > 0)) deps.log.info(line);
+        else deps.log.debug(line);
       })
       .catch((error: unknown) => deps.log.error({ msg: 'housekeeping failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }))
       .finally(() => {

@@ -20,6 +20,7 @@ export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   internal: 500,
   device_controls_disabled: 503,
   not_configured: 503,
+  unavailable: 503,
 };
 
 export interface ErrorEnvelope {

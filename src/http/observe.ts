@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { Context, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
@@ -14,10 +14,51 @@ export function requestIdFrom(header: string | undefined): string {
   return header !== undefined && header.length > 0 && header.length <= 255 && /^[\w\-=]+$/.test(header) ? header : randomUUID();
 }
 
-/** The one JSON log line of an answered request, on every surface. */
-export function requestLine(fields: { requestId: string; method: string; route: string; status: number; seconds: number; principalKind: string | null }) {
-  const { seconds, ...rest } = fields;
-  return { msg: 'request', ...rest, durationMs: Math.round(seconds * 100_000) / 100 };
+/**
+ * Who acted, as the request line names them (README "Logs"): the credential kind and an id an
+ * operator can look up — the agent or setup connection id (and the agent's principal, which
+ * grants name), the device id — plus the workspace. Never a token. An owner's `sub` comes
+ * from the identity provider and may be an e-mail address, so it is logged as a pseudonym:
+ * the first 16 hex characters of its SHA-256, which an operator can compute from a known
+ * subject (`printf %s "$SUB" | sha256sum | cut -c1-16`) to find that owner's lines.
+ */
+export function actorFields(credential: Context['credential'] | undefined): Record<string, string | null> {
+  if (!credential) return { principalKind: null };
+  switch (credential.kind) {
+    case 'owner':
+      return { principalKind: 'owner', principalId: ownerPseudonym(credential.subject), workspaceId: credential.workspaceId };
+    case 'agent':
+      return {
+        principalKind: 'agent',
+        principalId: credential.connectionId,
+        principal: credential.principal,
+        ...(credential.oauth ? { oauthClientId: credential.oauth.clientId } : {}),
+        workspaceId: credential.workspaceId,
+      };
+    case 'setup':
+      return { principalKind: 'setup', principalId: credential.connectionId, workspaceId: credential.workspaceId };
+    case 'device':
+      return { principalKind: 'device', principalId: credential.deviceId, workspaceId: credential.workspaceId };
+  }
+}
+
+export const ownerPseudonym = (subject: string) => createHash('sha256').update(subject).digest('hex').slice(0, 16);
+
+/**
+ * The one JSON log line of an answered request, on every surface: method, route pattern,
+ * status, duration, the actor (`actorFields`) and, when the request failed, its error code.
+ */
+export function requestLine(fields: {
+  requestId: string;
+  method: string;
+  route: string;
+  status: number;
+  seconds: number;
+  actor: Record<string, string | null>;
+  errorCode?: string | undefined;
+}) {
+  const { seconds, actor, errorCode, ...rest } = fields;
+  return { msg: 'request', ...rest, durationMs: Math.round(seconds * 100_000) / 100, ...actor, ...(errorCode ? { errorCode } : {}) };
 }
 
 const isOAuth = (path: string) => path.startsWith('/oauth/');
@@ -73,7 +114,8 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
         route: c.req.routePath,
         status: c.res.status,
         seconds,
-        principalKind: c.get('principalKind') ?? null,
+        actor: actorFields(c.get('credential')),
+        errorCode: c.res.status >= 400 ? c.get('errorCode') : undefined,
       }),
     );
   });
@@ -83,10 +125,12 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     // /oauth/* the authorization server's middleware has applied it already (body-limit.tsx).
     if (!isOAuth(c.req.path)) await requestBody(c);
     const { status, body } = toHttpError(new DomainError('not_found', `No route for ${c.req.method} ${c.req.path}.`), c.get('requestId'));
+    c.set('errorCode', body.error.code);
     return c.json(body, status);
   });
   app.onError((error, c) => {
     const mapped = toHttpError(error, c.get('requestId'));
+    c.set('errorCode', mapped.body.error.code);
     if (mapped.internal) {
       log.error({ msg: 'internal error', requestId: c.get('requestId'), route: c.req.routePath, error: error.stack ?? String(error) });
     }

@@ -8,7 +8,10 @@ import { readLimitedBody, readLimitedNodeBody } from './body.js';
 export interface HttpEnv {
   Variables: {
     requestId: string;
-    principalKind: string | undefined;
+    /** Who the request authenticated as (null: no credential), for the request line's actor fields. */
+    credential: Context['credential'] | undefined;
+    /** The error code of a failed request's envelope, for the request line. */
+    errorCode: string | undefined;
     /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
     clientAddress: string | undefined;
     /** Builds the domain context for this request once the credential is known. */

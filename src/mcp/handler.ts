@@ -165,6 +165,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
   const envelope = (c: HonoContext<HttpEnv>, error: DomainError, headers: Record<string, string> = {}): Response => {
     const mapped = toHttpError(error, c.get('requestId'));
+    c.set('errorCode', error.code);
     return c.json(mapped.body, mapped.status, { ...mapped.headers, ...headers });
   };
 
@@ -179,7 +180,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       }
       throw error;
     }
-    c.set('principalKind', credential?.kind);
+    c.set('credential', credential);
     if (!credential) {
       return {
         response: envelope(c, new DomainError('unauthorized', 'POST /mcp needs an agent token or OAuth access token.'), {

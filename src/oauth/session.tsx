@@ -20,7 +20,9 @@ const safeNext = (next: string | undefined) => (next && /^\/oauth\/authorize\?[^
 export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void {
   const { config, authenticator, clock, oauth, secureCookies, sessionCookie } = deps;
 
-  const startSession = async (c: HonoContext, jwt: string): Promise<{ subject: string } | { error: string; retryAfterSeconds?: number }> => {
+  type Refusal = { error: string; code: 'unauthorized' | 'rate_limited' | 'unavailable'; retryAfterSeconds?: number };
+  const STATUS = { unauthorized: 401, rate_limited: 429, unavailable: 503 } as const;
+  const startSession = async (c: HonoContext, jwt: string): Promise<{ subject: string } | Refusal> => {
     let credential;
     try {
       // With the client address, a failed sign-in costs that address a token of the failure
@@ -28,11 +30,23 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
       credential = await authenticator.authenticate(jwt, clientAddress(c));
     } catch (error) {
       if (error instanceof DomainError && error.code === 'rate_limited') {
-        return { error: 'Too many failed sign-ins from this address; wait a minute.', retryAfterSeconds: error.details.retryAfterSeconds ?? 60 };
+        return {
+          code: 'rate_limited',
+          error: 'Too many failed sign-ins from this address; wait a minute.',
+          retryAfterSeconds: error.details.retryAfterSeconds ?? 60,
+        };
       }
-      return { error: 'That is not a valid owner session token.' };
+      // README "Identity provider health": the token may be fine; the key set to check it is not.
+      if (error instanceof DomainError && error.code === 'unavailable') {
+        return {
+          code: 'unavailable',
+          error: 'The identity provider cannot be reached to check this token; try again shortly.',
+          retryAfterSeconds: error.details.retryAfterSeconds ?? 5,
+        };
+      }
+      return { code: 'unauthorized', error: 'That is not a valid owner session token.' };
     }
-    if (credential?.kind !== 'owner') return { error: 'That is not an owner session token.' };
+    if (credential?.kind !== 'owner') return { code: 'unauthorized', error: 'That is not an owner session token.' };
     const exp = decodeJwt(jwt).exp;
     const session = await createOwnerSession(oauth, credential, typeof exp === 'number' ? exp * 1000 : undefined);
     setCookie(c, sessionCookie, session.token, {
@@ -55,7 +69,7 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
     const outcome = await startSession(c, (form.get('token') ?? '').trim());
     if ('error' in outcome) {
       if (outcome.retryAfterSeconds !== undefined) c.header('Retry-After', String(outcome.retryAfterSeconds));
-      return c.html(<SignInPage next={next} mode={config.owner.mode} error={outcome.error} />, outcome.retryAfterSeconds !== undefined ? 429 : 401);
+      return c.html(<SignInPage next={next} mode={config.owner.mode} error={outcome.error} />, STATUS[outcome.code]);
     }
     if (next) return c.redirect(next, 303);
     return c.html(<SignedInPage subject={outcome.subject} />);
@@ -67,9 +81,9 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
     if (!token) return c.json({ error: { code: 'unauthorized', message: 'Send the owner session as a bearer token.' } }, 401, { 'WWW-Authenticate': 'Bearer' });
     const outcome = await startSession(c, token);
     if ('error' in outcome && outcome.retryAfterSeconds !== undefined) {
-      return c.json({ error: { code: 'rate_limited', message: outcome.error } }, 429, { 'Retry-After': String(outcome.retryAfterSeconds) });
+      return c.json({ error: { code: outcome.code, message: outcome.error } }, STATUS[outcome.code], { 'Retry-After': String(outcome.retryAfterSeconds) });
     }
-    if ('error' in outcome) return c.json({ error: { code: 'unauthorized', message: outcome.error } }, 401, { 'WWW-Authenticate': 'Bearer' });
+    if ('error' in outcome) return c.json({ error: { code: outcome.code, message: outcome.error } }, STATUS[outcome.code], { 'WWW-Authenticate': 'Bearer' });
     return c.body(null, 204);
   });
 

@@ -36,7 +36,7 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       const credential = route.operation.credentials.includes('public')
         ? null
         : await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
-      c.set('principalKind', credential?.kind);
+      c.set('credential', credential);
       const ctx = c.get('context')(credential, 'rest');
       // An OAuth token on an agent-only endpoint is refused before the body is read; the
       // credential kind is judged by invoke, after the body (413 and 400 come first there).
