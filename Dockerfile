@@ -9,10 +9,14 @@ ARG NODE_VERSION=24
 
 FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
+# The device SDK is a workspace of the root package: npm ci needs its package.json, the build its sources.
 COPY package.json package-lock.json ./
-# --ignore-scripts: the package's postinstall installs development-only conformance tools.
+COPY packages/device-sdk/package.json ./packages/device-sdk/
+# --ignore-scripts: no dependency's install script runs in the image, and none is needed
+# (libsql ships its native module as prebuilt optional packages).
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY packages/device-sdk ./packages/device-sdk
 COPY src ./src
 RUN npm run build
 
@@ -23,6 +27,7 @@ ENV NODE_ENV=production \
     DATABASE_URL=file:/data/service.db
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/device-sdk/package.json ./packages/device-sdk/
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY src/store/migrations ./src/store/migrations

@@ -68,7 +68,7 @@ describe('Dockerfile', () => {
     const installs = runtime.filter((i) => i.keyword === 'RUN' && /\bnpm (ci|install)\b/.test(i.args));
     expect(installs).toHaveLength(1);
     expect(installs[0]!.args).toMatch(/npm ci --omit=dev --ignore-scripts/);
-    // The build stage installs from the lock file too, and skips the development tools' postinstall.
+    // The build stage installs from the lock file too, and runs no dependency's install script either.
     const build = instructions.slice(0, runtimeStart).filter((i) => i.keyword === 'RUN' && /\bnpm (ci|install)\b/.test(i.args));
     for (const i of build) expect(i.args).toMatch(/npm ci .*--ignore-scripts/);
   });
