@@ -119,6 +119,8 @@ export const namedSchemas: NamedSchema[] = [
       result: { celsius: 21 },
       error: null,
       broadcastId: null,
+      cancelReason: null,
+      cancelRequestedAt: null,
     },
   },
   {
