@@ -200,6 +200,33 @@ export function cancelQueuedForTarget(db: Queryable, workspaceId: string, target
 }
 
 /**
+ * Withdraws every command for one function of one device, whoever asked: queued ones are
+ * cancelled, handed-out ones recalled (docs/rules.md "Access": a grant applies only to the
+ * function as the owner saw it, so none of these was requested under what is published now).
+ */
+export async function withdrawFunctionCommands(
+  db: Queryable,
+  workspaceId: string,
+  fn: { deviceId: string; capability: string },
+  reason: CancelReason,
+  now: number,
+): Promise<ActionRow[]> {
+  const cancelled = await db.all<ActionRow>(
+    `UPDATE actions SET ${CANCELLED}
+     WHERE device_id = ? AND ${guard('cancel')} AND workspace_id = ? AND capability = ?
+     RETURNING ${COLUMNS}`,
+    [now, reason, fn.deviceId, workspaceId, fn.capability],
+  );
+  const recalled = await db.all<ActionRow>(
+    `UPDATE actions SET cancel_requested_at = ?, cancel_reason = ?
+     WHERE device_id = ? AND ${markable('recall')} AND workspace_id = ? AND capability = ? AND cancel_requested_at IS NULL
+     RETURNING ${COLUMNS}`,
+    [now, reason, fn.deviceId, workspaceId, fn.capability],
+  );
+  return [...cancelled, ...recalled];
+}
+
+/**
  * queued | received past the deadline → expired, stamped with the deadline itself. Run on
  * read and by the periodic sweep, so history is true even for a device that never calls.
  * `workspaceId` / `id` narrow it; null means all.
