@@ -106,7 +106,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   if (present.DEVICE_MAX_QUEUED_ACTIONS !== undefined) {
     // A total per device let a few principals fill a device for everyone (docs/rules.md "Errors and limits"):
     // refused rather than ignored, so an operator who set it learns that its meaning changed.
-    throw new ConfigError('invalid configuration: DEVICE_MAX_QUEUED_ACTIONS was replaced by DEVICE_QUEUE_PER_PRINCIPAL (queued actions per principal per device)');
+    throw new ConfigError(
+      'invalid configuration: DEVICE_MAX_QUEUED_ACTIONS was replaced by DEVICE_QUEUE_PER_PRINCIPAL (queued actions per principal per device)',
+    );
   }
   const parsed = configSchema.safeParse(present);
   if (!parsed.success) {

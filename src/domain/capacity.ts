@@ -23,11 +23,9 @@ export async function assertQueueCapacity(tx: Queryable, limits: CapacityLimits,
   const queued = await countQueued(tx, workspaceId, deviceId, principal);
   const share = limits.queuedActionsPerPrincipalPerDevice;
   if (queued.principalOnDevice >= share) {
-    throw new DomainError(
-      'capacity_exceeded',
-      `A principal holds at most ${share} queued actions per device; other principals' requests are not affected.`,
-      { retryAfterSeconds: 1 },
-    );
+    throw new DomainError('capacity_exceeded', `A principal holds at most ${share} queued actions per device; other principals' requests are not affected.`, {
+      retryAfterSeconds: 1,
+    });
   }
   if (queued.workspace >= limits.queuedActionsPerWorkspace) {
     throw new DomainError('capacity_exceeded', `The workspace holds at most ${limits.queuedActionsPerWorkspace} queued actions.`, { retryAfterSeconds: 1 });

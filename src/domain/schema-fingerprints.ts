@@ -54,7 +54,9 @@ function withoutAnnotations(schema: unknown): unknown {
  * the old schema stale until the owner grants again (docs/rules.md "Access").
  */
 export function schemaFingerprint(schema: unknown): string {
-  return createHash('sha256').update(canonical(withoutAnnotations(schema))).digest('hex');
+  return createHash('sha256')
+    .update(canonical(withoutAnnotations(schema)))
+    .digest('hex');
 }
 
 /**
