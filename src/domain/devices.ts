@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
-import { cancelQueuedForTarget, cancelQueuedOnDetachedChildren, withdrawFunctionCommands, type ActionRow } from '../store/actions.js';
+import { cancelQueuedForFunction, cancelQueuedForTarget, cancelQueuedOnDetachedChildren, recallForFunction, type ActionRow } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
   familyFunctions,
@@ -242,7 +242,8 @@ async function withdrawChangedFunctions(tx: Queryable, workspaceId: string, befo
     const fn = published.get(`${old.deviceId}/${old.name}`);
     if (fn && fn.kind === old.kind && fn.schemaFingerprint === old.schemaFingerprint) continue;
     const reason = fn ? 'function_changed' : 'function_removed';
-    withdrawn.push(...(await withdrawFunctionCommands(tx, workspaceId, { deviceId: old.deviceId, capability: old.name }, reason, now)));
+    const gone = { workspaceId, deviceId: old.deviceId, capability: old.name };
+    withdrawn.push(...(await cancelQueuedForFunction(tx, gone, reason, now)), ...(await recallForFunction(tx, gone, reason, now)));
   }
   return withdrawn;
 }

@@ -199,31 +199,34 @@ export function cancelQueuedForTarget(db: Queryable, workspaceId: string, target
   );
 }
 
+/** The commands for one function of one device, whoever asked for them. */
+export interface FunctionOfDevice {
+  workspaceId: string;
+  deviceId: string;
+  capability: string;
+}
+
 /**
- * Withdraws every command for one function of one device, whoever asked: queued ones are
- * cancelled, handed-out ones recalled (docs/rules.md "Access": a grant applies only to the
- * function as the owner saw it, so none of these was requested under what is published now).
+ * Cancels every queued command for one function of one device: a republish changed or removed
+ * it, so none was requested under what is published now (docs/rules.md "Access").
  */
-export async function withdrawFunctionCommands(
-  db: Queryable,
-  workspaceId: string,
-  fn: { deviceId: string; capability: string },
-  reason: CancelReason,
-  now: number,
-): Promise<ActionRow[]> {
-  const cancelled = await db.all<ActionRow>(
+export function cancelQueuedForFunction(db: Queryable, fn: FunctionOfDevice, reason: CancelReason, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
     `UPDATE actions SET ${CANCELLED}
      WHERE device_id = ? AND ${guard('cancel')} AND workspace_id = ? AND capability = ?
      RETURNING ${COLUMNS}`,
-    [now, reason, fn.deviceId, workspaceId, fn.capability],
+    [now, reason, fn.deviceId, fn.workspaceId, fn.capability],
   );
-  const recalled = await db.all<ActionRow>(
+}
+
+/** Recalls every handed-out command for one function of one device, once each (same reason as cancelQueuedForFunction). */
+export function recallForFunction(db: Queryable, fn: FunctionOfDevice, reason: CancelReason, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
     `UPDATE actions SET cancel_requested_at = ?, cancel_reason = ?
      WHERE device_id = ? AND ${markable('recall')} AND workspace_id = ? AND capability = ? AND cancel_requested_at IS NULL
      RETURNING ${COLUMNS}`,
-    [now, reason, fn.deviceId, workspaceId, fn.capability],
+    [now, reason, fn.deviceId, fn.workspaceId, fn.capability],
   );
-  return [...cancelled, ...recalled];
 }
 
 /**
