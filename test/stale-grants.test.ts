@@ -10,7 +10,7 @@ import { loadMigrations, migrate } from '../src/store/migrate.js';
 import { client, type Client } from './helpers/api.js';
 import { childrenOf, grant, hubManifest, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { connect } from './helpers/mcp-client.js';
+import { connect, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // docs/rules.md "Access": a grant applies to the function as the owner saw it (its kind and
@@ -79,7 +79,9 @@ describe('a function republished with another kind', () => {
     const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:kind-plain' });
     await grant(api, owner, agent.principal, lamp.id, ['get_state']);
     // Listed once before, so the cached tool list must follow the republish.
-    expect(await agentSees(agent.token)).toEqual({ tools: [expect.stringContaining('get_state')], functions: ['get_state'] });
+    const before = await agentSees(agent.token);
+    expect(before).toEqual({ tools: [expect.stringContaining('get_state')], functions: ['get_state'] });
+    const tool = before.tools[0]!;
     const queued = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
 
     await publish(
@@ -90,6 +92,9 @@ describe('a function republished with another kind', () => {
     expect(await actionOf(queued.id)).toMatchObject({ status: 'cancelled', cancelReason: 'function_changed' });
     await expectGrantRequired(agent.token, lamp.id, 'get_state');
     expect(await agentSees(agent.token)).toEqual({ tools: [], functions: [] });
+    const call = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: tool, params: { name: tool, arguments: {} } });
+    expect(call.status).toBe(403);
+    expect(call.json.error.code).toBe('grant_required');
     expect(await staleOf(agent.principal, lamp.id, 'get_state')).toMatchObject({ reason: 'kind_changed', grantedKind: 'read', currentKind: 'control' });
     expect((await next(api, lamp)).body.data).toBeNull();
   });
