@@ -61,7 +61,7 @@ export const configSchema = z
     OAUTH_REGISTRATIONS_PER_HOUR: positiveInt.default(20),
     WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
     WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt.default(10_000),
-    DEVICE_MAX_QUEUED_ACTIONS: positiveInt.default(100),
+    DEVICE_QUEUE_PER_PRINCIPAL: positiveInt.default(20),
     WORKSPACE_MAX_AGENT_CONNECTIONS: positiveInt.default(1000),
     WORKSPACE_MAX_SETUP_TOKENS: positiveInt.default(100),
     WORKSPACE_MAX_GRANTS: positiveInt.default(100_000),
@@ -134,6 +134,13 @@ export class StartupError extends Error {
 /** Parses the environment; throws a ConfigError whose message is one line naming the variable. */
 export function parseConfig(env: Record<string, string | undefined>): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  if (present.DEVICE_MAX_QUEUED_ACTIONS !== undefined) {
+    // A total per device let a few principals fill a device for everyone (docs/rules.md "Errors and limits"):
+    // refused rather than ignored, so an operator who set it learns that its meaning changed.
+    throw new ConfigError(
+      'invalid configuration: DEVICE_MAX_QUEUED_ACTIONS was replaced by DEVICE_QUEUE_PER_PRINCIPAL (queued actions per principal per device)',
+    );
+  }
   const parsed = configSchema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -192,7 +199,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     capacity: {
       devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
       queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
-      queuedActionsPerDevice: e.DEVICE_MAX_QUEUED_ACTIONS,
+      queuedActionsPerPrincipalPerDevice: e.DEVICE_QUEUE_PER_PRINCIPAL,
       agentConnectionsPerWorkspace: e.WORKSPACE_MAX_AGENT_CONNECTIONS,
       setupTokensPerWorkspace: e.WORKSPACE_MAX_SETUP_TOKENS,
       grantsPerWorkspace: e.WORKSPACE_MAX_GRANTS,

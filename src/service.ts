@@ -14,6 +14,7 @@ import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
+import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import type { Db } from './store/driver.js';
@@ -52,6 +53,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const log = options.log ?? createLogger(config.logLevel);
   const clock = options.clock ?? { now: () => Date.now() };
   const db = await openDatabase(config);
+  // Before anything answers: grants are matched against fingerprints migration 0014 cannot compute in SQL.
+  await backfillSchemaFingerprints(db);
   const events = createEventHub();
   const metrics = createMetrics({ db, events });
   let owners;

@@ -15,6 +15,7 @@ import {
 } from '../src/domain/action-states.js';
 import {
   cancelQueued,
+  cancelQueuedForFunction,
   cancelQueuedForTarget,
   cancelQueuedOnDetachedChildren,
   cancelQueuedOnServices,
@@ -23,6 +24,7 @@ import {
   expireDue,
   getAction,
   insertAction,
+  recallForFunction,
   requestRecall,
   statusIn,
   type ActionRow,
@@ -124,6 +126,13 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
       run: (db, w) => cancelQueuedOnDetachedChildren(db, w.workspaceId, w.gatewayId, NOW),
     },
     { fn: cancelQueuedForTarget, device: 'gateway', due: false, into: 'cancelled', run: (db, w) => cancelQueuedForTarget(db, w.workspaceId, w.gatewayId, NOW) },
+    {
+      fn: cancelQueuedForFunction,
+      device: 'gateway',
+      due: false,
+      into: 'cancelled',
+      run: (db, w) => cancelQueuedForFunction(db, { workspaceId: w.workspaceId, deviceId: w.gatewayId, capability: 'set_power' }, 'function_changed', NOW),
+    },
   ],
   expire: [{ fn: expireDue, device: 'gateway', due: true, into: 'expired', run: (db, _w, a) => expireDue(db, NOW, { id: a.id }) }],
 };
@@ -141,6 +150,12 @@ const STORE_MARKS: Record<MarkName, StoreMark[]> = {
       fn: requestRecall,
       run: (db, w, a) => requestRecall(db, w.workspaceId, a.id, 'grant_revoked', NOW),
       made: (a) => a.cancelRequestedAt === NOW && a.cancelReason === 'grant_revoked',
+    },
+    {
+      fn: recallForFunction,
+      run: async (db, w) =>
+        (await recallForFunction(db, { workspaceId: w.workspaceId, deviceId: w.gatewayId, capability: 'set_power' }, 'function_removed', NOW))[0],
+      made: (a) => a.cancelRequestedAt === NOW && a.cancelReason === 'function_removed',
     },
   ],
 };

@@ -18,7 +18,7 @@ let lamp: AttachedDevice;
 const queued: string[] = [];
 
 beforeAll(async () => {
-  server = await startTestServer({ env: { DEVICE_MAX_QUEUED_ACTIONS: String(ACTIONS), EXPIRY_SWEEP_SECONDS: '3600' } });
+  server = await startTestServer({ env: { DEVICE_QUEUE_PER_PRINCIPAL: String(ACTIONS), EXPIRY_SWEEP_SECONDS: '3600' } });
   api = client(server.url);
   const owner = await server.ownerToken('pollers-owner');
   const agent = await createAgent(api, owner, { access: 'act' });

@@ -100,6 +100,8 @@ describe('parseConfig errors name the variable in one line', () => {
     ['DEVICE_CONTROLS_ENABLED', { DEVICE_CONTROLS_ENABLED: 'yes' }],
     ['EXPIRY_SWEEP_SECONDS', { EXPIRY_SWEEP_SECONDS: '0' }],
     ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }],
+    // Its meaning changed (a total per device became a share per principal): refused, not ignored.
+    ['DEVICE_QUEUE_PER_PRINCIPAL', { DEVICE_MAX_QUEUED_ACTIONS: '100' }],
   ])('%s: %j', (variable, env) => {
     const message = errorOf(env);
     expect(message).toContain(variable);

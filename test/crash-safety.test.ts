@@ -43,7 +43,7 @@ describe('crash safety under SIGKILL', () => {
       ...identity.env,
       DATABASE_URL: `file:${path.join(dir, 'service.db')}`,
       EXPIRY_SWEEP_SECONDS: '1',
-      DEVICE_MAX_QUEUED_ACTIONS: '100000',
+      DEVICE_QUEUE_PER_PRINCIPAL: '100000',
       WORKSPACE_MAX_QUEUED_ACTIONS: '100000',
     };
     service = await startChildService({ ...env, PORT: '0' });

@@ -36,7 +36,7 @@ describe('GET /v1/actions', () => {
     for (let i = 0; i < 105; i++) {
       ids.push((await queue(api, agent.token, lamp.id, { capability: 'set_brightness', arguments: { level: i % 100 } })).id);
       if (i % 2 === 0) clock.advance(1); // some share a millisecond: order must still hold
-      if (i % 50 === 49) await drain(lamp); // a device holds at most 100 queued actions
+      if (i % 20 === 19) await drain(lamp); // a principal holds at most 20 queued actions per device
     }
     const res = await api.get('/v1/actions', { token: owner });
     expect(res.status).toBe(200);
@@ -79,7 +79,7 @@ describe('GET /v1/actions/export', () => {
     const ids: string[] = [];
     for (let i = 0; i < 105; i++) {
       ids.push((await queue(api, agent.token, lamp.id, { capability: 'set_brightness', arguments: { level: i % 100 } })).id);
-      if (i % 50 === 49) await drain(lamp); // a device holds at most 100 queued actions
+      if (i % 20 === 19) await drain(lamp); // a principal holds at most 20 queued actions per device
     }
     const res = await api.get('/v1/actions/export', { token: owner });
     expect(res.status).toBe(200);

@@ -19,7 +19,7 @@ beforeAll(async () => {
       RATE_LIMIT_DEVICE_BURST: '3',
       AUTH_FAILURES_PER_MINUTE: '5',
       WORKSPACE_MAX_DEVICES: '3',
-      DEVICE_MAX_QUEUED_ACTIONS: '2',
+      DEVICE_QUEUE_PER_PRINCIPAL: '2',
       WORKSPACE_MAX_QUEUED_ACTIONS: '3',
     },
   });
@@ -164,15 +164,30 @@ describe('workspace capacity', () => {
     await http.post('/v1/grants', { token: bob, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] } });
   });
 
-  it('refuses a queued action beyond the per-device limit, and nothing is written', async () => {
+  it("refuses a queued action beyond the principal's share of the device queue, naming the limit, and nothing is written", async () => {
     const request = () => http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state' } });
     expect((await request()).status).toBe(201);
     expect((await request()).status).toBe(201);
     const refused = await request();
     expect(refused.status).toBe(429);
     expect(refused.body.error.code).toBe('capacity_exceeded');
+    expect(refused.body.error.message).toContain('at most 2 queued actions per device');
+    expect(refused.headers.get('retry-after')).toBe('1');
     const history = await http.get('/v1/actions', { token: await server.ownerToken('bob') });
     expect(history.body.data).toHaveLength(2);
+  });
+
+  it("accepts another principal's request on that device, and the workspace total stays the overall bound", async () => {
+    const bob = await server.ownerToken('bob');
+    const request = async (principal: string) => {
+      const other = await createAgent(http, bob, { access: 'act', principal });
+      await http.post('/v1/grants', { token: bob, body: { principal, deviceId: lamp.id, capabilities: ['get_state'] } });
+      return http.post(`/v1/devices/${lamp.id}/actions`, { token: other.token, body: { capability: 'get_state' } });
+    };
+    expect((await request('agent:second')).status).toBe(201);
+    const overall = await request('agent:third'); // the workspace holds at most 3
+    expect(overall.status).toBe(429);
+    expect(overall.body.error.message).toContain('The workspace holds at most 3 queued actions');
   });
 });
 

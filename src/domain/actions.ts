@@ -46,7 +46,7 @@ async function queueAction(
   const fn = await authorizeFunction(tx, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
-  await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId);
+  await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
   return insertAction(tx, {
     id: randomUUID(),
     workspaceId: agent.workspaceId,

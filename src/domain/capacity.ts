@@ -14,10 +14,18 @@ export async function assertDeviceCapacity(tx: Queryable, limits: CapacityLimits
   }
 }
 
-export async function assertQueueCapacity(tx: Queryable, limits: CapacityLimits, workspaceId: string, deviceId: string): Promise<void> {
-  const queued = await countQueued(tx, workspaceId, deviceId);
-  if (queued.device >= limits.queuedActionsPerDevice) {
-    throw new DomainError('capacity_exceeded', `A device holds at most ${limits.queuedActionsPerDevice} queued actions.`, { retryAfterSeconds: 1 });
+/**
+ * Fair queues: each principal holds at most its share of a device's queue, so one principal
+ * filling its share never blocks another principal's request (there is no total per device);
+ * the workspace's total stays the overall bound.
+ */
+export async function assertQueueCapacity(tx: Queryable, limits: CapacityLimits, workspaceId: string, deviceId: string, principal: string): Promise<void> {
+  const queued = await countQueued(tx, workspaceId, deviceId, principal);
+  const share = limits.queuedActionsPerPrincipalPerDevice;
+  if (queued.principalOnDevice >= share) {
+    throw new DomainError('capacity_exceeded', `A principal holds at most ${share} queued actions per device; other principals' requests are not affected.`, {
+      retryAfterSeconds: 1,
+    });
   }
   if (queued.workspace >= limits.queuedActionsPerWorkspace) {
     throw new DomainError('capacity_exceeded', `The workspace holds at most ${limits.queuedActionsPerWorkspace} queued actions.`, { retryAfterSeconds: 1 });

@@ -58,7 +58,8 @@ export interface ServiceSettings {
 export interface CapacityLimits {
   devicesPerWorkspace: number;
   queuedActionsPerWorkspace: number;
-  queuedActionsPerDevice: number;
+  /** Each principal's share of one device's queue: one principal filling it never blocks another. */
+  queuedActionsPerPrincipalPerDevice: number;
   agentConnectionsPerWorkspace: number;
   setupTokensPerWorkspace: number;
   grantsPerWorkspace: number;

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
-import { cancelQueuedForTarget, cancelQueuedOnDetachedChildren } from '../store/actions.js';
+import { cancelQueuedForFunction, cancelQueuedForTarget, cancelQueuedOnDetachedChildren, recallForFunction, type ActionRow } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
+  familyFunctions,
   getDevice,
   insertDevice,
   listCapabilities,
@@ -15,8 +16,10 @@ import {
   revokeDevice,
   SEEN_WRITE_INTERVAL_MS,
   touchDevice,
+  type CapabilityInput,
   type CapabilityRow,
   type DeviceRow,
+  type PublishedFunction,
 } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
@@ -27,6 +30,7 @@ import { DomainError, fail, type ErrorIssue } from './errors.js';
 import { listCallableFunctions } from './functions.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { ROW_ORDER_KEY } from './paging.js';
+import { schemaFingerprint } from './schema-fingerprints.js';
 import { attachedDevice, capability, device, uuid } from './schemas.js';
 
 export const ONLINE_WINDOW_MS = 60_000;
@@ -221,6 +225,29 @@ export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'dev
   await touchDevice(ctx.db, credential.deviceId, now);
 }
 
+function fingerprinted(list: z.infer<typeof capability>[]): CapabilityInput[] {
+  return list.map((c) => ({ ...c, schemaFingerprint: schemaFingerprint(c.arguments) }));
+}
+
+/**
+ * Withdraws the commands of every function a republish removed or changed (another kind or
+ * schema fingerprint): the grants they were requested under no longer apply (docs/rules.md
+ * "Access"). Queued ones are cancelled and handed-out ones recalled, with `function_removed`
+ * or `function_changed`. Runs in the republish's transaction.
+ */
+async function withdrawChangedFunctions(tx: Queryable, workspaceId: string, before: PublishedFunction[], after: PublishedFunction[], now: number) {
+  const published = new Map(after.map((fn) => [`${fn.deviceId}/${fn.name}`, fn]));
+  const withdrawn: ActionRow[] = [];
+  for (const old of before) {
+    const fn = published.get(`${old.deviceId}/${old.name}`);
+    if (fn && fn.kind === old.kind && fn.schemaFingerprint === old.schemaFingerprint) continue;
+    const reason = fn ? 'function_changed' : 'function_removed';
+    const gone = { workspaceId, deviceId: old.deviceId, capability: old.name };
+    withdrawn.push(...(await cancelQueuedForFunction(tx, gone, reason, now)), ...(await recallForFunction(tx, gone, reason, now)));
+  }
+  return withdrawn;
+}
+
 export const publishManifest = defineOperation({
   name: 'devices.publishManifest',
   title: 'Publish a device manifest',
@@ -258,9 +285,18 @@ export const publishManifest = defineOperation({
       const added = children.filter((c) => !active.has(c.key)).length;
       const removed = [...active].filter((key) => !keys.has(key)).length;
       await assertDeviceCapacity(tx, ctx.settings.capacity, credential.workspaceId, added - removed);
-      await replaceManifest(tx, { workspaceId: credential.workspaceId, id: self.id }, input.capabilities, children, now);
+      const before = await familyFunctions(tx, credential.workspaceId, self.id);
+      await replaceManifest(
+        tx,
+        { workspaceId: credential.workspaceId, id: self.id },
+        fingerprinted(input.capabilities),
+        children.map((child) => ({ ...child, capabilities: fingerprinted(child.capabilities) })),
+        now,
+      );
+      const after = await familyFunctions(tx, credential.workspaceId, self.id);
       // A child left out of the manifest is no longer run by the gateway: its queued commands go.
-      return cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
+      const detached = await cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
+      return [...detached, ...(await withdrawChangedFunctions(tx, credential.workspaceId, before, after, now))];
     });
     publishActions(ctx, cancelled);
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);

@@ -12,6 +12,7 @@ import { capabilityName, principal, timestamp, uuid } from './schemas.js';
 
 const MAX_TTL_SECONDS = 31_536_000;
 const grantTtl = z.number().int().min(60).max(MAX_TTL_SECONDS).nullable();
+const functionKind = z.enum(['read', 'control']);
 
 export const grant = z.object({
   id: uuid,
@@ -22,7 +23,34 @@ export const grant = z.object({
   expired: z.boolean().describe('Past its expiry: it no longer allows anything.'),
   gatewayId: uuid.nullable().describe('Set when the grant was written by a gateway grant.'),
   createdAt: timestamp,
+  functionKind: functionKind.nullable().describe('The kind of the function when it was granted.'),
+  schemaFingerprint: z
+    .string()
+    .nullable()
+    .describe("sha256 of the function's argument schema when it was granted (canonical JSON, annotations such as `description` left out)."),
+  stale: z
+    .object({
+      reason: z.enum(['kind_changed', 'schema_changed', 'function_removed']),
+      grantedKind: functionKind.nullable(),
+      currentKind: functionKind.nullable().describe('Null when the device no longer publishes the function.'),
+      currentSchemaFingerprint: z.string().nullable(),
+    })
+    .nullable()
+    .describe(
+      'Set when the device republished the function with another kind or argument schema, or removed it: the grant no longer allows anything until the owner grants the function again. Null while the grant matches the function.',
+    ),
 });
+
+type Stale = z.infer<typeof grant>['stale'];
+
+/** How a grant differs from its function as published now (docs/rules.md "Access"); null when it still applies. */
+function staleness(row: GrantRow): Stale {
+  const base = { grantedKind: row.functionKind, currentKind: row.currentKind, currentSchemaFingerprint: row.currentFingerprint };
+  if (row.currentKind === null) return { reason: 'function_removed', ...base };
+  if (row.functionKind !== row.currentKind) return { reason: 'kind_changed', ...base };
+  if (row.schemaFingerprint === null || row.schemaFingerprint !== row.currentFingerprint) return { reason: 'schema_changed', ...base };
+  return null;
+}
 
 function toGrant(row: GrantRow, now: number): z.infer<typeof grant> {
   return {
@@ -34,6 +62,9 @@ function toGrant(row: GrantRow, now: number): z.infer<typeof grant> {
     expired: row.expiresAt !== null && row.expiresAt <= now,
     gatewayId: row.gatewayId,
     createdAt: row.createdAt,
+    functionKind: row.functionKind,
+    schemaFingerprint: row.schemaFingerprint,
+    stale: staleness(row),
   };
 }
 
@@ -90,7 +121,8 @@ export const createGrants = defineOperation({
 export const listWorkspaceGrants = definePagedOperation({
   name: 'grants.list',
   title: 'List grants',
-  description: 'List unrevoked grants, newest first, optionally for one principal or device. Expired grants show `expired: true`.',
+  description:
+    'List unrevoked grants, newest first, optionally for one principal or device. Expired grants show `expired: true`; grants whose function the device has since changed or removed show `stale` with what changed.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },

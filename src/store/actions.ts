@@ -199,6 +199,36 @@ export function cancelQueuedForTarget(db: Queryable, workspaceId: string, target
   );
 }
 
+/** The commands for one function of one device, whoever asked for them. */
+export interface FunctionOfDevice {
+  workspaceId: string;
+  deviceId: string;
+  capability: string;
+}
+
+/**
+ * Cancels every queued command for one function of one device: a republish changed or removed
+ * it, so none was requested under what is published now (docs/rules.md "Access").
+ */
+export function cancelQueuedForFunction(db: Queryable, fn: FunctionOfDevice, reason: CancelReason, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `UPDATE actions SET ${CANCELLED}
+     WHERE device_id = ? AND ${guard('cancel')} AND workspace_id = ? AND capability = ?
+     RETURNING ${COLUMNS}`,
+    [now, reason, fn.deviceId, fn.workspaceId, fn.capability],
+  );
+}
+
+/** Recalls every handed-out command for one function of one device, once each (same reason as cancelQueuedForFunction). */
+export function recallForFunction(db: Queryable, fn: FunctionOfDevice, reason: CancelReason, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `UPDATE actions SET cancel_requested_at = ?, cancel_reason = ?
+     WHERE device_id = ? AND ${markable('recall')} AND workspace_id = ? AND capability = ? AND cancel_requested_at IS NULL
+     RETURNING ${COLUMNS}`,
+    [now, reason, fn.deviceId, fn.workspaceId, fn.capability],
+  );
+}
+
 /**
  * queued | received past the deadline → expired, stamped with the deadline itself. Run on
  * read and by the periodic sweep, so history is true even for a device that never calls.

@@ -9,11 +9,17 @@ export async function countActiveDevices(db: Queryable, workspaceId: string): Pr
   return row!.n;
 }
 
-export async function countQueued(db: Queryable, workspaceId: string, deviceId: string): Promise<{ workspace: number; device: number }> {
-  const row = await db.get<{ workspace: number; device: number }>(
+/** Queued actions in the workspace, and those one principal holds on one device. */
+export async function countQueued(
+  db: Queryable,
+  workspaceId: string,
+  deviceId: string,
+  principal: string,
+): Promise<{ workspace: number; principalOnDevice: number }> {
+  const row = await db.get<{ workspace: number; principalOnDevice: number }>(
     `SELECT (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['queued'])}) AS workspace,
-            (SELECT count(*) FROM actions WHERE device_id = ? AND ${statusIn(['queued'])}) AS device`,
-    [workspaceId, deviceId],
+            (SELECT count(*) FROM actions WHERE device_id = ? AND principal = ? AND ${statusIn(['queued'])}) AS principalOnDevice`,
+    [workspaceId, deviceId, principal],
   );
   return row!;
 }

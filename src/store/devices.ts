@@ -32,6 +32,8 @@ export interface CapabilityInput {
   kind: 'read' | 'control';
   description?: string | undefined;
   arguments: Record<string, unknown>;
+  /** What grants record and are matched against (src/domain/schema-fingerprints.ts). */
+  schemaFingerprint: string;
 }
 
 export interface ChildInput {
@@ -159,11 +161,36 @@ async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId:
   await db.run('DELETE FROM capabilities WHERE device_id = ?', [deviceId]);
   for (const [position, capability] of capabilities.entries()) {
     await db.run(
-      `INSERT INTO capabilities (device_id, workspace_id, name, kind, description, arguments, position)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      [deviceId, workspaceId, capability.name, capability.kind, capability.description ?? null, JSON.stringify(capability.arguments), position],
+      `INSERT INTO capabilities (device_id, workspace_id, name, kind, description, arguments, position, schema_fingerprint)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        deviceId,
+        workspaceId,
+        capability.name,
+        capability.kind,
+        capability.description ?? null,
+        JSON.stringify(capability.arguments),
+        position,
+        capability.schemaFingerprint,
+      ],
     );
   }
+}
+
+export interface PublishedFunction {
+  deviceId: string;
+  name: string;
+  kind: 'read' | 'control';
+  schemaFingerprint: string | null;
+}
+
+/** What grants are matched against, for a device and every child it has had: compared before and after a republish. */
+export function familyFunctions(db: Queryable, workspaceId: string, deviceId: string): Promise<PublishedFunction[]> {
+  return db.all<PublishedFunction>(
+    `SELECT c.device_id AS deviceId, c.name, c.kind, c.schema_fingerprint AS schemaFingerprint FROM capabilities c
+     WHERE c.workspace_id = ? AND c.device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND (id = ? OR parent_id = ?))`,
+    [workspaceId, workspaceId, deviceId, deviceId],
+  );
 }
 
 /**

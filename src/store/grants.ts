@@ -11,13 +11,32 @@ export interface GrantRow {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
+  /** The function's kind when it was granted; null for a grant whose function was gone when migration 0014 ran. */
+  functionKind: 'read' | 'control' | null;
+  /** The fingerprint of the function's argument schema when it was granted (src/domain/schema-fingerprints.ts). */
+  schemaFingerprint: string | null;
+  /** The function as published now; null when the device no longer has it. */
+  currentKind: 'read' | 'control' | null;
+  currentFingerprint: string | null;
 }
 
-const COLUMNS = `id, principal, device_id AS deviceId, capability, gateway_id AS gatewayId,
-  expires_at AS expiresAt, revoked_at AS revokedAt, created_at AS createdAt`;
+const COLUMNS = `g.id, g.principal, g.device_id AS deviceId, g.capability, g.gateway_id AS gatewayId,
+  g.expires_at AS expiresAt, g.revoked_at AS revokedAt, g.created_at AS createdAt,
+  g.function_kind AS functionKind, g.schema_fingerprint AS schemaFingerprint,
+  c.kind AS currentKind, c.schema_fingerprint AS currentFingerprint`;
+/** A grant beside the function it names, as published now. */
+const GRANT_AND_FUNCTION = 'grants g LEFT JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability';
 
 /** A grant counts when it is not revoked and not past its expiry (docs/rules.md "Access"). */
 const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ?))';
+
+/**
+ * A grant applies to the function `c` only while `c` is still what the owner granted: the same
+ * kind and the same argument-schema fingerprint (docs/rules.md "Access"). Every query that asks
+ * "does this grant allow calling this function" includes it, over `g` (grants) and `c`
+ * (capabilities joined on device and name). A grant recorded without a fingerprint never matches.
+ */
+export const GRANT_MATCHES_FUNCTION = '(g.function_kind = c.kind AND g.schema_fingerprint = c.schema_fingerprint)';
 
 export interface GrantFilter {
   principal?: string | undefined;
@@ -26,11 +45,11 @@ export interface GrantFilter {
 
 /** Unrevoked grants (expired ones included, marked by expiresAt), newest first; a page of them (src/store/paging.ts). */
 export async function listGrants(db: Queryable, workspaceId: string, filter: GrantFilter, page: PageQuery): Promise<RowsPage<GrantRow>> {
-  const after = newestFirstAfter(page.after, 'created_at', 'id');
+  const after = newestFirstAfter(page.after, 'g.created_at', 'g.id');
   const rows = await db.all<GrantRow>(
-    `SELECT ${COLUMNS} FROM grants
-     WHERE workspace_id = ? AND revoked_at IS NULL AND (? IS NULL OR principal = ?) AND (? IS NULL OR device_id = ?) ${after.sql}
-     ORDER BY created_at DESC, id LIMIT ?`,
+    `SELECT ${COLUMNS} FROM ${GRANT_AND_FUNCTION}
+     WHERE g.workspace_id = ? AND g.revoked_at IS NULL AND (? IS NULL OR g.principal = ?) AND (? IS NULL OR g.device_id = ?) ${after.sql}
+     ORDER BY g.created_at DESC, g.id LIMIT ?`,
     [workspaceId, filter.principal ?? null, filter.principal ?? null, filter.deviceId ?? null, filter.deviceId ?? null, ...after.args, page.limit + 1],
   );
   return cutPage(
@@ -42,12 +61,15 @@ export async function listGrants(db: Queryable, workspaceId: string, filter: Gra
 }
 
 export function getGrant(db: Queryable, workspaceId: string, id: string): Promise<GrantRow | undefined> {
-  return db.get<GrantRow>(`SELECT ${COLUMNS} FROM grants WHERE workspace_id = ? AND id = ?`, [workspaceId, id]);
+  return db.get<GrantRow>(`SELECT ${COLUMNS} FROM ${GRANT_AND_FUNCTION} WHERE g.workspace_id = ? AND g.id = ?`, [workspaceId, id]);
 }
 
 /**
  * Writes a grant, replacing the unrevoked one for the same principal, device and capability
  * (its expiry is renewed by revoking it and inserting the new row, so history keeps both).
+ * The grant records the function as it is published now, read in the same statement, so the
+ * kind and fingerprint are exactly what the owner granted (docs/rules.md "Access"); the
+ * caller has checked that the function exists.
  */
 export async function putGrant(
   db: Queryable,
@@ -70,11 +92,24 @@ export async function putGrant(
     grant.capability,
   ]);
   const id = randomUUID();
-  await db.run(
-    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, created_by, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [id, grant.workspaceId, grant.principal, grant.deviceId, grant.capability, grant.gatewayId, grant.expiresAt, grant.createdBy, grant.now],
+  const written = await db.run(
+    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, created_by, created_at, function_kind, schema_fingerprint)
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, c.kind, c.schema_fingerprint FROM capabilities c WHERE c.device_id = ? AND c.name = ?`,
+    [
+      id,
+      grant.workspaceId,
+      grant.principal,
+      grant.deviceId,
+      grant.capability,
+      grant.gatewayId,
+      grant.expiresAt,
+      grant.createdBy,
+      grant.now,
+      grant.deviceId,
+      grant.capability,
+    ],
   );
+  if (written.changes !== 1) throw new Error(`putGrant: the device has no function "${grant.capability}"`);
   return id;
 }
 
@@ -153,7 +188,7 @@ export function callableFunctions(
      JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
      JOIN devices d ON d.id = g.device_id
      LEFT JOIN devices p ON p.id = d.parent_id
-     WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
+     WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
        ${narrowed ? 'AND g.device_id >= ? AND g.device_id < ?' : ''}
      ${FUNCTION_ORDER}`,
     // Device ids are lowercase UUID text: every character after the prefix sorts below '~'.
@@ -197,7 +232,7 @@ export async function callableFunctionsPage(
      JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
      JOIN devices d ON d.id = g.device_id
      LEFT JOIN devices p ON p.id = d.parent_id
-     WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
+     WHERE g.workspace_id = ? AND g.principal = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION} AND ${USABLE_DEVICE} AND (? = 'act' OR c.kind = 'read')
        ${page.after ? FUNCTION_KEY : ''}
      ${FUNCTION_ORDER} LIMIT ?`,
     [workspaceId, principal, now, ceiling, ...(page.after ?? []), page.limit + 1],
@@ -217,11 +252,33 @@ export async function workspaceFunctions(db: Queryable, workspaceId: string, pag
   return functionsPage(rows, page.limit);
 }
 
-/** Whether a live grant exists for exactly this principal, device and capability. */
+/** Whether a live grant exists for exactly this principal, device and capability, and still matches the function as published. */
 export async function hasLiveGrant(db: Queryable, workspaceId: string, principal: string, deviceId: string, capability: string, now: number): Promise<boolean> {
   const row = await db.get<{ one: number }>(
-    `SELECT 1 AS one FROM grants g WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE}`,
+    `SELECT 1 AS one FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}`,
     [workspaceId, principal, deviceId, capability, now],
   );
   return row !== undefined;
+}
+
+/** Capabilities published before migration 0014, which have no fingerprint yet. */
+export function unfingerprintedCapabilities(db: Queryable): Promise<{ deviceId: string; name: string; arguments: string }[]> {
+  return db.all('SELECT device_id AS deviceId, name, arguments FROM capabilities WHERE schema_fingerprint IS NULL');
+}
+
+export async function setCapabilityFingerprint(db: Queryable, deviceId: string, name: string, fingerprint: string): Promise<void> {
+  await db.run('UPDATE capabilities SET schema_fingerprint = ? WHERE device_id = ? AND name = ? AND schema_fingerprint IS NULL', [fingerprint, deviceId, name]);
+}
+
+/**
+ * Gives each grant migration 0014 recorded a kind for the fingerprint of its function, which
+ * still has that kind: nothing was published between the migration and this backfill.
+ */
+export async function fingerprintMigratedGrants(db: Queryable): Promise<void> {
+  await db.run(
+    `UPDATE grants SET schema_fingerprint = (
+       SELECT c.schema_fingerprint FROM capabilities c WHERE c.device_id = grants.device_id AND c.name = grants.capability AND c.kind = grants.function_kind)
+     WHERE schema_fingerprint IS NULL AND function_kind IS NOT NULL`,
+  );
 }
