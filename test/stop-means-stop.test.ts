@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachDevice as attachSdkDevice, CommandRecalled, Device, type DeviceEvent } from '../src/device/index.js';
+import { attachDevice as attachSdkDevice, CommandRecalled, Device, type DeviceEvent, type Manifest } from '../src/device/index.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
@@ -132,7 +132,10 @@ describe('a recalled command on a device running the SDK', () => {
     const events: DeviceEvent[] = [];
     let started: (actionId: string) => void = () => undefined;
     const startedOnce = new Promise<string>((resolve) => (started = resolve));
-    const device = new Device({ url: server.url, credentials, manifest: lampManifest, onEvent: (e) => events.push(e) });
+    const manifest: Manifest = {
+      capabilities: [{ name: 'set_power', kind: 'control', arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'] } }],
+    };
+    const device = new Device({ url: server.url, credentials, manifest, onEvent: (e) => events.push(e) });
     running.push(device);
     device.handle('set_power', async (args: { on: boolean }, ctx) => {
       started(ctx.actionId);
@@ -250,7 +253,10 @@ async function oauthToken(clientId: string): Promise<string> {
   const { verifier, challenge } = pkce();
   const cookie = await ownerCookie(server.issuer, owner);
   const callback = 'http://127.0.0.1:9/callback';
-  const back = await decide(authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callback, code_challenge: challenge, scope: 'read act' }), cookie);
+  const back = await decide(
+    authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callback, code_challenge: challenge, scope: 'read act' }),
+    cookie,
+  );
   const answer = await tokenRequest(server.issuer, {
     grant_type: 'authorization_code',
     code: back.searchParams.get('code')!,
@@ -266,7 +272,12 @@ async function oauthToken(clientId: string): Promise<string> {
 describe('revoking an OAuth client', () => {
   it('cancels its queued commands (principal_revoked) and answers its waiting MCP call; revoking one token does not', async () => {
     const lamp = await attachDevice(api, owner);
-    const registered = await registerClient(server.issuer, owner, { name: 'Stop client', redirectUris: ['http://127.0.0.1:9/callback'], public: true, access: 'act' });
+    const registered = await registerClient(server.issuer, owner, {
+      name: 'Stop client',
+      redirectUris: ['http://127.0.0.1:9/callback'],
+      public: true,
+      access: 'act',
+    });
     await grant(api, owner, registered.principal, lamp.id, ['set_power']);
     const token = await oauthToken(registered.oauth.clientId);
     const mcp = await connect(server.url, token, 'modern');

@@ -129,7 +129,12 @@ export const revokeWorkspaceGrants = defineOperation({
       } else {
         if (!(await getDevice(tx, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
         scope = input;
-        revoked = await revokeGrants(tx, credential.workspaceId, { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability }, now);
+        revoked = await revokeGrants(
+          tx,
+          credential.workspaceId,
+          { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability },
+          now,
+        );
       }
       // Stop means stop (docs/rules.md "Actions"): the commands the revoked grants allowed.
       const withdrawn = await withdrawRevoked(tx, { workspaceId: credential.workspaceId, principal: scope.principal, deviceId: scope.deviceId }, now);

@@ -127,7 +127,8 @@ export const listOAuthClients = definePagedOperation({
 export const revokeOAuthClient = defineOperation({
   name: 'oauthClients.revoke',
   title: 'Revoke an OAuth client',
-  description: "Revoke an OAuth client in this workspace: its access and refresh tokens answer 401 from the next request on, its queued commands are cancelled and handed-out ones recalled. The principal's grants stay.",
+  description:
+    "Revoke an OAuth client in this workspace: its access and refresh tokens answer 401 from the next request on, its queued commands are cancelled and handed-out ones recalled. The principal's grants stay.",
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: true },
