@@ -106,7 +106,7 @@ const report = (action: ActionRow, ok: boolean) => ({
 
 /** Every store function that moves an action, by the move of the table it makes. */
 const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
-  claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: (db, w) => claimNext(db, w.gatewayId, NOW) }],
+  claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: async (db, w) => (await claimNext(db, w.gatewayId, NOW))?.row }],
   complete: [
     { fn: completeAction, device: 'gateway', due: false, into: 'succeeded', run: (db, _w, a) => completeAction(db, report(a, true), NOW) },
     { fn: completeAction, device: 'gateway', due: false, into: 'failed', run: (db, _w, a) => completeAction(db, report(a, false), NOW) },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { cancelRefused, claimNext, completeAction, expireDue, findTargetedAction, reportLate } from '../store/actions.js';
+import { cancelRefused, claimNext, completeAction, expireDue, findTargetedAction, hasQueued, reportLate } from '../store/actions.js';
 import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './actions.js';
 import type { Context, CredentialOf } from './context.js';
@@ -55,9 +55,14 @@ export const fetchNextCommand = defineOperation({
     const now = ctx.clock.now();
     // Authorization at hand-out (docs/rules.md "Actions"): the claim takes the oldest command
     // that may still run; the older ones it skipped are cancelled, each with its reason.
-    const row = await claimNext(ctx.db, credential.deviceId, now);
-    publishActions(ctx, await cancelRefused(ctx.db, credential.deviceId, row?.createdAt ?? null, now));
-    if (!row) return null;
+    // The cancel costs a statement only when something was skipped: the hot path stays one
+    // UPDATE per command handed out (and one read more for an empty queue).
+    const claimed = await claimNext(ctx.db, credential.deviceId, now);
+    if (claimed ? claimed.skippedOlder : await hasQueued(ctx.db, credential.deviceId, now)) {
+      publishActions(ctx, await cancelRefused(ctx.db, credential.deviceId, claimed?.row.createdAt ?? null, now));
+    }
+    if (!claimed) return null;
+    const { row } = claimed;
     publishActions(ctx, [row]);
     return {
       id: row.id,

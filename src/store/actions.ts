@@ -134,18 +134,31 @@ function refusal(a: string, now: string): string {
  * children: they share the gateway as target) that may still run (`refusal` is NULL at this
  * moment) to exactly one caller. One guarded UPDATE: a SELECT-then-UPDATE pair handed the
  * same command to two pollers thousands of times in a measured run (docs/performance.md
- * "Storage facts the code relies on"). Older commands it skipped are left to
- * `cancelRefused`.
+ * "Storage facts the code relies on"). `skippedOlder` says whether older queued commands were
+ * passed over (they may not run): only then is `cancelRefused` worth a statement.
  */
-export function claimNext(db: Queryable, targetId: string, now: number): Promise<ActionRow | undefined> {
-  return db.get<ActionRow>(
+export async function claimNext(db: Queryable, targetId: string, now: number): Promise<{ row: ActionRow; skippedOlder: boolean } | undefined> {
+  const claimed = await db.get<ActionRow & { skippedOlder: number }>(
     `UPDATE actions SET ${enter('claim', 'received')}, dispatched_at = ?1
      WHERE id = (SELECT id FROM actions a WHERE target_id = ?2 AND ${guard('claim')} AND expires_at > ?1 AND ${refusal('a', '?1')} IS NULL
                  ORDER BY created_at, rowid LIMIT 1)
        AND ${guard('claim')}
-     RETURNING ${COLUMNS}`,
+     RETURNING ${COLUMNS}, EXISTS (SELECT 1 FROM actions b WHERE b.target_id = ?2 AND b.${guard('claim')} AND b.expires_at > ?1
+       AND (b.created_at, b.rowid) < (actions.created_at, actions.rowid)) AS skippedOlder`,
     [now, targetId],
   );
+  if (!claimed) return undefined;
+  const { skippedOlder, ...row } = claimed;
+  return { row, skippedOlder: skippedOlder === 1 };
+}
+
+/** Whether a target has queued, unexpired commands: after a `claimNext` that found none, they are all refused. */
+export async function hasQueued(db: Queryable, targetId: string, now: number): Promise<boolean> {
+  const row = await db.get<{ one: number }>(`SELECT 1 AS one FROM actions WHERE target_id = ? AND ${guard('claim')} AND expires_at > ? LIMIT 1`, [
+    targetId,
+    now,
+  ]);
+  return row !== undefined;
 }
 
 /**
