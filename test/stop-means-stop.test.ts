@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice as attachSdkDevice, CommandRecalled, Device, type DeviceEvent, type Manifest } from '../src/device/index.js';
 import { client, type Client } from './helpers/api.js';
-import { grant, next, queue, report } from './helpers/actions.js';
+import { childrenOf, grant, hubManifest, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { connect } from './helpers/mcp-client.js';
@@ -306,5 +306,21 @@ describe('revoking an OAuth client', () => {
       await mcp.close();
     }
     expect((await next(api, lamp)).body.data).toBeNull();
+  });
+});
+
+describe('replacing a gateway grant control → read', () => {
+  it("cancels the principal's queued control commands on the children at once (grant_revoked)", async () => {
+    const hub = await attachDevice(api, owner, { name: 'Stop hub', kind: 'gateway', manifest: hubManifest });
+    const bulbId = (await childrenOf(api, owner, hub.id)).Bulb!;
+    const agent = await createAgent(api, owner, { access: 'act' });
+    const replace = (mode: 'read' | 'control') =>
+      api.post(`/v1/devices/${hub.id}/gateway-grants`, { token: owner, body: { principal: agent.principal, mode } });
+    expect((await replace('control')).status).toBe(200);
+    const control = await queue(api, agent.token, bulbId, { capability: 'set_power', arguments: { on: true } });
+    const read = await queue(api, agent.token, bulbId, { capability: 'get_state', arguments: {} });
+    expect((await replace('read')).status).toBe(200);
+    expect(await actionOf(control.id)).toMatchObject({ status: 'cancelled', cancelReason: 'grant_revoked' });
+    expect((await next(api, hub)).body.data).toMatchObject({ id: read.id });
   });
 });

@@ -187,7 +187,9 @@ async function replaceGatewayGrants(
       if (functions.length > 0) devices += 1;
     }
     await assertWithinCap(tx, ctx.settings.capacity, 'grants', owner.workspaceId, now);
-    return { devices, cancelledRows };
+    // What the replacement no longer grants (e.g. control → read) stops now (docs/rules.md "Actions").
+    const withdrawn = await withdrawRevoked(tx, { workspaceId: owner.workspaceId, principal: input.principal, deviceId: gateway.id }, now);
+    return { devices, cancelledRows: [...cancelledRows, ...withdrawn] };
   });
   // After the commit, so waiters and wake sockets never see a change that rolled back.
   publishActions(ctx, cancelled.cancelledRows);
