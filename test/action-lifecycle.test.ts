@@ -198,15 +198,43 @@ describe('queued | received → expired', () => {
     expect((await cancel(action.id)).status).toBe(409);
   });
 
-  it('expires a received action whose result comes after the deadline (409, stays expired)', async () => {
+  it('keeps a result that comes after the deadline: 200, stays expired, shows what the device reported and when', async () => {
     await drain(lamp);
     const action = await queue(http, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 2 });
     expect((await next(http, lamp)).body.data.id).toBe(action.id);
     clock.advance(2001);
+    const arrived = clock.now();
     const late = await report(http, lamp, { actionId: action.id, ok: true, result: { on: true } });
-    expect(late.status).toBe(409);
-    expect(late.body.error.code).toBe('conflict');
-    expect((await getAction(action.id)).body.data).toMatchObject({ status: 'expired', completedAt: action.expiresAt, result: null });
+    expect(late.status, JSON.stringify(late.body)).toBe(200);
+    const stored = { status: 'expired', completedAt: action.expiresAt, result: { on: true }, error: null, reportedLateAt: arrived };
+    expect(late.body.data).toMatchObject(stored);
+    expect((await getAction(action.id)).body.data).toMatchObject(stored);
+    expect((await http.get(`/v1/actions/${action.id}`, { token: owner })).body.data).toMatchObject(stored);
+  });
+
+  it('answers a repeated late report with the stored action, and a conflicting one with 409', async () => {
+    await drain(lamp);
+    const action = await queue(http, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 2 });
+    await next(http, lamp);
+    clock.advance(2001);
+    const failure = { actionId: action.id, ok: false, error: { code: 'jammed', message: 'relay stuck' } };
+    const first = await report(http, lamp, failure);
+    expect(first.body.data).toMatchObject({ status: 'expired', error: { code: 'jammed', message: 'relay stuck' }, result: null });
+    clock.advance(10);
+    const repeat = await report(http, lamp, failure);
+    expect(repeat.status).toBe(200);
+    expect(repeat.body.data).toEqual(first.body.data);
+    const conflicting = await report(http, lamp, { actionId: action.id, ok: true, result: { on: true } });
+    expect(conflicting.status).toBe(409);
+    expect(conflicting.body.error.code).toBe('conflict');
+  });
+
+  it('still answers 409 to a report for an action that expired before any device fetched it', async () => {
+    await drain(lamp);
+    const action = await queue(http, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 2 });
+    clock.advance(2001);
+    expect((await report(http, lamp, { actionId: action.id, ok: true })).status).toBe(409);
+    expect((await getAction(action.id)).body.data).toMatchObject({ status: 'expired', reportedLateAt: null, result: null });
   });
 
   it('accepts a result one millisecond before the deadline', async () => {

@@ -17,6 +17,10 @@ import {
   cancelQueued,
   cancelQueuedForFunction,
   cancelQueuedForTarget,
+  cancelRefused,
+  cancelWithdrawn,
+  recallWithdrawn,
+  reportLate,
   cancelQueuedOnDetachedChildren,
   cancelQueuedOnServices,
   claimNext,
@@ -104,7 +108,7 @@ const report = (action: ActionRow, ok: boolean) => ({
 
 /** Every store function that moves an action, by the move of the table it makes. */
 const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
-  claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: (db, w) => claimNext(db, w.gatewayId, NOW) }],
+  claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: async (db, w) => (await claimNext(db, w.gatewayId, NOW))?.row }],
   complete: [
     { fn: completeAction, device: 'gateway', due: false, into: 'succeeded', run: (db, _w, a) => completeAction(db, report(a, true), NOW) },
     { fn: completeAction, device: 'gateway', due: false, into: 'failed', run: (db, _w, a) => completeAction(db, report(a, false), NOW) },
@@ -133,12 +137,22 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
       into: 'cancelled',
       run: (db, w) => cancelQueuedForFunction(db, { workspaceId: w.workspaceId, deviceId: w.gatewayId, capability: 'set_power' }, 'function_changed', NOW),
     },
+    // A detached child's command may no longer run: these cancel exactly such commands.
+    { fn: cancelRefused, device: 'detached', due: false, into: 'cancelled', run: (db, w) => cancelRefused(db, w.gatewayId, null, NOW) },
+    {
+      fn: cancelWithdrawn,
+      device: 'detached',
+      due: false,
+      into: 'cancelled',
+      run: (db, w) => cancelWithdrawn(db, { workspaceId: w.workspaceId, principal: PRINCIPAL }, NOW),
+    },
   ],
   expire: [{ fn: expireDue, device: 'gateway', due: true, into: 'expired', run: (db, _w, a) => expireDue(db, NOW, { id: a.id }) }],
 };
 
 interface StoreMark {
   fn: (...args: never[]) => unknown;
+  device: Device;
   run(db: Db, world: World, action: ActionRow): Promise<ActionRow | undefined>;
   /** The columns the mark sets, as read back from the store. */
   made(action: ActionRow): boolean;
@@ -148,14 +162,30 @@ const STORE_MARKS: Record<MarkName, StoreMark[]> = {
   recall: [
     {
       fn: requestRecall,
+      device: 'gateway',
       run: (db, w, a) => requestRecall(db, w.workspaceId, a.id, 'grant_revoked', NOW),
       made: (a) => a.cancelRequestedAt === NOW && a.cancelReason === 'grant_revoked',
     },
     {
       fn: recallForFunction,
+      device: 'gateway',
       run: async (db, w) =>
         (await recallForFunction(db, { workspaceId: w.workspaceId, deviceId: w.gatewayId, capability: 'set_power' }, 'function_removed', NOW))[0],
       made: (a) => a.cancelRequestedAt === NOW && a.cancelReason === 'function_removed',
+    },
+    {
+      fn: recallWithdrawn,
+      device: 'detached',
+      run: async (db, w) => (await recallWithdrawn(db, { workspaceId: w.workspaceId }, NOW))[0],
+      made: (a) => a.cancelRequestedAt === NOW && a.cancelReason === 'device_detached',
+    },
+  ],
+  reportLate: [
+    {
+      fn: reportLate,
+      device: 'gateway',
+      run: (db, _w, a) => reportLate(db, { ...report(a, true), errorCode: null, errorMessage: null }, NOW),
+      made: (a) => a.reportedLateAt === NOW && a.result === '{"on":true}',
     },
   ],
 };
@@ -195,6 +225,17 @@ describe('the database and the store', () => {
       return id;
     };
     const gatewayId = await device('gateway', null, null);
+    // The gateway's function and the principal's live grant for it: its commands may run.
+    await db.run(
+      `INSERT INTO capabilities (device_id, workspace_id, name, kind, arguments, position, schema_fingerprint)
+       VALUES (?, ?, 'set_power', 'control', '{"type":"object"}', 0, 'fp')`,
+      [gatewayId, workspaceId],
+    );
+    await db.run(
+      `INSERT INTO grants (id, workspace_id, principal, device_id, capability, function_kind, schema_fingerprint, created_by, created_at)
+       VALUES (?, ?, ?, ?, 'set_power', 'control', 'fp', 'test', 0)`,
+      [randomUUID(), workspaceId, PRINCIPAL, gatewayId],
+    );
     return { workspaceId, gatewayId, serviceId: await device('service', gatewayId, null), detachedId: await device('device', gatewayId, 1) };
   }
 
@@ -215,7 +256,13 @@ describe('the database and the store', () => {
       expiresAt: due ? NOW : NOW + 30_000,
     });
     expect(row.status).toBe(INITIAL_STATUS);
-    await db.run('UPDATE actions SET status = ? WHERE id = ?', [status, row.id]);
+    // Every status but `queued` was handed out once (a late report needs that).
+    await db.run('UPDATE actions SET status = ?, dispatched_at = CASE WHEN ? = ? THEN NULL ELSE created_at END WHERE id = ?', [
+      status,
+      status,
+      INITIAL_STATUS,
+      row.id,
+    ]);
     return (await getAction(db, w.workspaceId, row.id))!;
   }
 
@@ -257,7 +304,7 @@ describe('the database and the store', () => {
       async (_fn, storeMark) => {
         for (const status of ACTION_STATUSES) {
           const w = await world();
-          const before = await actionIn(w, status, 'gateway', false);
+          const before = await actionIn(w, status, storeMark.device, false);
           const answer = await storeMark.run(db, w, before);
           const after = (await getAction(db, w.workspaceId, before.id))!;
           if ((mark.on as readonly ActionStatus[]).includes(status)) {
@@ -278,7 +325,7 @@ describe('the database and the store', () => {
     const source = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'store', 'actions.ts'), 'utf8');
     const updating = source
       .split(/\n(?=export )/)
-      .filter((part) => /UPDATE actions SET/.test(part))
+      .filter((part) => /UPDATE actions (?:AS \w+ )?SET/.test(part))
       .map((part) => /^export (?:async )?function (\w+)/.exec(part)?.[1]);
     const driven = [...Object.values(STORE_MOVES), ...Object.values(STORE_MARKS)].flatMap((each) => each.map((m) => m.fn.name));
     expect(new Set(updating)).toEqual(new Set(driven));

@@ -571,3 +571,100 @@ describe('authorization matrix: MCP tools', () => {
     }
   });
 });
+
+/**
+ * Hand-out (docs/rules.md "Actions"): `next` hands a queued command to its device only while
+ * the permission it was requested under holds; otherwise the command ends `cancelled` with
+ * the reason. One row per part of that permission, each on its own device and agent.
+ */
+interface HandOutRow {
+  /** What changed between the request and the device's `next`. */
+  change: string;
+  ceiling?: 'read' | 'act';
+  capability?: 'get_state' | 'set_power';
+  grantTtl?: number;
+  gateway?: boolean;
+  withdraw(world: { device: AttachedDevice; commandDeviceId: string; agent: { id: string; token: string; principal: string } }): Promise<unknown>;
+  /** The cancel reason, or null when the command is handed out. */
+  reason: string | null;
+}
+
+const handOutRows: HandOutRow[] = [
+  { change: 'nothing', withdraw: async () => undefined, reason: null },
+  { change: 'the grant expired', grantTtl: 60, withdraw: async () => clock.advance(60_001), reason: 'grant_expired' },
+  {
+    change: 'the grant was revoked',
+    withdraw: ({ commandDeviceId, agent }) => api.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: commandDeviceId } }),
+    reason: 'grant_revoked',
+  },
+  {
+    change: 'the requesting agent connection was revoked',
+    withdraw: ({ agent }) => api.post(`/v1/agent-connections/${agent.id}/revoke`, { token: owner }),
+    reason: 'principal_revoked',
+  },
+  {
+    change: 'another connection of the same principal was revoked',
+    withdraw: async ({ agent }) => {
+      const sibling = await createAgent(api, owner, { access: 'act', principal: agent.principal });
+      return api.post(`/v1/agent-connections/${sibling.id}/revoke`, { token: owner });
+    },
+    reason: null,
+  },
+  {
+    change: 'the function left the manifest',
+    withdraw: ({ device }) =>
+      api.post(`/v1/device/${device.id}/manifest`, {
+        token: device.token,
+        body: { capabilities: lampManifest.capabilities.filter((c) => c.name !== 'set_power') },
+      }),
+    reason: 'function_removed',
+  },
+  {
+    change: 'the function was republished as control under a read ceiling',
+    ceiling: 'read',
+    capability: 'get_state',
+    withdraw: ({ device }) =>
+      api.post(`/v1/device/${device.id}/manifest`, {
+        token: device.token,
+        body: { capabilities: lampManifest.capabilities.map((c) => (c.name === 'get_state' ? { ...c, kind: 'control' } : c)) },
+      }),
+    reason: 'function_changed',
+  },
+  { change: 'the device was revoked', withdraw: ({ device }) => api.post(`/v1/devices/${device.id}/revoke`, { token: owner }), reason: 'device_revoked' },
+  {
+    change: "the child was left out of its gateway's manifest",
+    gateway: true,
+    withdraw: ({ device }) =>
+      api.post(`/v1/device/${device.id}/manifest`, { token: device.token, body: { capabilities: hubManifest.capabilities, children: [] } }),
+    reason: 'device_detached',
+  },
+];
+
+describe('authorization matrix: hand-out by POST /v1/device/{deviceId}/next', () => {
+  it.each(handOutRows)('after "$change": cancelled with $reason (null: handed out)', async (row) => {
+    const device = row.gateway
+      ? await attachDevice(api, owner, { name: 'Hand-out hub', kind: 'gateway', manifest: hubManifest })
+      : await attachDevice(api, owner, { name: 'Hand-out lamp' });
+    const listed = (await api.get('/v1/devices', { token: owner })).body.data as { id: string; parentId: string | null; name: string }[];
+    const commandDeviceId = row.gateway ? listed.find((d) => d.parentId === device.id && d.name === 'Bulb')!.id : device.id;
+    const agent = await createAgent(api, owner, { access: row.ceiling ?? 'act' });
+    const capability = row.capability ?? 'set_power';
+    await grant(api, owner, agent.principal, commandDeviceId, [capability], row.grantTtl ?? null);
+    const action = await queue(api, agent.token, commandDeviceId, {
+      capability,
+      arguments: capability === 'set_power' ? { on: true } : {},
+      ttlSeconds: 300,
+    });
+    const withdrawn = (await row.withdraw({ device, commandDeviceId, agent })) as { status?: number; body?: unknown } | undefined;
+    if (withdrawn?.status !== undefined) expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(200);
+    const handed = await next(api, device);
+    const stored = (await api.get(`/v1/actions/${action.id}`, { token: owner })).body.data;
+    if (row.reason === null) {
+      expect(handed.body.data).toMatchObject({ id: action.id });
+      expect(stored).toMatchObject({ status: 'received', cancelReason: null });
+    } else {
+      expect(handed.status === 401 || handed.body.data === null, JSON.stringify(handed.body)).toBe(true);
+      expect(stored).toMatchObject({ status: 'cancelled', cancelReason: row.reason, dispatchedAt: null });
+    }
+  });
+});

@@ -17,6 +17,8 @@ import { grant } from './helpers/actions.js';
  *     per key: none lost, none doubled by a retry after a lost answer);
  *   - no action was handed out by `next` twice, across all kills;
  *   - every acknowledged result is stored;
+ *   - an owner revoking and granting again all along (docs/rules.md "Actions": stop means
+ *     stop), no command cancelled by a revocation is ever handed out, kills included;
  *   - nothing is stuck: after the last restart every action ends terminal (expiry applies).
  */
 
@@ -110,7 +112,25 @@ describe('crash safety under SIGKILL', () => {
       }
     };
 
-    const load = [agentLoop(0), agentLoop(1), agentLoop(2), deviceLoop(), deviceLoop()];
+    /** The owner: revokes the agent's grant and grants it again, over and over. */
+    let revocations = 0;
+    const ownerLoop = async () => {
+      while (running) {
+        try {
+          await api().post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id } });
+          revocations++;
+          await sleep(30);
+          await api().post('/v1/grants', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['set_brightness'] } });
+        } catch {
+          // The server is down; the next round tries again.
+        }
+        await sleep(100);
+      }
+      // Leave the grant in place for whatever comes after the load.
+      await api().post('/v1/grants', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['set_brightness'] } });
+    };
+
+    const load = [agentLoop(0), agentLoop(1), agentLoop(2), deviceLoop(), deviceLoop(), ownerLoop()];
 
     let kills = 0;
     for (; kills < KILLS; kills++) {
@@ -133,7 +153,7 @@ describe('crash safety under SIGKILL', () => {
 
     // After the last restart, with no more load, every action must settle: the device's
     // results or expiry (TTL 3 s, sweep every second).
-    let actions: { id: string; status: string }[] = [];
+    let actions: { id: string; status: string; cancelReason: string | null; reportedLateAt: number | null; result: unknown }[] = [];
     for (let waited = 0; waited < 20_000; waited += 250) {
       actions = (await api().get('/v1/actions/export', { token: owner })).body.data.actions;
       if (actions.every((a) => TERMINAL.has(a.status))) break;
@@ -153,8 +173,16 @@ describe('crash safety under SIGKILL', () => {
     const duplicates = [...delivered].filter(([, times]) => times > 1);
     expect(duplicates).toEqual([]);
     for (const id of delivered.keys()) expect(byId.has(id)).toBe(true);
-    // Every acknowledged result is stored.
-    for (const id of resultsAcknowledged) expect(byId.get(id)!.status).toBe('succeeded');
+    // A command handed out was never cancelled: what a revocation cancelled never reached the device.
+    expect([...delivered.keys()].filter((id) => byId.get(id)!.status === 'cancelled')).toEqual([]);
+    expect(revocations).toBeGreaterThan(0);
+    // Every acknowledged result is stored: before the deadline as `succeeded`, after it on the
+    // `expired` action with the time it arrived (docs/rules.md "Actions": late results are kept).
+    for (const id of resultsAcknowledged) {
+      const stored = byId.get(id)!;
+      if (stored.status !== 'succeeded')
+        expect(stored, id).toMatchObject({ status: 'expired', reportedLateAt: expect.any(Number), result: { level: expect.any(Number) } });
+    }
     // Nothing stuck.
     expect(actions.filter((a) => !TERMINAL.has(a.status))).toEqual([]);
     expect(kills).toBe(KILLS);
@@ -165,7 +193,8 @@ describe('crash safety under SIGKILL', () => {
       for (const a of actions) statuses[a.status] = (statuses[a.status] ?? 0) + 1;
       console.info(
         `crash safety: ${kills} kills survived, ${requestsSent} action requests sent, ${acknowledged.size} acknowledged and checked, ` +
-          `${delivered.size} delivered, ${duplicates.length} duplicates, ${resultsAcknowledged.size} results acknowledged, final ${JSON.stringify(statuses)}`,
+          `${delivered.size} delivered, ${duplicates.length} duplicates, ${resultsAcknowledged.size} results acknowledged, ${revocations} revocations, ` +
+          `${actions.filter((a) => a.cancelReason === 'grant_revoked').length} with cancelReason grant_revoked, final ${JSON.stringify(statuses)}`,
       );
     }
   }, 180_000);

@@ -8,9 +8,23 @@ export interface WakeFrame {
   actionId: string;
 }
 
+/**
+ * The cancel frame (README "Wake channel"): stop a command already fetched; its permission
+ * was withdrawn. Whatever the device reports for it is still stored.
+ */
+export interface CancelFrame {
+  type: 'cancel';
+  deviceId: string;
+  actionId: string;
+  /** The action's `cancelReason`. */
+  reason: string;
+}
+
 /** What a device's open sockets are told, addressed by the id of the device holding the socket. */
 export type DeviceSignal =
-  { type: 'wake'; frame: WakeFrame; /** When the action was queued, for the wake latency metric. */ queuedAt: number } | { type: 'revoked' };
+  | { type: 'wake'; frame: WakeFrame; /** When the action was queued, for the wake latency metric. */ queuedAt: number }
+  | { type: 'cancel'; frame: CancelFrame }
+  | { type: 'revoked' };
 
 /**
  * Delivers signals to the sockets a device holds on this instance, whichever instance
@@ -29,7 +43,8 @@ export interface DeviceNotifier {
 /**
  * The in-process notifier: turns the service's own events into device signals. A `queued`
  * action wakes the device that fetches it (`targetId`: the device, or a child's gateway);
- * a revocation reaches the revoked device's sockets. Listeners are indexed by device, so a
+ * a recall (a `received` action that gained `cancelRequestedAt`) tells the same device to
+ * stop it; a revocation reaches the revoked device's sockets. Listeners are indexed by device, so a
  * wake costs one map lookup however many sockets are open.
  */
 export function createLocalNotifier(events: EventHub): DeviceNotifier {
@@ -44,6 +59,9 @@ export function createLocalNotifier(events: EventHub): DeviceNotifier {
         frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id },
         queuedAt: event.action.createdAt,
       });
+    } else if (event.type === 'action' && event.action.status === 'received' && event.action.cancelRequestedAt !== null) {
+      const { deviceId, id, cancelReason } = event.action;
+      deliver(event.targetId, { type: 'cancel', frame: { type: 'cancel', deviceId, actionId: id, reason: cancelReason ?? '' } });
     } else if (event.type === 'device-revoked') {
       deliver(event.deviceId, { type: 'revoked' });
     }

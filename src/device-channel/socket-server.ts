@@ -2,13 +2,13 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Clock, Logger } from '../domain/context.js';
-import { markDeviceSeen, redeemEventsTicket } from '../domain/device-events.js';
+import { markDeviceSeen, pendingRecalls, redeemEventsTicket } from '../domain/device-events.js';
 import { DomainError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
 import { requestIdFrom, requestLine } from '../http/observe.js';
 import { endWithEnvelope } from '../http/raw-answer.js';
 import type { Db } from '../store/driver.js';
-import type { DeviceNotifier, WakeFrame } from './notifier.js';
+import type { CancelFrame, DeviceNotifier, WakeFrame } from './notifier.js';
 
 /** Close codes of the wake socket (README "Wake channel"). */
 export const CLOSE_CODES = {
@@ -57,6 +57,18 @@ export interface DeviceChannel {
   openSockets(deviceId?: string): number;
   /** Closes every socket with 1001 and stops accepting upgrades. */
   close(): Promise<void>;
+}
+
+/**
+ * What a socket must be told as it opens: signals raised while its upgrade was checked, and
+ * the recalls of commands its device still holds (README "Wake channel"). Cancels are never
+ * dropped (a device holds few commands); wakes are capped, one drain serves them all.
+ */
+interface Early {
+  revoked: boolean;
+  wakes: WakeFrame[];
+  cancels: CancelFrame[];
+  recalls: CancelFrame[];
 }
 
 interface Peer {
@@ -117,7 +129,7 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
   const peers = new Map<string, Set<Peer>>();
   let closing = false;
 
-  const send = (peer: Peer, frame: WakeFrame) => {
+  const send = (peer: Peer, frame: WakeFrame | CancelFrame) => {
     if (peer.socket.readyState === peer.socket.OPEN) peer.socket.send(JSON.stringify(frame));
   };
 
@@ -127,13 +139,14 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
     peer.socket.close(CLOSE_CODES.policyViolation, reason);
   };
 
-  function admit(socket: WebSocket, deviceId: string, early: { revoked: boolean; wakes: WakeFrame[] }, stopEarly: () => void) {
+  function admit(socket: WebSocket, deviceId: string, early: Early, stopEarly: () => void) {
     const peer: Peer = { socket, deviceId, alive: true, pongs: 0, seenWritten: false, stopListening: () => undefined };
     peer.stopListening = notifier.listen(deviceId, (signal) => {
       if (signal.type === 'wake') {
         send(peer, signal.frame);
         deps.onWakeSent?.(clock.now() - signal.queuedAt);
-      } else socket.close(CLOSE_CODES.revoked, 'device revoked');
+      } else if (signal.type === 'cancel') send(peer, signal.frame);
+      else socket.close(CLOSE_CODES.revoked, 'device revoked');
     });
     // Listened since before the ticket was checked, so a revocation or wake that landed
     // during the upgrade is not lost.
@@ -168,7 +181,16 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
       log.info({ msg: 'device socket closed', deviceId, code });
     });
     if (early.revoked) socket.close(CLOSE_CODES.revoked, 'device revoked');
-    else for (const frame of early.wakes) send(peer, frame);
+    else {
+      for (const frame of early.wakes) send(peer, frame);
+      // Recalls made while no socket was open, then those raised during the upgrade, each once.
+      const told = new Set<string>();
+      for (const frame of [...early.recalls, ...early.cancels]) {
+        if (told.has(frame.actionId)) continue;
+        told.add(frame.actionId);
+        send(peer, frame);
+      }
+    }
   }
 
   async function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
@@ -203,13 +225,15 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
       finish(refuse(socket, error, requestId));
       return;
     }
-    const early = { revoked: false, wakes: [] as WakeFrame[] };
+    const early: Early = { revoked: false, wakes: [], cancels: [], recalls: [] };
     const stopEarly = notifier.listen(deviceId, (signal) => {
       if (signal.type === 'revoked') early.revoked = true;
+      else if (signal.type === 'cancel') early.cancels.push(signal.frame);
       else if (early.wakes.length < 16) early.wakes.push(signal.frame);
     });
     try {
       await redeemEventsTicket({ db, clock }, deviceId, target.ticket);
+      early.recalls = (await pendingRecalls({ db, clock }, deviceId)).map((recall) => ({ type: 'cancel', ...recall }));
       if (closing) throw new DomainError('not_configured', 'The service is shutting down.');
     } catch (error) {
       stopEarly();

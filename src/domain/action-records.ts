@@ -35,6 +35,9 @@ export const action = z.object({
   cancelRequestedAt: timestamp
     .nullable()
     .describe('When the device was asked to stop a command it had already fetched; what it reports afterwards is still stored.'),
+  reportedLateAt: timestamp
+    .nullable()
+    .describe('When a result arrived after the deadline: the action stays `expired`, and `result` or `error` shows what the device reported it did.'),
 });
 
 export type ActionRecord = z.infer<typeof action>;
@@ -56,5 +59,6 @@ export function toActionRecord(row: ActionRow): ActionRecord {
     broadcastId: row.broadcastId,
     cancelReason: row.cancelReason,
     cancelRequestedAt: row.cancelRequestedAt,
+    reportedLateAt: row.reportedLateAt,
   };
 }

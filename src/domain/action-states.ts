@@ -90,6 +90,11 @@ export const MARKS = {
     records: '`cancelRequestedAt`, `cancelReason`',
     by: 'the permission behind a handed-out command was withdrawn, or its MCP client went away: the device is asked to stop',
   },
+  reportLate: {
+    on: ['expired'],
+    records: '`reportedLateAt`, `result` or `error`',
+    by: '`POST /v1/device/{id}/result` after the deadline of a command the device had fetched: what it did is stored, the status stays',
+  },
 } as const satisfies Record<string, Mark>;
 
 export type MarkName = keyof typeof MARKS;

@@ -3,7 +3,9 @@ import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import { z } from 'zod';
 import {
   cancelQueued,
+  cancelWithdrawn,
   expireDue,
+  recallWithdrawn,
   requestRecall,
   exportActions,
   getAction,
@@ -11,6 +13,7 @@ import {
   recentActions,
   recentActionsOf,
   type ActionRow,
+  type WithdrawalScope,
 } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
@@ -174,6 +177,16 @@ export async function withdrawAction(ctx: Context, workspaceId: string, actionId
   if (!row) return undefined;
   publishActions(ctx, [row]);
   return toActionRecord(row);
+}
+
+/**
+ * Inside the transaction of a revocation: cancels the commands in `scope` that may no longer
+ * run and recalls the handed-out ones, each with its reason (docs/rules.md "Actions"). The
+ * caller publishes the returned rows after the commit, so waiting MCP calls, owners and wake
+ * sockets learn it at once and never see a change that rolled back.
+ */
+export async function withdrawRevoked(tx: Queryable, scope: WithdrawalScope, now: number): Promise<ActionRow[]> {
+  return [...(await cancelWithdrawn(tx, scope, now)), ...(await recallWithdrawn(tx, scope, now))];
 }
 
 export const listRecentActions = definePagedOperation({

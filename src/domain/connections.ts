@@ -3,6 +3,7 @@ import { assertWithinCap } from './capacity.js';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
 import { insertConnection, listConnections, revokeConnection, type ConnectionPurpose, type ConnectionRow } from '../store/connections.js';
+import { publishActions, withdrawRevoked } from './actions.js';
 import type { Context } from './context.js';
 import { fail } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
@@ -63,9 +64,16 @@ async function create(
 }
 
 async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurpose, id: string) {
-  const row = await revokeConnection(ctx.db, workspaceId, purpose, id, ctx.clock.now());
-  if (!row) throw fail.notFound(purpose === 'agent' ? 'Agent connection' : 'Setup token');
-  return toConnection(row, ctx.clock.now());
+  const now = ctx.clock.now();
+  const { row, withdrawn } = await ctx.db.transaction(async (tx) => {
+    const row = await revokeConnection(tx, workspaceId, purpose, id, now);
+    if (!row) throw fail.notFound(purpose === 'agent' ? 'Agent connection' : 'Setup token');
+    // An agent connection's commands stop with it (docs/rules.md "Actions"); another
+    // connection of the same principal keeps its own.
+    return { row, withdrawn: purpose === 'agent' ? await withdrawRevoked(tx, { workspaceId, connectionId: id }, now) : [] };
+  });
+  publishActions(ctx, withdrawn);
+  return toConnection(row, now);
 }
 
 // Setup tokens (attach-only; docs/rules.md "Credentials").

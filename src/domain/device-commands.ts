@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { claimNext, completeAction, expireDue, findTargetedAction } from '../store/actions.js';
+import { cancelRefused, claimNext, completeAction, expireDue, findTargetedAction, hasQueued, reportLate } from '../store/actions.js';
 import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './actions.js';
 import type { Context, CredentialOf } from './context.js';
@@ -52,8 +52,17 @@ export const fetchNextCommand = defineOperation({
     // The kill switch is for physical safety: commands queued before it was thrown are held
     // (and expire at their deadline) rather than handed to devices while it is off.
     if (!ctx.settings.deviceControlsEnabled) return null;
-    const row = await claimNext(ctx.db, credential.deviceId, ctx.clock.now());
-    if (!row) return null;
+    const now = ctx.clock.now();
+    // Authorization at hand-out (docs/rules.md "Actions"): the claim takes the oldest command
+    // that may still run; the older ones it skipped are cancelled, each with its reason.
+    // The cancel costs a statement only when something was skipped: the hot path stays one
+    // UPDATE per command handed out (and one read more for an empty queue).
+    const claimed = await claimNext(ctx.db, credential.deviceId, now);
+    if (claimed ? claimed.skippedOlder : await hasQueued(ctx.db, credential.deviceId, now)) {
+      publishActions(ctx, await cancelRefused(ctx.db, credential.deviceId, claimed?.row.createdAt ?? null, now));
+    }
+    if (!claimed) return null;
+    const { row } = claimed;
     publishActions(ctx, [row]);
     return {
       id: row.id,
@@ -74,7 +83,7 @@ export const reportResult = defineOperation({
   name: 'device.result',
   title: "Report a command's result",
   description:
-    'Report the result of a command this device fetched: received → succeeded (ok) or failed. Repeating the same report returns the stored action; a different report for a finished action is 409.',
+    'Report the result of a command this device fetched: received → succeeded (ok) or failed. After the deadline the report is still stored on the `expired` action (`reportedLateAt`). Repeating the same report returns the stored action; a different report for a finished action is 409.',
   credentials: ['device'],
   access: 'none',
   hints: { readOnly: false, destructive: false, idempotent: true },
@@ -104,14 +113,19 @@ export const reportResult = defineOperation({
       errorMessage: input.error?.message ?? null,
     };
     let row = await completeAction(ctx.db, report, now);
+    if (!row) {
+      publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: input.actionId }));
+      // Past the deadline, what the device did is still stored, never dropped (docs/rules.md "Actions").
+      row = await reportLate(ctx.db, report, now);
+    }
     if (row) {
       publishActions(ctx, [row]);
     } else {
-      publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: input.actionId }));
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
       if (!row) throw fail.notFound('Action');
+      const reported = row.status === 'expired' && row.reportedLateAt !== null ? (row.errorCode === null ? 'succeeded' : 'failed') : row.status;
       const same =
-        row.status === (input.ok ? 'succeeded' : 'failed') &&
+        reported === (input.ok ? 'succeeded' : 'failed') &&
         canonical(row.result === null ? null : JSON.parse(row.result)) === canonical(input.ok ? (input.result ?? null) : null) &&
         row.errorCode === report.errorCode &&
         row.errorMessage === report.errorMessage;

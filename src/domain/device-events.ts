@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { hashToken, issueToken, tokenKinds } from './tokens.js';
 import { consumeEventTicket, insertEventTicket, pruneEventTickets } from '../store/event-tickets.js';
+import { recalledFor } from '../store/actions.js';
 import { touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import type { Clock } from './context.js';
@@ -42,6 +43,22 @@ export const issueEventsTicket = defineOperation({
     return { ticket: issued.token, expiresAt };
   },
 });
+
+/** A recalled command a device still holds: the wake channel's cancel frame (README "Wake channel"). */
+export interface Recall {
+  deviceId: string;
+  actionId: string;
+  reason: string;
+}
+
+/**
+ * The recalls a device's new wake socket is told at once: a device that was offline, or
+ * reconnected, when a recall was sent still learns it (README "Wake channel").
+ */
+export async function pendingRecalls(deps: { db: Db; clock: Clock }, deviceId: string): Promise<Recall[]> {
+  const rows = await recalledFor(deps.db, deviceId, deps.clock.now());
+  return rows.map((row) => ({ deviceId: row.deviceId, actionId: row.id, reason: row.cancelReason ?? '' }));
+}
 
 /** The device a redeemed ticket opened the socket for. */
 export interface SocketGrant {

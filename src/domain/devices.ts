@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
-import { cancelQueuedForFunction, cancelQueuedForTarget, cancelQueuedOnDetachedChildren, recallForFunction, type ActionRow } from '../store/actions.js';
+import {
+  cancelQueuedForFunction,
+  cancelQueuedForTarget,
+  cancelQueuedOnDetachedChildren,
+  recallForFunction,
+  recallWithdrawn,
+  type ActionRow,
+} from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
   familyFunctions,
@@ -170,8 +177,12 @@ export const revokeWorkspaceDevice = defineOperation({
     const cancelled = await ctx.db.transaction(async (tx) => {
       if (!(await getDevice(tx, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
       await revokeDevice(tx, credential.workspaceId, input.deviceId, now);
-      // Nothing can deliver its commands any more: cancel them rather than let them expire.
-      return cancelQueuedForTarget(tx, credential.workspaceId, input.deviceId, now);
+      // Nothing can deliver its commands any more: cancel them rather than let them expire,
+      // and ask it to stop the ones it holds (docs/rules.md "Actions").
+      return [
+        ...(await cancelQueuedForTarget(tx, credential.workspaceId, input.deviceId, now)),
+        ...(await recallWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: input.deviceId }, now)),
+      ];
     });
     publishActions(ctx, cancelled);
     ctx.events.publish({ type: 'device-revoked', workspaceId: credential.workspaceId, deviceId: input.deviceId });

@@ -1,4 +1,4 @@
-import { expireDue } from '../store/actions.js';
+import { expireDue, recallWithdrawn } from '../store/actions.js';
 import type { Db } from '../store/driver.js';
 import { toActionRecord } from './action-records.js';
 import type { Clock, Logger } from './context.js';
@@ -7,7 +7,9 @@ import type { EventHub } from './events.js';
 /**
  * Moves queued or received actions past their deadline to `expired` every `intervalMs`, so
  * history is true even for a device that never calls again (reads also expire on the spot).
- * Returns a function that stops the sweep.
+ * It also recalls handed-out commands whose permission ended without an event, a grant
+ * expiring (docs/rules.md "Actions"): `next` refuses such queued ones itself, but a device
+ * holding one learns it only from a recall. Returns a function that stops the sweep.
  */
 export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock; log: Logger }, intervalMs: number): () => void {
   let running = false;
@@ -18,7 +20,7 @@ export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock;
     // Started inside a promise so that even a synchronous throw (the clock, the driver) is
     // caught below: a timer callback that throws ends the process.
     Promise.resolve()
-      .then(() => expireDue(deps.db, deps.clock.now()))
+      .then(async () => [...(await expireDue(deps.db, deps.clock.now())), ...(await recallWithdrawn(deps.db, null, deps.clock.now()))])
       .then((rows) => {
         for (const row of rows) deps.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
         // README "Logs": a sweep that changed something is news (info); an idle one is for diagnosis (debug).

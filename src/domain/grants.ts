@@ -3,7 +3,7 @@ import { assertWithinCap } from './capacity.js';
 import { cancelQueuedOnServices } from '../store/actions.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
 import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type GrantRow } from '../store/grants.js';
-import { publishActions } from './actions.js';
+import { publishActions, withdrawRevoked } from './actions.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
@@ -150,19 +150,30 @@ export const revokeWorkspaceGrants = defineOperation({
   output: z.object({ revoked: z.number().int().describe('How many grants this call revoked.') }),
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
-    if ('grantId' in input) {
-      if (!(await getGrant(ctx.db, credential.workspaceId, input.grantId))) throw fail.notFound('Grant');
-      return { revoked: await revokeGrantById(ctx.db, credential.workspaceId, input.grantId, now) };
-    }
-    if (!(await getDevice(ctx.db, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
-    return {
-      revoked: await revokeGrants(
-        ctx.db,
-        credential.workspaceId,
-        { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability },
-        now,
-      ),
-    };
+    const { revoked, withdrawn } = await ctx.db.transaction(async (tx) => {
+      let scope: { principal: string; deviceId: string };
+      let revoked: number;
+      if ('grantId' in input) {
+        const found = await getGrant(tx, credential.workspaceId, input.grantId);
+        if (!found) throw fail.notFound('Grant');
+        scope = found;
+        revoked = await revokeGrantById(tx, credential.workspaceId, input.grantId, now);
+      } else {
+        if (!(await getDevice(tx, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
+        scope = input;
+        revoked = await revokeGrants(
+          tx,
+          credential.workspaceId,
+          { principal: input.principal, deviceIds: [input.deviceId], capability: input.capability },
+          now,
+        );
+      }
+      // Stop means stop (docs/rules.md "Actions"): the commands the revoked grants allowed.
+      const withdrawn = await withdrawRevoked(tx, { workspaceId: credential.workspaceId, principal: scope.principal, deviceId: scope.deviceId }, now);
+      return { revoked, withdrawn };
+    });
+    publishActions(ctx, withdrawn);
+    return { revoked };
   },
 });
 
@@ -208,7 +219,9 @@ async function replaceGatewayGrants(
       if (functions.length > 0) devices += 1;
     }
     await assertWithinCap(tx, ctx.settings.capacity, 'grants', owner.workspaceId, now);
-    return { devices, cancelledRows };
+    // What the replacement no longer grants (e.g. control → read) stops now (docs/rules.md "Actions").
+    const withdrawn = await withdrawRevoked(tx, { workspaceId: owner.workspaceId, principal: input.principal, deviceId: gateway.id }, now);
+    return { devices, cancelledRows: [...cancelledRows, ...withdrawn] };
   });
   // After the commit, so waiters and wake sockets never see a change that rolled back.
   publishActions(ctx, cancelled.cancelledRows);

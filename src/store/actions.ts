@@ -1,5 +1,6 @@
 import { INITIAL_STATUS, MARKS, TRANSITIONS, type ActionStatus, type CancelReason, type MarkName, type TransitionName } from '../domain/action-states.js';
 import type { Queryable } from './driver.js';
+import { grantMatchesFunction } from './grants.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
 export interface ActionRow {
@@ -92,19 +93,142 @@ export function getAction(db: Queryable, workspaceId: string, id: string): Promi
 }
 
 /**
- * Hands the oldest queued, unexpired command for a device (and, for a gateway, its
- * children: they share the gateway as target) to exactly one caller. One guarded UPDATE:
- * a SELECT-then-UPDATE pair handed the same command to two pollers thousands of times in a
- * measured run (docs/performance.md "Storage facts the code relies on").
+ * The condition under which the grant `g` no longer fits the function `f` as it is now
+ * published, given the requesting connection `c` (docs/rules.md "Access", "Actions":
+ * `function_changed`): the grant recorded another kind or argument schema (a grant without
+ * that record never fits: COALESCE turns its NULL into a refusal), or a `read` ceiling faces
+ * a function that is no longer `read` (a connection's ceiling is only ever raised, so the
+ * function's kind changed after the command was requested).
  */
-export function claimNext(db: Queryable, targetId: string, now: number): Promise<ActionRow | undefined> {
-  return db.get<ActionRow>(
+const FUNCTION_CHANGED = `((c.access = 'read' AND f.kind <> 'read') OR NOT COALESCE(${grantMatchesFunction('g', 'f')}, FALSE))`;
+
+/**
+ * Why the action `a` (an alias of `actions`) may no longer move its device, or NULL while it
+ * may (docs/rules.md "Actions"): the device and its gateway attached and unrevoked, the
+ * requesting connection unrevoked (actions older than migration 0013 name none: the
+ * principal's grant alone decides), the function still published, the principal's grant for
+ * it live at `now` (an SQL parameter), and the function still the one it was granted as.
+ * One row lookup per table, each by its key; at most one unrevoked grant exists per
+ * principal, device and capability (index grants_unrevoked).
+ */
+function refusal(a: string, now: string): string {
+  return `(SELECT CASE
+      WHEN d.revoked_at IS NOT NULL OR p.revoked_at IS NOT NULL THEN 'device_revoked'
+      WHEN d.detached_at IS NOT NULL THEN 'device_detached'
+      WHEN c.revoked_at IS NOT NULL THEN 'principal_revoked'
+      WHEN f.name IS NULL THEN 'function_removed'
+      WHEN g.id IS NULL THEN 'grant_revoked'
+      WHEN g.expires_at IS NOT NULL AND g.expires_at <= ${now} THEN 'grant_expired'
+      WHEN ${FUNCTION_CHANGED} THEN 'function_changed'
+    END
+    FROM devices d
+    LEFT JOIN devices p ON p.id = d.parent_id
+    LEFT JOIN capabilities f ON f.device_id = d.id AND f.name = ${a}.capability
+    LEFT JOIN connections c ON c.id = ${a}.connection_id
+    LEFT JOIN grants g ON g.workspace_id = ${a}.workspace_id AND g.principal = ${a}.principal AND g.device_id = ${a}.device_id
+      AND g.capability = ${a}.capability AND g.revoked_at IS NULL
+    WHERE d.id = ${a}.device_id)`;
+}
+
+/**
+ * Hands the oldest queued, unexpired command for a device (and, for a gateway, its
+ * children: they share the gateway as target) that may still run (`refusal` is NULL at this
+ * moment) to exactly one caller. One guarded UPDATE: a SELECT-then-UPDATE pair handed the
+ * same command to two pollers thousands of times in a measured run (docs/performance.md
+ * "Storage facts the code relies on"). `skippedOlder` says whether older queued commands were
+ * passed over (they may not run): only then is `cancelRefused` worth a statement.
+ */
+export async function claimNext(db: Queryable, targetId: string, now: number): Promise<{ row: ActionRow; skippedOlder: boolean } | undefined> {
+  const claimed = await db.get<ActionRow & { skippedOlder: number }>(
     `UPDATE actions SET ${enter('claim', 'received')}, dispatched_at = ?1
-     WHERE id = (SELECT id FROM actions WHERE target_id = ?2 AND ${guard('claim')} AND expires_at > ?1
+     WHERE id = (SELECT id FROM actions a WHERE target_id = ?2 AND ${guard('claim')} AND expires_at > ?1 AND ${refusal('a', '?1')} IS NULL
                  ORDER BY created_at, rowid LIMIT 1)
        AND ${guard('claim')}
-     RETURNING ${COLUMNS}`,
+     RETURNING ${COLUMNS}, EXISTS (SELECT 1 FROM actions b WHERE b.target_id = ?2 AND b.${guard('claim')} AND b.expires_at > ?1
+       AND (b.created_at, b.rowid) < (actions.created_at, actions.rowid)) AS skippedOlder`,
     [now, targetId],
+  );
+  if (!claimed) return undefined;
+  const { skippedOlder, ...row } = claimed;
+  return { row, skippedOlder: skippedOlder === 1 };
+}
+
+/** Whether a target has queued, unexpired commands: after a `claimNext` that found none, they are all refused. */
+export async function hasQueued(db: Queryable, targetId: string, now: number): Promise<boolean> {
+  const row = await db.get<{ one: number }>(`SELECT 1 AS one FROM actions WHERE target_id = ? AND ${guard('claim')} AND expires_at > ? LIMIT 1`, [
+    targetId,
+    now,
+  ]);
+  return row !== undefined;
+}
+
+/**
+ * Cancels a target's queued, unexpired commands that may no longer run, each with its
+ * reason, created at or before `upTo` (the command `claimNext` just handed out; null for
+ * all): what the same `next` skipped over (docs/rules.md "Actions").
+ */
+export function cancelRefused(db: Queryable, targetId: string, upTo: number | null, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?1, cancel_reason = ${refusal('a', '?1')}
+     WHERE target_id = ?2 AND ${guard('cancel')} AND expires_at > ?1 AND (?3 IS NULL OR created_at <= ?3) AND ${refusal('a', '?1')} IS NOT NULL
+     RETURNING ${COLUMNS}`,
+    [now, targetId, upTo],
+  );
+}
+
+/** Which actions a withdrawal looks at: a workspace's, narrowed to a principal, a connection or a device (and its children). */
+export interface WithdrawalScope {
+  workspaceId: string;
+  principal?: string;
+  connectionId?: string;
+  deviceId?: string;
+}
+
+function scoped(scope: WithdrawalScope): { sql: string; args: (string | null)[] } {
+  return {
+    sql: `workspace_id = ? AND (? IS NULL OR principal = ?) AND (? IS NULL OR connection_id = ?) AND (? IS NULL OR target_id = ? OR device_id = ?)`,
+    args: [
+      scope.workspaceId,
+      scope.principal ?? null,
+      scope.principal ?? null,
+      scope.connectionId ?? null,
+      scope.connectionId ?? null,
+      scope.deviceId ?? null,
+      scope.deviceId ?? null,
+      scope.deviceId ?? null,
+    ],
+  };
+}
+
+/**
+ * After a revocation, in its transaction: cancels the queued commands in `scope` that may no
+ * longer run, each with its reason (docs/rules.md "Actions"). The same refusal `next` checks,
+ * so the eager cancel and the hand-out agree.
+ */
+export function cancelWithdrawn(db: Queryable, scope: WithdrawalScope, now: number): Promise<ActionRow[]> {
+  const where = scoped(scope);
+  return db.all<ActionRow>(
+    `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?, cancel_reason = ${refusal('a', '?')}
+     WHERE ${guard('cancel')} AND ${where.sql} AND ${refusal('a', '?')} IS NOT NULL
+     RETURNING ${COLUMNS}`,
+    [now, now, ...where.args, now],
+  );
+}
+
+/**
+ * Recalls the handed-out commands in `scope` (all workspaces when null) that may no longer
+ * run: the `recall` mark, once each, with the reason. Run with `cancelWithdrawn` after a
+ * revocation, and by the expiry sweep for grants that expired (an expiry is no event).
+ */
+export function recallWithdrawn(db: Queryable, scope: WithdrawalScope | null, now: number): Promise<ActionRow[]> {
+  const where = scope ? scoped(scope) : { sql: '1', args: [] };
+  // The live statuses' term lets the planner walk index actions_live_by_deadline, not the history.
+  return db.all<ActionRow>(
+    `UPDATE actions AS a SET cancel_requested_at = ?, cancel_reason = ${refusal('a', '?')}
+     WHERE ${guard('expire')} AND expires_at > ? AND ${markable('recall')} AND cancel_requested_at IS NULL AND ${where.sql}
+       AND ${refusal('a', '?')} IS NOT NULL
+     RETURNING ${COLUMNS}`,
+    [now, now, now, ...where.args, now],
   );
 }
 
@@ -120,6 +244,33 @@ export function completeAction(
      WHERE id = ? AND target_id = ? AND ${guard('complete')} AND expires_at > ?
      RETURNING ${COLUMNS}`,
     [status, now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId, now],
+  );
+}
+
+/** The handed-out, unexpired commands of a target that were recalled: a wake socket opening is told them again. */
+export function recalledFor(db: Queryable, targetId: string, now: number): Promise<ActionRow[]> {
+  // The terms repeat index actions_recalled_by_target's WHERE, so SQLite uses it.
+  return db.all<ActionRow>(
+    `SELECT ${COLUMNS} FROM actions WHERE target_id = ? AND cancel_requested_at IS NOT NULL AND ${markable('recall')} AND expires_at > ?`,
+    [targetId, now],
+  );
+}
+
+/**
+ * A result that arrived after the deadline of a command the device had fetched: stored on the
+ * `expired` action with the time it arrived, once (the `reportLate` mark). The status stays
+ * `expired`; the result says what physically happened (docs/rules.md "Actions").
+ */
+export function reportLate(
+  db: Queryable,
+  report: { id: string; targetId: string; result: string | null; errorCode: string | null; errorMessage: string | null },
+  now: number,
+): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions SET reported_late_at = ?, result = ?, error_code = ?, error_message = ?
+     WHERE id = ? AND target_id = ? AND ${markable('reportLate')} AND dispatched_at IS NOT NULL AND reported_late_at IS NULL
+     RETURNING ${COLUMNS}`,
+    [now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId],
   );
 }
 

@@ -34,9 +34,14 @@ const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > 
  * A grant applies to the function `c` only while `c` is still what the owner granted: the same
  * kind and the same argument-schema fingerprint (docs/rules.md "Access"). Every query that asks
  * "does this grant allow calling this function" includes it, over `g` (grants) and `c`
- * (capabilities joined on device and name). A grant recorded without a fingerprint never matches.
+ * (capabilities joined on device and name), or other aliases through `grantMatchesFunction`.
+ * A grant recorded without a fingerprint never matches (the condition is then NULL, not true).
  */
-export const GRANT_MATCHES_FUNCTION = '(g.function_kind = c.kind AND g.schema_fingerprint = c.schema_fingerprint)';
+export function grantMatchesFunction(grant = 'g', fn = 'c'): string {
+  return `(${grant}.function_kind = ${fn}.kind AND ${grant}.schema_fingerprint = ${fn}.schema_fingerprint)`;
+}
+
+export const GRANT_MATCHES_FUNCTION = grantMatchesFunction();
 
 export interface GrantFilter {
   principal?: string | undefined;

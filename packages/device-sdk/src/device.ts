@@ -9,10 +9,23 @@ export interface CommandContext {
   /** The child's manifest key on a gateway; null for the device itself. */
   childKey: string | null;
   capability: string;
-  /** The action's deadline (Unix ms): a result after it is refused by the service. */
+  /** The action's deadline (Unix ms): a result after it is still stored, but the action stays `expired`. */
   expiresAt: number;
-  /** Aborted at the deadline or when the device stops. */
+  /**
+   * Aborted at the deadline, when the device stops, or when the service recalls the command
+   * (a cancel frame: the permission it was requested under was withdrawn; `signal.reason` is
+   * then a `CommandRecalled`). Stop what can still be stopped; the report of what was done is
+   * still sent and stored.
+   */
   signal: AbortSignal;
+}
+
+/** The reason of a handler's aborted signal when the service recalled its command. */
+export class CommandRecalled extends Error {
+  constructor(readonly reason: string) {
+    super(`The service recalled this command (${reason}).`);
+    this.name = 'CommandRecalled';
+  }
 }
 
 /** Returns the result (any JSON value) or throws; a CommandError sets the reported error code. */
@@ -35,6 +48,7 @@ export type DeviceEvent =
   | { type: 'connected' }
   | { type: 'disconnected'; code: number; reason: string; retryInMs: number }
   | { type: 'wake'; deviceId: string; actionId: string }
+  | { type: 'cancel'; deviceId: string; actionId: string; reason: string }
   | { type: 'command'; command: DeviceCommand; childKey: string | null }
   | { type: 'result'; actionId: string; report: ResultReport; attempts: number }
   | { type: 'report-retry'; actionId: string; error: string; retryInMs: number }
@@ -62,8 +76,10 @@ export interface DeviceOptions {
 
 /** Keep this many finished action ids, so a command seen twice is reported again, never run twice. */
 const REMEMBERED_RESULTS = 1000;
-/** How long past its deadline a result is still offered (clock skew); the service refuses later ones. */
+/** How long past its deadline a failed report is still retried; the service stores a late one as it comes. */
 const REPORT_GRACE_MS = 5_000;
+/** Recalls remembered for commands not yet running (a cancel frame can overtake the `next` answer). */
+const REMEMBERED_RECALLS = 100;
 
 /**
  * Equal-jitter exponential backoff: half the step is fixed, half random, so a fleet that lost
@@ -87,6 +103,9 @@ export class Device {
   readonly #childHandlers = new Map<string, Map<string, Handler<any>>>(); // by child key or child device id
   readonly #childKeys = new Map<string, string>(); // child device id → key
   readonly #finished = new Map<string, ResultReport>();
+  /** The running command's recall switch, by action id. */
+  readonly #running = new Map<string, AbortController>();
+  readonly #recalled = new Map<string, string>(); // action id → reason, for commands not running yet
   readonly #stop = new AbortController();
   #socket: WebSocket | undefined;
   #connected = false;
@@ -254,7 +273,7 @@ export class Device {
       socket.on('ping', heard);
       socket.on('message', (data) => {
         heard();
-        let frame: { type?: unknown; deviceId?: unknown; actionId?: unknown };
+        let frame: { type?: unknown; deviceId?: unknown; actionId?: unknown; reason?: unknown };
         try {
           frame = JSON.parse(String(data)) as typeof frame;
         } catch {
@@ -263,6 +282,8 @@ export class Device {
         if (frame.type === 'wake' && typeof frame.actionId === 'string') {
           this.#emit({ type: 'wake', deviceId: String(frame.deviceId), actionId: frame.actionId });
           this.#drain();
+        } else if (frame.type === 'cancel' && typeof frame.actionId === 'string') {
+          this.#recall(String(frame.deviceId), frame.actionId, String(frame.reason));
         }
       });
       socket.on('error', () => undefined); // the close that follows carries what matters
@@ -274,6 +295,16 @@ export class Device {
         resolve({ code, reason: refused || String(reason) });
       });
     });
+  }
+
+  /** A cancel frame: aborts the command's signal if it runs, or when it starts (README "Wake channel"). */
+  #recall(deviceId: string, actionId: string, reason: string): void {
+    this.#emit({ type: 'cancel', deviceId, actionId, reason });
+    const running = this.#running.get(actionId);
+    if (running) return running.abort(new CommandRecalled(reason));
+    if (this.#finished.has(actionId)) return;
+    this.#recalled.set(actionId, reason);
+    if (this.#recalled.size > REMEMBERED_RECALLS) this.#recalled.delete(this.#recalled.keys().next().value!);
   }
 
   /** The next poll: soon while the socket is down or the last poll failed, rarely otherwise. */
@@ -332,7 +363,11 @@ export class Device {
     if (!handler) {
       report = { ok: false, error: { code: 'unknown_capability', message: `No handler for ${command.capability} on this device.` } };
     } else {
-      const deadline = AbortSignal.any([this.#stop.signal, AbortSignal.timeout(Math.max(0, command.expiresAt - Date.now()))]);
+      const recall = new AbortController();
+      const recalledEarlier = this.#recalled.get(command.id);
+      if (recalledEarlier !== undefined) recall.abort(new CommandRecalled(recalledEarlier));
+      this.#running.set(command.id, recall);
+      const deadline = AbortSignal.any([this.#stop.signal, recall.signal, AbortSignal.timeout(Math.max(0, command.expiresAt - Date.now()))]);
       try {
         const result: unknown = await handler(command.args, {
           actionId: command.id,
@@ -346,6 +381,9 @@ export class Device {
       } catch (error) {
         const code = error instanceof CommandError ? error.code : 'handler_error';
         report = { ok: false, error: { code: code.slice(0, 64), message: String((error as Error)?.message ?? error).slice(0, 1024) } };
+      } finally {
+        this.#running.delete(command.id);
+        this.#recalled.delete(command.id);
       }
     }
     this.#finished.set(command.id, report);
@@ -355,8 +393,9 @@ export class Device {
 
   /**
    * Reports until the service has the result: the service answers a repeat of the same report
-   * with the stored action, so retrying after a lost answer is safe. Gives up only when the
-   * service refuses the report (e.g. 409: the action expired) or the deadline has passed.
+   * with the stored action, so retrying after a lost answer is safe; a late report is stored
+   * too. Gives up only when the service refuses the report (e.g. 409: another report was
+   * stored) or the deadline has long passed.
    */
   async #report(command: DeviceCommand, report: ResultReport): Promise<void> {
     for (let attempt = 1; ; attempt += 1) {

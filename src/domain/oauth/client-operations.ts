@@ -12,6 +12,7 @@ import {
   revokeClientConnection,
   type OAuthConnectionRow,
 } from '../../store/oauth.js';
+import { publishActions, withdrawRevoked } from '../actions.js';
 import { toConnection } from '../connections.js';
 import { fail } from '../errors.js';
 import { defaultPrincipal } from './clients.js';
@@ -126,7 +127,8 @@ export const listOAuthClients = definePagedOperation({
 export const revokeOAuthClient = defineOperation({
   name: 'oauthClients.revoke',
   title: 'Revoke an OAuth client',
-  description: "Revoke an OAuth client in this workspace: its access and refresh tokens answer 401 from the next request on. The principal's grants stay.",
+  description:
+    "Revoke an OAuth client in this workspace: its access and refresh tokens answer 401 from the next request on, its queued commands are cancelled and handed-out ones recalled. The principal's grants stay.",
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: true },
@@ -135,12 +137,16 @@ export const revokeOAuthClient = defineOperation({
   output: connection,
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
-    const row = await ctx.db.transaction(async (tx) => {
+    const { row, withdrawn } = await ctx.db.transaction(async (tx) => {
       const found = await clientConnectionByClientId(tx, credential.workspaceId, input.clientId);
       if (!found) throw fail.notFound('OAuth client');
       await revokeClientConnection(tx, credential.workspaceId, found.id, now);
-      return (await getClientConnection(tx, found.id))!;
+      // The client's commands stop with it (docs/rules.md "Actions"). Revoking one token at
+      // /oauth/revoke is not this: the client keeps its connection and its commands.
+      const withdrawn = await withdrawRevoked(tx, { workspaceId: credential.workspaceId, connectionId: found.id }, now);
+      return { row: (await getClientConnection(tx, found.id))!, withdrawn };
     });
+    publishActions(ctx, withdrawn);
     return toClientConnection(row, now);
   },
 });
