@@ -224,6 +224,16 @@ describe('POST /v1/device/{deviceId}/next: authorization at hand-out', () => {
     expect(await actionOf(action.id)).toMatchObject({ status: 'cancelled', cancelReason: 'function_removed' });
   });
 
+  it('cancels a command whose agent connection expired (principal_expired): its credential ended like a grant does', async () => {
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner, { access: 'act', ttlSeconds: 60 });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 });
+    clock.advance(60_001);
+    expect((await next(api, lamp)).body.data).toBeNull();
+    expect(await actionOf(action.id)).toMatchObject({ status: 'cancelled', cancelReason: 'principal_expired', dispatchedAt: null });
+  });
+
   it('hands out a command requested before the grant was renewed: the principal holds a live grant again', async () => {
     const { lamp, agent } = await world(60);
     const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 });

@@ -111,6 +111,7 @@ export const CANCEL_REASONS = {
   grant_revoked: "the principal's grant for the function was revoked",
   grant_expired: "the principal's grant for the function expired",
   principal_revoked: 'the agent connection or OAuth client that asked for it was revoked',
+  principal_expired: 'the agent connection or OAuth client that asked for it expired',
   function_changed: 'the device republished the function with another kind or an incompatible schema',
   function_removed: "the function left the device's manifest",
   device_revoked: 'the device (or its gateway) was revoked',

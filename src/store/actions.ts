@@ -105,7 +105,8 @@ const FUNCTION_CHANGED = `((c.access = 'read' AND f.kind <> 'read') OR NOT COALE
 /**
  * Why the action `a` (an alias of `actions`) may no longer move its device, or NULL while it
  * may (docs/rules.md "Actions"): the device and its gateway attached and unrevoked, the
- * requesting connection unrevoked (actions older than migration 0013 name none: the
+ * requesting connection unrevoked and unexpired (its token no longer authenticates: what it
+ * asked for ends with it, as with a grant's expiry; actions older than migration 0013 name none: the
  * principal's grant alone decides), the function still published, the principal's grant for
  * it live at `now` (an SQL parameter), and the function still the one it was granted as.
  * One row lookup per table, each by its key; at most one unrevoked grant exists per
@@ -116,6 +117,7 @@ function refusal(a: string, now: string): string {
       WHEN d.revoked_at IS NOT NULL OR p.revoked_at IS NOT NULL THEN 'device_revoked'
       WHEN d.detached_at IS NOT NULL THEN 'device_detached'
       WHEN c.revoked_at IS NOT NULL THEN 'principal_revoked'
+      WHEN c.expires_at IS NOT NULL AND c.expires_at <= ${now} THEN 'principal_expired'
       WHEN f.name IS NULL THEN 'function_removed'
       WHEN g.id IS NULL THEN 'grant_revoked'
       WHEN g.expires_at IS NOT NULL AND g.expires_at <= ${now} THEN 'grant_expired'
@@ -208,10 +210,11 @@ function scoped(scope: WithdrawalScope): { sql: string; args: (string | null)[] 
 export function cancelWithdrawn(db: Queryable, scope: WithdrawalScope, now: number): Promise<ActionRow[]> {
   const where = scoped(scope);
   return db.all<ActionRow>(
-    `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?, cancel_reason = ${refusal('a', '?')}
-     WHERE ${guard('cancel')} AND ${where.sql} AND ${refusal('a', '?')} IS NOT NULL
+    // ?1 is `now` wherever it appears; the scope's plain `?` placeholders number on from 2.
+    `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?1, cancel_reason = ${refusal('a', '?1')}
+     WHERE ${guard('cancel')} AND ${where.sql} AND ${refusal('a', '?1')} IS NOT NULL
      RETURNING ${COLUMNS}`,
-    [now, now, ...where.args, now],
+    [now, ...where.args],
   );
 }
 
@@ -224,11 +227,11 @@ export function recallWithdrawn(db: Queryable, scope: WithdrawalScope | null, no
   const where = scope ? scoped(scope) : { sql: '1', args: [] };
   // The live statuses' term lets the planner walk index actions_live_by_deadline, not the history.
   return db.all<ActionRow>(
-    `UPDATE actions AS a SET cancel_requested_at = ?, cancel_reason = ${refusal('a', '?')}
-     WHERE ${guard('expire')} AND expires_at > ? AND ${markable('recall')} AND cancel_requested_at IS NULL AND ${where.sql}
-       AND ${refusal('a', '?')} IS NOT NULL
+    `UPDATE actions AS a SET cancel_requested_at = ?1, cancel_reason = ${refusal('a', '?1')}
+     WHERE ${guard('expire')} AND expires_at > ?1 AND ${markable('recall')} AND cancel_requested_at IS NULL AND ${where.sql}
+       AND ${refusal('a', '?1')} IS NOT NULL
      RETURNING ${COLUMNS}`,
-    [now, now, now, ...where.args, now],
+    [now, ...where.args],
   );
 }
 
