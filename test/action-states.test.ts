@@ -33,7 +33,7 @@ import {
   statusIn,
   type ActionRow,
 } from '../src/store/actions.js';
-import type { Db } from '../src/store/driver.js';
+import type { Db, Queryable, SqlValue } from '../src/store/driver.js';
 import { openDb } from '../src/store/open.js';
 
 // The state table in src/domain/action-states.ts is the one list of action statuses and
@@ -325,10 +325,40 @@ describe('the database and the store', () => {
     const source = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'store', 'actions.ts'), 'utf8');
     const updating = source
       .split(/\n(?=export )/)
-      .filter((part) => /UPDATE actions (?:AS \w+ )?SET/.test(part))
+      .filter((part) => /UPDATE actions (?:AS \w+ )?(?:INDEXED BY \w+ )?SET/.test(part))
       .map((part) => /^export (?:async )?function (\w+)/.exec(part)?.[1]);
     const driven = [...Object.values(STORE_MOVES), ...Object.values(STORE_MARKS)].flatMap((each) => each.map((m) => m.fn.name));
     expect(new Set(updating)).toEqual(new Set(driven));
+  });
+
+  // A withdrawal runs inside the write transaction of a revocation or a republish, which every
+  // other write waits for: it reads the live actions (queued or handed out, bounded by the
+  // queue caps and by what devices hold), never a workspace's or a principal's history.
+  it("withdraws through the live actions' indexes, never a workspace's or principal's history", async () => {
+    const statements: [string, readonly SqlValue[]][] = [];
+    const recording: Queryable = {
+      all: async <T>(sql: string, args: readonly SqlValue[] = []) => (statements.push([sql, args]), [] as T[]),
+      get: async <T>(sql: string, args: readonly SqlValue[] = []) => (statements.push([sql, args]), undefined as T | undefined),
+      run: async () => ({ changes: 0 }),
+    };
+    const scopes = [
+      { workspaceId: 'w', principal: 'p', deviceId: 'd' },
+      { workspaceId: 'w', connectionId: 'c' },
+      { workspaceId: 'w', deviceId: 'd' },
+    ];
+    for (const scope of scopes) {
+      await cancelWithdrawn(recording, scope, NOW);
+      await recallWithdrawn(recording, scope, NOW);
+    }
+    await recallWithdrawn(recording, null, NOW);
+    await cancelQueuedOnServices(recording, 'w', 'p', 'g', NOW);
+    const live = /^(?:actions_queued_by_\w+|actions_received_by_device|actions_live_by_deadline|actions_recalled_by_target)$/;
+    for (const [sql, args] of statements) {
+      const plan = await db.all<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, args);
+      const onActions = plan.map((step) => step.detail).filter((detail) => /^(?:SCAN|SEARCH) (?:actions|a)\b/.test(detail));
+      expect(onActions.length, sql).toBeGreaterThan(0);
+      for (const detail of onActions) expect(/USING (?:COVERING )?INDEX (\w+)/.exec(detail)?.[1], `${detail}\n${sql}`).toMatch(live);
+    }
   });
 });
 
