@@ -334,3 +334,23 @@ describe('replacing a gateway grant control → read', () => {
     expect((await next(api, hub)).body.data).toMatchObject({ id: read.id });
   });
 });
+
+describe("a gateway's manifest that leaves a child out", () => {
+  it('recalls the command the gateway already fetched for that child at once (device_detached), as it cancels the queued ones', async () => {
+    const hub = await attachDevice(api, owner, { name: 'Detaching hub', kind: 'gateway', manifest: hubManifest });
+    const bulbId = (await childrenOf(api, owner, hub.id)).Bulb!;
+    const agent = await createAgent(api, owner, { access: 'act' });
+    await grant(api, owner, agent.principal, bulbId, ['set_power']);
+    const held = await queue(api, agent.token, bulbId, { capability: 'set_power', arguments: { on: true } });
+    const queued = await queue(api, agent.token, bulbId, { capability: 'set_power', arguments: { on: false } });
+    expect((await next(api, hub)).body.data).toMatchObject({ id: held.id });
+    const withoutBulb = { ...hubManifest, children: hubManifest.children.filter((child) => child.key !== 'bulb') };
+    const republished = await api.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: withoutBulb });
+    expect(republished.status, JSON.stringify(republished.body)).toBe(200);
+    expect(await actionOf(queued.id)).toMatchObject({ status: 'cancelled', cancelReason: 'device_detached' });
+    expect(await actionOf(held.id)).toMatchObject({ status: 'received', cancelReason: 'device_detached', cancelRequestedAt: expect.any(Number) });
+    const socket = await connectDevice(api, server.url, hub);
+    expect(await socket.nextFrame()).toEqual({ type: 'cancel', deviceId: bulbId, actionId: held.id, reason: 'device_detached' });
+    socket.ws.close();
+  });
+});

@@ -305,9 +305,11 @@ export const publishManifest = defineOperation({
         now,
       );
       const after = await familyFunctions(tx, credential.workspaceId, self.id);
-      // A child left out of the manifest is no longer run by the gateway: its queued commands go.
+      // A child left out of the manifest is no longer run by the gateway: its queued commands
+      // go, and the ones the gateway already fetched for it are recalled (docs/rules.md "Actions").
       const detached = await cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
-      return [...detached, ...(await withdrawChangedFunctions(tx, credential.workspaceId, before, after, now))];
+      const changed = await withdrawChangedFunctions(tx, credential.workspaceId, before, after, now);
+      return [...detached, ...changed, ...(await recallWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: self.id }, now))];
     });
     publishActions(ctx, cancelled);
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
