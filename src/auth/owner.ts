@@ -218,7 +218,10 @@ async function keysFromUrl(jwksUrl: string, deps: OwnerVerifierDeps): Promise<{ 
   const keys: JWTVerifyGetKey = async (header, token) => {
     try {
       const key = await remote(header, token);
-      if (streak) {
+      // Only a fetch ends the streak: a key found in the cached set says nothing of the
+      // provider. jose's cooldown runs from its last successful fetch, and every failure in a
+      // streak happened outside it, so `coolingDown` here means a fetch succeeded since.
+      if (streak && remote.coolingDown) {
         deps.log.info({
           msg: 'identity provider key set fetched again',
           variable: 'OWNER_JWKS_URL',
