@@ -42,6 +42,8 @@ console.log(
 // uncaught exception still ends the process (Node's default): a throw mid-update may have
 // left in-memory state inconsistent, and the database, not memory, survives a restart.
 process.on('unhandledRejection', (reason) => service.reportUnhandledRejection(reason));
+// The monitor only observes: Node still prints the stack and exits 1 after it.
+process.on('uncaughtExceptionMonitor', (error) => service.reportUncaughtException(error));
 
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

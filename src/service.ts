@@ -32,6 +32,12 @@ export interface RunningService {
    * rejections here instead of exiting (README "Hostile input, isolation and faults").
    */
   reportUnhandledRejection(reason: unknown): void;
+  /**
+   * Logs an uncaught exception, with its stack, at error level, just before the process ends
+   * (Node's default, which `src/main.ts` keeps): the crash is in the JSON log an operator
+   * searches, not only in stderr's raw stack. The logger flushes on exit.
+   */
+  reportUncaughtException(error: unknown): void;
   /** Whether owner sessions can be verified now: for a readiness probe (README "Identity provider health"). */
   identityProvider(): IdentityProviderHealth;
   close(): Promise<void>;
@@ -110,6 +116,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     reportUnhandledRejection(reason) {
       metrics.countUnhandledRejection();
       log.error({ msg: 'unhandled rejection', error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason) });
+    },
+    reportUncaughtException(error) {
+      log.error({ msg: 'uncaught exception', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
     },
     /**
      * Graceful shutdown (issue 7): stop accepting connections, close idle keep-alive ones,

@@ -78,11 +78,13 @@ describe('The packed device SDK (@dfc/device)', () => {
     fs.writeFileSync(
       path.join(project, 'check.ts'),
       [
-        "import { attachDevice, CommandError, Device, type DeviceEvent, type Manifest } from '@dfc/device';",
+        "import { attachDevice, CommandError, CommandRecalled, Device, type DeviceEvent, type Manifest } from '@dfc/device';",
         "const manifest: Manifest = { capabilities: [{ name: 'read_temperature', kind: 'read', arguments: { type: 'object' } }] };",
         "const credentials = await attachDevice({ url: 'http://127.0.0.1:1', setupToken: 'dfc_setup_x', name: 'x' });",
         "const device = new Device({ url: () => 'http://127.0.0.1:1', credentials, manifest, onEvent: (e: DeviceEvent) => e.type });",
         "device.handle<{ celsius: number }>('set_target', ({ celsius }, ctx) => (ctx.signal.aborted ? celsius : new CommandError('x', 'y')));",
+        "device.child('bedroom').handle('read_temperature', () => 18.5).handle('read_humidity', (_args, ctx) => ctx.childKey);",
+        "device.handle('x', (_args, ctx) => (ctx.signal.reason instanceof CommandRecalled ? ctx.signal.reason.reason : null));",
         '// @ts-expect-error kind is read or control',
         "const wrong: Manifest = { capabilities: [{ name: 'x', kind: 'write', arguments: {} }] };",
         'export { wrong };',

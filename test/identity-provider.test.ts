@@ -4,9 +4,10 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { client, type Client } from './helpers/api.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, TEST_AUDIENCE, TEST_ISSUER, type TestServer } from './helpers/server.js';
 
 /**
  * README "Identity provider health": with OWNER_JWKS_URL, the key set is fetched from a real
@@ -141,5 +142,34 @@ describe('OWNER_JWKS_URL mended', () => {
     expect(text).not.toContain('"idp-owner"');
     const ownerLine = server.logs.map((line) => JSON.parse(line)).find((line) => line.msg === 'request' && line.principalKind === 'owner');
     expect(ownerLine.principalId).toBe(createHash('sha256').update('idp-owner').digest('hex').slice(0, 16));
+  });
+});
+
+describe('OWNER_JWKS_URL failing while its cached key set is still fresh', () => {
+  it('logs one streak for tokens naming an unknown key, and no recovery for sessions the cache verifies', async () => {
+    mode = 'serve';
+    ageKeySet();
+    const owner = await server.ownerToken('idp-owner');
+    expect((await api.get('/v1/devices', { token: owner })).status).toBe(200);
+    const [streaks, mended] = [warnings().length, recoveries().length];
+    // Past jose's 30 s cooldown, within its 10-minute cache: a token whose `kid` the set lacks
+    // makes jose fetch again, and that fetch fails; sessions signed with a cached key still verify.
+    vi.setSystemTime(Date.now() + 60_000);
+    mode = 'fail';
+    const { privateKey } = await generateKeyPair('ES256');
+    const stranger = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: 'not-in-the-key-set' })
+      .setSubject('stranger')
+      .setIssuer(TEST_ISSUER)
+      .setAudience(TEST_AUDIENCE)
+      .setExpirationTime('1h')
+      .sign(privateKey);
+    for (let i = 0; i < 3; i++) {
+      expect((await api.get('/v1/devices', { token: stranger })).status).toBe(503);
+      expect((await api.get('/v1/devices', { token: owner })).status).toBe(200);
+    }
+    expect(warnings()).toHaveLength(streaks + 1);
+    expect(recoveries()).toHaveLength(mended);
+    expect(server.service.identityProvider()).toMatchObject({ ok: false, failures: 3 });
   });
 });

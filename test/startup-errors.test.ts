@@ -51,6 +51,7 @@ beforeAll(async () => {
   // An identity provider whose key set URL answers, but not with a key set.
   idp = http.createServer((req, res) => {
     if (req.url === '/html') res.writeHead(200, { 'content-type': 'text/html' }).end('<html>login</html>');
+    else if (req.url === '/empty') res.writeHead(200, { 'content-type': 'application/json' }).end('{"keys": []}');
     else res.writeHead(404).end('not found');
   });
   await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve));
@@ -58,6 +59,12 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(dir, 'not-json.json'), 'keys: none');
   fs.writeFileSync(path.join(dir, 'not-jwks.json'), JSON.stringify({ issuer: 'x' }));
   fs.writeFileSync(path.join(dir, 'a-file'), 'not a folder');
+  fs.writeFileSync(path.join(dir, 'no-keys.json'), JSON.stringify({ keys: [] }));
+  // A shared secret and an encryption key: a key set, but none of its keys can check an owner session's signature.
+  fs.writeFileSync(
+    path.join(dir, 'no-signing-key.json'),
+    JSON.stringify({ keys: [{ kty: 'oct', k: 'c2VjcmV0', alg: 'HS256' }, { kty: 'RSA', use: 'enc', n: 'AQAB', e: 'AQAB' }, { kty: 'XX' }] }),
+  );
 });
 afterAll(async () => {
   await new Promise((resolve) => taken.close(resolve));
@@ -76,6 +83,9 @@ describe('a start that cannot succeed', { timeout: 60_000 }, () => {
     ['a JWKS file that does not exist', 'OWNER_JWKS_FILE', () => external({ OWNER_JWKS_FILE: path.join(dir, 'missing.json') })],
     ['a JWKS file that is not JSON', 'OWNER_JWKS_FILE', () => external({ OWNER_JWKS_FILE: path.join(dir, 'not-json.json') })],
     ['a JWKS file that is JSON but not a key set', 'OWNER_JWKS_FILE', () => external({ OWNER_JWKS_FILE: path.join(dir, 'not-jwks.json') })],
+    ['a JWKS file with no keys', 'OWNER_JWKS_FILE', () => external({ OWNER_JWKS_FILE: path.join(dir, 'no-keys.json') })],
+    ['a JWKS file with no key that can verify a signature', 'OWNER_JWKS_FILE', () => external({ OWNER_JWKS_FILE: path.join(dir, 'no-signing-key.json') })],
+    ['a JWKS URL that answers with no keys', 'OWNER_JWKS_URL', () => external({ OWNER_JWKS_URL: `${idpUrl}/empty` })],
     ['an unreachable JWKS URL', 'OWNER_JWKS_URL', () => external({ OWNER_JWKS_URL: `http://127.0.0.1:${closedPort}/jwks.json` })],
     ['a JWKS URL that answers 404', 'OWNER_JWKS_URL', () => external({ OWNER_JWKS_URL: `${idpUrl}/jwks.json` })],
     ['a JWKS URL that answers with a page', 'OWNER_JWKS_URL', () => external({ OWNER_JWKS_URL: `${idpUrl}/html` })],

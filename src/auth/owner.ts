@@ -154,6 +154,25 @@ function publicPart(jwk: JWK): JWK {
   return rest;
 }
 
+/**
+ * Why a key set cannot verify any owner session, or undefined when one of its keys can: an
+ * asymmetric key (RSA, EC, OKP) meant for signatures, of an allowed algorithm. A set with none
+ * parses and loads fine, then refuses every owner with 401; better to say so at start.
+ */
+function noSigningKey(jwks: { keys?: JWK[] } | undefined): string | undefined {
+  const keys = jwks?.keys ?? [];
+  const usable = keys.filter(
+    (key) =>
+      ['RSA', 'EC', 'OKP'].includes(key.kty ?? '') &&
+      (key.use === undefined || key.use === 'sig') &&
+      (key.alg === undefined || OWNER_ALGORITHMS.includes(key.alg)),
+  );
+  if (usable.length > 0) return undefined;
+  return keys.length === 0
+    ? 'the key set has no keys'
+    : `none of its ${keys.length} keys can verify an owner session (an RSA, EC or OKP signing key, algorithm ${OWNER_ALGORITHMS.join(', ')})`;
+}
+
 /** OWNER_JWKS_FILE, read once at start; a file that is missing, unreadable or not a JWKS stops the start. */
 function keysFromFile(file: string): JWTVerifyGetKey {
   let text;
@@ -162,11 +181,17 @@ function keysFromFile(file: string): JWTVerifyGetKey {
   } catch (error) {
     throw new KeySetStartError('OWNER_JWKS_FILE', `cannot read the owner key set file ${file}: ${oneLine(error)}`, { cause: error });
   }
+  let keys: JWTVerifyGetKey;
+  let jwks: { keys: JWK[] };
   try {
-    return createLocalJWKSet(JSON.parse(text) as { keys: JWK[] });
+    jwks = JSON.parse(text) as { keys: JWK[] };
+    keys = createLocalJWKSet(jwks);
   } catch (error) {
     throw new KeySetStartError('OWNER_JWKS_FILE', `${file} is not a JSON Web Key Set ({"keys": [...]}): ${oneLine(error)}`, { cause: error });
   }
+  const unusable = noSigningKey(jwks);
+  if (unusable) throw new KeySetStartError('OWNER_JWKS_FILE', `${file} cannot verify owner sessions: ${unusable}`);
+  return keys;
 }
 
 /** Where a URL points, without credentials or query (either may carry a secret). */
@@ -187,11 +212,16 @@ async function keysFromUrl(jwksUrl: string, deps: OwnerVerifierDeps): Promise<{ 
   } catch (error) {
     throw new KeySetStartError('OWNER_JWKS_URL', `cannot fetch the owner key set from ${displayUrl(url)}: ${oneLine(error)}`, { cause: error });
   }
+  const unusable = noSigningKey(remote.jwks());
+  if (unusable) throw new KeySetStartError('OWNER_JWKS_URL', `the owner key set at ${displayUrl(url)} cannot verify owner sessions: ${unusable}`);
   let streak: { since: number; failures: number; error: string } | undefined;
   const keys: JWTVerifyGetKey = async (header, token) => {
     try {
       const key = await remote(header, token);
-      if (streak) {
+      // Only a fetch ends the streak: a key found in the cached set says nothing of the
+      // provider. jose's cooldown runs from its last successful fetch, and every failure in a
+      // streak happened outside it, so `coolingDown` here means a fetch succeeded since.
+      if (streak && remote.coolingDown) {
         deps.log.info({
           msg: 'identity provider key set fetched again',
           variable: 'OWNER_JWKS_URL',

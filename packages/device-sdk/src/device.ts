@@ -31,6 +31,11 @@ export class CommandRecalled extends Error {
 /** Returns the result (any JSON value) or throws; a CommandError sets the reported error code. */
 export type Handler<A = Record<string, unknown>> = (args: A, ctx: CommandContext) => unknown;
 
+/** A gateway child's handler registry; `handle` chains like `Device.handle`. */
+export interface ChildHandlers {
+  handle<A = Record<string, unknown>>(capability: string, handler: Handler<A>): ChildHandlers;
+}
+
 /** Throw from a handler to report `failed` with this code (default code: `handler_error`). */
 export class CommandError extends Error {
   constructor(
@@ -127,11 +132,11 @@ export class Device {
   }
 
   /** Handlers for a gateway child, named by its manifest key or its device id. */
-  child(keyOrDeviceId: string): { handle<A = Record<string, unknown>>(capability: string, handler: Handler<A>): unknown } {
+  child(keyOrDeviceId: string): ChildHandlers {
     let handlers = this.#childHandlers.get(keyOrDeviceId);
     if (!handlers) this.#childHandlers.set(keyOrDeviceId, (handlers = new Map()));
     const registry = handlers;
-    const scope = {
+    const scope: ChildHandlers = {
       handle<A>(capability: string, handler: Handler<A>) {
         registry.set(capability, handler);
         return scope;

@@ -10,6 +10,6 @@
  * README "Wake channel" describes the protocol underneath.
  */
 export { backoffDelay, CommandError, CommandRecalled, Device } from './device.js';
-export type { CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';
+export type { ChildHandlers, CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';
 export { ApiError, attachDevice, deviceApi } from './http.js';
 export type { Capability, ChildManifest, DeviceApi, DeviceCommand, DeviceCredentials, DeviceRecord, Manifest, ResultReport, UrlSource } from './http.js';
