@@ -6,7 +6,7 @@ import { grant, hubManifest, next, queue } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { envelope, MODERN } from './helpers/mcp-client.js';
-import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
+import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 
 /**
@@ -42,25 +42,7 @@ let agentAct: { id: string; token: string; principal: string };
 const ws1Ids = new Set<string>();
 let requestedAction: string;
 
-/** Runs authorize + consent + token for a public client; returns the access token. */
-async function oauthToken(clientId: string): Promise<string> {
-  const cookie = await ownerCookie(server.issuer, owner);
-  const { verifier, challenge } = pkce();
-  const back = await decide(
-    authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: CALLBACK, code_challenge: challenge, scope: 'read act' }),
-    cookie,
-  );
-  const answer = await tokenRequest(server.issuer, {
-    grant_type: 'authorization_code',
-    code: back.searchParams.get('code')!,
-    redirect_uri: CALLBACK,
-    code_verifier: verifier,
-    resource: server.resource,
-    client_id: clientId,
-  });
-  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-  return answer.body.access_token as string;
-}
+const oauthToken = (clientId: string) => accessTokenFor(server, owner, clientId, CALLBACK);
 
 async function grantedOAuthClient(): Promise<{ clientId: string; principal: string }> {
   const registered = await registerClient(server.issuer, owner, { name: 'matrix client', redirectUris: [CALLBACK], public: true, access: 'act' });

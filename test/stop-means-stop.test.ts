@@ -5,7 +5,7 @@ import { childrenOf, grant, hubManifest, next, queue, report } from './helpers/a
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { connect } from './helpers/mcp-client.js';
-import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
+import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
@@ -258,26 +258,7 @@ describe('the expiry sweep', () => {
   });
 });
 
-/** Runs authorize + consent + token for a client; returns its access token. */
-async function oauthToken(clientId: string): Promise<string> {
-  const { verifier, challenge } = pkce();
-  const cookie = await ownerCookie(server.issuer, owner);
-  const callback = 'http://127.0.0.1:9/callback';
-  const back = await decide(
-    authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: callback, code_challenge: challenge, scope: 'read act' }),
-    cookie,
-  );
-  const answer = await tokenRequest(server.issuer, {
-    grant_type: 'authorization_code',
-    code: back.searchParams.get('code')!,
-    redirect_uri: callback,
-    code_verifier: verifier,
-    resource: server.resource,
-    client_id: clientId,
-  });
-  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-  return answer.body.access_token as string;
-}
+const oauthToken = (clientId: string) => accessTokenFor(server, owner, clientId);
 
 describe('revoking an OAuth client', () => {
   it('cancels its queued commands (principal_revoked) and answers its waiting MCP call; revoking one token does not', async () => {

@@ -130,3 +130,31 @@ export function authorizationUrl(issuer: string, params: Record<string, string |
   for (const [key, value] of Object.entries({ ...defaults, ...params })) if (value !== undefined) url.searchParams.set(key, value);
   return url.toString();
 }
+
+/**
+ * The whole authorization code flow for a public client, as an owner approving `read act`
+ * on the consent page: authorize, approve, trade the code. Returns the access token.
+ */
+export async function accessTokenFor(
+  server: { issuer: string; resource: string },
+  ownerJwt: string,
+  clientId: string,
+  redirectUri = 'http://127.0.0.1:9/callback',
+): Promise<string> {
+  const { verifier, challenge } = pkce();
+  const cookie = await ownerCookie(server.issuer, ownerJwt);
+  const back = await decide(
+    authorizationUrl(server.issuer, { client_id: clientId, redirect_uri: redirectUri, code_challenge: challenge, scope: 'read act' }),
+    cookie,
+  );
+  const answer = await tokenRequest(server.issuer, {
+    grant_type: 'authorization_code',
+    code: back.searchParams.get('code')!,
+    redirect_uri: redirectUri,
+    code_verifier: verifier,
+    resource: server.resource,
+    client_id: clientId,
+  });
+  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  return answer.body.access_token as string;
+}
