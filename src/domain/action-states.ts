@@ -48,7 +48,7 @@ export const TRANSITIONS = {
   claim: {
     from: ['queued'],
     to: ['received'],
-    by: '`POST /v1/device/{id}/next` hands it to exactly one poll, oldest first',
+    by: '`POST /v1/device/{id}/next` hands it to exactly one poll, oldest first, only while its permission holds',
   },
   complete: {
     from: ['received'],
@@ -60,8 +60,9 @@ export const TRANSITIONS = {
     to: ['cancelled'],
     by:
       '`POST /v1/actions/{id}/cancel` (owner or requesting agent), its MCP client going away, or the permission it was ' +
-      "requested under ending: the device revoked or left out of its gateway's manifest, a gateway grant replacement that omits " +
-      'a service device; `cancelReason` says which',
+      'requested under ending, found by the revocation itself or by `next`: grant revoked or expired, agent connection or ' +
+      "OAuth client revoked or expired, function removed or changed, device revoked or left out of its gateway's manifest, " +
+      'a gateway grant replacement; `cancelReason` says which',
   },
   expire: {
     from: ['queued', 'received'],
