@@ -78,9 +78,16 @@ export class KeySetStartError extends Error {
 /** Thrown by the key lookup when the key set itself could not be had (not: the token names no key in it). */
 class KeySetUnavailable extends Error {}
 
+/**
+ * How long after a failed key-set fetch the next fetch waits: the `Retry-After` of the 503.
+ * Tokens naming an unknown key cost no failure budget (the provider's fault, not theirs), so
+ * without the hold every such request would make the service call a failing provider again.
+ */
+const FETCH_HOLD_SECONDS = 5;
+
 const unavailable = () =>
   new DomainError('unavailable', "The identity provider's key set cannot be fetched, so owner sessions cannot be verified now. Retry later.", {
-    retryAfterSeconds: 5,
+    retryAfterSeconds: FETCH_HOLD_SECONDS,
   });
 
 const CLOCK_TOLERANCE_SECONDS = 5;
@@ -202,7 +209,8 @@ const displayUrl = (url: URL) => `${url.protocol}//${url.host}${url.pathname}`;
  * rotate and its cache ages. A failed fetch is the identity provider's fault, not the
  * token's: it is counted every time, logged once per failure streak (a warn line when the
  * streak starts, an info line when a fetch succeeds again) rather than once per request, and
- * the request gets 503 `unavailable`.
+ * the request gets 503 `unavailable`. For `FETCH_HOLD_SECONDS` after a failure nothing is
+ * fetched: a session whose key is in the still-fresh cached set verifies, any other gets 503.
  */
 async function keysFromUrl(jwksUrl: string, deps: OwnerVerifierDeps): Promise<{ keys: JWTVerifyGetKey; health: () => IdentityProviderHealth }> {
   const url = new URL(jwksUrl);
@@ -214,8 +222,20 @@ async function keysFromUrl(jwksUrl: string, deps: OwnerVerifierDeps): Promise<{ 
   }
   const unusable = noSigningKey(remote.jwks());
   if (unusable) throw new KeySetStartError('OWNER_JWKS_URL', `the owner key set at ${displayUrl(url)} cannot verify owner sessions: ${unusable}`);
-  let streak: { since: number; failures: number; error: string } | undefined;
+  let streak: { since: number; failures: number; error: string; heldUntil: number } | undefined;
+  const fromCache: JWTVerifyGetKey = async (header, token) => {
+    const cached = remote.jwks();
+    if (!cached || !remote.fresh) throw new KeySetUnavailable(streak!.error);
+    try {
+      return await createLocalJWKSet(cached)(header, token);
+    } catch (error) {
+      // The provider is failing: a key missing from what it served last may be a rotation.
+      if (error instanceof joseErrors.JWKSNoMatchingKey) throw new KeySetUnavailable(streak!.error);
+      throw error;
+    }
+  };
   const keys: JWTVerifyGetKey = async (header, token) => {
+    if (streak && Date.now() < streak.heldUntil) return fromCache(header, token);
     try {
       const key = await remote(header, token);
       // Only a fetch ends the streak: a key found in the cached set says nothing of the
@@ -236,11 +256,13 @@ async function keysFromUrl(jwksUrl: string, deps: OwnerVerifierDeps): Promise<{ 
       // No key (or several) for the token's `kid` in a key set that was fetched: the token's fault.
       if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) throw error;
       deps.onKeySetFailure?.();
+      const heldUntil = Date.now() + FETCH_HOLD_SECONDS * 1000;
       if (streak) {
         streak.failures++;
         streak.error = oneLine(error);
+        streak.heldUntil = heldUntil;
       } else {
-        streak = { since: Date.now(), failures: 1, error: oneLine(error) };
+        streak = { since: Date.now(), failures: 1, error: oneLine(error), heldUntil };
         deps.log.warn({ msg: 'identity provider key set unavailable', variable: 'OWNER_JWKS_URL', url: displayUrl(url), error: streak.error });
       }
       throw new KeySetUnavailable(streak.error);
