@@ -57,20 +57,34 @@ async function queuedBy(start: () => void): Promise<string> {
   return id!;
 }
 
+/**
+ * Starts a `set_power` call that waits up to 30 s, once its action is queued: its id, and how
+ * to abort the call the way a client gives up on it (the SDK call then rejects).
+ */
+async function callInFlight(mcp: Awaited<ReturnType<typeof connect>>, on: boolean): Promise<{ id: string; abortCall: () => Promise<void> }> {
+  const abort = new AbortController();
+  let pending: Promise<unknown> | undefined;
+  const id = await queuedBy(() => {
+    pending = mcp.callTool({ name: setPower, arguments: { on }, _meta: { 'dfc/waitSeconds': 30 } }, { signal: abort.signal });
+    pending.catch(() => {});
+  });
+  return {
+    id,
+    abortCall: async () => {
+      abort.abort();
+      await expect(pending).rejects.toThrow();
+    },
+  };
+}
+
 describe('a device tool call its client cancels (issue 14 rule 3)', () => {
   for (const era of ['modern', 'legacy'] as Era[]) {
     it(`cancels the queued action when the ${era} SDK client aborts the call, and the device never receives it`, async () => {
       await clearQueue();
       const mcp = await connect(server.url, agent.token, era);
       try {
-        const abort = new AbortController();
-        let pending: Promise<unknown> | undefined;
-        const id = await queuedBy(() => {
-          pending = mcp.callTool({ name: setPower, arguments: { on: true }, _meta: { 'dfc/waitSeconds': 30 } }, { signal: abort.signal });
-          pending.catch(() => {});
-        });
-        abort.abort();
-        await expect(pending).rejects.toThrow();
+        const { id, abortCall } = await callInFlight(mcp, true);
+        await abortCall();
         await expect.poll(() => actionById(id)).toMatchObject({ status: 'cancelled', cancelReason: 'client_cancelled' });
         expect((await next(api, lamp)).body.data).toBeNull();
       } finally {
@@ -82,15 +96,9 @@ describe('a device tool call its client cancels (issue 14 rule 3)', () => {
       await clearQueue();
       const mcp = await connect(server.url, agent.token, era);
       try {
-        const abort = new AbortController();
-        let pending: Promise<unknown> | undefined;
-        const id = await queuedBy(() => {
-          pending = mcp.callTool({ name: setPower, arguments: { on: false }, _meta: { 'dfc/waitSeconds': 30 } }, { signal: abort.signal });
-          pending.catch(() => {});
-        });
+        const { id, abortCall } = await callInFlight(mcp, false);
         expect((await next(api, lamp)).body.data).toMatchObject({ id });
-        abort.abort();
-        await expect(pending).rejects.toThrow();
+        await abortCall();
         await expect.poll(() => actionById(id)).toMatchObject({ status: 'received', cancelReason: 'client_cancelled' });
         expect((await actionById(id)).cancelRequestedAt).toEqual(expect.any(Number));
       } finally {
