@@ -1,0 +1,41 @@
+import net from 'node:net';
+import { startExternalServer, type ExternalServer } from './external-process.js';
+import { freePort } from './oauth.js';
+
+/**
+ * A real Redis for one test file: Debian's `redis-server` (installed by `.ci/run` when
+ * missing; README "Set up") on a free loopback port, persistence off, so a stop and start
+ * begins empty, as a restarted cache does.
+ */
+export interface TestRedis extends ExternalServer {
+  /** `redis://127.0.0.1:PORT`, for REDIS_URL. */
+  url: string;
+}
+
+/** Sends PING over a raw socket: the helper needs no Redis client of its own. */
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('data', (data) => done(data.toString().startsWith('+PONG')));
+    socket.once('connect', () => socket.write('PING\r\n'));
+  });
+}
+
+export async function startRedis(): Promise<TestRedis> {
+  const port = await freePort();
+  const server = await startExternalServer({
+    name: 'redis-server',
+    command: 'redis-server',
+    args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    port,
+    ready: () => ping(port),
+    install: 'apt-get install redis-server (README "Set up")',
+  });
+  return { ...server, url: `redis://127.0.0.1:${port}` };
+}
