@@ -35,6 +35,7 @@ describe('POST /v1/grants', () => {
         expired: false,
         gatewayId: null,
         createdAt: clock.now(),
+        approval: 'none',
         functionKind: i === 0 ? 'read' : 'control',
         schemaFingerprint: expect.stringMatching(/^[0-9a-f]{64}$/),
         stale: null,

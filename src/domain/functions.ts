@@ -1,13 +1,28 @@
 import { z } from 'zod';
 import { getDevice, listDeviceCapabilities, type DeviceRow } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
-import { callableFunctions, callableFunctionsPage, hasLiveGrant, nextGrantExpiry, workspaceFunctions, type FunctionRow } from '../store/grants.js';
+import {
+  APPROVAL_MODES,
+  callableFunctions,
+  callableFunctionsPage,
+  liveGrant,
+  nextGrantExpiry,
+  workspaceFunctions,
+  type ApprovalMode,
+  type FunctionRow,
+} from '../store/grants.js';
 import { functionsVersion } from '../store/workspaces.js';
 import type { Access, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { definePagedOperation } from './operation.js';
 import { FUNCTION_KEY } from './paging.js';
 import { uuid } from './schemas.js';
+
+export const approvalMode = z
+  .enum(APPROVAL_MODES)
+  .describe(
+    "`none`: a call queues the action; `owner`: the action waits for the owner to approve it; `user`: the agent's user confirms in the MCP client (through REST: as `owner`).",
+  );
 
 export const callableFunction = z.object({
   deviceId: uuid,
@@ -19,11 +34,14 @@ export const callableFunction = z.object({
   kind: z.enum(['read', 'control']),
   description: z.string().optional(),
   arguments: z.record(z.string(), z.unknown()).describe('JSON Schema of the arguments object.'),
+  approval: approvalMode
+    .optional()
+    .describe('For an agent: whose yes a call needs before the device is asked (docs/rules.md "Approvals"); absent in an owner\'s listing.'),
 });
 
 export type CallableFunction = z.infer<typeof callableFunction>;
 
-function toCallable(row: FunctionRow): CallableFunction {
+function toCallable(row: FunctionRow & { approval?: ApprovalMode }): CallableFunction {
   return {
     deviceId: row.deviceId,
     deviceName: row.deviceName,
@@ -34,6 +52,7 @@ function toCallable(row: FunctionRow): CallableFunction {
     kind: row.kind,
     ...(row.description !== null ? { description: row.description } : {}),
     arguments: JSON.parse(row.arguments) as Record<string, unknown>,
+    ...(row.approval !== undefined ? { approval: row.approval } : {}),
   };
 }
 
@@ -99,6 +118,8 @@ export interface AuthorizedFunction {
   targetId: string;
   kind: 'read' | 'control';
   argumentSchema: string;
+  /** Whose yes the call needs first (docs/rules.md "Approvals"). */
+  approval: ApprovalMode;
 }
 
 type Agent = { workspaceId: string; principal: string; access: Access };
@@ -111,7 +132,8 @@ type Agent = { workspaceId: string; principal: string; access: Access };
 export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: string, capability: string, now: number): Promise<AuthorizedFunction> {
   const device = await getDevice(db, agent.workspaceId, deviceId);
   if (!device) throw fail.notFound('Device');
-  if (!(await hasLiveGrant(db, agent.workspaceId, agent.principal, deviceId, capability, now))) {
+  const grant = await liveGrant(db, agent.workspaceId, agent.principal, deviceId, capability, now);
+  if (!grant) {
     throw new DomainError('grant_required', `Principal "${agent.principal}" has no live grant for ${capability} on this device.`);
   }
   const fn = (await listDeviceCapabilities(db, agent.workspaceId, deviceId)).find((c) => c.name === capability);
@@ -126,7 +148,7 @@ export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: s
     targetId = parent.id;
   }
   if (device.revokedAt !== null) throw fail.forbidden('The device is revoked.');
-  return { device, targetId, kind: fn.kind, argumentSchema: fn.arguments };
+  return { device, targetId, kind: fn.kind, argumentSchema: fn.arguments, approval: grant.approval };
 }
 
 export function agentOf(credential: CredentialOf<'agent'>): Agent {

@@ -2,13 +2,14 @@ import { z } from 'zod';
 import { assertWithinCap } from './capacity.js';
 import { cancelQueuedOnServices } from '../store/actions.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
-import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type GrantRow } from '../store/grants.js';
+import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type ApprovalMode, type GrantRow } from '../store/grants.js';
 import { publishActions, withdrawRevoked } from './actions.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { capabilityName, principal, timestamp, uuid } from './schemas.js';
+import { approvalMode } from './functions.js';
 
 const MAX_TTL_SECONDS = 31_536_000;
 const grantTtl = z.number().int().min(60).max(MAX_TTL_SECONDS).nullable();
@@ -23,6 +24,7 @@ export const grant = z.object({
   expired: z.boolean().describe('Past its expiry: it no longer allows anything.'),
   gatewayId: uuid.nullable().describe('Set when the grant was written by a gateway grant.'),
   createdAt: timestamp,
+  approval: approvalMode,
   functionKind: functionKind.nullable().describe('The kind of the function when it was granted.'),
   schemaFingerprint: z
     .string()
@@ -62,6 +64,7 @@ function toGrant(row: GrantRow, now: number): z.infer<typeof grant> {
     expired: row.expiresAt !== null && row.expiresAt <= now,
     gatewayId: row.gatewayId,
     createdAt: row.createdAt,
+    approval: row.approval,
     functionKind: row.functionKind,
     schemaFingerprint: row.schemaFingerprint,
     stale: staleness(row),
@@ -82,6 +85,7 @@ export const createGrants = defineOperation({
     deviceId: uuid,
     capabilities: z.array(capabilityName).min(1).max(64),
     ttlSeconds: grantTtl.default(null).describe('Lifetime in seconds (60 to 31536000); null or absent for no expiry.'),
+    approval: approvalMode.default('none'),
   }),
   output: z.array(grant),
   run: ({ ctx, credential, input }) =>
@@ -107,6 +111,7 @@ export const createGrants = defineOperation({
             capability,
             gatewayId: null,
             expiresAt,
+            approval: input.approval,
             createdBy: credential.subject,
             now,
           }),
@@ -180,7 +185,7 @@ export const revokeWorkspaceGrants = defineOperation({
 async function replaceGatewayGrants(
   ctx: Context,
   owner: { workspaceId: string; subject: string },
-  input: { deviceId: string; principal: string; mode: 'read' | 'control'; includeServices: boolean; ttlSeconds: number | null },
+  input: { deviceId: string; principal: string; mode: 'read' | 'control'; includeServices: boolean; ttlSeconds: number | null; approval: ApprovalMode },
 ) {
   const cancelled = await ctx.db.transaction(async (tx) => {
     const now = ctx.clock.now();
@@ -212,6 +217,7 @@ async function replaceGatewayGrants(
           capability: fn.name,
           gatewayId: gateway.id,
           expiresAt,
+          approval: input.approval,
           createdBy: owner.subject,
           now,
         });
@@ -243,6 +249,7 @@ export const grantGateway = defineOperation({
     mode: z.enum(['read', 'control']),
     includeServices: z.boolean().default(false),
     ttlSeconds: grantTtl.default(3600).describe('Lifetime in seconds (60 to 31536000, default 3600); null for no expiry.'),
+    approval: approvalMode.default('none').describe('The approval mode of every grant it writes (docs/rules.md "Approvals").'),
   }),
   output: z.object({ ok: z.boolean(), devices: z.number().int().describe('Devices that received at least one grant.') }),
   run: ({ ctx, credential, input }) => replaceGatewayGrants(ctx, credential, input),

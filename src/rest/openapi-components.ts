@@ -85,6 +85,7 @@ export const namedSchemas: NamedSchema[] = [
       expired: false,
       gatewayId: null,
       createdAt: T,
+      approval: 'owner',
       functionKind: 'control',
       schemaFingerprint: 'b7e23ec29af22b0b4e41da31e868d57226121c84bd6ebd3d0c7a8d6c1b1f0f5a',
       stale: null,
@@ -103,6 +104,7 @@ export const namedSchemas: NamedSchema[] = [
       kind: capabilityExample.kind,
       description: capabilityExample.description,
       arguments: capabilityExample.arguments,
+      approval: 'none',
     },
   },
   {

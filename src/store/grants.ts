@@ -2,6 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Queryable } from './driver.js';
 import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
+export const APPROVAL_MODES = ['none', 'owner', 'user'] as const;
+
+export type ApprovalMode = (typeof APPROVAL_MODES)[number];
+
 export interface GrantRow {
   id: string;
   principal: string;
@@ -11,6 +15,8 @@ export interface GrantRow {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
+  /** Whether a call under it needs a human's yes first (docs/rules.md "Approvals"). */
+  approval: ApprovalMode;
   /** The function's kind when it was granted; null for a grant whose function was gone when migration 0014 ran. */
   functionKind: 'read' | 'control' | null;
   /** The fingerprint of the function's argument schema when it was granted (src/domain/schema-fingerprints.ts). */
@@ -21,7 +27,7 @@ export interface GrantRow {
 }
 
 const COLUMNS = `g.id, g.principal, g.device_id AS deviceId, g.capability, g.gateway_id AS gatewayId,
-  g.expires_at AS expiresAt, g.revoked_at AS revokedAt, g.created_at AS createdAt,
+  g.expires_at AS expiresAt, g.revoked_at AS revokedAt, g.created_at AS createdAt, g.approval,
   g.function_kind AS functionKind, g.schema_fingerprint AS schemaFingerprint,
   c.kind AS currentKind, c.schema_fingerprint AS currentFingerprint`;
 /** A grant beside the function it names, as published now. */
@@ -85,6 +91,7 @@ export async function putGrant(
     capability: string;
     gatewayId: string | null;
     expiresAt: number | null;
+    approval: ApprovalMode;
     createdBy: string;
     now: number;
   },
@@ -98,8 +105,8 @@ export async function putGrant(
   ]);
   const id = randomUUID();
   const written = await db.run(
-    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, created_by, created_at, function_kind, schema_fingerprint)
-     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, c.kind, c.schema_fingerprint FROM capabilities c WHERE c.device_id = ? AND c.name = ?`,
+    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, approval, created_by, created_at, function_kind, schema_fingerprint)
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, c.kind, c.schema_fingerprint FROM capabilities c WHERE c.device_id = ? AND c.name = ?`,
     [
       id,
       grant.workspaceId,
@@ -108,6 +115,7 @@ export async function putGrant(
       grant.capability,
       grant.gatewayId,
       grant.expiresAt,
+      grant.approval,
       grant.createdBy,
       grant.now,
       grant.deviceId,
@@ -165,6 +173,11 @@ export interface FunctionRow {
   arguments: string;
 }
 
+/** A function an agent may call, with the approval mode of the grant that allows it. */
+export interface CallableFunctionRow extends FunctionRow {
+  approval: ApprovalMode;
+}
+
 const FUNCTION_COLUMNS = `c.device_id AS deviceId, d.name AS deviceName, d.kind AS deviceKind, d.parent_id AS parentId,
   p.name AS parentName, c.name AS capability, c.kind, c.description, c.arguments`;
 /** Functions in device then manifest order, keyed by `(device created_at, device id, position)`. */
@@ -185,10 +198,10 @@ export function callableFunctions(
   now: number,
   /** Only devices whose id starts with this text: one tool call's device, found through the grants index. */
   deviceIdPrefix?: string,
-): Promise<FunctionRow[]> {
+): Promise<CallableFunctionRow[]> {
   const narrowed = deviceIdPrefix !== undefined;
-  return db.all<FunctionRow>(
-    `SELECT ${FUNCTION_COLUMNS}
+  return db.all<CallableFunctionRow>(
+    `SELECT ${FUNCTION_COLUMNS}, g.approval
      FROM grants g
      JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
      JOIN devices d ON d.id = g.device_id
@@ -213,12 +226,13 @@ export async function nextGrantExpiry(db: Queryable, workspaceId: string, princi
   return row?.at ?? null;
 }
 
-function functionsPage(rows: (FunctionRow & { createdAt: number; position: number })[], limit: number): RowsPage<FunctionRow> {
+/** The page's rows keep their key columns (`createdAt`, `position`): callers map the fields they show. */
+function functionsPage<Row extends FunctionRow>(rows: (Row & { createdAt: number; position: number })[], limit: number): RowsPage<Row> {
   return cutPage(
     rows,
     limit,
     (row) => [row.createdAt, row.deviceId, row.position],
-    ({ createdAt: _createdAt, position: _position, ...row }) => row,
+    (row) => row,
   );
 }
 
@@ -230,9 +244,9 @@ export async function callableFunctionsPage(
   ceiling: 'read' | 'act',
   now: number,
   page: PageQuery,
-): Promise<RowsPage<FunctionRow>> {
-  const rows = await db.all<FunctionRow & { createdAt: number; position: number }>(
-    `SELECT ${FUNCTION_COLUMNS}, d.created_at AS createdAt, c.position
+): Promise<RowsPage<CallableFunctionRow>> {
+  const rows = await db.all<CallableFunctionRow & { createdAt: number; position: number }>(
+    `SELECT ${FUNCTION_COLUMNS}, g.approval, d.created_at AS createdAt, c.position
      FROM grants g
      JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
      JOIN devices d ON d.id = g.device_id
@@ -257,14 +271,28 @@ export async function workspaceFunctions(db: Queryable, workspaceId: string, pag
   return functionsPage(rows, page.limit);
 }
 
-/** Whether a live grant exists for exactly this principal, device and capability, and still matches the function as published. */
-export async function hasLiveGrant(db: Queryable, workspaceId: string, principal: string, deviceId: string, capability: string, now: number): Promise<boolean> {
-  const row = await db.get<{ one: number }>(
-    `SELECT 1 AS one FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
-     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}`,
+/** The strictest approval mode first (docs/rules.md "Approvals"). */
+const STRICTEST_APPROVAL = "CASE g.approval WHEN 'owner' THEN 0 WHEN 'user' THEN 1 ELSE 2 END";
+
+/**
+ * The live grant for exactly this principal, device and capability that still matches the
+ * function as published, with its approval mode (the strictest, were there several), or
+ * undefined when there is none.
+ */
+export function liveGrant(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  deviceId: string,
+  capability: string,
+  now: number,
+): Promise<{ approval: ApprovalMode } | undefined> {
+  return db.get<{ approval: ApprovalMode }>(
+    `SELECT g.approval FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
+     ORDER BY ${STRICTEST_APPROVAL} LIMIT 1`,
     [workspaceId, principal, deviceId, capability, now],
   );
-  return row !== undefined;
 }
 
 /** Capabilities published before migration 0014, which have no fingerprint yet. */

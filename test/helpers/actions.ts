@@ -41,13 +41,21 @@ export const hubManifest = {
   ],
 };
 
-export async function grant(api: Client, owner: string, principal: string, deviceId: string, capabilities: string[], ttlSeconds?: number | null) {
+export async function grant(
+  api: Client,
+  owner: string,
+  principal: string,
+  deviceId: string,
+  capabilities: string[],
+  ttlSeconds?: number | null,
+  approval?: 'none' | 'owner' | 'user',
+) {
   const res = await api.post('/v1/grants', {
     token: owner,
-    body: { principal, deviceId, capabilities, ...(ttlSeconds !== undefined ? { ttlSeconds } : {}) },
+    body: { principal, deviceId, capabilities, ...(ttlSeconds !== undefined ? { ttlSeconds } : {}), ...(approval ? { approval } : {}) },
   });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.data as { id: string; capability: string }[];
+  return res.body.data as { id: string; capability: string; approval: string }[];
 }
 
 export function requestAction(api: Client, agentToken: string, deviceId: string, body: Record<string, unknown>): Promise<ApiResponse> {

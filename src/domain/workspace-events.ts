@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import type { ActionRow } from '../store/actions.js';
+import type { ApprovalMode } from '../store/grants.js';
+import type { WorkspaceEventRow } from '../store/workspace-events.js';
+import { action, toActionRecord } from './action-records.js';
+import { approvalMode } from './functions.js';
+import { timestamp, uuid } from './schemas.js';
+
+/**
+ * The owner's event catalogue (README "Owner events"): what `GET /v1/events` streams and
+ * webhooks deliver. Each event is about one action, grant or device, and carries its record
+ * as it was when the event happened.
+ */
+export const EVENT_TYPES = {
+  'action.created': 'an agent requested an action (`data.action`)',
+  'action.updated': 'an action changed status, was recalled or got a late report (`data.action`)',
+  'approval.requested': 'an action waits for the owner to approve or reject it (`data.action`)',
+  'grant.created': 'a grant was given, or replaced (`data.grant`)',
+  'grant.revoked': 'a grant was revoked, or replaced (`data.grant`)',
+  'device.online': 'a device called in after being offline (`data.device`)',
+  'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
+  'device.revoked': 'a device was revoked (`data.device`)',
+} as const;
+
+export type EventType = keyof typeof EVENT_TYPES;
+
+export const eventType = z.enum(Object.keys(EVENT_TYPES) as [EventType, ...EventType[]]).describe(
+  Object.entries(EVENT_TYPES)
+    .map(([type, meaning]) => `\`${type}\`: ${meaning}`)
+    .join('; ') + '.',
+);
+
+export const eventGrant = z.object({
+  id: uuid,
+  principal: z.string(),
+  deviceId: uuid,
+  capability: z.string(),
+  approval: approvalMode,
+  gatewayId: uuid.nullable(),
+  expiresAt: timestamp.nullable(),
+  revokedAt: timestamp.nullable(),
+  createdAt: timestamp,
+});
+
+export const eventDevice = z.object({
+  id: uuid,
+  name: z.string(),
+  kind: z.enum(['device', 'gateway', 'service']),
+  parentId: uuid.nullable(),
+  revokedAt: timestamp.nullable().optional(),
+  lastSeenAt: timestamp.nullable().optional(),
+});
+
+export const workspaceEvent = z.object({
+  id: z.string().describe('Increasing across the service; send it back as `Last-Event-ID` to resume after it.'),
+  type: eventType,
+  createdAt: timestamp,
+  data: z.object({ action: action.optional(), grant: eventGrant.optional(), device: eventDevice.optional() }),
+});
+
+export type WorkspaceEvent = z.infer<typeof workspaceEvent>;
+
+interface GrantSnapshot {
+  id: string;
+  principal: string;
+  deviceId: string;
+  capability: string;
+  approval: ApprovalMode;
+  gatewayId: string | null;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  createdAt: number;
+}
+
+/** A journal row as the API shows it: the snapshot rendered to the record it is about. */
+export function toWorkspaceEvent(row: WorkspaceEventRow): WorkspaceEvent {
+  const snapshot = JSON.parse(row.data) as unknown;
+  const type = row.type as EventType;
+  const base = { id: String(row.id), type, createdAt: row.createdAt };
+  if (type.startsWith('action.') || type.startsWith('approval.')) return { ...base, data: { action: toActionRecord(snapshot as ActionRow) } };
+  if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
+  return { ...base, data: { device: snapshot as z.infer<typeof eventDevice> } };
+}

@@ -1,0 +1,63 @@
+import type { Queryable } from './driver.js';
+
+/**
+ * The workspace event journal (migration 0016): rows written by triggers in the transaction
+ * of the change they report, or by `appendWorkspaceEvent` for what no write reveals (a device
+ * going quiet). `data` is a JSON snapshot in the store's column names: an `ActionRow` for
+ * `action.*` and `approval.*`, the grant's or device's columns otherwise.
+ */
+export interface WorkspaceEventRow {
+  id: number;
+  workspaceId: string;
+  type: string;
+  subjectId: string;
+  data: string;
+  createdAt: number;
+}
+
+const COLUMNS = 'id, workspace_id AS workspaceId, type, subject_id AS subjectId, data, created_at AS createdAt';
+
+/** One workspace's events after `afterId`, oldest first: the replay behind `Last-Event-ID`. */
+export function listWorkspaceEvents(db: Queryable, workspaceId: string, afterId: number, limit: number): Promise<WorkspaceEventRow[]> {
+  return db.all<WorkspaceEventRow>(`SELECT ${COLUMNS} FROM workspace_events WHERE workspace_id = ? AND id > ? ORDER BY id LIMIT ?`, [
+    workspaceId,
+    afterId,
+    limit,
+  ]);
+}
+
+/** Every workspace's events after `afterId`, oldest first: for a consumer that follows the whole journal. */
+export function listEventsAfter(db: Queryable, afterId: number, limit: number): Promise<WorkspaceEventRow[]> {
+  return db.all<WorkspaceEventRow>(`SELECT ${COLUMNS} FROM workspace_events WHERE id > ? ORDER BY id LIMIT ?`, [afterId, limit]);
+}
+
+/** The newest event id of the whole journal (0 when empty): where a new follower starts. */
+export async function lastEventId(db: Queryable): Promise<number> {
+  return (await db.get<{ id: number | null }>('SELECT max(id) AS id FROM workspace_events'))?.id ?? 0;
+}
+
+/** The oldest event id still kept for a workspace, or undefined: a `Last-Event-ID` before it has lost events to pruning. */
+export async function oldestWorkspaceEventId(db: Queryable, workspaceId: string): Promise<number | undefined> {
+  return (await db.get<{ id: number | null }>('SELECT min(id) AS id FROM workspace_events WHERE workspace_id = ?', [workspaceId]))?.id ?? undefined;
+}
+
+/** Records an event no row change reveals (e.g. a device going offline), with the service's clock. */
+export async function appendWorkspaceEvent(
+  db: Queryable,
+  event: { workspaceId: string; type: string; subjectId: string; data: unknown; createdAt: number },
+): Promise<number> {
+  const row = await db.get<{ id: number }>(
+    'INSERT INTO workspace_events (workspace_id, type, subject_id, data, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
+    [event.workspaceId, event.type, event.subjectId, JSON.stringify(event.data), event.createdAt],
+  );
+  return row!.id;
+}
+
+/** Drops events older than the replay window, a bounded batch at a time (housekeeping). */
+export async function pruneWorkspaceEvents(db: Queryable, before: number, batch: number): Promise<number> {
+  const { changes } = await db.run('DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events WHERE created_at < ? ORDER BY id LIMIT ?)', [
+    before,
+    batch,
+  ]);
+  return changes;
+}
