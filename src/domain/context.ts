@@ -82,4 +82,10 @@ export interface Context {
   events: EventHub;
   /** Device argument schemas, compiled once each into the service's bounded cache. */
   schemas: ArgumentSchemas;
+  /**
+   * The agent's own user said yes to this very call in the MCP client (a verified
+   * confirmation: docs/rules.md "Approvals"). Set by the MCP surface only; a grant in `user`
+   * mode then queues the action instead of holding it for the owner.
+   */
+  userConfirmed?: boolean;
 }
