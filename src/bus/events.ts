@@ -46,7 +46,7 @@ export function createRedisEventHub(redis: RedisConnection, deps: { onLost: () =
   return {
     publish(event) {
       for (const listener of listeners) listener(event, 'this-instance');
-      if (!redis.up()) {
+      if (!redis.canSend()) {
         deps.onLost();
         return;
       }

@@ -55,7 +55,7 @@ export function createRedisRateLimiter(redis: RedisConnection, deps: { fallback:
   const bucket = (redis.commands as unknown as { dfcTokenBucket: BucketCommand }).dfcTokenBucket.bind(redis.commands);
 
   const ask = async (key: string, rule: BucketRule, count: number) => {
-    if (!redis.up()) return undefined;
+    if (!redis.canSend()) return undefined;
     try {
       const [allowed, tokens] = await bucket(KEY_PREFIX + key, rule.ratePerSecond, rule.burst, count);
       return { allowed: allowed === 1, tokens: Number(tokens) };

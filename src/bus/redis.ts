@@ -16,8 +16,10 @@ import type { DependencyCheck } from '../domain/readiness.js';
 export interface RedisConnection {
   commands: Redis;
   subscriber: Redis;
-  /** Both connections are ready now. */
+  /** Both connections are ready now (`dfc_redis_up`). */
   up(): boolean;
+  /** The command connection is ready: a publish or a bucket can go now, whatever the subscriber's state. */
+  canSend(): boolean;
   readiness: DependencyCheck;
   close(): void;
 }
@@ -72,6 +74,7 @@ export function connectRedis(url: string, deps: { log: Logger; onChange?: (up: b
     commands,
     subscriber,
     up: () => commands.status === 'ready' && subscriber.status === 'ready',
+    canSend: () => commands.status === 'ready',
     readiness: {
       name: 'redis',
       async check() {
