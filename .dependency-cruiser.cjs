@@ -5,6 +5,8 @@
  *   store           all SQL; imports no other layer
  *   domain          the rules of the service; imports only store
  *   auth            who is calling; imports domain, store, and the Config type
+ *   bus             what instances share through Redis (REDIS_URL): the event hub and rate limiter behind
+ *                   domain's interfaces; imports only domain (and ioredis)
  *   http            what every surface shares (request id, bearer, body limit, error envelope, log line);
  *                   imports domain and the Db type
  *   rest, mcp,      the surfaces; import http, auth, domain, config.ts and the Db type,
@@ -12,7 +14,7 @@
  *   device-channel
  *   packages/device-sdk  the device SDK shipped to device makers (@dfc/device); imports nothing from
  *                   the server, and the server (but for the CLI) imports nothing of it
- *   cli, app.ts, service.ts, main.ts, metrics.ts: composition roots, may import anything;
+ *   cli, app.ts, service.ts, main.ts, metrics.ts: composition roots, may import anything (only they use bus);
  *   config.ts, logger.ts: roots too, but they only name domain types.
  *
  * test/ and scripts/ may import anything; they are cruised for cycles and unresolvable imports.
@@ -65,6 +67,22 @@ module.exports = {
       comment: 'src/auth is handed a parsed Config; it imports only its type (import type), never the parser.',
       from: { path: '^src/auth/' },
       to: { path: '^src/config[.]ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'bus-imports-only-domain',
+      severity: 'error',
+      comment:
+        'src/bus puts Redis behind interfaces src/domain declares (EventHub, RateLimiter, DependencyCheck); it ' +
+        'imports domain and nothing else from src/, so it cannot learn what a surface is.',
+      from: { path: '^src/bus/' },
+      to: { path: '^src/', pathNot: ['^src/bus/', '^src/domain/'] },
+    },
+    {
+      name: 'only-roots-import-bus',
+      severity: 'error',
+      comment: 'The shared bus is chosen once, by the composition root (src/service.ts); every other layer sees only the domain interfaces.',
+      from: { path: '^src/', pathNot: ['^src/bus/', '^src/(app|service|main|metrics)[.]ts$'] },
+      to: { path: '^src/bus/' },
     },
     {
       name: 'http-imports-only-domain',
@@ -141,7 +159,7 @@ module.exports = {
         "(and in the README's layer table) before it imports anything.",
       from: {
         path: '^src/',
-        pathNot: ['^src/(store|domain|auth|http|rest|mcp|oauth|device-channel|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
+        pathNot: ['^src/(store|domain|auth|bus|http|rest|mcp|oauth|device-channel|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
       },
       to: {},
     },
@@ -164,6 +182,13 @@ module.exports = {
       comment: 'src/store uses the libSQL drivers and nothing else from npm.',
       from: { path: '^src/store/' },
       to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/(libsql|@libsql/client)/' },
+    },
+    {
+      name: 'npm-packages-of-the-bus',
+      severity: 'error',
+      comment: 'src/bus talks to Redis with ioredis and uses nothing else from npm.',
+      from: { path: '^src/bus/' },
+      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/ioredis/' },
     },
     {
       name: 'npm-packages-of-the-device-sdk',

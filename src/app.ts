@@ -52,7 +52,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     publicBaseUrlSet: config.publicBaseUrlSet,
     trustProxyHops: config.trustProxyHops,
   });
-  mountMcp(app, { config, authenticator, limiter, now: clock.now, log, metrics, version: API_VERSION });
+  mountMcp(app, { config, authenticator, limiter, now: clock.now, log, events, metrics, version: API_VERSION });
   mountMetrics(app, metrics, config.metricsToken);
 
   return app;

@@ -25,6 +25,10 @@ export const configSchema = z
       .regex(/^(file:|libsql:\/\/|https?:\/\/)/, 'must start with file:, libsql://, http:// or https://')
       .default('file:./data/service.db'),
     DATABASE_AUTH_TOKEN: z.string().min(1).optional(),
+    REDIS_URL: z
+      .string()
+      .regex(/^rediss?:\/\/[^\s]+$/, 'must start with redis:// or rediss:// (TLS), e.g. rediss://:password@host:6380')
+      .optional(),
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
     CORS_ALLOWED_ORIGINS: z
       .string()
@@ -83,6 +87,8 @@ export interface Config {
   host: string;
   databaseUrl: string;
   databaseAuthToken: string | undefined;
+  /** Redis shared by several instances (README "What instances share"); none: one process, nothing shared. */
+  redisUrl: string | undefined;
   /** Folder for local state of the embedded default (the development identity provider's key). */
   dataDir: string;
   publicBaseUrl: string;
@@ -154,6 +160,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
     databaseAuthToken: e.DATABASE_AUTH_TOKEN,
+    redisUrl: e.REDIS_URL,
     dataDir: dbFile ? path.dirname(path.resolve(dbFile)) : path.resolve('data'),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     publicBaseUrlSet: e.PUBLIC_BASE_URL !== undefined,

@@ -26,7 +26,18 @@ export interface Metrics {
   countKeySetFailure(): void;
   /** Where `dfc_identity_provider_up` comes from: whether owner sessions can be verified now. */
   watchIdentityProvider(ok: () => boolean): void;
+  /**
+   * With REDIS_URL only (README "What instances share"): exports `dfc_redis_up` from `up` and
+   * `dfc_redis_fallbacks_total`. Without Redis neither series exists, so no alert fires for a
+   * dependency the service does not have.
+   */
+  watchRedis(up: () => boolean): void;
+  /** Work done without Redis while it was down: an event not sent to the other instances, a rate limit taken from this instance's buckets. */
+  countRedisFallback(what: RedisFallback): void;
 }
+
+export type RedisFallback = 'event' | 'rate_limit';
+const REDIS_FALLBACKS: readonly RedisFallback[] = ['event', 'rate_limit'];
 
 /**
  * Prometheus metrics on a registry of this service's own (not prom-client's global one),
@@ -105,8 +116,11 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
       this.set(identityProviderOk() ? 1 : 0);
     },
   });
-  deps.events.subscribe((event) => {
-    if (event.type === 'action') actions.inc({ status: event.action.status });
+  let redisFallbacks: Counter<'what'> | undefined;
+  // Only this instance's own changes: with a shared bus every instance hears every change,
+  // and a sum over instances must count each once.
+  deps.events.subscribe((event, origin) => {
+    if (event.type === 'action' && origin === 'this-instance') actions.inc({ status: event.action.status });
   });
   return {
     registry,
@@ -124,6 +138,24 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     watchIdentityProvider(ok) {
       identityProviderOk = ok;
     },
+    watchRedis(up) {
+      new Gauge({
+        name: 'dfc_redis_up',
+        help: '1 while this instance is connected to Redis (REDIS_URL), else 0: events then reach only this instance and rate limits are per instance.',
+        registers: [registry],
+        collect() {
+          this.set(up() ? 1 : 0);
+        },
+      });
+      redisFallbacks = new Counter({
+        name: 'dfc_redis_fallbacks_total',
+        help: 'Work done without Redis while it was down, by what: an event not sent to the other instances, a rate limit taken from this instance.',
+        labelNames: ['what'],
+        registers: [registry],
+      });
+      for (const what of REDIS_FALLBACKS) redisFallbacks.inc({ what }, 0);
+    },
+    countRedisFallback: (what) => redisFallbacks?.inc({ what }),
   };
 }
 

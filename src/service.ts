@@ -20,12 +20,21 @@ import { createMetrics } from './metrics.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
 import { answerClientErrors } from './http/client-errors.js';
+import { createRedisEventHub } from './bus/events.js';
+import { createRedisRateLimiter } from './bus/rate-limits.js';
+import { connectRedis, type RedisConnection } from './bus/redis.js';
+import type { DependencyCheck } from './domain/readiness.js';
 
 export interface RunningService {
   url: string;
   port: number;
   db: Db;
   events: EventHub;
+  /**
+   * What a readiness probe asks (src/domain/readiness.ts): Redis when REDIS_URL is set, else
+   * nothing yet. A check rejects, within the Redis command timeout, while Redis does not answer.
+   */
+  readiness: DependencyCheck[];
   /**
    * Logs a promise rejection nothing handled, with its stack, at error level, and counts it
    * (`dfc_unhandled_rejections_total`). `src/main.ts` sends the process's unhandled
@@ -61,12 +70,28 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const db = await openDatabase(config);
   // Before anything answers: grants are matched against fingerprints migration 0014 cannot compute in SQL.
   await backfillSchemaFingerprints(db);
-  const events = createEventHub();
+  // With REDIS_URL every instance shares events and rate limits through Redis (README "What
+  // instances share"); without it nothing is attempted and the service runs in one process.
+  const redis: RedisConnection | undefined = config.redisUrl ? connectRedis(config.redisUrl, { log }) : undefined;
+  const readiness: DependencyCheck[] = redis ? [redis.readiness] : [];
+  const sharedEvents = redis
+    ? createRedisEventHub(redis, {
+        onLost: () => metrics.countRedisFallback('event'),
+        onError: (error) => log.error({ msg: 'event from redis not delivered', error: oneLine(error) }),
+      })
+    : undefined;
+  const events = sharedEvents ?? createEventHub();
   const metrics = createMetrics({ db, events });
+  if (redis) metrics.watchRedis(redis.up);
+  const closeShared = () => {
+    sharedEvents?.close();
+    redis?.close();
+  };
   let owners;
   try {
     owners = await createOwnerVerifier(config, { log, onKeySetFailure: () => metrics.countKeySetFailure() });
   } catch (error) {
+    closeShared();
     await db.close();
     // An external key set names its own variable; the development key is written next to the database.
     throw error instanceof KeySetStartError
@@ -74,7 +99,12 @@ export async function startService(config: Config, options: ServiceOptions = {})
       : new StartupError('DATABASE_URL', `cannot create the development identity key next to the database: ${oneLine(error)}`, { cause: error });
   }
   // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (docs/rules.md "Errors and limits").
-  const limiter = options.rateLimiter ?? createMemoryRateLimiter();
+  // While Redis is down, each instance's own buckets answer (README "What instances share").
+  const limiter =
+    options.rateLimiter ??
+    (redis
+      ? createRedisRateLimiter(redis, { fallback: createMemoryRateLimiter(), onFallback: () => metrics.countRedisFallback('rate_limit') })
+      : createMemoryRateLimiter());
   const authenticator = withRateLimits(createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` }), {
     limiter,
     settings: config.rateLimits,
@@ -87,6 +117,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   try {
     server = await listen(app.fetch, config);
   } catch (error) {
+    closeShared();
     await db.close();
     throw error;
   }
@@ -112,6 +143,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     port,
     db,
     events,
+    readiness,
     identityProvider: () => owners.health(),
     reportUnhandledRejection(reason) {
       metrics.countUnhandledRejection();
@@ -145,6 +177,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       clearTimeout(cutOff);
       stopSweep();
       await stopHousekeeping();
+      closeShared();
       await db.close();
     },
   };

@@ -52,6 +52,13 @@ describe('parseConfig defaults', () => {
     }
   });
 
+  it('shares nothing through Redis unless REDIS_URL is set, and accepts redis:// and rediss:// with a password', () => {
+    expect(parseConfig({}).redisUrl).toBeUndefined();
+    for (const url of ['redis://127.0.0.1:6379', 'rediss://:secret@cache.example.com:6380', 'rediss://default:secret@valkey.example.com']) {
+      expect(parseConfig({ REDIS_URL: url }).redisUrl).toBe(url);
+    }
+  });
+
   it('uses an external identity provider when a JWKS is configured', () => {
     const config = parseConfig({
       OWNER_JWKS_URL: 'https://idp.example.com/jwks.json',
@@ -91,6 +98,8 @@ describe('parseConfig errors name the variable in one line', () => {
     ['PORT', { PORT: '80.5' }],
     ['DATABASE_URL', { DATABASE_URL: 'postgres://localhost/db' }],
     ['DATABASE_URL', { DATABASE_URL: './data/service.db' }],
+    ['REDIS_URL', { REDIS_URL: 'http://127.0.0.1:6379' }],
+    ['REDIS_URL', { REDIS_URL: '127.0.0.1:6379' }],
     ['PUBLIC_BASE_URL', { PUBLIC_BASE_URL: 'not a url' }],
     ['PUBLIC_BASE_URL', { PUBLIC_BASE_URL: 'ftp://example.com' }],
     ['OWNER_JWKS_URL', { OWNER_JWKS_URL: 'file:///etc/jwks.json', OWNER_ISSUER: 'i', OWNER_AUDIENCE: 'a' }],

@@ -21,7 +21,7 @@ export function withRateLimits(inner: CredentialResolver, deps: { limiter: RateL
     async authenticate(bearer, clientAddress) {
       const failureKey = clientAddress !== undefined && bearer !== null ? authFailureKey(clientAddress) : undefined;
       if (failureKey) {
-        const standing = limiter.peek(failureKey, settings.authFailures, now());
+        const standing = await limiter.peek(failureKey, settings.authFailures, now());
         if (!standing.allowed && !inner.plausible(bearer!)) throw rateLimited(standing, 'client address after failed authentications');
       }
       let credential;
@@ -29,14 +29,14 @@ export function withRateLimits(inner: CredentialResolver, deps: { limiter: RateL
         credential = await inner.authenticate(bearer, clientAddress);
       } catch (error) {
         if (failureKey && error instanceof DomainError && error.code === 'unauthorized') {
-          const taken = limiter.take(failureKey, settings.authFailures, now());
+          const taken = await limiter.take(failureKey, settings.authFailures, now());
           if (!taken.allowed) throw rateLimited(taken, 'client address after failed authentications');
         }
         throw error;
       }
       const bucket = credentialBucket(credential, settings);
       if (bucket) {
-        const taken = limiter.take(bucket.key, bucket.rule, now());
+        const taken = await limiter.take(bucket.key, bucket.rule, now());
         if (!taken.allowed) throw rateLimited(taken, `${credential!.kind} credential`);
       }
       return credential;

@@ -16,24 +16,41 @@ export interface DeviceRevoked {
   deviceId: string;
 }
 
-export type ServiceEvent = ActionChange | DeviceRevoked;
+/**
+ * Work a surface keeps in memory on whichever instance runs it (a tool call waiting for its
+ * result) is asked to stop, from a request that may land on another instance. `key` names
+ * the work in the surface's own terms; the domain only carries it.
+ */
+export interface WorkCancelled {
+  type: 'work-cancelled';
+  key: string;
+}
+
+/** Plain JSON data, so a shared bus carries any of them without knowing their types. */
+export type ServiceEvent = ActionChange | DeviceRevoked | WorkCancelled;
+
+/** Whether an event was published by this instance or reached it from another over the shared bus. */
+export type EventOrigin = 'this-instance' | 'another-instance';
+
+export type EventListener = (event: ServiceEvent, origin: EventOrigin) => void;
 
 /**
  * Where service events go: MCP tool calls wait on them, the wake channel turns `queued`
- * into wake frames. In one process this is the in-memory hub below; several instances
- * behind a load balancer would put a shared bus (e.g. libSQL-polled outbox, Redis pub/sub)
- * behind the same interface.
+ * into wake frames. In one process this is the in-memory hub below; with `REDIS_URL` the
+ * shared bus (src/bus/) puts Redis pub/sub behind the same interface, delivering every
+ * instance's events on every instance (README "What instances share").
  */
 export interface EventHub {
+  /** Delivers to this instance's listeners at once (and, on a shared bus, to the other instances). */
   publish(event: ServiceEvent): void;
-  subscribe(listener: (event: ServiceEvent) => void): () => void;
+  subscribe(listener: EventListener): () => void;
 }
 
 export function createEventHub(): EventHub {
-  const listeners = new Set<(event: ServiceEvent) => void>();
+  const listeners = new Set<EventListener>();
   return {
     publish(change) {
-      for (const listener of listeners) listener(change);
+      for (const listener of listeners) listener(change, 'this-instance');
     },
     subscribe(listener) {
       listeners.add(listener);

@@ -17,18 +17,31 @@ export interface TakeResult {
 }
 
 /**
- * Token buckets keyed by string. In one process the state is a Map; several instances
- * would share it through the same interface backed by a shared store (e.g. Redis with a
- * Lua script, or a libSQL table updated with one guarded statement).
+ * Token buckets keyed by string. In one process the state is a Map (below); with `REDIS_URL`
+ * every instance draws from one bucket per key in Redis (src/bus/rate-limits.ts), so the
+ * answers are promises.
  */
 export interface RateLimiter {
   /**
    * Takes one token, or `count` at once (all or none): one request that carries several
    * messages, such as an MCP batch, costs what they would cost one by one (issue 13 item 4).
    */
-  take(key: string, rule: BucketRule, now: number, count?: number): TakeResult;
+  take(key: string, rule: BucketRule, now: number, count?: number): Promise<TakeResult>;
   /** Looks without taking: used to refuse an address that already failed too often. */
-  peek(key: string, rule: BucketRule, now: number): TakeResult;
+  peek(key: string, rule: BucketRule, now: number): Promise<TakeResult>;
+}
+
+/**
+ * What a bucket holding `tokens` answers for a request of `count`: shared by the in-memory
+ * buckets and the Redis ones, so both answer alike.
+ */
+export function bucketAnswer(tokens: number, rule: BucketRule, allowed: boolean, count = 1): TakeResult {
+  return {
+    allowed,
+    limit: rule.burst,
+    remaining: Math.max(0, Math.floor(tokens)),
+    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((count - tokens) / rule.ratePerSecond)),
+  };
 }
 
 interface Bucket {
@@ -48,15 +61,8 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
     const tokens = Math.min(rule.burst, bucket.tokens + (elapsed / 1000) * rule.ratePerSecond);
     return { tokens, updatedAt: Math.max(now, bucket.updatedAt) };
   };
-  const result = (bucket: Bucket, rule: BucketRule, allowed: boolean, count = 1): TakeResult => ({
-    allowed,
-    limit: rule.burst,
-    remaining: Math.max(0, Math.floor(bucket.tokens)),
-    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((count - bucket.tokens) / rule.ratePerSecond)),
-  });
-
   return {
-    take(key, rule, now, count = 1) {
+    async take(key, rule, now, count = 1) {
       const bucket = refill(key, rule, now);
       const allowed = bucket.tokens >= count;
       if (allowed) bucket.tokens -= count;
@@ -65,11 +71,11 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
       if (!buckets.has(key) && buckets.size >= maxKeys) buckets.delete(buckets.keys().next().value!);
       buckets.delete(key);
       buckets.set(key, bucket);
-      return result(bucket, rule, allowed, count);
+      return bucketAnswer(bucket.tokens, rule, allowed, count);
     },
-    peek(key, rule, now) {
+    async peek(key, rule, now) {
       const bucket = refill(key, rule, now);
-      return result(bucket, rule, bucket.tokens >= 1);
+      return bucketAnswer(bucket.tokens, rule, bucket.tokens >= 1);
     },
   };
 }

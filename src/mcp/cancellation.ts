@@ -1,3 +1,5 @@
+import type { EventHub } from '../domain/events.js';
+
 /**
  * Client cancellation of device tool calls (docs/rules.md "MCP", issue 14 rule 3).
  *
@@ -6,7 +8,9 @@
  *     answer was written (2026-07-28: this is how a client cancels; also any 2025 stream);
  *   - a 2025-era `notifications/cancelled` names the call's JSON-RPC id. The service is
  *     stateless, so that notification is a POST of its own, served by another per-request
- *     server that knows nothing of the call: this registry carries it across.
+ *     server that knows nothing of the call, maybe on another instance: it is published on
+ *     the event hub as `work-cancelled` (the shared bus with REDIS_URL, README "What
+ *     instances share") and each instance's registry aborts the calls it runs.
  *
  * Calls are found by caller (workspace, principal, agent connection) and request id: a caller
  * can cancel only its own calls. Two clients sharing one token and one id would both be
@@ -22,14 +26,20 @@ export interface CallCancellation {
 export interface InflightCalls {
   /** Tracks one call while it runs; `requestSignal` is its HTTP request's. */
   track(caller: string, id: string | number | undefined, requestSignal: AbortSignal): CallCancellation;
-  /** A `notifications/cancelled` for `id` from `caller`: aborts the calls it names, if running. */
+  /** A `notifications/cancelled` for `id` from `caller`: aborts the calls it names, if running, on any instance. */
   cancel(caller: string, id: unknown): void;
 }
 
-const keyOf = (caller: string, id: string | number) => `${caller}\n${typeof id}:${String(id)}`;
+/** The `work-cancelled` key: prefixed with the surface, so other users of the event type never collide. */
+const keyOf = (caller: string, id: string | number) => `mcp-call\n${caller}\n${typeof id}:${String(id)}`;
 
-export function createInflightCalls(): InflightCalls {
+export function createInflightCalls(events: EventHub): InflightCalls {
   const running = new Map<string, Set<AbortController>>();
+  // Lives as long as the hub: one registry per app, made once at start.
+  events.subscribe((event) => {
+    if (event.type !== 'work-cancelled') return;
+    for (const controller of running.get(event.key) ?? []) controller.abort();
+  });
   return {
     track(caller, id, requestSignal) {
       const controller = new AbortController();
@@ -49,7 +59,8 @@ export function createInflightCalls(): InflightCalls {
     },
     cancel(caller, id) {
       if (typeof id !== 'string' && typeof id !== 'number') return;
-      for (const controller of running.get(keyOf(caller, id)) ?? []) controller.abort();
+      // Delivered here at once, and to the other instances through the shared bus.
+      events.publish({ type: 'work-cancelled', key: keyOf(caller, id) });
     },
   };
 }

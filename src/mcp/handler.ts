@@ -5,6 +5,7 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Context, Credential, CredentialOf, Logger } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
+import type { EventHub } from '../domain/events.js';
 import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import { credentialBucket, rateLimited, type RateLimiter } from '../domain/rate-limits.js';
 import type { AnyOperation } from '../domain/operation.js';
@@ -28,6 +29,8 @@ export interface McpDeps {
   limiter: RateLimiter;
   now: () => number;
   log: Logger;
+  /** The service's event hub: a 2025-era notifications/cancelled travels on it to the instance running the call. */
+  events: EventHub;
   /** Counts each POST /mcp message by method and by what answered it (src/metrics.ts). */
   metrics: { observeMcp(method: string, answeredBy: 'direct' | 'cache' | 'sdk'): void };
   version: string;
@@ -155,7 +158,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
   const toolLists = createToolsListCache();
   // Device tool calls still waiting, for a 2025-era notifications/cancelled (cancellation.ts).
-  const inflight = createInflightCalls();
+  const inflight = createInflightCalls(deps.events);
 
   const handler = createMcpHandler(factory, {
     legacy: 'stateless',
@@ -313,7 +316,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const extra = Array.isArray(parsed) ? parsed.length - 1 : 0;
     const bucket = extra > 0 ? credentialBucket(credential, config.rateLimits) : undefined;
     if (bucket) {
-      const taken = limiter.take(bucket.key, bucket.rule, deps.now(), extra);
+      const taken = await limiter.take(bucket.key, bucket.rule, deps.now(), extra);
       if (!taken.allowed) return envelope(c, rateLimited(taken, 'agent credential (each message of a batch counts)'));
     }
 

@@ -48,10 +48,12 @@ export function createFetchBudget(deps: { fetch: DocumentFetcher; limiter: RateL
       return async (url) => {
         // Checked before the address's bucket, so a refusal for being busy costs the address nothing.
         if (inFlight >= limits.maxConcurrent) throw new FetchBudgetExceeded(1);
-        const taken = deps.limiter.take(cimdFetchKey(address), limits.perAddress, deps.clock.now());
-        if (!taken.allowed) throw new FetchBudgetExceeded(taken.retryAfterSeconds);
+        // The slot is held while the bucket answers (a Redis round trip with REDIS_URL), so
+        // requests arriving meanwhile see it taken.
         inFlight += 1;
         try {
+          const taken = await deps.limiter.take(cimdFetchKey(address), limits.perAddress, deps.clock.now());
+          if (!taken.allowed) throw new FetchBudgetExceeded(taken.retryAfterSeconds);
           return await deps.fetch(url);
         } finally {
           inFlight -= 1;

@@ -65,7 +65,7 @@ export const runProtocolEndpoint = async (deps: OAuthEndpointDeps, c: HonoContex
   } catch (error) {
     if (!(error instanceof OAuthProtocolError)) throw error;
     if (key && failures!.includes(error.code) && error.retryAfterSeconds === undefined) {
-      const standing = limiter.take(key, config.rateLimits.authFailures, clock.now());
+      const standing = await limiter.take(key, config.rateLimits.authFailures, clock.now());
       if (!standing.allowed) {
         const refusal = `Too many failed authentications from this address; retry after ${standing.retryAfterSeconds} s.`;
         return protocolError(c, new OAuthProtocolError('temporarily_unavailable', refusal, standing.retryAfterSeconds));

@@ -18,7 +18,7 @@ export function mountRegistrationEndpoint(app: Hono, deps: OAuthEndpointDeps): v
       // Every registration attempt takes a token: each success stores a client for good.
       const address = clientAddress(c);
       if (address !== undefined) {
-        const taken = limiter.take(registrationKey(address), config.rateLimits.registrations, clock.now());
+        const taken = await limiter.take(registrationKey(address), config.rateLimits.registrations, clock.now());
         if (!taken.allowed) {
           throw new OAuthProtocolError(
             'temporarily_unavailable',
