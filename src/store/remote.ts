@@ -1,5 +1,18 @@
-import { createClient, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
-import type { ConnectionSettings, Db, Queryable, RunResult, SqlValue } from './driver.js';
+import { createClient, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
+import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue } from './driver.js';
+
+/** An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to reach it. */
+const answeredByServer = (error: unknown) => error instanceof LibsqlError;
+
+/**
+ * How long one HTTP request to the server may take, connecting included (README "Errors":
+ * a database that does not answer is 503 `unavailable` within a bounded time). Without it an
+ * address that accepts connections and never answers would hold a request for undici's five
+ * minutes. The server's own busy timeout (5 s) fits inside it.
+ */
+const REQUEST_TIMEOUT_MS = 8000;
+
+const boundedFetch = (request: Request) => fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
 
 function rows<T>(result: ResultSet): T[] {
   // Rows from @libsql/client are array-like objects with column getters; repositories
@@ -19,10 +32,10 @@ function statement(sql: string, args: readonly SqlValue[] = []): InStatement {
 
 function queryable(target: Pick<Client | Transaction, 'execute'>): Queryable {
   return {
-    all: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await target.execute(statement(sql, args))),
-    get: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await target.execute(statement(sql, args)))[0],
+    all: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await guarded(() => target.execute(statement(sql, args)), answeredByServer)),
+    get: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await guarded(() => target.execute(statement(sql, args)), answeredByServer))[0],
     run: async (sql: string, args?: readonly SqlValue[]): Promise<RunResult> => {
-      const result = await target.execute(statement(sql, args));
+      const result = await guarded(() => target.execute(statement(sql, args)), answeredByServer);
       return { changes: result.rowsAffected };
     },
   };
@@ -55,7 +68,7 @@ export class RemoteDb implements Db {
       url,
       intMode: 'number',
       ...(authToken ? { authToken } : {}),
-      ...(local ? { timeout: BUSY_TIMEOUT_MS } : {}),
+      ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
     });
     this.#direct = queryable(this.#client);
     this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
@@ -80,10 +93,11 @@ export class RemoteDb implements Db {
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     await this.#ready;
-    const tx = await this.#client.transaction('write');
+    // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
+    const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
     try {
       const result = await fn(queryable(tx));
-      await tx.commit();
+      await guarded(() => tx.commit(), answeredByServer);
       return result;
     } catch (error) {
       await tx.rollback().catch(() => undefined);
@@ -93,7 +107,11 @@ export class RemoteDb implements Db {
     }
   }
 
-  async script(sql: string): Promise<void> {
+  script(sql: string): Promise<void> {
+    return guarded(() => this.#script(sql), answeredByServer);
+  }
+
+  async #script(sql: string): Promise<void> {
     await this.#ready;
     const tx = await this.#client.transaction('write');
     try {
