@@ -41,8 +41,31 @@ function queryable(target: Pick<Client | Transaction, 'execute'>): Queryable {
   };
 }
 
+const isBusy = (error: unknown) => error instanceof LibsqlError && error.code.startsWith('SQLITE_BUSY');
+
+const pause = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.min(100, 2 ** attempt) * (0.5 + Math.random())));
+
 /** Same as the embedded driver: a writer waits this long for a lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * sqld answers SQLITE_BUSY at once when another stream holds the write lock (measured: 15
+ * pollers over three instances met it within 30 ms), where the embedded driver would wait
+ * for the lock. A statement refused so did nothing, so it is sent again after a short,
+ * growing pause, for up to BUSY_TIMEOUT_MS; only then does the caller see it (503
+ * `unavailable`, README "Errors"). `refused` says whether to try again.
+ */
+async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) => boolean = isBusy): Promise<T> {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!refused(error) || Date.now() >= deadline) throw error;
+      await pause(attempt);
+    }
+  }
+}
 
 /**
  * A libSQL server (sqld, Turso) reached over `libsql://`, `http://` or `https://`. The server
@@ -70,7 +93,8 @@ export class RemoteDb implements Db {
       ...(authToken ? { authToken } : {}),
       ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
     });
-    this.#direct = queryable(this.#client);
+    const client = this.#client;
+    this.#direct = queryable({ execute: (stmt: InStatement) => whileBusy(() => client.execute(stmt)) });
     this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
     // A failure surfaces on the first statement that awaits it, not as an unhandled rejection.
     this.#ready.catch(() => undefined);
@@ -91,24 +115,49 @@ export class RemoteDb implements Db {
     return this.#direct.run(sql, args);
   }
 
+  /**
+   * A write transaction takes the lock with its first statement (the client sends BEGIN
+   * IMMEDIATE with it). When the server refuses that one as busy, nothing of the transaction
+   * ran: it is begun again, `fn` included (its code before its first statement runs again),
+   * as `whileBusy` does for single statements.
+   */
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     await this.#ready;
-    // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
-    const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
-    try {
-      const result = await fn(queryable(tx));
-      await guarded(() => tx.commit(), answeredByServer);
-      return result;
-    } catch (error) {
-      await tx.rollback().catch(() => undefined);
-      throw error;
-    } finally {
-      tx.close();
-    }
+    let refusedAtBegin = false;
+    return whileBusy(
+      async () => {
+        refusedAtBegin = false;
+        // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
+        const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
+        let first = true;
+        const execute = async (stmt: InStatement) => {
+          const isFirst = first;
+          first = false;
+          try {
+            return await tx.execute(stmt);
+          } catch (error) {
+            if (isFirst && isBusy(error)) refusedAtBegin = true;
+            throw error;
+          }
+        };
+        try {
+          const result = await fn(queryable({ execute }));
+          await guarded(() => tx.commit(), answeredByServer);
+          return result;
+        } catch (error) {
+          await tx.rollback().catch(() => undefined);
+          throw error;
+        } finally {
+          tx.close();
+        }
+      },
+      () => refusedAtBegin,
+    );
   }
 
   script(sql: string): Promise<void> {
-    return guarded(() => this.#script(sql), answeredByServer);
+    // Refused as busy (another instance migrating): nothing ran, so it is run again once the lock is free.
+    return guarded(() => whileBusy(() => this.#script(sql)), answeredByServer);
   }
 
   async #script(sql: string): Promise<void> {
