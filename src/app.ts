@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import type { ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
+import type { DependencyCheck } from './domain/readiness.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
@@ -16,6 +17,8 @@ import { routes } from './rest/routes.js';
 export interface AppDeps extends OAuthAppDeps {
   events: EventHub;
   metrics: Metrics;
+  /** What GET /readyz asks (README "Probes"), built in src/service.ts. */
+  dependencies: readonly DependencyCheck[];
 }
 
 export const SERVICE_NAME = 'dfc';
@@ -24,7 +27,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<HttpEnv> {
-  const { config, db, authenticator, limiter, clock, log, events, metrics } = deps;
+  const { config, db, authenticator, limiter, clock, log, events, metrics, dependencies } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -32,6 +35,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     deviceControlsEnabled: config.deviceControlsEnabled,
     publicBaseUrl: config.publicBaseUrl,
     capacity: config.capacity,
+    dependencies,
   };
   // One cache of compiled device schemas per service, not per process (docs/rules.md "Running").
   const schemas = createArgumentSchemas();

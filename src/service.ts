@@ -14,6 +14,7 @@ import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
+import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
 import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -111,7 +112,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     now: clock.now,
   });
   metrics.watchIdentityProvider(() => owners.health().ok);
-  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics });
+  // What GET /readyz asks (README "Probes"): one entry per dependency this instance is configured with.
+  const dependencies: DependencyCheck[] = [databaseCheck(db)];
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies });
 
   let server: ServerType;
   try {

@@ -166,6 +166,7 @@ const freshAction = async () => (await queue(api, agentAct.token, lamp.id, { cap
 
 const matrix: Record<string, Row> = {
   'GET /healthz': { request: async () => ({ path: '/healthz' }), cells: ANYONE },
+  'GET /readyz': { request: async () => ({ path: '/readyz' }), cells: ANYONE },
   'GET /v1/account': { request: async () => ({ path: '/v1/account' }), cells: ownerRoute('2xx') },
 
   'POST /v1/device-setup-tokens': { request: async () => ({ path: '/v1/device-setup-tokens', body: { name: 'm' } }), cells: ownerRoute('2xx') },

@@ -108,9 +108,9 @@ describe('operation registry', () => {
     expect(names.filter((name, index) => names.indexOf(name) !== index)).toEqual([]);
   });
 
-  it('only health and the legacy board enrollment are open without a credential', () => {
+  it('only health, readiness and the legacy board enrollment are open without a credential', () => {
     const open = allOperations.filter((operation) => operation.credentials.includes('public')).map((operation) => operation.name);
-    expect(open.sort()).toEqual(['enrollments.enroll', 'health.get']);
+    expect(open.sort()).toEqual(['enrollments.enroll', 'health.get', 'readiness.get']);
   });
 });
 

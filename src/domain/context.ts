@@ -1,6 +1,7 @@
 import type { Db } from '../store/driver.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './events.js';
+import type { DependencyCheck } from './readiness.js';
 
 export type Access = 'read' | 'act';
 
@@ -52,6 +53,8 @@ export interface ServiceSettings {
   deviceControlsEnabled: boolean;
   publicBaseUrl: string;
   capacity: CapacityLimits;
+  /** What GET /readyz asks (README "Probes"): the database, and Redis when configured. */
+  dependencies: readonly DependencyCheck[];
 }
 
 /** Workspace capacity (docs/rules.md "Errors and limits"), checked in the transaction that would exceed it. */

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { DatabaseUnavailable } from '../store/driver.js';
 
 /**
  * The closed family of domain errors. Each code maps to exactly one HTTP status in
@@ -73,6 +74,19 @@ export const fail = {
   conflict: (message: string) => new DomainError('conflict', message),
 };
 
+/** Seconds a caller is asked to wait (Retry-After) when the database does not answer: long enough for a restart or failover. */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * The store's "cannot serve now" as the domain says it: 503 `unavailable` with Retry-After
+ * (README "Errors"), the same on every surface. The driver's text stays out of the message
+ * (it is logged, `cause`); any other error is returned as it is.
+ */
+export function fromStoreError(error: unknown): unknown {
+  if (!(error instanceof DatabaseUnavailable)) return error;
+  return new DomainError('unavailable', 'The database is not answering now. Retry later.', { retryAfterSeconds: DATABASE_RETRY_AFTER_SECONDS });
+}
+
 /** Why an error happened, in one line: its message, and its cause's, without a stack. */
 export function oneLine(error: unknown): string {
   const parts: string[] = [];
@@ -82,4 +96,20 @@ export function oneLine(error: unknown): string {
     e = e instanceof Error ? e.cause : undefined;
   }
   return parts.join(': ').replace(/\s*\n\s*/g, ' ');
+}
+
+/** The two levels `logSweepFailure` writes: the Logger of src/domain/context.ts, not imported (context.ts reaches this file through its imports). */
+interface SweepLog {
+  warn(record: Record<string, unknown>): void;
+  error(record: Record<string, unknown>): void;
+}
+
+/**
+ * A periodic job (expiry sweep, housekeeping) that failed: it runs again at its next tick. A
+ * database out of reach is a degradation, logged as a warn line without a stack (README
+ * "Logs"); anything else is a bug, logged at error level with its stack.
+ */
+export function logSweepFailure(log: SweepLog, msg: string, error: unknown): void {
+  if (error instanceof DatabaseUnavailable) log.warn({ msg, error: oneLine(error) });
+  else log.error({ msg, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
 }

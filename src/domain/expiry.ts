@@ -1,5 +1,6 @@
 import { expireDue, recallWithdrawn } from '../store/actions.js';
 import type { Db } from '../store/driver.js';
+import { logSweepFailure } from './errors.js';
 import { toActionRecord } from './action-records.js';
 import type { Clock, Logger } from './context.js';
 import type { EventHub } from './events.js';
@@ -28,7 +29,7 @@ export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock;
         if (rows.length > 0) deps.log.info(line);
         else deps.log.debug(line);
       })
-      .catch((error: unknown) => deps.log.error({ msg: 'expiry sweep failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }))
+      .catch((error: unknown) => logSweepFailure(deps.log, 'expiry sweep failed', error))
       .finally(() => {
         running = false;
       });

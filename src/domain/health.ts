@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { DATABASE_RETRY_AFTER_SECONDS, DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
+import { checkDependencies } from './readiness.js';
 
 export const healthObject = z.object({
   service: z.string().describe("The service's short name."),
@@ -28,5 +30,43 @@ export const getHealth = defineOperation({
       authConfigured,
       deviceControlsEnabled,
     };
+  },
+});
+
+export const readinessObject = z.object({
+  status: z.literal('ready'),
+  dependencies: z
+    .array(z.object({ name: z.enum(['database', 'redis']), state: z.literal('up') }))
+    .describe('Every dependency this instance is configured with, each answering.'),
+});
+
+/**
+ * Readiness (README "Probes"): whether this instance can serve requests now. Unlike
+ * /healthz (liveness: the process answers), it asks every dependency — the database with a
+ * bounded `SELECT 1`, Redis when configured — and answers 503 `unavailable` naming the ones
+ * that do not answer. A probe is public, so the body says which dependency is down and not
+ * the driver's words (an internal address, say): those go to the log.
+ */
+export const getReadiness = defineOperation({
+  name: 'readiness.get',
+  title: 'Service readiness',
+  description:
+    'Whether this instance can serve requests now: 200 when every dependency (the database, Redis when configured) answers, 503 `unavailable` naming the ones that do not. For load balancers and readiness probes; /healthz is liveness.',
+  credentials: ['public'],
+  access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/readyz', unwrapped: true }],
+  input: z.object({}),
+  output: readinessObject,
+  async run({ ctx }) {
+    const states = await checkDependencies(ctx.settings.dependencies);
+    const down = states.filter((state) => !state.up);
+    if (down.length === 0) return { status: 'ready' as const, dependencies: states.map(({ name }) => ({ name, state: 'up' as const })) };
+    for (const { name, reason } of down) ctx.log.warn({ msg: 'dependency unavailable', requestId: ctx.requestId, dependency: name, error: reason });
+    const listed = states.map(({ name, up }) => `${name} ${up ? 'up' : 'down'}`).join(', ');
+    throw new DomainError('unavailable', `Not ready: ${down.map(({ name }) => name).join(' and ')} not answering (${listed}).`, {
+      issues: down.map(({ name }) => ({ path: name, message: 'not answering' })),
+      retryAfterSeconds: DATABASE_RETRY_AFTER_SECONDS,
+    });
   },
 });

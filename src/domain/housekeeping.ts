@@ -1,5 +1,6 @@
 import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import type { Db } from '../store/driver.js';
+import { logSweepFailure } from './errors.js';
 import { deleteDueBatch, SWEPT_KINDS, type SweptKind } from '../store/housekeeping.js';
 import type { Clock, Logger } from './context.js';
 import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
@@ -80,7 +81,7 @@ export function startHousekeeping(deps: { db: Db; clock: Clock; log: Logger }, i
         if (Object.values(deleted).some((n) => n > 0)) deps.log.info(line);
         else deps.log.debug(line);
       })
-      .catch((error: unknown) => deps.log.error({ msg: 'housekeeping failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }))
+      .catch((error: unknown) => logSweepFailure(deps.log, 'housekeeping failed', error))
       .finally(() => {
         running = undefined;
       });

@@ -1,3 +1,6 @@
+import type { Db } from '../store/driver.js';
+import { ping } from '../store/ping.js';
+
 /**
  * A dependency a readiness probe asks (README "Probes"): the database, Redis when
  * `REDIS_URL` is set. `check` resolves when the dependency answers and rejects (with a
@@ -6,4 +9,39 @@
 export interface DependencyCheck {
   name: 'database' | 'redis';
   check(): Promise<void>;
+}
+
+/** How long a probe waits for one dependency: well inside a load balancer's usual 5 s probe timeout. */
+export const CHECK_TIMEOUT_MS = 2000;
+
+/** The database answers a `SELECT 1`. */
+export function databaseCheck(db: Db): DependencyCheck {
+  return { name: 'database', check: () => ping(db) };
+}
+
+export interface DependencyState {
+  name: DependencyCheck['name'];
+  up: boolean;
+  /** Why it is down, for the log: the dependency's own message (never sent to the caller). */
+  reason?: string;
+}
+
+/** Asks every dependency at once, each bounded by `timeoutMs`; never rejects. */
+export async function checkDependencies(checks: readonly DependencyCheck[], timeoutMs = CHECK_TIMEOUT_MS): Promise<DependencyState[]> {
+  return Promise.all(
+    checks.map(async ({ name, check }): Promise<DependencyState> => {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      });
+      try {
+        await Promise.race([check(), timedOut]);
+        return { name, up: true };
+      } catch (error) {
+        return { name, up: false, reason: error instanceof Error ? error.message : String(error) };
+      } finally {
+        clearTimeout(timer);
+      }
+    }),
+  );
 }

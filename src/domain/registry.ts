@@ -7,13 +7,14 @@ import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDev
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
 import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants } from './grants.js';
-import { getHealth } from './health.js';
+import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
 export const operations = {
   getHealth,
+  getReadiness,
   getAccount,
   createSetupToken,
   listSetupTokens,

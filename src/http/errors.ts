@@ -1,5 +1,5 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { DomainError, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
+import { DomainError, fromStoreError, oneLine, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
 
 /** The one table from domain error to HTTP status (docs/rules.md "Errors and limits"). */
 export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
@@ -31,6 +31,8 @@ export interface HttpError {
   status: ContentfulStatusCode;
   body: ErrorEnvelope;
   headers: Record<string, string>;
+  /** When a dependency (the database) failed: why, in one line, for the log only (a warn line). */
+  dependencyFailure?: string;
 }
 
 /**
@@ -38,7 +40,8 @@ export interface HttpError {
  * other error is a bug whose message may carry SQL or parameters, so the caller gets a
  * generic message and the request id, and `internal` is true so the stack is logged.
  */
-export function toHttpError(error: unknown, requestId: string): HttpError & { internal: boolean } {
+export function toHttpError(thrown: unknown, requestId: string): HttpError & { internal: boolean } {
+  const error = fromStoreError(thrown);
   if (!(error instanceof DomainError)) {
     return {
       status: 500,
@@ -69,5 +72,6 @@ export function toHttpError(error: unknown, requestId: string): HttpError & { in
     },
     headers,
     internal: false,
+    ...(error !== thrown ? { dependencyFailure: oneLine(thrown) } : {}),
   };
 }

@@ -134,6 +134,9 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     if (mapped.internal) {
       log.error({ msg: 'internal error', requestId: c.get('requestId'), route: c.req.routePath, error: error.stack ?? String(error) });
     }
+    // README "Logs": a dependency out of reach degrades the service (warn), it is not a bug.
+    if (mapped.dependencyFailure)
+      log.warn({ msg: 'dependency unavailable', requestId: c.get('requestId'), route: c.req.routePath, error: mapped.dependencyFailure });
     return c.json(mapped.body, mapped.status, mapped.headers);
   });
 }

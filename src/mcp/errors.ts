@@ -1,6 +1,6 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type CallToolResult } from '@modelcontextprotocol/server';
 import type { Context } from '../domain/context.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, fromStoreError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
 
 /**
@@ -26,6 +26,7 @@ export function toolError(error: unknown, ctx: Context, { structured }: { struct
       error: error instanceof Error ? (error.stack ?? error.message) : String(error),
     });
   }
+  if (mapped.dependencyFailure) ctx.log.warn({ msg: 'dependency unavailable', requestId: ctx.requestId, route: '/mcp', error: mapped.dependencyFailure });
   const { code, message, issues } = mapped.body.error;
   const lines = [`Error ${code} (HTTP ${mapped.status}): ${message}`];
   for (const issue of issues ?? []) lines.push(`- ${issue.path}: ${issue.message}`);
@@ -45,7 +46,8 @@ export function toolError(error: unknown, ctx: Context, { structured }: { struct
  * principal's device or action. Other domain errors become an invalid-request error naming
  * their code; anything else is internal and logged, never echoed.
  */
-export function resourceError(error: unknown, uri: string, ctx: Context): Error {
+export function resourceError(thrown: unknown, uri: string, ctx: Context): Error {
+  const error = fromStoreError(thrown);
   if (error instanceof DomainError) {
     if (error.code === 'not_found' || error.code === 'validation_failed' || error.code === 'grant_required') return new ResourceNotFoundError(uri);
     return new ProtocolError(ProtocolErrorCode.InvalidRequest, `${error.code}: ${error.message}`);

@@ -58,7 +58,7 @@ const statusText: Record<number, string> = {
   413: 'Request body over 16 KiB.',
   429: 'Rate or workspace capacity limit; see Retry-After.',
   500: 'Internal error; quote the request id.',
-  503: 'Device controls switched off, or a required integration not configured.',
+  503: 'Device controls switched off, a required integration not configured, or a dependency (the database) not answering; see Retry-After.',
 };
 
 /**

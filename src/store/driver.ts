@@ -35,3 +35,79 @@ export interface Db extends Queryable {
   connectionSettings(): Promise<ConnectionSettings[]>;
   close(): Promise<void>;
 }
+
+/**
+ * The database cannot serve now: unreachable, not answering within the driver's bound, busy
+ * past the busy timeout, out of disk. Both drivers throw this, and only for such failures
+ * (`unavailableFrom`), so that one mapping turns it into 503 `unavailable` with Retry-After
+ * (README "Errors"); any other driver error (a constraint, bad SQL) is a bug and stays as it
+ * was thrown (500 `internal`). The message names the cause for the log, never SQL or
+ * arguments; callers are not shown it.
+ */
+export class DatabaseUnavailable extends Error {
+  constructor(reason: string, options?: { cause?: unknown }) {
+    super(`database unavailable: ${reason}`, options);
+    this.name = 'DatabaseUnavailable';
+  }
+}
+
+/**
+ * SQLite result codes (the primary code, before any `_EXTENDED` suffix) that say "not now"
+ * rather than "wrong": lock contention that outlasted the busy timeout, and disk trouble
+ * (full, I/O error, cannot open). A retry later can succeed once the contention ends or an
+ * operator frees the disk, so the caller gets 503, and the log line says which it was.
+ */
+const NOT_NOW_SQLITE_CODES = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_CANTOPEN', 'SQLITE_PROTOCOL']);
+
+/**
+ * Codes of `@libsql/client` for a server that did not answer or dropped its stream (sqld
+ * restarted, an HTTP 5xx or 401 from a proxy or Turso, a closed WebSocket). SQL errors it
+ * reports carry SQLite's own codes instead.
+ */
+const TRANSPORT_CODES = new Set([
+  'SERVER_ERROR',
+  'HRANA_CLOSED_ERROR',
+  'HRANA_WEBSOCKET_ERROR',
+  'HRANA_PROTO_ERROR',
+  'STREAM_EXPIRED',
+  'STREAM_NOT_FOUND',
+  'PROTOCOL_VERSION_ERROR',
+]);
+
+const errorCode = (error: unknown): string | undefined => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+};
+
+const describe = (error: unknown): string => {
+  const parts: string[] = [];
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 3; depth++, e = e.cause) {
+    const code = errorCode(e);
+    parts.push(code && !e.message.includes(code) ? `${e.message} (${code})` : e.message);
+  }
+  return parts.join(': ') || String(error);
+};
+
+/**
+ * The one classification of driver failures. `answeredByServer` is given by a network driver
+ * (the remote one): an error that is not an answer from the server — a refused connection, a
+ * timeout, an abort — means the server is out of reach.
+ */
+export function unavailableFrom(error: unknown, answeredByServer?: (error: unknown) => boolean): DatabaseUnavailable | undefined {
+  if (error instanceof DatabaseUnavailable) return error;
+  const code = errorCode(error);
+  const primary = code?.match(/^SQLITE_[A-Z]+/)?.[0];
+  const notNow =
+    (primary !== undefined && NOT_NOW_SQLITE_CODES.has(primary)) ||
+    (answeredByServer !== undefined && (!answeredByServer(error) || (code !== undefined && TRANSPORT_CODES.has(code))));
+  return notNow ? new DatabaseUnavailable(describe(error), { cause: error }) : undefined;
+}
+
+/** Runs one driver call, throwing `DatabaseUnavailable` for the failures that mean it. */
+export async function guarded<T>(call: () => Promise<T> | T, answeredByServer?: (error: unknown) => boolean): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    throw unavailableFrom(error, answeredByServer) ?? error;
+  }
+}

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'libsql';
-import type { ConnectionSettings, Db, Queryable, RunResult, SqlValue } from './driver.js';
+import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue } from './driver.js';
 
 type Statement = Database.Statement<unknown[]>;
 
@@ -69,19 +69,26 @@ export class EmbeddedDb implements Db {
     }
   }
 
+  // Every entry point classifies its failures (`guarded`, src/store/driver.ts): SQLITE_BUSY
+  // past the busy timeout (another process holds the file) and disk trouble are 503
+  // `unavailable`, not a 500 (README "Errors").
   all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
-    return this.#inTransaction ? this.#exclusive(() => this.#direct.all<T>(sql, args)) : this.#direct.all<T>(sql, args);
+    return guarded(() => (this.#inTransaction ? this.#exclusive(() => this.#direct.all<T>(sql, args)) : this.#direct.all<T>(sql, args)));
   }
 
   get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
-    return this.#inTransaction ? this.#exclusive(() => this.#direct.get<T>(sql, args)) : this.#direct.get<T>(sql, args);
+    return guarded(() => (this.#inTransaction ? this.#exclusive(() => this.#direct.get<T>(sql, args)) : this.#direct.get<T>(sql, args)));
   }
 
   run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
-    return this.#inTransaction ? this.#exclusive(() => this.#direct.run(sql, args)) : this.#direct.run(sql, args);
+    return guarded(() => (this.#inTransaction ? this.#exclusive(() => this.#direct.run(sql, args)) : this.#direct.run(sql, args)));
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return guarded(() => this.#transaction(fn));
+  }
+
+  #transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     return this.#exclusive(async () => {
       this.#db.exec('BEGIN IMMEDIATE');
       this.#inTransaction = true;

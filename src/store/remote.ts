@@ -1,5 +1,18 @@
-import { createClient, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
-import type { ConnectionSettings, Db, Queryable, RunResult, SqlValue } from './driver.js';
+import { createClient, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
+import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue } from './driver.js';
+
+/** An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to reach it. */
+const answeredByServer = (error: unknown) => error instanceof LibsqlError;
+
+/**
+ * How long one HTTP request to the server may take, connecting included (README "Errors":
+ * a database that does not answer is 503 `unavailable` within a bounded time). Without it an
+ * address that accepts connections and never answers would hold a request for undici's five
+ * minutes. The server's own busy timeout (5 s) fits inside it.
+ */
+const REQUEST_TIMEOUT_MS = 8000;
+
+const boundedFetch = (request: Request) => fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
 
 function rows<T>(result: ResultSet): T[] {
   // Rows from @libsql/client are array-like objects with column getters; repositories
@@ -19,17 +32,40 @@ function statement(sql: string, args: readonly SqlValue[] = []): InStatement {
 
 function queryable(target: Pick<Client | Transaction, 'execute'>): Queryable {
   return {
-    all: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await target.execute(statement(sql, args))),
-    get: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await target.execute(statement(sql, args)))[0],
+    all: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await guarded(() => target.execute(statement(sql, args)), answeredByServer)),
+    get: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await guarded(() => target.execute(statement(sql, args)), answeredByServer))[0],
     run: async (sql: string, args?: readonly SqlValue[]): Promise<RunResult> => {
-      const result = await target.execute(statement(sql, args));
+      const result = await guarded(() => target.execute(statement(sql, args)), answeredByServer);
       return { changes: result.rowsAffected };
     },
   };
 }
 
+const isBusy = (error: unknown) => error instanceof LibsqlError && error.code.startsWith('SQLITE_BUSY');
+
+const pause = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.min(100, 2 ** attempt) * (0.5 + Math.random())));
+
 /** Same as the embedded driver: a writer waits this long for a lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * sqld answers SQLITE_BUSY at once when another stream holds the write lock (measured: 15
+ * pollers over three instances met it within 30 ms), where the embedded driver would wait
+ * for the lock. A statement refused so did nothing, so it is sent again after a short,
+ * growing pause, for up to BUSY_TIMEOUT_MS; only then does the caller see it (503
+ * `unavailable`, README "Errors"). `refused` says whether to try again.
+ */
+async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) => boolean = isBusy): Promise<T> {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!refused(error) || Date.now() >= deadline) throw error;
+      await pause(attempt);
+    }
+  }
+}
 
 /**
  * A libSQL server (sqld, Turso) reached over `libsql://`, `http://` or `https://`. The server
@@ -55,9 +91,10 @@ export class RemoteDb implements Db {
       url,
       intMode: 'number',
       ...(authToken ? { authToken } : {}),
-      ...(local ? { timeout: BUSY_TIMEOUT_MS } : {}),
+      ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
     });
-    this.#direct = queryable(this.#client);
+    const client = this.#client;
+    this.#direct = queryable({ execute: (stmt: InStatement) => whileBusy(() => client.execute(stmt)) });
     this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
     // A failure surfaces on the first statement that awaits it, not as an unhandled rejection.
     this.#ready.catch(() => undefined);
@@ -78,22 +115,52 @@ export class RemoteDb implements Db {
     return this.#direct.run(sql, args);
   }
 
+  /**
+   * A write transaction takes the lock with its first statement (the client sends BEGIN
+   * IMMEDIATE with it). When the server refuses that one as busy, nothing of the transaction
+   * ran: it is begun again, `fn` included (its code before its first statement runs again),
+   * as `whileBusy` does for single statements.
+   */
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     await this.#ready;
-    const tx = await this.#client.transaction('write');
-    try {
-      const result = await fn(queryable(tx));
-      await tx.commit();
-      return result;
-    } catch (error) {
-      await tx.rollback().catch(() => undefined);
-      throw error;
-    } finally {
-      tx.close();
-    }
+    let refusedAtBegin = false;
+    return whileBusy(
+      async () => {
+        refusedAtBegin = false;
+        // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
+        const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
+        let first = true;
+        const execute = async (stmt: InStatement) => {
+          const isFirst = first;
+          first = false;
+          try {
+            return await tx.execute(stmt);
+          } catch (error) {
+            if (isFirst && isBusy(error)) refusedAtBegin = true;
+            throw error;
+          }
+        };
+        try {
+          const result = await fn(queryable({ execute }));
+          await guarded(() => tx.commit(), answeredByServer);
+          return result;
+        } catch (error) {
+          await tx.rollback().catch(() => undefined);
+          throw error;
+        } finally {
+          tx.close();
+        }
+      },
+      () => refusedAtBegin,
+    );
   }
 
-  async script(sql: string): Promise<void> {
+  script(sql: string): Promise<void> {
+    // Refused as busy (another instance migrating): nothing ran, so it is run again once the lock is free.
+    return guarded(() => whileBusy(() => this.#script(sql)), answeredByServer);
+  }
+
+  async #script(sql: string): Promise<void> {
     await this.#ready;
     const tx = await this.#client.transaction('write');
     try {

@@ -41,6 +41,7 @@ export interface TestServer {
 }
 
 export interface TestServerOptions {
+  /** Configuration on top of the test defaults; `DATABASE_URL` here points the service at a libSQL server (`startSqld().url`) instead of its own temp file. */
   env?: Record<string, string>;
   clock?: Clock;
   /** Reuse an existing folder (a restart on the same database). */
