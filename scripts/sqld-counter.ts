@@ -29,18 +29,6 @@ export async function startSqldCounter(target: string): Promise<SqldCounter> {
       const body = Buffer.concat(chunks);
       if (req.url?.endsWith('/pipeline')) {
         roundTrips++;
-          console.log(
-            'RT',
-            JSON.stringify(
-              (JSON.parse(body.toString()) as any).requests.map((r: any) =>
-                r.type === 'execute'
-                  ? r.stmt.sql.replace(/\s+/g, ' ').slice(0, 90)
-                  : r.type === 'store_sql'
-                    ? 'S:' + r.sql.replace(/\s+/g, ' ').slice(0, 90)
-                    : r.type,
-              ),
-            ),
-          );
         const parsed = JSON.parse(body.toString()) as PipelineBody;
         for (const request of parsed.requests ?? []) {
           if (request.type === 'execute') statements++;
