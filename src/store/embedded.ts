@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'libsql';
-import type { ConnectionSettings, Db, Queryable, RunResult, SqlValue } from './driver.js';
+import type { ConnectionSettings, Db, Queryable, RunResult, SqlValue, Statement as BatchStatement } from './driver.js';
 
 type Statement = Database.Statement<unknown[]>;
 
@@ -95,6 +95,14 @@ export class EmbeddedDb implements Db {
       } finally {
         this.#inTransaction = false;
       }
+    });
+  }
+
+  batch(statements: readonly BatchStatement[]): Promise<RunResult[]> {
+    return this.transaction(async (tx) => {
+      const results: RunResult[] = [];
+      for (const { sql, args } of statements) results.push(await tx.run(sql, args));
+      return results;
     });
   }
 
