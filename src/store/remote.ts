@@ -136,7 +136,12 @@ export class RemoteDb implements Db {
   /** `@libsql/client`'s batch: one request that the server runs as one transaction. */
   async batch(statements: readonly Statement[]): Promise<RunResult[]> {
     await this.#ready;
-    const results = await whileBusy(() => this.#client.batch(statements.map(({ sql, args }) => statement(sql, args)), 'write'));
+    const results = await whileBusy(() =>
+      this.#client.batch(
+        statements.map(({ sql, args }) => statement(sql, args)),
+        'write',
+      ),
+    );
     return results.map((result) => ({ changes: result.rowsAffected }));
   }
 
