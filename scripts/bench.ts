@@ -23,6 +23,19 @@
  * environment (the bench measures the service, not its limiter).
  *
  *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets --json out.json --log-level info]
+ *   npm run bench -- --database sqld [--instances 2] [--transport ws|http] [--only mcp,rest]
+ *
+ * `--database sqld` adds, after the embedded phases (the baseline of the same run), the MCP
+ * and REST round trips on a real libSQL server (tools/sqld, a fresh data folder, started by
+ * this script on the server's core), first with one instance of the service, then with
+ * `--instances` N (default 2) on the same sqld. `--transport` picks how the service reaches
+ * sqld: `ws` (DATABASE_URL `ws://`, the Hrana WebSocket transport, the default) or `http`.
+ * Every instance runs on the server's core, so N instances have the CPU of one: the ratio
+ * says what sharing one database across processes costs, not what more cores would add.
+ * Without a shared bus, a wake or an MCP call's result reaches only the instance where it
+ * happened, so each device's wake socket, `next` and `result` and its agent's requests go
+ * to the same instance (device i to instance i mod N); `instanceEnv` is where a bus's URL
+ * would be given to every instance for a run that spreads them.
  *
  * `--log-level` (default `silent`) makes the server write its log lines to this process's
  * stdout, so the cost of logging can be measured: run it with stdout piped (`| cat >/dev/null`),
@@ -42,6 +55,8 @@ import { Agent, Client, request as undiciRequest } from 'undici';
 import { WebSocket } from 'ws';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { parseConfig } from '../src/config.js';
+import { freePort } from '../test/helpers/oauth.js';
+import { SQLD_BINARY } from '../test/helpers/sqld.js';
 import { measuringEnv } from './measuring-env.js';
 
 const { values: opts } = parseArgs({
@@ -55,8 +70,16 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
     json: { type: 'string' },
     'log-level': { type: 'string', default: 'silent' },
+    database: { type: 'string', default: 'embedded' },
+    instances: { type: 'string', default: '2' },
+    transport: { type: 'string', default: 'ws' },
   },
 });
+if (!['embedded', 'sqld'].includes(opts.database) || !['ws', 'http'].includes(opts.transport) || !(Number(opts.instances) >= 1)) {
+  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1] [--transport ws|http]');
+  process.exit(2);
+}
+const INSTANCES = Number(opts.instances);
 const DURATION_S = Number(opts.duration);
 const DEVICES = Number(opts.devices);
 const SOCKETS = Number(opts.sockets);
@@ -227,6 +250,8 @@ interface BenchDevice {
   id: string;
   token: string;
   workspace: string;
+  /** The instance this device and its agent's requests talk to. */
+  base: string;
 }
 
 /** Attaches `count` devices through setup tokens of deviceLimit 20 (the contract's maximum). */
@@ -236,7 +261,7 @@ async function attachDevices(base: string, owner: string, count: number, name: s
   );
   return pool(Array.from({ length: count }), 64, async (_, i) => {
     const attached = await call(base, 'POST', '/v1/sdk/devices', tokens[Math.floor(i / 20)].token, { name: `${name} ${i}` });
-    return { id: attached.device.id, token: attached.token, workspace: attached.workspace };
+    return { id: attached.device.id, token: attached.token, workspace: attached.workspace, base };
   });
 }
 
@@ -320,8 +345,10 @@ interface Fleet {
  * more after a drain to be sure the queue is empty; a bench device with one outstanding
  * action at a time does not need to). Empty `next` answers are counted: they should not occur.
  */
-async function startFleet(server: ServerProcess, owner: string): Promise<Fleet> {
+async function startFleet(servers: ServerProcess[], owner: string): Promise<Fleet> {
+  const server = servers[0]!;
   const devices = await attachDevices(server.url, owner, DEVICES, 'bench lamp');
+  devices.forEach((device, i) => (device.base = servers[i % servers.length]!.url));
   await pool(devices, 32, (device) => call(server.url, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
   const agent = await call(server.url, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
   await pool(devices, 32, (device) =>
@@ -332,21 +359,33 @@ async function startFleet(server: ServerProcess, owner: string): Promise<Fleet> 
   fleet.sockets = await pool(devices, 32, (device) => {
     let chain = Promise.resolve();
     const handle = async () => {
-      const command = await call(server.url, 'POST', `/v1/device/${device.id}/next`, device.token, undefined, { 'x-service-workspace': device.workspace });
+      const command = await call(device.base, 'POST', `/v1/device/${device.id}/next`, device.token, undefined, { 'x-service-workspace': device.workspace });
       if (!command) {
         fleet.emptyNexts++;
         return;
       }
-      await call(server.url, 'POST', `/v1/device/${device.id}/result`, device.token, { actionId: command.id, ok: true, result: { on: command.args.on } });
+      await call(device.base, 'POST', `/v1/device/${device.id}/result`, device.token, { actionId: command.id, ok: true, result: { on: command.args.on } });
       fleet.reported.get(command.id)?.();
       fleet.reported.delete(command.id);
     };
-    return openSocket(server.url, device, (actionId, at) => {
+    return openSocket(device.base, device, (actionId, at) => {
       if (fleet.recording.on) fleet.frames.set(actionId, at);
       chain = chain.then(handle).catch((error) => console.error('device loop:', error));
     });
   });
   return fleet;
+}
+
+/** The CPU time (µs) all instances have used so far. */
+async function serversCpu(servers: ServerProcess[]): Promise<number> {
+  const usages = await Promise.all(servers.map((server) => server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })));
+  return usages.reduce((sum, { usage }) => sum + usage.user + usage.system, 0);
+}
+
+/** Every instance's record of when it published each action as queued, since `since`. */
+async function published(servers: ServerProcess[], since: number): Promise<[string, number][]> {
+  const answers = await Promise.all(servers.map((server) => server.ask<{ entries: [string, number][] }>({ type: 'published', since })));
+  return answers.flatMap(({ entries }) => entries);
 }
 
 interface LoadFigures {
@@ -366,7 +405,7 @@ interface LoadFigures {
  * when the action was queued.
  */
 async function roundTripLoad(
-  server: ServerProcess,
+  servers: ServerProcess[],
   fleet: Fleet,
   roundTrip: (device: BenchDevice, i: number) => Promise<void>,
   seconds: number,
@@ -387,17 +426,17 @@ async function roundTripLoad(
   fleet.frames.clear();
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
-  const cpuBefore = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+  const cpuBefore = await serversCpu(servers);
   const ownBefore = process.cpuUsage();
   windowStart = nowMs();
   windowEnd = windowStart + seconds * 1000;
   await sleep(seconds * 1000);
-  const cpuAfter = (await server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })).usage;
+  const cpuAfter = await serversCpu(servers);
   const ownAfter = process.cpuUsage(ownBefore);
   fleet.recording.on = false;
   running = false;
   await Promise.all(loops);
-  const { entries } = await server.ask<{ entries: [string, number][] }>({ type: 'published', since: windowStart });
+  const entries = await published(servers, windowStart);
   const wakes: number[] = [];
   for (const [actionId, queuedAt] of entries) {
     const frameAt = fleet.frames.get(actionId);
@@ -409,33 +448,33 @@ async function roundTripLoad(
     completed: latencies.length,
     requestToResult: { p50Ms: r2(pct(latencies, 0.5)), p99Ms: r2(pct(latencies, 0.99)) },
     wake: { p50Ms: r2(pct(wakes, 0.5)), p99Ms: r2(pct(wakes, 0.99)), samples: wakes.length },
-    serverCpuPercent: Math.round(((cpuAfter.user - cpuBefore.user + cpuAfter.system - cpuBefore.system) / wall) * 100),
+    serverCpuPercent: Math.round(((cpuAfter - cpuBefore) / wall) * 100),
     generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / wall) * 100),
     emptyNexts: fleet.emptyNexts - emptyBefore,
   };
 }
 
-function mcpRoundTrip(server: ServerProcess, fleet: Fleet) {
+function mcpRoundTrip(fleet: Fleet) {
   return async (device: BenchDevice, i: number) => {
-    const action = await mcpCall(server.url, fleet.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
+    const action = await mcpCall(device.base, fleet.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
     if (action.status !== 'succeeded') throw new Error(`MCP round trip ended ${action.status}`);
   };
 }
 
-function restRoundTrip(server: ServerProcess, fleet: Fleet) {
+function restRoundTrip(fleet: Fleet) {
   return async (device: BenchDevice, i: number) => {
     // The device may report before this POST's answer arrives: wait on the id from then on.
     let reported!: () => void;
     const done = new Promise<void>((resolve) => (reported = resolve));
-    const action = await call(server.url, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, {
+    const action = await call(device.base, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, {
       capability: 'set_power',
       arguments: { on: i % 2 === 0 },
     });
     fleet.reported.set(action.id, reported);
-    const state = await call(server.url, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
+    const state = await call(device.base, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
     if (state.status !== 'succeeded') {
       await done;
-      const final = await call(server.url, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
+      const final = await call(device.base, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
       if (final.status !== 'succeeded') throw new Error(`REST round trip ended ${final.status}`);
     } else {
       fleet.reported.delete(action.id);
@@ -452,7 +491,7 @@ async function sequential(server: ServerProcess, fleet: Fleet, count: number) {
   const since = nowMs();
   for (let i = 0; i < count; i++) {
     const t0 = nowMs();
-    await mcpRoundTrip(server, fleet)(device, i);
+    await mcpRoundTrip(fleet)(device, i);
     latencies.push(nowMs() - t0);
   }
   fleet.recording.on = false;
@@ -671,6 +710,55 @@ async function floor(bytes: number) {
   }
 }
 
+/**
+ * A fresh sqld on the server's core (the service's database shares the service's CPU, as the
+ * embedded database does), and `count` instances of the service on it.
+ */
+async function onSqld(count: number) {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-sqld-'));
+  tempDirs.push(dir);
+  const sqldArgs = ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`, '--no-welcome'];
+  const [command, args] = hasTaskset ? ['taskset', ['-c', '0', SQLD_BINARY, ...sqldArgs]] : [SQLD_BINARY, sqldArgs];
+  const sqld = spawn(command as string, args as string[], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => sqld.once('exit', resolve));
+  try {
+    for (
+      let tries = 0;
+      !(await fetch(`http://127.0.0.1:${port}/health`)
+        .then((r) => r.ok)
+        .catch(() => false));
+      tries++
+    ) {
+      if (tries > 300 || sqld.exitCode !== null) throw new Error(`sqld (${SQLD_BINARY}) did not answer: npm run setup:dev-tools`);
+      await sleep(50);
+    }
+    const databaseUrl = `${opts.transport}://127.0.0.1:${port}`;
+    // One at a time: the first runs the migrations, the others find them done.
+    const servers: ServerProcess[] = [];
+    for (let i = 0; i < count; i++) servers.push(await startServer(instanceEnv(databaseUrl)));
+    try {
+      const owner = await signDevelopmentSession(servers[0]!.config, `bench-sqld-${count}`);
+      const fleet = await startFleet(servers, owner);
+      const figures: { instances: number; mcp?: LoadFigures; rest?: LoadFigures } = { instances: count };
+      if (PHASES.has('mcp')) figures.mcp = await roundTripLoad(servers, fleet, mcpRoundTrip(fleet), DURATION_S);
+      if (PHASES.has('rest')) figures.rest = await roundTripLoad(servers, fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2)));
+      for (const socket of fleet.sockets) socket.close();
+      return figures;
+    } finally {
+      await Promise.all(servers.map((server) => server.stop()));
+    }
+  } finally {
+    sqld.kill('SIGKILL');
+    await exited;
+  }
+}
+
+/** What every instance on a shared database is started with (a shared bus's URL goes here too). */
+function instanceEnv(databaseUrl: string): Record<string, string> {
+  return { DATABASE_URL: databaseUrl };
+}
+
 // ---------------------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------------------
@@ -682,15 +770,15 @@ try {
     const owner = await signDevelopmentSession(server.config, 'bench-owner');
     if (PHASES.has('healthz') || PHASES.has('mcp') || PHASES.has('rest')) await phase(server, 'healthz', () => healthzCeiling(server));
     if (PHASES.has('mcp') || PHASES.has('rest')) {
-      const fleet = await startFleet(server, owner);
+      const fleet = await startFleet([server], owner);
       if (PHASES.has('mcp')) {
-        const load = await phase(server, 'mcp-round-trips', () => roundTripLoad(server, fleet, mcpRoundTrip(server, fleet), DURATION_S));
+        const load = await phase(server, 'mcp-round-trips', () => roundTripLoad([server], fleet, mcpRoundTrip(fleet), DURATION_S));
         results.mcpRoundTrips = { ...load, requestsPerRoundTrip: 3 };
         results.sequential = await sequential(server, fleet, 200);
       }
       if (PHASES.has('rest')) {
         const load = await phase(server, 'rest-round-trips', () =>
-          roundTripLoad(server, fleet, restRoundTrip(server, fleet), Math.max(3, Math.round(DURATION_S / 2))),
+          roundTripLoad([server], fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2))),
         );
         results.restRoundTrips = { ...load, requestsPerRoundTrip: 4 };
       }
@@ -699,6 +787,11 @@ try {
     if (PHASES.has('tools')) await toolsList(server);
   } finally {
     await server.stop();
+  }
+  if (opts.database === 'sqld' && (PHASES.has('mcp') || PHASES.has('rest'))) {
+    const one = await onSqld(1);
+    const many = INSTANCES > 1 ? await onSqld(INSTANCES) : undefined;
+    results.sqld = { transport: opts.transport, routing: 'each device and its agent on one instance', one, ...(many ? { many } : {}) };
   }
   if (PHASES.has('floor')) await floor((results.toolsList as { responseBytes?: number } | undefined)?.responseBytes ?? 945_000);
   if (PHASES.has('sockets')) await idleSockets();
@@ -720,6 +813,7 @@ const so = results.sockets as Awaited<ReturnType<typeof idleSockets>> | undefine
 const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
 
 type Row = [string, string, string, string, string];
+type SqldFigures = { instances: number; mcp?: LoadFigures; rest?: LoadFigures };
 const rows: Row[] = [];
 const mark = (ok: boolean) => (ok ? 'yes' : 'NO');
 if (healthz)
@@ -802,6 +896,32 @@ if (fl) {
     `${fl.bytesMultiple}×`,
     '',
   ]);
+}
+const sq = results.sqld as { transport: string; one: SqldFigures; many?: SqldFigures } | undefined;
+if (sq) {
+  const share = (a: number, b: number) => `${r2(a / b)}×`;
+  for (const kind of ['mcp', 'rest'] as const) {
+    const embedded = kind === 'mcp' ? mcp : rest;
+    const one = sq.one[kind];
+    const many = sq.many?.[kind];
+    const label = kind === 'mcp' ? 'MCP' : 'REST';
+    if (one)
+      rows.push([
+        `sqld (${sq.transport}), 1 instance, ${label} round trips`,
+        `${one.roundTripsPerSecond}/s (p50 ${one.requestToResult.p50Ms} ms)`,
+        embedded ? `embedded ${embedded.roundTripsPerSecond}/s` : '',
+        embedded ? share(one.roundTripsPerSecond, embedded.roundTripsPerSecond) : '',
+        `service CPU ${one.serverCpuPercent} %`,
+      ]);
+    if (one && many)
+      rows.push([
+        `sqld (${sq.transport}), ${sq.many!.instances} instances, ${label} round trips`,
+        `${many.roundTripsPerSecond}/s (p50 ${many.requestToResult.p50Ms} ms)`,
+        `1 instance ${one.roundTripsPerSecond}/s`,
+        share(many.roundTripsPerSecond, one.roundTripsPerSecond),
+        `service CPU ${many.serverCpuPercent} % (all)`,
+      ]);
+  }
 }
 if (so) {
   rows.push([

@@ -22,7 +22,7 @@ export const configSchema = z
     HOST: z.string().min(1).default('127.0.0.1'),
     DATABASE_URL: z
       .string()
-      .regex(/^(file:|libsql:\/\/|https?:\/\/)/, 'must start with file:, libsql://, http:// or https://')
+      .regex(/^(file:|libsql:\/\/|wss?:\/\/|https?:\/\/)/, 'must start with file:, libsql://, ws://, wss://, http:// or https://')
       .default('file:./data/service.db'),
     DATABASE_AUTH_TOKEN: z.string().min(1).optional(),
     REDIS_URL: z

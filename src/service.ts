@@ -24,7 +24,6 @@ import { answerClientErrors } from './http/client-errors.js';
 import { createRedisEventHub } from './bus/events.js';
 import { createRedisRateLimiter } from './bus/rate-limits.js';
 import { connectRedis, type RedisConnection } from './bus/redis.js';
-import type { DependencyCheck } from './domain/readiness.js';
 
 export interface RunningService {
   url: string;
@@ -32,8 +31,8 @@ export interface RunningService {
   db: Db;
   events: EventHub;
   /**
-   * What a readiness probe asks (src/domain/readiness.ts): Redis when REDIS_URL is set, else
-   * nothing yet. A check rejects, within the Redis command timeout, while Redis does not answer.
+   * What `GET /readyz` asks (README "Probes"): the database, and Redis when REDIS_URL is set.
+   * A check rejects, within its own bound, while its dependency does not answer.
    */
   readiness: DependencyCheck[];
   /**
@@ -74,7 +73,6 @@ export async function startService(config: Config, options: ServiceOptions = {})
   // With REDIS_URL every instance shares events and rate limits through Redis (README "What
   // instances share"); without it nothing is attempted and the service runs in one process.
   const redis: RedisConnection | undefined = config.redisUrl ? connectRedis(config.redisUrl, { log }) : undefined;
-  const readiness: DependencyCheck[] = redis ? [redis.readiness] : [];
   const sharedEvents = redis
     ? createRedisEventHub(redis, {
         onLost: () => metrics.countRedisFallback('event'),
@@ -113,8 +111,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   metrics.watchIdentityProvider(() => owners.health().ok);
   // What GET /readyz asks (README "Probes"): one entry per dependency this instance is configured with.
-  const dependencies: DependencyCheck[] = [databaseCheck(db)];
-  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies });
+  const readiness: DependencyCheck[] = [databaseCheck(db), ...(redis ? [redis.readiness] : [])];
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness });
 
   let server: ServerType;
   try {

@@ -46,8 +46,8 @@ describe('parseConfig defaults', () => {
     expect(parseConfig({ DATABASE_URL: 'file:/var/lib/dfc/db.sqlite' }).dataDir).toBe('/var/lib/dfc');
   });
 
-  it('accepts libsql://, http:// and https:// database URLs with an auth token', () => {
-    for (const url of ['libsql://db-org.turso.io', 'http://127.0.0.1:8080', 'https://db.example.com']) {
+  it('accepts libsql://, ws://, wss://, http:// and https:// database URLs with an auth token', () => {
+    for (const url of ['libsql://db-org.turso.io', 'ws://127.0.0.1:8080', 'wss://db.example.com', 'http://127.0.0.1:8080', 'https://db.example.com']) {
       expect(parseConfig({ DATABASE_URL: url, DATABASE_AUTH_TOKEN: 'secret' })).toMatchObject({ databaseUrl: url, databaseAuthToken: 'secret' });
     }
   });

@@ -193,7 +193,7 @@ describe('REDIS_URL unset or Redis absent at start', () => {
   it('runs in one process without REDIS_URL: no Redis check, no Redis metrics', async () => {
     const alone = await startTestServer({ env: { METRICS_TOKEN } });
     try {
-      expect(alone.service.readiness).toEqual([]);
+      expect((await client(alone.url).get('/readyz')).body).toEqual({ status: 'ready', dependencies: [{ name: 'database', state: 'up' }] });
       expect(await metric(alone, 'dfc_redis_up')).toBeUndefined();
       expect(alone.logs.some((l) => l.includes('redis'))).toBe(false);
     } finally {
@@ -207,7 +207,10 @@ describe('REDIS_URL unset or Redis absent at start', () => {
       await expect.poll(() => nowhere.logs.filter((l) => l.includes('"redis is down')).length).toBe(1);
       expect((await client(nowhere.url).get('/healthz')).status).toBe(200);
       expect(await metric(nowhere, 'dfc_redis_up')).toBe(0);
-      await expect(nowhere.service.readiness[0]!.check()).rejects.toThrow(/not connected/);
+      await expect(nowhere.service.readiness.find((r) => r.name === 'redis')!.check()).rejects.toThrow(/not connected/);
+      const ready = await client(nowhere.url).get('/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.error.issues).toEqual([{ path: 'redis', message: 'not answering' }]);
       // Reconnect attempts go on quietly: still one line.
       await new Promise((resolve) => setTimeout(resolve, 1200));
       expect(nowhere.logs.filter((l) => l.includes('redis')).length).toBe(1);

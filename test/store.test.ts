@@ -155,6 +155,28 @@ describe.each([
     expect(await db.all('SELECT id FROM workspaces')).toEqual([]);
   });
 
+  it("runs a batch in order and reports each statement's changes", async () => {
+    const db = await fresh();
+    const results = await db.batch([
+      { sql: "INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'a', 'ra', 1)" },
+      { sql: 'UPDATE workspaces SET created_at = ? WHERE id = ?', args: [2, 'a'] },
+      { sql: "DELETE FROM workspaces WHERE id = 'missing'" },
+    ]);
+    expect(results.map((result) => result.changes)).toEqual([1, 1, 0]);
+    expect(await db.all('SELECT id, created_at AS createdAt FROM workspaces')).toEqual([{ id: 'a', createdAt: 2 }]);
+  });
+
+  it('rolls a batch back as a whole when one statement fails', async () => {
+    const db = await fresh();
+    await expect(
+      db.batch([
+        { sql: "INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'a', 'ra', 1)" },
+        { sql: "INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'again', 'rb', 1)" },
+      ]),
+    ).rejects.toThrow();
+    expect(await db.all('SELECT id FROM workspaces')).toEqual([]);
+  });
+
   it('reports the changes of a guarded UPDATE (0 when the guard fails)', async () => {
     const db = await fresh();
     await db.run("INSERT INTO workspaces (id, external_id, routing_id, created_at) VALUES ('a', 'a', 'ra', 1)");

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { hashToken, issueToken, tokenKinds } from './tokens.js';
-import { consumeEventTicket, insertEventTicket, pruneEventTickets } from '../store/event-tickets.js';
+import { consumeEventTicket, issueEventTicket } from '../store/event-tickets.js';
 import { recalledFor } from '../store/actions.js';
 import { touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
@@ -35,10 +35,7 @@ export const issueEventsTicket = defineOperation({
     const now = ctx.clock.now();
     const issued = issueToken('ticket');
     const expiresAt = now + EVENT_TICKET_TTL_MS;
-    await ctx.db.transaction(async (tx) => {
-      await pruneEventTickets(tx, credential.workspaceId, credential.deviceId, now);
-      await insertEventTicket(tx, { ticketHash: issued.hash, workspaceId: credential.workspaceId, deviceId: credential.deviceId, expiresAt, createdAt: now });
-    });
+    await issueEventTicket(ctx.db, { ticketHash: issued.hash, workspaceId: credential.workspaceId, deviceId: credential.deviceId, expiresAt, createdAt: now });
     await noteDeviceSeen(ctx, credential);
     return { ticket: issued.token, expiresAt };
   },

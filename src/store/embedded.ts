@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'libsql';
-import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue } from './driver.js';
+import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue, type Statement as BatchStatement } from './driver.js';
 
 type Statement = Database.Statement<unknown[]>;
 
@@ -102,6 +102,14 @@ export class EmbeddedDb implements Db {
       } finally {
         this.#inTransaction = false;
       }
+    });
+  }
+
+  batch(statements: readonly BatchStatement[]): Promise<RunResult[]> {
+    return this.transaction(async (tx) => {
+      const results: RunResult[] = [];
+      for (const { sql, args } of statements) results.push(await tx.run(sql, args));
+      return results;
     });
   }
 

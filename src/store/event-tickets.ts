@@ -1,24 +1,24 @@
-import type { Queryable } from './driver.js';
-
-export async function insertEventTicket(
-  db: Queryable,
-  row: { ticketHash: string; workspaceId: string; deviceId: string; expiresAt: number; createdAt: number },
-): Promise<void> {
-  await db.run('INSERT INTO event_tickets (ticket_hash, workspace_id, device_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
-    row.ticketHash,
-    row.workspaceId,
-    row.deviceId,
-    row.expiresAt,
-    row.createdAt,
-  ]);
-}
+import type { Db, Queryable } from './driver.js';
 
 /**
- * Drops a device's tickets that can no longer open anything (used or expired), so the table
- * holds at most the few live tickets of each device.
+ * Stores a new ticket and drops the device's tickets that can no longer open anything (used
+ * or expired), so the table holds at most the few live tickets of each device. One batch: on
+ * a libSQL server one network round trip instead of a transaction's three.
  */
-export async function pruneEventTickets(db: Queryable, workspaceId: string, deviceId: string, now: number): Promise<void> {
-  await db.run('DELETE FROM event_tickets WHERE workspace_id = ? AND device_id = ? AND (used_at IS NOT NULL OR expires_at <= ?)', [workspaceId, deviceId, now]);
+export async function issueEventTicket(
+  db: Db,
+  row: { ticketHash: string; workspaceId: string; deviceId: string; expiresAt: number; createdAt: number },
+): Promise<void> {
+  await db.batch([
+    {
+      sql: 'DELETE FROM event_tickets WHERE workspace_id = ? AND device_id = ? AND (used_at IS NOT NULL OR expires_at <= ?)',
+      args: [row.workspaceId, row.deviceId, row.createdAt],
+    },
+    {
+      sql: 'INSERT INTO event_tickets (ticket_hash, workspace_id, device_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?)',
+      args: [row.ticketHash, row.workspaceId, row.deviceId, row.expiresAt, row.createdAt],
+    },
+  ]);
 }
 
 /**
