@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import type { ServiceSettings } from './domain/context.js';
+import type { LiveStreams, ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
@@ -16,6 +16,8 @@ import { routes } from './rest/routes.js';
 export interface AppDeps extends OAuthAppDeps {
   events: EventHub;
   metrics: Metrics;
+  /** The owner event streams, which the service ends on shutdown. */
+  streams: LiveStreams;
 }
 
 export const SERVICE_NAME = 'dfc';
@@ -24,7 +26,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<HttpEnv> {
-  const { config, db, authenticator, limiter, clock, log, events, metrics } = deps;
+  const { config, db, authenticator, limiter, clock, log, events, metrics, streams } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -32,6 +34,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     deviceControlsEnabled: config.deviceControlsEnabled,
     publicBaseUrl: config.publicBaseUrl,
     capacity: config.capacity,
+    ownerEvents: config.ownerEvents,
   };
   // One cache of compiled device schemas per service, not per process (docs/rules.md "Running").
   const schemas = createArgumentSchemas();
@@ -40,7 +43,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     trustProxyHops: config.trustProxyHops,
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
-    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas }),
+    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, streams }),
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);

@@ -14,6 +14,7 @@ import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
+import { createLiveStreams } from './domain/owner-events.js';
 import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -81,7 +82,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
     now: clock.now,
   });
   metrics.watchIdentityProvider(() => owners.health().ok);
-  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics });
+  const streams = createLiveStreams();
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, streams });
 
   let server: ServerType;
   try {
@@ -91,7 +93,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     throw error;
   }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
-  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs);
+  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, { eventsRetentionMs: config.ownerEvents.retentionMs });
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {
@@ -122,7 +124,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     },
     /**
      * Graceful shutdown (issue 7): stop accepting connections, close idle keep-alive ones,
-     * close the wake sockets with 1001, let requests in progress finish — for at most
+     * close the wake sockets with 1001, end the owner event streams, let requests in progress finish — for at most
      * `shutdownGraceMs`, then cut what is left — and only then stop the sweep and close the
      * database, which those requests may still be writing to.
      */
@@ -133,6 +135,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
       const closeIdle = () => {
         if ('closeIdleConnections' in server) server.closeIdleConnections();
       };
+      // Owner event streams never end on their own: they end now, and their clients
+      // reconnect (to another instance) with Last-Event-ID (README "Owner events").
+      streams.closeAll();
       closeIdle();
       const idleSweep = setInterval(closeIdle, 50);
       await channel.close();

@@ -16,7 +16,22 @@ export interface DeviceRevoked {
   deviceId: string;
 }
 
-export type ServiceEvent = ActionChange | DeviceRevoked;
+/**
+ * Something was written to the workspace's event journal that no other service event
+ * announces (a grant given or revoked, a device going online or offline): the owner's open
+ * event streams read the journal now instead of at their next safety poll (README "Owner events").
+ */
+export interface JournalWritten {
+  type: 'journal';
+  workspaceId: string;
+}
+
+export type ServiceEvent = ActionChange | DeviceRevoked | JournalWritten;
+
+/** After a commit that journalled grant or device events: open owner streams read them now. */
+export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {
+  ctx.events.publish({ type: 'journal', workspaceId });
+}
 
 /**
  * Where service events go: MCP tool calls wait on them, the wake channel turns `queued`
