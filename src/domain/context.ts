@@ -96,8 +96,6 @@ export interface LiveStreams {
   open(workspaceId: string, limit: number, caller: AbortSignal): StreamSlot;
   /** Ends every open stream and refuses new ones (503): the service is shutting down. */
   closeAll(): void;
-  /** Open streams, for tests and metrics. */
-  size(): number;
 }
 
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */

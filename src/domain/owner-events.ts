@@ -66,7 +66,6 @@ export function createLiveStreams(): LiveStreams {
       closed = true;
       for (const slots of open.values()) for (const controller of slots) controller.abort();
     },
-    size: () => [...open.values()].reduce((n, slots) => n + slots.size, 0),
   };
 }
 
