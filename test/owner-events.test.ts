@@ -28,9 +28,22 @@ const parsed = (event: SseEvent) =>
   JSON.parse(event.data) as { id: string; type: string; data: { action?: { id: string; status: string }; grant?: { id: string } } };
 const aboutAction = (actionId: string) => (event: SseEvent) => parsed(event).data.action?.id === actionId;
 
+/** Event hub subscriptions held now: every open stream holds one, and must give it back. */
+let subscribed = 0;
+
 beforeAll(async () => {
   server = await startTestServer({ env: { EVENTS_HEARTBEAT_SECONDS: '0.2', EVENTS_POLL_SECONDS: '0.5', EVENTS_MAX_STREAMS_PER_WORKSPACE: '3' } });
   api = client(server.url);
+  const hub = server.service.events;
+  const subscribe = hub.subscribe.bind(hub);
+  hub.subscribe = (listener) => {
+    subscribed += 1;
+    const unsubscribe = subscribe(listener);
+    return () => {
+      subscribed -= 1;
+      unsubscribe();
+    };
+  };
 });
 afterAll(async () => {
   for (const sse of open) sse.close();
@@ -215,18 +228,25 @@ describe('heartbeats (EVENTS_HEARTBEAT_SECONDS)', () => {
 });
 
 describe('open streams per workspace (EVENTS_MAX_STREAMS_PER_WORKSPACE)', () => {
-  it('answers 429 capacity_exceeded beyond the limit, and frees the place when a client goes away', async () => {
+  it('answers 429 capacity_exceeded beyond the limit, and frees the place and the subscription when a client goes away', async () => {
     const owner = await server.ownerToken('events-limit');
+    const base = subscribed;
     const streams = [await stream(owner), await stream(owner), await stream(owner)];
+    await vi.waitFor(() => expect(subscribed).toBe(base + 3), { timeout: 10_000, interval: 50 });
     expect(streams.map((s) => s.status)).toEqual([200, 200, 200]);
     const refused = await api.get('/v1/events', { token: owner });
     expect(refused.status).toBe(429);
     expect(refused.body.error.code).toBe('capacity_exceeded');
     expect(refused.headers.get('retry-after')).toBe('5');
     // Another workspace has places of its own.
-    expect((await stream(await server.ownerToken('events-limit-other'))).status).toBe(200);
+    const other = await stream(await server.ownerToken('events-limit-other'));
+    expect(other.status).toBe(200);
+    other.close();
+    await vi.waitFor(() => expect(subscribed).toBe(base + 3), { timeout: 10_000, interval: 50 });
 
     streams[0]!.close();
+    // Its subscription to the event hub goes with it.
+    await vi.waitFor(() => expect(subscribed).toBe(base + 2), { timeout: 10_000, interval: 50 });
     await vi.waitFor(
       async () => {
         const again = await openSse(`${server.url}/v1/events`, { token: owner });
@@ -267,6 +287,35 @@ describe('device online and offline', () => {
       expect((await sse.nextWhere(isLamp)).event).toBe('device.revoked');
     } finally {
       await own.close();
+    }
+  });
+});
+
+describe('several instances on one database', () => {
+  it('serves on one instance what another journalled, without a shared bus, and reports a transition once though both sweep', async () => {
+    const clock = manualClock();
+    const env = { EXPIRY_SWEEP_SECONDS: '1', EVENTS_POLL_SECONDS: '0.2' };
+    const first = await startTestServer({ clock, env });
+    const second = await startTestServer({ clock, env, dir: first.dir });
+    try {
+      // Workspaces are named by the session's claim: both instances' owners are the same workspace.
+      const viaFirst = client(first.url);
+      const lamp = await attachDevice(viaFirst, await first.ownerToken('events-instances'));
+      const sse = await openSse(`${second.url}/v1/events`, { token: await second.ownerToken('events-instances') });
+      open.push(sse);
+      const isLamp = (event: SseEvent) => event.event.startsWith('device.') && JSON.parse(event.data).data.device.id === lamp.id;
+
+      clock.advance(61_000);
+      expect((await sse.nextWhere(isLamp)).event).toBe('device.offline');
+      // Both instances sweep every second: only one of them changes the device's reported state.
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      clock.advance(1_000);
+      expect((await next(viaFirst, lamp)).status).toBe(200);
+      expect((await sse.nextWhere(isLamp)).event).toBe('device.online');
+      expect(sse.skipped.filter(isLamp)).toEqual([]);
+    } finally {
+      await second.close();
+      await first.close();
     }
   });
 });
