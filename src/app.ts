@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import type { ServiceSettings } from './domain/context.js';
+import type { LiveStreams, ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
 import type { DependencyCheck } from './domain/readiness.js';
@@ -19,6 +19,8 @@ export interface AppDeps extends OAuthAppDeps {
   metrics: Metrics;
   /** What GET /readyz asks (README "Probes"), built in src/service.ts. */
   dependencies: readonly DependencyCheck[];
+  /** The owner event streams, which the service ends on shutdown. */
+  streams: LiveStreams;
 }
 
 export const SERVICE_NAME = 'dfc';
@@ -27,7 +29,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<HttpEnv> {
-  const { config, db, authenticator, limiter, clock, log, events, metrics, dependencies } = deps;
+  const { config, db, authenticator, limiter, clock, log, events, metrics, dependencies, streams } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -36,6 +38,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     publicBaseUrl: config.publicBaseUrl,
     capacity: config.capacity,
     dependencies,
+    ownerEvents: config.ownerEvents,
   };
   // One cache of compiled device schemas per service, not per process (docs/rules.md "Running").
   const schemas = createArgumentSchemas();
@@ -44,7 +47,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     trustProxyHops: config.trustProxyHops,
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
-    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas }),
+    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, streams }),
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import type { CapacityLimits } from './domain/context.js';
+import type { CapacityLimits, OwnerEventSettings } from './domain/context.js';
 import type { RateLimitSettings } from './domain/rate-limits.js';
 import type { LogLevel } from './domain/context.js';
 
@@ -55,6 +55,10 @@ export const configSchema = z
     TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     WS_PING_SECONDS: positiveInt.default(15),
+    EVENTS_RETENTION_HOURS: positiveNumber.default(24),
+    EVENTS_HEARTBEAT_SECONDS: positiveNumber.default(15),
+    EVENTS_POLL_SECONDS: positiveNumber.default(2),
+    EVENTS_MAX_STREAMS_PER_WORKSPACE: positiveInt.default(10),
     RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20),
     RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
     RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10),
@@ -113,6 +117,8 @@ export interface Config {
   wsPingMs: number;
   rateLimits: RateLimitSettings;
   capacity: CapacityLimits;
+  /** The owner's event stream and its replay window (EVENTS_*). */
+  ownerEvents: OwnerEventSettings;
   /** Reverse proxies in front that append to X-Forwarded-For; 0: use the socket's peer. */
   trustProxyHops: number;
   /** Bearer token for GET /metrics; metrics are off without it. */
@@ -194,6 +200,12 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       .map((h) => h.trim().toLowerCase())
       .filter(Boolean),
     wsPingMs: e.WS_PING_SECONDS * 1000,
+    ownerEvents: {
+      retentionMs: e.EVENTS_RETENTION_HOURS * 3_600_000,
+      heartbeatMs: e.EVENTS_HEARTBEAT_SECONDS * 1000,
+      pollMs: e.EVENTS_POLL_SECONDS * 1000,
+      maxStreamsPerWorkspace: e.EVENTS_MAX_STREAMS_PER_WORKSPACE,
+    },
     trustProxyHops: e.TRUST_PROXY_HOPS,
     metricsToken: e.METRICS_TOKEN,
     rateLimits: {

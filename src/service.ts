@@ -15,6 +15,7 @@ import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
 import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
+import { createLiveStreams } from './domain/owner-events.js';
 import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -112,7 +113,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
   metrics.watchIdentityProvider(() => owners.health().ok);
   // What GET /readyz asks (README "Probes"): one entry per dependency this instance is configured with.
   const readiness: DependencyCheck[] = [databaseCheck(db), ...(redis ? [redis.readiness] : [])];
-  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness });
+  const streams = createLiveStreams();
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness, streams });
 
   let server: ServerType;
   try {
@@ -123,7 +125,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     throw error;
   }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
-  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs);
+  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, { eventsRetentionMs: config.ownerEvents.retentionMs });
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {
@@ -155,7 +157,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     },
     /**
      * Graceful shutdown (issue 7): stop accepting connections, close idle keep-alive ones,
-     * close the wake sockets with 1001, let requests in progress finish — for at most
+     * close the wake sockets with 1001, end the owner event streams, let requests in progress finish — for at most
      * `shutdownGraceMs`, then cut what is left — and only then stop the sweep and close the
      * database, which those requests may still be writing to.
      */
@@ -166,6 +168,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
       const closeIdle = () => {
         if ('closeIdleConnections' in server) server.closeIdleConnections();
       };
+      // Owner event streams never end on their own: they end now, and their clients
+      // reconnect (to another instance) with Last-Event-ID (README "Owner events").
+      streams.closeAll();
       closeIdle();
       const idleSweep = setInterval(closeIdle, 50);
       await channel.close();

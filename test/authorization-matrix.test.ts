@@ -119,6 +119,8 @@ interface Row {
   cells: Cells;
   /** A further check on a 2xx answer. */
   check?: (caller: Caller, body: any) => void;
+  /** An endless stream (Server-Sent Events): a 2xx is judged by its status and headers, then dropped. */
+  live?: boolean;
 }
 
 /** Dead credentials get 401 everywhere but on public routes. */
@@ -297,6 +299,8 @@ const matrix: Record<string, Row> = {
   },
   'GET /v1/actions': { request: async () => ({ path: '/v1/actions' }), cells: ownerRoute('2xx') },
   'GET /v1/actions/export': { request: async () => ({ path: '/v1/actions/export' }), cells: ownerRoute('2xx') },
+  // The owner's own workspace only: owner2 gets a stream of its own (nothing of workspace 1).
+  'GET /v1/events': { request: async () => ({ path: '/v1/events' }), cells: ownerRoute('2xx'), live: true },
   // Agents see only the actions their own principal requested.
   'GET /v1/actions/{actionId}': {
     request: async () => ({ path: `/v1/actions/${requestedAction}` }),
@@ -379,6 +383,16 @@ const matrix: Record<string, Row> = {
   'POST /v1/device/{deviceId}/events-ticket': { request: async () => ({ path: `/v1/device/${lamp.id}/events-ticket` }), cells: DEVICE_ROUTE },
 };
 
+/** Opens an endless stream: its error envelope when refused, else its status once the headers are in (then drops it). */
+async function openLive(path: string, token: string | undefined): Promise<{ status: number; body: any }> {
+  const dropped = new AbortController();
+  const res = await fetch(`${server.url}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: dropped.signal });
+  if (res.status >= 300) return { status: res.status, body: await res.json() };
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  dropped.abort();
+  return { status: res.status, body: {} };
+}
+
 function outcomeOf(status: number): Outcome | string {
   if (status >= 200 && status < 300) return '2xx';
   return String(status);
@@ -402,7 +416,9 @@ describe('authorization matrix: REST', () => {
     if (!row) throw new Error(`no matrix row for ${key}: add one`);
     const request = await row.request(caller);
     const token = caller === 'none' ? undefined : tokens[caller];
-    const res = await api.request(method, request.path, { token, body: request.body, ...(request.headers ? { headers: request.headers } : {}) });
+    const res = row.live
+      ? await openLive(request.path, token)
+      : await api.request(method, request.path, { token, body: request.body, ...(request.headers ? { headers: request.headers } : {}) });
     const expected = row.cells[caller];
     expect(outcomeOf(res.status), `${key} as ${caller}: ${JSON.stringify(res.body).slice(0, 300)}`).toBe(expected);
     if (res.status >= 300) {

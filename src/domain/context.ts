@@ -55,6 +55,8 @@ export interface ServiceSettings {
   capacity: CapacityLimits;
   /** What GET /readyz asks (README "Probes"): the database, and Redis when configured. */
   dependencies: readonly DependencyCheck[];
+  /** The owner's event stream (README "Owner events"). */
+  ownerEvents: OwnerEventSettings;
 }
 
 /** Workspace capacity (docs/rules.md "Errors and limits"), checked in the transaction that would exceed it. */
@@ -68,6 +70,35 @@ export interface CapacityLimits {
   grantsPerWorkspace: number;
   oauthClientsPerWorkspace: number;
   enrollmentCodesPerWorkspace: number;
+}
+
+/** How the stream behaves; from EVENTS_* (README "Configuration"). */
+export interface OwnerEventSettings {
+  /** A comment line after this long without an event, so proxies and clients know the stream is alive. */
+  heartbeatMs: number;
+  /** The safety poll: the journal is read at least this often even when nothing is announced. */
+  pollMs: number;
+  /** Open streams per workspace on one instance; 429 beyond. */
+  maxStreamsPerWorkspace: number;
+  /** How long events are kept for resumption (housekeeping prunes older ones). */
+  retentionMs: number;
+}
+
+/** A place among the open streams of a workspace; `signal` aborts when the stream must end. */
+export interface StreamSlot {
+  signal: AbortSignal;
+  release(): void;
+}
+
+/**
+ * The open owner event streams of this instance: bounded per workspace, and all ended at
+ * once when the service shuts down, so none holds `close()` past its grace period.
+ */
+export interface LiveStreams {
+  /** Takes a place, or throws 429 `capacity_exceeded`; the slot ends when `caller` aborts. */
+  open(workspaceId: string, limit: number, caller: AbortSignal): StreamSlot;
+  /** Ends every open stream and refuses new ones (503): the service is shutting down. */
+  closeAll(): void;
 }
 
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */
@@ -85,6 +116,8 @@ export interface Context {
   events: EventHub;
   /** Device argument schemas, compiled once each into the service's bounded cache. */
   schemas: ArgumentSchemas;
+  /** The owner event streams open on this instance: bounded, and ended on shutdown. */
+  streams: LiveStreams;
   /**
    * The agent's own user said yes to this very call in the MCP client (a verified
    * confirmation: docs/rules.md "Approvals"). Set by the MCP surface only; a grant in `user`

@@ -38,6 +38,7 @@ import { listCallableFunctions } from './functions.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { ROW_ORDER_KEY } from './paging.js';
 import { schemaFingerprint } from './schema-fingerprints.js';
+import { announceJournal } from './events.js';
 import { attachedDevice, capability, device, uuid } from './schemas.js';
 
 export const ONLINE_WINDOW_MS = 60_000;
@@ -234,6 +235,17 @@ export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'dev
   const now = ctx.clock.now();
   if (credential.lastSeenAt !== null && now - credential.lastSeenAt < SEEN_WRITE_INTERVAL_MS) return;
   await touchDevice(ctx.db, credential.deviceId, now);
+  announceIfBack(ctx, credential.workspaceId, credential.lastSeenAt, now);
+}
+
+/**
+ * A device last seen longer ago than the online window has just been journalled
+ * `device.online` (touchDevice): the owner's open streams are told to read the journal now.
+ * Judged from the last_seen_at read before the write, so it costs no query; were it wrong,
+ * a stream would only read the journal once more, or at its next safety poll.
+ */
+function announceIfBack(ctx: Context, workspaceId: string, lastSeenAt: number | null, now: number): void {
+  if (lastSeenAt === null || now - lastSeenAt >= ONLINE_WINDOW_MS) announceJournal(ctx, workspaceId);
 }
 
 function fingerprinted(list: z.infer<typeof capability>[]): CapabilityInput[] {
@@ -291,6 +303,7 @@ export const publishManifest = defineOperation({
 
     const now = ctx.clock.now();
     await touchDevice(ctx.db, self.id, now);
+    announceIfBack(ctx, credential.workspaceId, self.lastSeenAt, now);
     const cancelled = await ctx.db.transaction(async (tx) => {
       const active = new Set((await listChildKeys(tx, self.id)).map((c) => c.childKey));
       const added = children.filter((c) => !active.has(c.key)).length;

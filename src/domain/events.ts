@@ -26,13 +26,28 @@ export interface WorkCancelled {
   key: string;
 }
 
-/** Plain JSON data, so a shared bus carries any of them without knowing their types. */
-export type ServiceEvent = ActionChange | DeviceRevoked | WorkCancelled;
-
 /** Whether an event was published by this instance or reached it from another over the shared bus. */
 export type EventOrigin = 'this-instance' | 'another-instance';
 
 export type EventListener = (event: ServiceEvent, origin: EventOrigin) => void;
+
+/**
+ * Something was written to the workspace's event journal that no other service event
+ * announces (a grant given or revoked, a device going online or offline): the owner's open
+ * event streams read the journal now instead of at their next safety poll (README "Owner events").
+ */
+export interface JournalWritten {
+  type: 'journal';
+  workspaceId: string;
+}
+
+/** Plain JSON data, so a shared bus carries any of them without knowing their types. */
+export type ServiceEvent = ActionChange | DeviceRevoked | WorkCancelled | JournalWritten;
+
+/** After a commit that journalled grant or device events: open owner streams read them now. */
+export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {
+  ctx.events.publish({ type: 'journal', workspaceId });
+}
 
 /**
  * Where service events go: MCP tool calls wait on them, the wake channel turns `queued`

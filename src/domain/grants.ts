@@ -4,6 +4,7 @@ import { cancelQueuedOnServices } from '../store/actions.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
 import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type ApprovalMode, type GrantRow } from '../store/grants.js';
 import { publishActions, withdrawRevoked } from './actions.js';
+import { announceJournal } from './events.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
@@ -89,38 +90,43 @@ export const createGrants = defineOperation({
   }),
   output: z.array(grant),
   run: ({ ctx, credential, input }) =>
-    ctx.db.transaction(async (tx) => {
-      const now = ctx.clock.now();
-      const device = await getDevice(tx, credential.workspaceId, input.deviceId);
-      if (!device) throw fail.notFound('Device');
-      if (device.revokedAt !== null) throw fail.invalid('The device is revoked.', [{ path: 'deviceId', message: 'device is revoked' }]);
-      const known = new Set((await listDeviceCapabilities(tx, credential.workspaceId, device.id)).map((c) => c.name));
-      const issues: ErrorIssue[] = [];
-      input.capabilities.forEach((name, index) => {
-        if (!known.has(name)) issues.push({ path: `capabilities.${index}`, message: `the device has no function "${name}"` });
-      });
-      if (issues.length > 0) throw fail.invalid('Unknown device function.', issues);
-      const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
-      const ids: string[] = [];
-      for (const capability of new Set(input.capabilities)) {
-        ids.push(
-          await putGrant(tx, {
-            workspaceId: credential.workspaceId,
-            principal: input.principal,
-            deviceId: device.id,
-            capability,
-            gatewayId: null,
-            expiresAt,
-            approval: input.approval,
-            createdBy: credential.subject,
-            now,
-          }),
-        );
-      }
-      await assertWithinCap(tx, ctx.settings.capacity, 'grants', credential.workspaceId, now);
-      const rows = await Promise.all(ids.map((id) => getGrant(tx, credential.workspaceId, id)));
-      return rows.map((row) => toGrant(row!, now));
-    }),
+    ctx.db
+      .transaction(async (tx) => {
+        const now = ctx.clock.now();
+        const device = await getDevice(tx, credential.workspaceId, input.deviceId);
+        if (!device) throw fail.notFound('Device');
+        if (device.revokedAt !== null) throw fail.invalid('The device is revoked.', [{ path: 'deviceId', message: 'device is revoked' }]);
+        const known = new Set((await listDeviceCapabilities(tx, credential.workspaceId, device.id)).map((c) => c.name));
+        const issues: ErrorIssue[] = [];
+        input.capabilities.forEach((name, index) => {
+          if (!known.has(name)) issues.push({ path: `capabilities.${index}`, message: `the device has no function "${name}"` });
+        });
+        if (issues.length > 0) throw fail.invalid('Unknown device function.', issues);
+        const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
+        const ids: string[] = [];
+        for (const capability of new Set(input.capabilities)) {
+          ids.push(
+            await putGrant(tx, {
+              workspaceId: credential.workspaceId,
+              principal: input.principal,
+              deviceId: device.id,
+              capability,
+              gatewayId: null,
+              expiresAt,
+              approval: input.approval,
+              createdBy: credential.subject,
+              now,
+            }),
+          );
+        }
+        await assertWithinCap(tx, ctx.settings.capacity, 'grants', credential.workspaceId, now);
+        const rows = await Promise.all(ids.map((id) => getGrant(tx, credential.workspaceId, id)));
+        return rows.map((row) => toGrant(row!, now));
+      })
+      .then((grants) => {
+        announceJournal(ctx, credential.workspaceId);
+        return grants;
+      }),
 });
 
 export const listWorkspaceGrants = definePagedOperation({
@@ -178,6 +184,7 @@ export const revokeWorkspaceGrants = defineOperation({
       return { revoked, withdrawn };
     });
     publishActions(ctx, withdrawn);
+    if (revoked > 0) announceJournal(ctx, credential.workspaceId);
     return { revoked };
   },
 });
@@ -231,6 +238,7 @@ async function replaceGatewayGrants(
   });
   // After the commit, so waiters and wake sockets never see a change that rolled back.
   publishActions(ctx, cancelled.cancelledRows);
+  announceJournal(ctx, owner.workspaceId);
   return { ok: true, devices: cancelled.devices };
 }
 

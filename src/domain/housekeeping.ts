@@ -18,6 +18,8 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  * - Consent-page sessions: until they expire (at most 8 h).
  * - Wake-channel tickets: once used, or past their 30 s.
  * - Idempotency records: 24 h, their replay window (docs/rules.md "Actions").
+ * - Owner events (the workspace event journal): their replay window, EVENTS_RETENTION_HOURS
+ *   (24 h by default; README "Owner events"). Actions themselves stay, as history.
  * - OAuth clients no owner approved (no connection uses them): a dynamic registration a day
  *   after it was made, a cached client metadata document a day after it went stale. Anyone
  *   may register (POST /oauth/register), so unapproved ones would otherwise pile up; a client
@@ -26,9 +28,13 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
 export const CODE_RETENTION_MS = 3_600_000;
 export const UNAPPROVED_CLIENT_RETENTION_MS = 24 * 3_600_000;
 
+/** The owner events' replay window unless configured (EVENTS_RETENTION_HOURS). */
+export const EVENTS_RETENTION_MS = 24 * 3_600_000;
+
 /** Rows of each kind due for deletion at `now` are those whose deadline is at or before this. */
-export function deadlines(now: number): Record<SweptKind, number> {
+export function deadlines(now: number, eventsRetentionMs = EVENTS_RETENTION_MS): Record<SweptKind, number> {
   return {
+    workspaceEvents: now - eventsRetentionMs,
     oauthCodes: now - CODE_RETENTION_MS,
     oauthTokens: now,
     ownerSessions: now,
@@ -43,13 +49,15 @@ export interface HousekeepingOptions {
   batchSize?: number;
   /** Batches per kind and run (200): a huge backlog is worked off over several runs. */
   maxBatches?: number;
+  /** How long owner events are kept for resumption (EVENTS_RETENTION_HOURS, default 24 h). */
+  eventsRetentionMs?: number;
 }
 
 /** One pass over every kind; returns how many rows of each were deleted. */
 export async function runHousekeeping(deps: { db: Db; clock: Clock }, options: HousekeepingOptions = {}): Promise<Record<SweptKind, number>> {
   const batchSize = options.batchSize ?? 500;
   const maxBatches = options.maxBatches ?? 200;
-  const due = deadlines(deps.clock.now());
+  const due = deadlines(deps.clock.now(), options.eventsRetentionMs);
   const deleted = {} as Record<SweptKind, number>;
   for (const kind of SWEPT_KINDS) {
     deleted[kind] = 0;

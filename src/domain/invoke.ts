@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { Context } from './context.js';
 import { DomainError, issuesFromZod, type ErrorIssue } from './errors.js';
-import type { AnyOperation } from './operation.js';
+import type { AnyOperation, LiveItem } from './operation.js';
 import { inputIssues } from './input-limits.js';
 import { decodeCursor, encodeCursor, PAGE_DEFAULT, PAGE_MAX, pageFields, type PageKey } from './paging.js';
 
@@ -49,7 +49,9 @@ export type Answer =
   /** A page of a list: its items and the cursor of the next page, null on the last. */
   | { kind: 'page'; data: unknown[]; nextCursor: string | null }
   /** A streamed document: its other fields, and its items checked one by one as they are read. */
-  | { kind: 'stream'; head: Record<string, unknown>; listKey: string; countKey: string; items: AsyncIterable<unknown> };
+  | { kind: 'stream'; head: Record<string, unknown>; listKey: string; countKey: string; items: AsyncIterable<unknown> }
+  /** A live feed: its events, each checked as it is sent, until the signal `call` was given aborts. */
+  | { kind: 'live'; items: AsyncIterable<LiveItem> };
 
 /**
  * The one chokepoint every surface calls. In order: who may call (`admit`), the input
@@ -57,9 +59,10 @@ export type Answer =
  * operation itself, and its output schema — so no check can be forgotten on one surface. The
  * live grant and ceiling of a device function (`access: 'per-function'`) are checked by the
  * operation inside the transaction that queues the action, where they cannot change
- * underneath it. `defaultLimit` is a list's page size when the caller names none.
+ * underneath it. `defaultLimit` is a list's page size when the caller names none; `signal`
+ * ends a live feed (the caller went away): a surface that serves one must pass it.
  */
-export async function call(operation: AnyOperation, ctx: Context, raw: unknown, defaultLimit = PAGE_DEFAULT): Promise<Answer> {
+export async function call(operation: AnyOperation, ctx: Context, raw: unknown, defaultLimit = PAGE_DEFAULT, signal?: AbortSignal): Promise<Answer> {
   admit(operation, ctx);
   const credential = ctx.credential;
 
@@ -104,6 +107,10 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
     checked(operation, { ...document.head, [listKey]: [], [countKey]: 0 });
     return { kind: 'stream', head: document.head, listKey, countKey, items: checkedItems(operation, item, document.items) };
   }
+  if (operation.live) {
+    if (!signal) throw new Error(`operation ${operation.name} is a live feed: call it with a signal that ends it`);
+    return { kind: 'live', items: checkedEvents(operation, await operation.run({ ctx, credential, input: input.data, signal })) };
+  }
   return { kind: 'value', data: checked(operation, await operation.run({ ctx, credential, input: input.data })) };
 }
 
@@ -115,7 +122,7 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
  */
 export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {
   const answer = await call(operation, ctx, raw, PAGE_MAX);
-  if (answer.kind === 'stream') throw new Error(`operation ${operation.name} streams its answer: call it through call()`);
+  if (answer.kind === 'stream' || answer.kind === 'live') throw new Error(`operation ${operation.name} streams its answer: call it through call()`);
   return answer.data;
 }
 
@@ -137,5 +144,16 @@ async function* checkedItems(operation: AnyOperation, schema: z.ZodType, items: 
     const output = schema.safeParse(item);
     if (!output.success) throw new Error(`operation ${operation.name} produced an invalid item: ${output.error.message}`);
     yield output.data;
+  }
+}
+
+/** A live feed's events checked against the operation's output as they are sent; heartbeats pass as they are. */
+async function* checkedEvents(operation: AnyOperation, items: AsyncIterable<LiveItem>): AsyncIterable<LiveItem> {
+  for await (const item of items) {
+    if ('heartbeat' in item) {
+      yield item;
+      continue;
+    }
+    yield { ...item, data: checked(operation, item.data) };
   }
 }

@@ -101,6 +101,7 @@ export interface PlainOperation<
 > extends OperationBase<K, I, O> {
   paged?: undefined;
   streamed?: undefined;
+  live?: undefined;
   run(args: OperationArgs<K, z.output<I>>): Promise<z.input<O>>;
 }
 
@@ -118,6 +119,7 @@ export interface PagedOperation<
   /** The types of the sort key's parts, which a cursor must match to be read. */
   paged: { key: readonly KeyPart[] };
   streamed?: undefined;
+  live?: undefined;
   run(args: OperationArgs<K, z.output<I>> & { page: PageQuery }): Promise<Page<z.input<O>>>;
 }
 
@@ -141,11 +143,33 @@ export interface StreamedOperation<
   paged?: undefined;
   /** The output's list field, its count field, and the schema each item is checked against. */
   streamed: { listKey: string; countKey: string; item: z.ZodType };
+  live?: undefined;
   run(args: OperationArgs<K, z.output<I>>): Promise<StreamedDocument<unknown>>;
 }
 
+/** One item of a live feed: an event with its id and type, or a beat that says the feed is alive while nothing happens. */
+export type LiveItem = { id: string; event: string; data: unknown } | { heartbeat: true };
+
+/**
+ * A feed that does not end: `run` answers an async iterable that yields events as they
+ * happen until `signal` aborts (the caller went away) or the service shuts down. `output`
+ * is one event's schema: each event's `data` is checked against it as it is sent. REST
+ * writes it as Server-Sent Events (src/rest/stream.ts); it has no MCP tool.
+ */
+export interface LiveOperation<
+  K extends CredentialKind | 'public' = CredentialKind | 'public',
+  I extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+> extends OperationBase<K, I, O> {
+  paged?: undefined;
+  streamed?: undefined;
+  /** The wire format's documentation (OpenAPI): how events and heartbeats are written. */
+  live: { format: string };
+  run(args: OperationArgs<K, z.output<I>> & { signal: AbortSignal }): Promise<AsyncIterable<LiveItem>>;
+}
+
 export type Operation<K extends CredentialKind | 'public' = CredentialKind | 'public', I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> =
-  PlainOperation<K, I, O> | PagedOperation<K, I, O> | StreamedOperation<K, I, O>;
+  PlainOperation<K, I, O> | PagedOperation<K, I, O> | StreamedOperation<K, I, O> | LiveOperation<K, I, O>;
 
 export function defineOperation<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType>(
   operation: PlainOperation<K, I, O>,
@@ -162,6 +186,12 @@ export function definePagedOperation<K extends CredentialKind | 'public', I exte
 export function defineStreamedOperation<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType>(
   operation: StreamedOperation<K, I, O>,
 ): StreamedOperation<K, I, O> {
+  return operation;
+}
+
+export function defineLiveOperation<K extends CredentialKind | 'public', I extends z.ZodType, O extends z.ZodType>(
+  operation: LiveOperation<K, I, O>,
+): LiveOperation<K, I, O> {
   return operation;
 }
 

@@ -10,6 +10,7 @@ import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants 
 import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
+import { streamOwnerEvents } from './owner-events.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
 export const operations = {
@@ -46,6 +47,7 @@ export const operations = {
   fetchNext: fetchNextCommand,
   reportResult,
   issueEventsTicket,
+  streamOwnerEvents,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

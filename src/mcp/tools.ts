@@ -272,7 +272,7 @@ function jsonText(value: unknown): string {
 
 async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown): Promise<CallToolResult> {
   const answer = await call(tool.operation, session.ctx, args ?? {}, PAGE_MAX);
-  if (answer.kind === 'stream') throw new Error(`operation ${tool.operation.name} streams its answer: it cannot be a fixed tool`);
+  if (answer.kind === 'stream' || answer.kind === 'live') throw new Error(`operation ${tool.operation.name} streams its answer: it cannot be a fixed tool`);
   const clean = forAgent[tool.name];
   const data = clean && Array.isArray(answer.data) ? answer.data.map((item) => clean(item as never)) : answer.data;
   const next = answer.kind === 'page' ? answer.nextCursor : null;

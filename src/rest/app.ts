@@ -4,7 +4,7 @@ import { assertOAuthSurface, call } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
-import { documentStream, NDJSON } from './stream.js';
+import { documentStream, EVENT_STREAM, eventStream, NDJSON } from './stream.js';
 
 function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
@@ -43,10 +43,16 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       assertOAuthSurface(route.operation, ctx);
       const body = route.method === 'POST' ? parseJsonObject(await requestBody(c)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
-      for (const [header, field] of Object.entries(route.headers ?? {})) fromHeaders[field] = c.req.header(header);
+      for (const [header, field] of Object.entries(route.headers ?? {})) {
+        const value = c.req.header(header);
+        if (value !== undefined) fromHeaders[field] = value;
+      }
       // Path parameters win over body fields of the same name: the URL names the resource.
       const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
-      const answer = await call(route.operation, ctx, input);
+      // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-events.ts).
+      const feed = route.operation.live ? new AbortController() : undefined;
+      if (feed) c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
+      const answer = await call(route.operation, ctx, input, undefined, feed?.signal);
       if (answer.kind === 'page') {
         if (answer.nextCursor !== null) c.header('Link', nextLink(c.req.url, answer.nextCursor));
         return c.json({ data: answer.data });
@@ -56,6 +62,18 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
         return c.body(documentStream(answer, format, ctx.log, ctx.requestId), 200, {
           'Content-Type': format === 'ndjson' ? NDJSON : 'application/json',
         });
+      }
+      if (answer.kind === 'live') {
+        return c.body(
+          eventStream(answer, () => feed?.abort(), ctx.log, ctx.requestId),
+          200,
+          {
+            'Content-Type': `${EVENT_STREAM}; charset=utf-8`,
+            'Cache-Control': 'no-store',
+            // Proxies that buffer responses (nginx) would hold the events back.
+            'X-Accel-Buffering': 'no',
+          },
+        );
       }
       return c.json(route.unwrapped ? answer.data : { data: answer.data }, route.status ?? 200);
     };

@@ -6,7 +6,7 @@ import { httpStatus } from '../http/errors.js';
 import { namedSchemas } from './openapi-components.js';
 import { extraPaths } from './openapi-extras.js';
 import type { Route } from './routes.js';
-import { NDJSON } from './stream.js';
+import { EVENT_STREAM, NDJSON } from './stream.js';
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
 
@@ -155,6 +155,13 @@ function operationObject(route: Route): Record<string, unknown> {
   const publicRoute = op.credentials.includes('public');
   const statuses = [400, ...(publicRoute ? [] : [401, 403]), 404, ...(route.method === 'POST' ? [409, 413] : []), 429, 500, 503];
   const success = route.unwrapped ? output : { type: 'object', required: ['data'], additionalProperties: false, properties: { data: output } };
+  // A live feed answers Server-Sent Events: the schema is one event's (what each `data:` line holds).
+  const content = op.live
+    ? { [EVENT_STREAM]: { schema: { ...output, description: op.live.format } } }
+    : {
+        'application/json': { schema: success },
+        ...(op.streamed ? { [NDJSON]: { schema: { type: 'object', description: 'One JSON object per line.' } } } : {}),
+      };
 
   return {
     // A legacy alias is its own operation to clients generated from the document: ids are unique.
@@ -174,12 +181,11 @@ function operationObject(route: Route): Record<string, unknown> {
       [String(route.status ?? 200)]: {
         description: op.streamed
           ? `Success, streamed. With \`Accept: ${NDJSON}\`: the other fields on the first line, one item of \`${op.streamed.listKey}\` per line, \`{"${op.streamed.countKey}": n}\` last.`
-          : 'Success.',
+          : op.live
+            ? `Success: an endless stream. ${op.live.format}`
+            : 'Success.',
         ...(op.paged ? { headers: { Link: linkHeader } } : {}),
-        content: {
-          'application/json': { schema: success },
-          ...(op.streamed ? { [NDJSON]: { schema: { type: 'object', description: 'One JSON object per line.' } } } : {}),
-        },
+        content,
       },
       ...Object.fromEntries(
         statuses.map((status) => [

@@ -61,3 +61,49 @@ export function documentStream(answer: Streamed, format: 'json' | 'ndjson', log:
     { highWaterMark: 0 },
   );
 }
+
+type Live = Extract<Answer, { kind: 'live' }>;
+
+export const EVENT_STREAM = 'text/event-stream';
+
+/**
+ * Writes a live feed as Server-Sent Events (README "Owner events"), pulled by the socket
+ * like `documentStream`: each event as `id:`, `event:` and one `data:` line of JSON (JSON
+ * text holds no line break), a heartbeat as a comment line. It opens with a comment, so the
+ * client has the status and headers at once rather than with the first event. `end` is
+ * called once the stream is over for whatever reason (the client went away, the feed ended
+ * or failed): it aborts the signal the feed was started with.
+ */
+export function eventStream(answer: Live, end: () => void, log: Logger, requestId: string): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const items = answer.items[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        controller.enqueue(encoder.encode(': stream open\n\n'));
+      },
+      async pull(controller) {
+        try {
+          const next = await items.next();
+          if (next.done) {
+            end();
+            controller.close();
+            return;
+          }
+          const item = next.value;
+          const text = 'heartbeat' in item ? ': heartbeat\n\n' : `id: ${item.id}\nevent: ${item.event}\ndata: ${JSON.stringify(item.data)}\n\n`;
+          controller.enqueue(encoder.encode(text));
+        } catch (error) {
+          end();
+          log.error({ msg: 'event stream failed', requestId, error: error instanceof Error ? error.message : String(error) });
+          controller.error(error);
+        }
+      },
+      async cancel() {
+        end();
+        await items.return?.();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}

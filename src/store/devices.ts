@@ -152,9 +152,34 @@ export async function revokeDevice(db: Queryable, workspaceId: string, id: strin
 /** How stale last_seen_at may get before a device's call writes it again. */
 export const SEEN_WRITE_INTERVAL_MS = 5000;
 
-/** Records that a device called in; written at most every few seconds per device. */
+/**
+ * Records that a device called in; written at most every few seconds per device. The same
+ * UPDATE marks it reported online: when it was not, migration 0018's trigger journals
+ * `device.online` in this statement (README "Owner events"), so the hot path costs no extra write.
+ */
 export async function touchDevice(db: Queryable, id: string, now: number): Promise<void> {
-  await db.run('UPDATE devices SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [now, id, now - SEEN_WRITE_INTERVAL_MS]);
+  await db.run('UPDATE devices SET last_seen_at = ?, reported_online = 1 WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [
+    now,
+    id,
+    now - SEEN_WRITE_INTERVAL_MS,
+  ]);
+}
+
+/**
+ * Marks devices quiet since `quietSince` as reported offline, at most `limit` per statement;
+ * migration 0018's trigger journals `device.offline` for each, once: the guard on
+ * `reported_online` lets only one instance's sweep change a given device. Revoked devices
+ * are left alone (`device.revoked` said it). Returns the workspaces that got an event.
+ */
+export async function markQuietDevicesOffline(db: Queryable, quietSince: number, limit: number): Promise<string[]> {
+  const rows = await db.all<{ workspaceId: string }>(
+    `UPDATE devices SET reported_online = 0
+      WHERE id IN (SELECT id FROM devices WHERE reported_online = 1 AND last_seen_at < ? AND revoked_at IS NULL LIMIT ?)
+        AND reported_online = 1
+     RETURNING workspace_id AS workspaceId`,
+    [quietSince, limit],
+  );
+  return rows.map((row) => row.workspaceId);
 }
 
 async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId: string, capabilities: CapabilityInput[]) {

@@ -24,6 +24,12 @@ const STATEMENTS = {
       WHERE ((c.source = 'dynamic' AND c.created_at <= ?1) OR (c.source = 'metadata-document' AND c.fresh_until <= ?1))
         AND NOT EXISTS (SELECT 1 FROM connections k WHERE k.oauth_client = c.id)
       LIMIT ?2)`,
+  /**
+   * Owner events (the workspace event journal) written at or before `before`, the start of
+   * the replay window; oldest ids first, so what is kept is always the journal's newest part
+   * (a resumption from before it learns that events were lost: README "Owner events").
+   */
+  workspaceEvents: 'DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events WHERE created_at <= ? ORDER BY id LIMIT ?)',
   /** Idempotency records created at or before `before` (the end of their replay window). */
   idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
 } as const;

@@ -36,9 +36,18 @@ export async function lastEventId(db: Queryable): Promise<number> {
   return (await db.get<{ id: number | null }>('SELECT max(id) AS id FROM workspace_events'))?.id ?? 0;
 }
 
-/** The oldest event id still kept for a workspace, or undefined: a `Last-Event-ID` before it has lost events to pruning. */
-export async function oldestWorkspaceEventId(db: Queryable, workspaceId: string): Promise<number | undefined> {
-  return (await db.get<{ id: number | null }>('SELECT min(id) AS id FROM workspace_events WHERE workspace_id = ?', [workspaceId]))?.id ?? undefined;
+/**
+ * The journal's kept range across the service: `first`, its oldest kept id (one past `last`
+ * when pruning emptied it), and `last`, the newest id ever given (AUTOINCREMENT's counter,
+ * which pruning never lowers; 0 before the first event). A resumption after an id below
+ * `first - 1` has lost the pruned events in between.
+ */
+export async function journalBounds(db: Queryable): Promise<{ first: number; last: number }> {
+  const row = await db.get<{ first: number | null; last: number | null }>(
+    `SELECT (SELECT min(id) FROM workspace_events) AS first, (SELECT seq FROM sqlite_sequence WHERE name = 'workspace_events') AS last`,
+  );
+  const last = row?.last ?? 0;
+  return { first: row?.first ?? last + 1, last };
 }
 
 /** Records an event no row change reveals (e.g. a device going offline), with the service's clock. */
@@ -51,13 +60,4 @@ export async function appendWorkspaceEvent(
     [event.workspaceId, event.type, event.subjectId, JSON.stringify(event.data), event.createdAt],
   );
   return row!.id;
-}
-
-/** Drops events older than the replay window, a bounded batch at a time (housekeeping). */
-export async function pruneWorkspaceEvents(db: Queryable, before: number, batch: number): Promise<number> {
-  const { changes } = await db.run('DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events WHERE created_at < ? ORDER BY id LIMIT ?)', [
-    before,
-    batch,
-  ]);
-  return changes;
 }

@@ -1,0 +1,198 @@
+import { z } from 'zod';
+import { journalBounds, listWorkspaceEvents } from '../store/workspace-events.js';
+import type { Context, LiveStreams, StreamSlot } from './context.js';
+import { DomainError } from './errors.js';
+import { defineLiveOperation, type LiveItem } from './operation.js';
+import { timestamp } from './schemas.js';
+import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
+
+/**
+ * The owner's live event stream (README "Owner events"): the workspace event journal, read
+ * in order from where the owner left off, as events are written.
+ *
+ * The journal is the source of truth; the event hub only says "read it now". Each stream
+ * reads the journal after its last sent id whenever a service event of its workspace is
+ * published (on this instance, or on any with a shared bus), and at least every poll
+ * interval, so a change the hub never announced (another instance without a shared bus)
+ * still arrives. Ids are given in commit order (the journal's AUTOINCREMENT is written
+ * under the database's single write lock), so reading `id > last sent` never skips one.
+ */
+
+/** Rows read per journal query: a long replay goes out in bounded batches. */
+const BATCH = 100;
+
+export const resetEvent = z.object({
+  id: z.string().describe('Resume after this id: the stream continues from here.'),
+  type: z.literal('reset'),
+  createdAt: timestamp,
+  data: z.object({
+    reason: z
+      .enum(['events_lost', 'unknown_event_id'])
+      .describe(
+        '`events_lost`: the id is older than the replay window and events after it were pruned; `unknown_event_id`: the id was never given by this service.',
+      ),
+    message: z.string(),
+  }),
+});
+
+export const ownerStreamEvent = z.union([workspaceEvent, resetEvent]);
+
+export function createLiveStreams(): LiveStreams {
+  const open = new Map<string, Set<AbortController>>();
+  let closed = false;
+  return {
+    open(workspaceId, limit, caller) {
+      if (closed) throw new DomainError('unavailable', 'The service is shutting down: connect again.');
+      const slots = open.get(workspaceId) ?? new Set<AbortController>();
+      if (slots.size >= limit) {
+        throw new DomainError('capacity_exceeded', `This workspace already has ${limit} open event streams (EVENTS_MAX_STREAMS_PER_WORKSPACE).`, {
+          retryAfterSeconds: 5,
+        });
+      }
+      const controller = new AbortController();
+      slots.add(controller);
+      open.set(workspaceId, slots);
+      const release = () => {
+        caller.removeEventListener('abort', release);
+        controller.abort();
+        slots.delete(controller);
+        if (slots.size === 0 && open.get(workspaceId) === slots) open.delete(workspaceId);
+      };
+      if (caller.aborted) release();
+      else caller.addEventListener('abort', release, { once: true });
+      return { signal: controller.signal, release };
+    },
+    closeAll() {
+      closed = true;
+      for (const slots of open.values()) for (const controller of slots) controller.abort();
+    },
+  };
+}
+
+/** A flag that a waiter can sleep on until it is raised or a timeout passes. */
+function wakeFlag() {
+  let raised = false;
+  let wake: (() => void) | undefined;
+  return {
+    raise() {
+      raised = true;
+      wake?.();
+    },
+    lower() {
+      raised = false;
+    },
+    /** Resolves true when raised (now or later), false when `ms` passed first. */
+    wait(ms: number): Promise<boolean> {
+      if (raised) return Promise.resolve(true);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => finish(false), ms);
+        const finish = (woken: boolean) => {
+          clearTimeout(timer);
+          wake = undefined;
+          resolve(woken);
+        };
+        wake = () => finish(true);
+      });
+    },
+  };
+}
+
+type Start = { after: number; reset?: z.infer<typeof resetEvent> };
+
+/**
+ * Where a stream begins: after the id the client names, or at the journal's end ("now") for
+ * a fresh connection. An id older than the kept journal, or newer than any given, begins
+ * at the end with a `reset` event first: the client must read the current state again.
+ */
+async function startingPoint(ctx: Context, resumeAfter: number | undefined): Promise<Start> {
+  const { first, last } = await journalBounds(ctx.db);
+  if (resumeAfter === undefined) return { after: last };
+  if (resumeAfter >= first - 1 && resumeAfter <= last) return { after: resumeAfter };
+  const lost = resumeAfter < first - 1;
+  return {
+    after: last,
+    reset: {
+      id: String(last),
+      type: 'reset',
+      createdAt: ctx.clock.now(),
+      data: lost
+        ? { reason: 'events_lost', message: `Events after ${resumeAfter} are older than the replay window and were dropped: read the current state again.` }
+        : { reason: 'unknown_event_id', message: `No event ${resumeAfter} was ever sent: read the current state again.` },
+    },
+  };
+}
+
+async function* follow(ctx: Context, workspaceId: string, start: Start, slot: StreamSlot): AsyncGenerator<LiveItem> {
+  const { heartbeatMs, pollMs } = ctx.settings.ownerEvents;
+  const flag = wakeFlag();
+  // Subscribed before the first read: a change committed during the read raises the flag
+  // and is read on the next round, never missed.
+  const unsubscribe = ctx.events.subscribe((event) => {
+    if ('workspaceId' in event && event.workspaceId === workspaceId) flag.raise();
+  });
+  const onEnd = () => flag.raise();
+  slot.signal.addEventListener('abort', onEnd, { once: true });
+  try {
+    let lastSent = performance.now();
+    if (start.reset) yield { id: start.reset.id, event: 'reset', data: start.reset };
+    let after = start.after;
+    while (!slot.signal.aborted) {
+      flag.lower();
+      const rows = await listWorkspaceEvents(ctx.db, workspaceId, after, BATCH);
+      for (const row of rows) {
+        if (slot.signal.aborted) return;
+        after = row.id;
+        yield { id: String(row.id), event: row.type, data: toWorkspaceEvent(row) };
+        lastSent = performance.now();
+      }
+      if (rows.length === BATCH) continue;
+      const quietFor = performance.now() - lastSent;
+      if (quietFor >= heartbeatMs) {
+        yield { heartbeat: true };
+        lastSent = performance.now();
+        continue;
+      }
+      await flag.wait(Math.min(pollMs, heartbeatMs - quietFor));
+    }
+  } finally {
+    unsubscribe();
+    slot.signal.removeEventListener('abort', onEnd);
+    slot.release();
+  }
+}
+
+const eventId = z
+  .string()
+  .regex(/^\d{1,15}$/, 'must be an event id (digits)')
+  .optional();
+
+export const streamOwnerEvents = defineLiveOperation({
+  name: 'events.stream',
+  title: 'Stream workspace events',
+  description:
+    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (README "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/events', headers: { 'last-event-id': 'lastEventIdHeader' } }],
+  input: z.strictObject({
+    lastEventId: eventId.describe('Resume after this event id, for clients that cannot set the `Last-Event-ID` header; the header wins when both are sent.'),
+    lastEventIdHeader: eventId.describe('Resume after this event id (what an EventSource sends when it reconnects).'),
+  }),
+  output: ownerStreamEvent,
+  live: {
+    format:
+      'Server-Sent Events: per event `id: <id>`, `event: <type>`, `data: <the event as JSON>` and a blank line; `: heartbeat` comment lines while nothing happens.',
+  },
+  async run({ ctx, credential, input, signal }) {
+    const slot = ctx.streams.open(credential.workspaceId, ctx.settings.ownerEvents.maxStreamsPerWorkspace, signal);
+    try {
+      const resumeAfter = input.lastEventIdHeader ?? input.lastEventId;
+      const start = await startingPoint(ctx, resumeAfter === undefined ? undefined : Number(resumeAfter));
+      return follow(ctx, credential.workspaceId, start, slot);
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+  },
+});
