@@ -64,6 +64,7 @@ export function toHttpError(error: unknown, requestId: string): HttpError & { in
         code: error.code,
         message: error.message,
         ...(error.details.issues ? { issues: error.details.issues } : {}),
+        ...(error.details.action ? { action: error.details.action } : {}),
         requestId,
       },
     },
