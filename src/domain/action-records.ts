@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
 import { ACTION_STATUSES, CANCEL_REASONS, EXPIRED_REASONS, TRANSITIONS, type CancelReason, type ExpiredReason } from './action-states.js';
-import { approvalMode } from './functions.js';
-import { timestamp, uuid } from './schemas.js';
+import { approvalMode, timestamp, uuid } from './schemas.js';
 
 export const actionStatus = z.enum(ACTION_STATUSES).describe(
   Object.values(TRANSITIONS)
@@ -30,7 +29,7 @@ export const expiredReason = z.enum(Object.keys(EXPIRED_REASONS) as [ExpiredReas
 export const approvalRecord = z
   .object({
     mode: approvalMode,
-    expiresAt: timestamp.nullable().describe('The end of the approval window (`approvalTtlSeconds`); null when the agent\'s user confirmed the call.'),
+    expiresAt: timestamp.nullable().describe("The end of the approval window (`approvalTtlSeconds`); null when the agent's user confirmed the call."),
     decision: z.enum(['approved', 'rejected']).nullable().describe('Null while it waits, and when the window ended or it was cancelled first.'),
     decidedBy: z
       .string()

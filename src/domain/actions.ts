@@ -40,7 +40,7 @@ const approvalTtlSeconds = z
   .max(86_400)
   .default(300)
   .describe(
-    'For a function that needs the owner\'s approval: how long the action waits for a decision before it expires (`approval_timeout`), in seconds (1 to 86400, default 300). Its deadline (`ttlSeconds`) starts when it is approved.',
+    "For a function that needs the owner's approval: how long the action waits for a decision before it expires (`approval_timeout`), in seconds (1 to 86400, default 300). Its deadline (`ttlSeconds`) starts when it is approved.",
   );
 const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
 const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
@@ -136,7 +136,7 @@ export const requestAction = defineOperation({
   name: 'actions.request',
   title: 'Request an action',
   description:
-    'Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human\'s yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.',
+    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['mcp'],
@@ -187,8 +187,7 @@ export const getActionState = defineOperation({
 export const cancelAction = defineOperation({
   name: 'actions.cancel',
   title: 'Cancel a queued action',
-  description:
-    'Cancel an action that is still queued or awaiting approval. Once a device has fetched it, it can no longer be cancelled (409).',
+  description: 'Cancel an action that is still queued or awaiting approval. Once a device has fetched it, it can no longer be cancelled (409).',
   credentials: ['owner', 'agent'],
   access: 'read',
   oauth: ['rest', 'mcp'],
@@ -202,13 +201,17 @@ export const cancelAction = defineOperation({
     const principal = credential.kind === 'agent' ? credential.principal : null;
     const reason: CancelReason = credential.kind === 'agent' ? 'agent' : 'owner';
     const row = await cancelQueued(ctx.db, credential.workspaceId, existing.id, principal, reason, ctx.clock.now());
-    if (!row) throw fail.conflict(`The action is ${(await getAction(ctx.db, credential.workspaceId, existing.id))!.status}, neither queued nor awaiting approval.`);
+    if (!row)
+      throw fail.conflict(`The action is ${(await getAction(ctx.db, credential.workspaceId, existing.id))!.status}, neither queued nor awaiting approval.`);
     publishActions(ctx, [row]);
     return toActionRecord(row);
   },
 });
 
-const decisionInput = z.strictObject({ actionId: uuid, reason: z.string().min(1).max(500).optional().describe('Why, in the owner\'s words: kept in the Action.') });
+const decisionInput = z.strictObject({
+  actionId: uuid,
+  reason: z.string().min(1).max(500).optional().describe("Why, in the owner's words: kept in the Action."),
+});
 
 /**
  * The owner's decision on a waiting action (docs/rules.md "Approvals"), in one transaction:
@@ -246,7 +249,7 @@ export const approveAction = defineOperation({
   name: 'actions.approve',
   title: 'Approve a waiting action',
   description:
-    "Approve an action that is awaiting approval: it is queued for its device, and its deadline (`ttlSeconds`) starts now. The permission it was requested under is checked again first: if it no longer holds, the action is cancelled with the reason and the answer is 409 with the Action. An action that is not awaiting approval is 409 too.",
+    'Approve an action that is awaiting approval: it is queued for its device, and its deadline (`ttlSeconds`) starts now. The permission it was requested under is checked again first: if it no longer holds, the action is cancelled with the reason and the answer is 409 with the Action. An action that is not awaiting approval is 409 too.',
   credentials: ['owner'],
   access: 'none',
   // An approval lets a device act in the physical world.

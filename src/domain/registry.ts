@@ -1,5 +1,15 @@
 import { getAccount } from './account.js';
-import { approveAction, broadcast, cancelAction, exportHistory, getActionState, listRecentActions, listRequestedActions, rejectAction, requestAction } from './actions.js';
+import {
+  approveAction,
+  broadcast,
+  cancelAction,
+  exportHistory,
+  getActionState,
+  listRecentActions,
+  listRequestedActions,
+  rejectAction,
+  requestAction,
+} from './actions.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { issueEventsTicket } from './device-events.js';
