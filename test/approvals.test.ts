@@ -256,6 +256,33 @@ describe('the approval window', () => {
   });
 });
 
+describe('the expiry sweep', () => {
+  it('ends an approval window nobody reads, with approval_timeout', async () => {
+    const sweptClock = manualClock();
+    const swept = await startTestServer({ clock: sweptClock, env: { EXPIRY_SWEEP_SECONDS: '1' } });
+    try {
+      const sweptApi = client(swept.url);
+      const sweptOwner = await swept.ownerToken('approvals-sweep');
+      const lamp = await attachDevice(sweptApi, sweptOwner);
+      const agent = await createAgent(sweptApi, sweptOwner);
+      await grant(sweptApi, sweptOwner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+      const action = await queue(sweptApi, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, approvalTtlSeconds: 30 });
+      sweptClock.advance(30_000);
+      // Read the row itself, not through the API (a read would expire it on the spot).
+      const row = await until(async () => {
+        const found = await swept.service.db.get<{ status: string; reason: string | null }>(
+          'SELECT status, expired_reason AS reason FROM actions WHERE id = ?',
+          [action.id],
+        );
+        return found?.status === 'expired' ? found : undefined;
+      });
+      expect(row.reason).toBe('approval_timeout');
+    } finally {
+      await swept.close();
+    }
+  });
+});
+
 describe('withdrawals while an action waits', () => {
   it('cancels it with grant_revoked when the grant is revoked; approving it then is 409', async () => {
     const { lamp, agent } = await setup();
@@ -368,6 +395,52 @@ describe('an MCP device tool call on an owner-approval function', () => {
     } finally {
       await mcp.close();
       await device.stop();
+    }
+  });
+});
+
+describe('POST /v1/broadcasts under approval grants', () => {
+  it('applies each device grant its own mode: one action waits, the other is queued', async () => {
+    const held = await attachDevice(api, owner);
+    const free = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner);
+    await grant(api, owner, agent.principal, held.id, ['set_power'], null, 'owner');
+    await grant(api, owner, agent.principal, free.id, ['set_power']);
+    const res = await api.post('/v1/broadcasts', {
+      token: agent.token,
+      body: { deviceIds: [held.id, free.id], capability: 'set_power', arguments: { on: true }, idempotencyKey: crypto.randomUUID(), approvalTtlSeconds: 60 },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const statuses = (res.body.data.results as { deviceId: string; action: Action }[]).map((r) => [r.deviceId, r.action.status, r.action.approval?.mode]);
+    expect(statuses).toEqual([
+      [held.id, 'awaiting_approval', 'owner'],
+      [free.id, 'queued', undefined],
+    ]);
+  });
+});
+
+describe('the kill switch (DEVICE_CONTROLS_ENABLED=false)', () => {
+  it('holds an approved action like any queued one: approval queues it, no device is handed it', async () => {
+    const before = await startTestServer();
+    const beforeApi = client(before.url);
+    const subject = 'approvals-kill-switch';
+    const ownerBefore = await before.ownerToken(subject);
+    const lamp = await attachDevice(beforeApi, ownerBefore);
+    const agent = await createAgent(beforeApi, ownerBefore);
+    await grant(beforeApi, ownerBefore, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const action = await queue(beforeApi, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, approvalTtlSeconds: 3600 });
+    expect(action.status).toBe('awaiting_approval');
+    await before.close();
+
+    const after = await startTestServer({ dir: before.dir, env: { DEVICE_CONTROLS_ENABLED: 'false' } });
+    try {
+      const afterApi = client(after.url);
+      const approved = await afterApi.post(`/v1/actions/${action.id}/approve`, { token: await after.ownerToken(subject), body: {} });
+      expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+      expect(approved.body.data.status).toBe('queued');
+      expect((await next(afterApi, lamp)).body).toEqual({ data: null });
+    } finally {
+      await after.close();
     }
   });
 });
