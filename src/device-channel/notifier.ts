@@ -57,7 +57,7 @@ export function createLocalNotifier(events: EventHub): DeviceNotifier {
       deliver(event.targetId, {
         type: 'wake',
         frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id },
-        // An approved action was queued when it was approved (README "Approvals"), not when asked for.
+        // An approved action was queued when it was approved (docs/rules.md "Approvals"), not when asked for.
         queuedAt: event.action.approval?.decidedAt ?? event.action.createdAt,
       });
     } else if (event.type === 'action' && event.action.status === 'received' && event.action.cancelRequestedAt !== null) {
