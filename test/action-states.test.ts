@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ACTION_STATES,
   ACTION_STATUSES,
-  INITIAL_STATUS,
+  INITIAL_STATUSES,
   MARKS,
   TRANSITIONS,
   type ActionStatus,
@@ -14,6 +14,9 @@ import {
   type TransitionName,
 } from '../src/domain/action-states.js';
 import {
+  approveAction,
+  cancelIfRefused,
+  rejectAction,
   cancelQueued,
   cancelQueuedForFunction,
   cancelQueuedForTarget,
@@ -61,8 +64,8 @@ describe('the state table', () => {
     for (const status of ACTION_STATUSES.filter((s) => ACTION_STATES[s].terminal)) expect(ACTION_STATES[status].stage, status).toBe(last);
   });
 
-  it('reaches every status from the initial one', () => {
-    const reached = new Set<ActionStatus>([INITIAL_STATUS]);
+  it('reaches every status from the initial ones', () => {
+    const reached = new Set<ActionStatus>(INITIAL_STATUSES);
     for (let known = 0; reached.size > known;) {
       known = reached.size;
       for (const move of Object.values(TRANSITIONS)) if (move.from.some((from) => reached.has(from))) for (const to of move.to) reached.add(to);
@@ -91,6 +94,12 @@ interface StoreMove {
   device: Device;
   /** The deadline has passed (expire) or not (every other move). */
   due: boolean;
+  /**
+   * The statuses this function leaves, when only some of the move's: the cancels that look at a
+   * device's queue by its fetching device see queued commands only (a waiting action's approval
+   * re-checks the permission instead).
+   */
+  only?: readonly ActionStatus[];
   run(db: Db, world: World, action: ActionRow): Promise<ActionRow | ActionRow[] | undefined>;
   into: ActionStatus;
 }
@@ -107,7 +116,11 @@ const report = (action: ActionRow, ok: boolean) => ({
 });
 
 /** Every store function that moves an action, by the move of the table it makes. */
+const decision = (w: World, a: ActionRow) => ({ workspaceId: w.workspaceId, id: a.id, decidedBy: 'owner@example.com', reason: 'checked' });
+
 const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
+  approve: [{ fn: approveAction, device: 'gateway', due: false, into: 'queued', run: (db, w, a) => approveAction(db, decision(w, a), NOW) }],
+  reject: [{ fn: rejectAction, device: 'gateway', due: false, into: 'rejected', run: (db, w, a) => rejectAction(db, decision(w, a), NOW) }],
   claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: async (db, w) => (await claimNext(db, w.gatewayId, NOW))?.row }],
   complete: [
     { fn: completeAction, device: 'gateway', due: false, into: 'succeeded', run: (db, _w, a) => completeAction(db, report(a, true), NOW) },
@@ -126,10 +139,18 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
       fn: cancelQueuedOnDetachedChildren,
       device: 'detached',
       due: false,
+      only: ['queued'],
       into: 'cancelled',
       run: (db, w) => cancelQueuedOnDetachedChildren(db, w.workspaceId, w.gatewayId, NOW),
     },
-    { fn: cancelQueuedForTarget, device: 'gateway', due: false, into: 'cancelled', run: (db, w) => cancelQueuedForTarget(db, w.workspaceId, w.gatewayId, NOW) },
+    {
+      fn: cancelQueuedForTarget,
+      device: 'gateway',
+      due: false,
+      only: ['queued'],
+      into: 'cancelled',
+      run: (db, w) => cancelQueuedForTarget(db, w.workspaceId, w.gatewayId, NOW),
+    },
     {
       fn: cancelQueuedForFunction,
       device: 'gateway',
@@ -138,7 +159,8 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
       run: (db, w) => cancelQueuedForFunction(db, { workspaceId: w.workspaceId, deviceId: w.gatewayId, capability: 'set_power' }, 'function_changed', NOW),
     },
     // A detached child's command may no longer run: these cancel exactly such commands.
-    { fn: cancelRefused, device: 'detached', due: false, into: 'cancelled', run: (db, w) => cancelRefused(db, w.gatewayId, null, NOW) },
+    { fn: cancelRefused, device: 'detached', due: false, only: ['queued'], into: 'cancelled', run: (db, w) => cancelRefused(db, w.gatewayId, null, NOW) },
+    { fn: cancelIfRefused, device: 'detached', due: false, into: 'cancelled', run: (db, w, a) => cancelIfRefused(db, w.workspaceId, a.id, NOW) },
     {
       fn: cancelWithdrawn,
       device: 'detached',
@@ -202,6 +224,8 @@ describe('the database and the store', () => {
   it.each([
     ['actions_queued_by_target', statusIn(TRANSITIONS.claim.from)],
     ['actions_live_by_deadline', statusIn(TRANSITIONS.expire.from)],
+    ['actions_awaiting_by_workspace', statusIn(TRANSITIONS.approve.from)],
+    ['actions_awaiting_by_device', statusIn(TRANSITIONS.approve.from)],
   ])('keeps the partial index %s matching the guard the store builds', async (index, guard) => {
     const row = await db.get<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", [index]);
     expect(row?.sql).toMatch(new RegExp(`WHERE ${guard.replace(/[()]/g, '\\$&')}$`));
@@ -254,15 +278,17 @@ describe('the database and the store', () => {
       broadcastId: null,
       createdAt: NOW - 60_000,
       expiresAt: due ? NOW : NOW + 30_000,
+      status: 'queued',
+      approval: 'owner',
+      approvalExpiresAt: null,
+      ttlSeconds: 30,
+      decidedBy: null,
+      decidedAt: null,
     });
-    expect(row.status).toBe(INITIAL_STATUS);
-    // Every status but `queued` was handed out once (a late report needs that).
-    await db.run('UPDATE actions SET status = ?, dispatched_at = CASE WHEN ? = ? THEN NULL ELSE created_at END WHERE id = ?', [
-      status,
-      status,
-      INITIAL_STATUS,
-      row.id,
-    ]);
+    expect(row.status).toBe('queued');
+    // Every status but the initial ones was handed out once (a late report needs that).
+    const handedOut = !(INITIAL_STATUSES as readonly ActionStatus[]).includes(status);
+    await db.run('UPDATE actions SET status = ?, dispatched_at = CASE WHEN ? THEN created_at END WHERE id = ?', [status, handedOut ? 1 : 0, row.id]);
     return (await getAction(db, w.workspaceId, row.id))!;
   }
 
@@ -276,16 +302,18 @@ describe('the database and the store', () => {
   describe.each(transitionNames)('%s', (name) => {
     const move = TRANSITIONS[name];
     it.each(STORE_MOVES[name].map((storeMove) => [storeMove.fn.name, storeMove.into, storeMove] as const))(
-      `%s moves an action from ${statuses(move.from)} into %s, and no action in any other status`,
+      `%s moves an action from ${statuses(move.from)} (or the part it names) into %s, and no action in any other status`,
       async (_fn, _into, storeMove) => {
         expect(move.to).toContain(storeMove.into);
+        const from: readonly ActionStatus[] = storeMove.only ?? move.from;
+        for (const status of from) expect(move.from).toContain(status);
         for (const status of ACTION_STATUSES) {
           const w = await world();
           const before = await actionIn(w, status, storeMove.device, storeMove.due);
           const answer = await storeMove.run(db, w, before);
           const moved = [answer ?? []].flat();
           const after = (await getAction(db, w.workspaceId, before.id))!;
-          if ((move.from as readonly ActionStatus[]).includes(status)) {
+          if (from.includes(status)) {
             expect(after.status, `from ${status}`).toBe(storeMove.into);
             expect(moved, `from ${status}`).toEqual([after]);
           } else {
@@ -325,7 +353,7 @@ describe('the database and the store', () => {
     const source = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'store', 'actions.ts'), 'utf8');
     const updating = source
       .split(/\n(?=export )/)
-      .filter((part) => /UPDATE actions (?:AS \w+ )?(?:INDEXED BY \w+ )?SET/.test(part))
+      .filter((part) => /UPDATE actions (?:AS \w+ )?(?:INDEXED BY \S+ )?SET/.test(part))
       .map((part) => /^export (?:async )?function (\w+)/.exec(part)?.[1]);
     const driven = [...Object.values(STORE_MOVES), ...Object.values(STORE_MARKS)].flatMap((each) => each.map((m) => m.fn.name));
     expect(new Set(updating)).toEqual(new Set(driven));
@@ -352,7 +380,7 @@ describe('the database and the store', () => {
     }
     await recallWithdrawn(recording, null, NOW);
     await cancelQueuedOnServices(recording, 'w', 'p', 'g', NOW);
-    const live = /^(?:actions_queued_by_\w+|actions_received_by_device|actions_live_by_deadline|actions_recalled_by_target)$/;
+    const live = /^(?:actions_queued_by_\w+|actions_awaiting_by_\w+|actions_received_by_device|actions_live_by_deadline|actions_recalled_by_target)$/;
     for (const [sql, args] of statements) {
       const plan = await db.all<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, args);
       const onActions = plan.map((step) => step.detail).filter((detail) => /^(?:SCAN|SEARCH) (?:actions|a)\b/.test(detail));
@@ -371,7 +399,7 @@ describe('the README', () => {
   function generated(): string {
     const code = (list: readonly string[]) => list.map((s) => `\`${s}\``).join(', ');
     return [
-      `A new action is \`${INITIAL_STATUS}\`. Final, no move leaves them: ${code(ACTION_STATUSES.filter((s) => ACTION_STATES[s].terminal))}.`,
+      `A new action is ${INITIAL_STATUSES.map((s) => `\`${s}\``).join(' or ')}. Final, no move leaves them: ${code(ACTION_STATUSES.filter((s) => ACTION_STATES[s].terminal))}.`,
       '',
       '| Move | From | To | Made by |',
       '|---|---|---|---|',

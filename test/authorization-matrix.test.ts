@@ -41,6 +41,7 @@ let agentAct: { id: string; token: string; principal: string };
 /** Every id of workspace 1 a second workspace must never see. */
 const ws1Ids = new Set<string>();
 let requestedAction: string;
+let asker: { token: string; principal: string };
 
 const oauthToken = (clientId: string) => accessTokenFor(server, owner, clientId, CALLBACK);
 
@@ -101,6 +102,10 @@ beforeAll(async () => {
   await grant(api, owner2, agent2.principal, device2.id, ['get_state', 'set_power']);
   tokens.agent2 = agent2.token;
 
+  // A function that needs the owner's approval (docs/rules.md "Approvals"), for approve and
+  // reject, under a principal of its own: its waiting actions fill no other row's queue.
+  asker = await createAgent(api, owner, { access: 'act', principal: 'matrix:asker' });
+  await grant(api, owner, asker.principal, lamp.id, ['set_brightness'], null, 'owner');
   requestedAction = (await queue(api, agentAct.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 })).id;
   const devices = (await api.get('/v1/devices', { token: owner })).body.data as { id: string }[];
   for (const id of [...devices.map((d) => d.id), requestedAction, agentAct.id, agentRead.id]) ws1Ids.add(id);
@@ -165,6 +170,11 @@ const freshAgentId = async () => (await createAgent(api, owner)).id;
 const freshDeviceId = async () => (await attachDevice(api, owner, { manifest: null })).id;
 const freshClientId = async () => (await registerClient(server.issuer, owner, { name: 'target', redirectUris: [CALLBACK], public: true })).oauth.clientId;
 const freshAction = async () => (await queue(api, agentAct.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 })).id;
+/** An action awaiting the owner's approval: a fresh one for the owner, whose call decides it; one shared by every refused caller. */
+let sharedWaiting: string | undefined;
+const newWaiting = async () =>
+  (await queue(api, asker.token, lamp.id, { capability: 'set_brightness', arguments: { level: 10 }, approvalTtlSeconds: 86_400 })).id;
+const waitingAction = async (caller: Caller) => (caller === 'owner' ? newWaiting() : (sharedWaiting ??= await newWaiting()));
 
 const matrix: Record<string, Row> = {
   'GET /healthz': { request: async () => ({ path: '/healthz' }), cells: ANYONE },
@@ -317,6 +327,16 @@ const matrix: Record<string, Row> = {
       device2: '403',
       ...DEAD_401,
     },
+  },
+  // Only the owner decides: an agent never approves, not even its own request; another
+  // workspace's owner does not find the action.
+  'POST /v1/actions/{actionId}/approve': {
+    request: async (caller) => ({ path: `/v1/actions/${await waitingAction(caller)}/approve`, body: { reason: 'matrix' } }),
+    cells: ownerRoute('404'),
+  },
+  'POST /v1/actions/{actionId}/reject': {
+    request: async (caller) => ({ path: `/v1/actions/${await waitingAction(caller)}/reject`, body: {} }),
+    cells: ownerRoute('404'),
   },
   'POST /v1/actions/{actionId}/cancel': {
     request: async () => ({ path: `/v1/actions/${await freshAction()}/cancel` }),

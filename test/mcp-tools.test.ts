@@ -212,7 +212,12 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
       expect(action).toMatchObject({ deviceId: lamp.id, capability: 'set_power', status: 'succeeded', result: { on: true }, principal: alice.principal });
       expect((result.content as { type: string; text: string }[])[0]!.text).toContain('succeeded');
       expect(progress.map((p) => p.message)).toEqual(['queued', 'received', 'succeeded']);
-      expect(progress.map((p) => p.progress)).toEqual([1, 2, 3]);
+      // Stage 1 of 4 is awaiting_approval (docs/rules.md "Approvals"): a call that needs no yes starts at 2.
+      expect(progress.map((p) => [p.progress, p.total])).toEqual([
+        [2, 4],
+        [3, 4],
+        [4, 4],
+      ]);
       expect(device.handled.map((h) => h.args)).toEqual([{ on: true }]);
       // The same action through REST: one service, one record.
       const rest = await api.get(`/v1/actions/${action.id}`, { token: alice.token });

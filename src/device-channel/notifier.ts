@@ -57,7 +57,8 @@ export function createLocalNotifier(events: EventHub): DeviceNotifier {
       deliver(event.targetId, {
         type: 'wake',
         frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id },
-        queuedAt: event.action.createdAt,
+        // An approved action was queued when it was approved (docs/rules.md "Approvals"), not when asked for.
+        queuedAt: event.action.approval?.decidedAt ?? event.action.createdAt,
       });
     } else if (event.type === 'action' && event.action.status === 'received' && event.action.cancelRequestedAt !== null) {
       const { deviceId, id, cancelReason } = event.action;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
-import { ACTION_STATUSES, CANCEL_REASONS, TRANSITIONS, type CancelReason } from './action-states.js';
-import { timestamp, uuid } from './schemas.js';
+import { ACTION_STATUSES, CANCEL_REASONS, EXPIRED_REASONS, TRANSITIONS, type CancelReason, type ExpiredReason } from './action-states.js';
+import { approvalMode, timestamp, uuid } from './schemas.js';
 
 export const actionStatus = z.enum(ACTION_STATUSES).describe(
   Object.values(TRANSITIONS)
@@ -16,6 +16,29 @@ export const cancelReason = z.enum(Object.keys(CANCEL_REASONS) as [CancelReason,
       .join('; ') +
     '.',
 );
+
+export const expiredReason = z.enum(Object.keys(EXPIRED_REASONS) as [ExpiredReason, ...ExpiredReason[]]).describe(
+  'Why it expired: ' +
+    Object.entries(EXPIRED_REASONS)
+      .map(([reason, meaning]) => `\`${reason}\` ${meaning}`)
+      .join('; ') +
+    '.',
+);
+
+/** The human yes or no an action needed (docs/rules.md "Approvals"), as the Action and the history export show it. */
+export const approvalRecord = z
+  .object({
+    mode: approvalMode,
+    expiresAt: timestamp.nullable().describe("The end of the approval window (`approvalTtlSeconds`); null when the agent's user confirmed the call."),
+    decision: z.enum(['approved', 'rejected']).nullable().describe('Null while it waits, and when the window ended or it was cancelled first.'),
+    decidedBy: z
+      .string()
+      .nullable()
+      .describe("Who decided: the owner's subject, or for a `user` call confirmed in the MCP client, the principal whose user said yes."),
+    decidedAt: timestamp.nullable(),
+    reason: z.string().nullable().describe('The reason given with the decision.'),
+  })
+  .describe('Present when the function needed a yes before the device was asked.');
 
 export const action = z.object({
   id: uuid,
@@ -38,6 +61,8 @@ export const action = z.object({
   reportedLateAt: timestamp
     .nullable()
     .describe('When a result arrived after the deadline: the action stays `expired`, and `result` or `error` shows what the device reported it did.'),
+  expiredReason: expiredReason.nullable().describe('Set when the action expired.'),
+  approval: approvalRecord.nullable(),
 });
 
 export type ActionRecord = z.infer<typeof action>;
@@ -60,5 +85,22 @@ export function toActionRecord(row: ActionRow): ActionRecord {
     cancelReason: row.cancelReason,
     cancelRequestedAt: row.cancelRequestedAt,
     reportedLateAt: row.reportedLateAt,
+    // Journal snapshots written before migration 0017 lack the approval columns: `?? …`.
+    expiredReason: row.expiredReason ?? null,
+    approval: toApprovalRecord(row),
+  };
+}
+
+function toApprovalRecord(row: ActionRow): z.infer<typeof approvalRecord> | null {
+  const mode = row.approval ?? 'none';
+  if (mode === 'none') return null;
+  const decidedAt = row.decidedAt ?? null;
+  return {
+    mode,
+    expiresAt: row.approvalExpiresAt ?? null,
+    decision: decidedAt === null ? null : row.status === 'rejected' ? 'rejected' : 'approved',
+    decidedBy: row.decidedBy ?? null,
+    decidedAt,
+    reason: row.decisionReason ?? null,
   };
 }

@@ -9,12 +9,17 @@
  * guard from `TRANSITIONS`.
  */
 
-export const ACTION_STATUSES = ['queued', 'received', 'succeeded', 'failed', 'cancelled', 'expired'] as const;
+export const ACTION_STATUSES = ['awaiting_approval', 'queued', 'received', 'succeeded', 'failed', 'rejected', 'cancelled', 'expired'] as const;
 
 export type ActionStatus = (typeof ACTION_STATUSES)[number];
 
-/** What every new action starts as. */
-export const INITIAL_STATUS = 'queued' satisfies ActionStatus;
+/**
+ * What a new action starts as: `awaiting_approval` when its grant asks for a human's yes
+ * first (docs/rules.md "Approvals"), `queued` otherwise.
+ */
+export const INITIAL_STATUSES = ['awaiting_approval', 'queued'] as const satisfies readonly ActionStatus[];
+
+export type InitialStatus = (typeof INITIAL_STATUSES)[number];
 
 export interface StatusInfo {
   /** Final: no move leaves it. */
@@ -28,12 +33,14 @@ export interface StatusInfo {
 }
 
 export const ACTION_STATES: Record<ActionStatus, StatusInfo> = {
-  queued: { terminal: false, stage: 0 },
-  received: { terminal: false, stage: 1 },
-  succeeded: { terminal: true, stage: 2 },
-  failed: { terminal: true, stage: 2 },
-  cancelled: { terminal: true, stage: 2 },
-  expired: { terminal: true, stage: 2 },
+  awaiting_approval: { terminal: false, stage: 0 },
+  queued: { terminal: false, stage: 1 },
+  received: { terminal: false, stage: 2 },
+  succeeded: { terminal: true, stage: 3 },
+  failed: { terminal: true, stage: 3 },
+  rejected: { terminal: true, stage: 3 },
+  cancelled: { terminal: true, stage: 3 },
+  expired: { terminal: true, stage: 3 },
 };
 
 export interface Transition {
@@ -45,6 +52,16 @@ export interface Transition {
 
 /** Every allowed move. Anything else is refused: the store's guard matches no row, the API answers 409. */
 export const TRANSITIONS = {
+  approve: {
+    from: ['awaiting_approval'],
+    to: ['queued'],
+    by: '`POST /v1/actions/{id}/approve` (the owner), while the permission it was requested under still holds; its deadline starts then',
+  },
+  reject: {
+    from: ['awaiting_approval'],
+    to: ['rejected'],
+    by: '`POST /v1/actions/{id}/reject` (the owner), with an optional reason',
+  },
   claim: {
     from: ['queued'],
     to: ['received'],
@@ -56,7 +73,7 @@ export const TRANSITIONS = {
     by: '`POST /v1/device/{id}/result` before the deadline, `ok: true` or `ok: false`',
   },
   cancel: {
-    from: ['queued'],
+    from: ['awaiting_approval', 'queued'],
     to: ['cancelled'],
     by:
       '`POST /v1/actions/{id}/cancel` (owner or requesting agent), its MCP client going away, or the permission it was ' +
@@ -65,9 +82,11 @@ export const TRANSITIONS = {
       'a gateway grant replacement; `cancelReason` says which',
   },
   expire: {
-    from: ['queued', 'received'],
+    from: ['awaiting_approval', 'queued', 'received'],
     to: ['expired'],
-    by: 'the deadline passed without a result (the expiry sweep, or any read or report of it)',
+    by:
+      'the deadline passed without a result, or the approval window without a decision (the expiry sweep, or any read or report of it); ' +
+      '`expiredReason` says which',
   },
 } as const satisfies Record<string, Transition>;
 
@@ -121,3 +140,11 @@ export const CANCEL_REASONS = {
 } as const;
 
 export type CancelReason = keyof typeof CANCEL_REASONS;
+
+/** Why an action expired (`expiredReason` on the Action; docs/rules.md "Approvals"). */
+export const EXPIRED_REASONS = {
+  deadline: 'no result arrived before its deadline',
+  approval_timeout: 'nobody approved or rejected it within its approval window',
+} as const;
+
+export type ExpiredReason = keyof typeof EXPIRED_REASONS;

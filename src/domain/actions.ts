@@ -2,8 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import { z } from 'zod';
 import {
+  approveAction as approveStored,
+  cancelIfRefused,
   cancelQueued,
   cancelWithdrawn,
+  rejectAction as rejectStored,
   expireDue,
   recallWithdrawn,
   requestRecall,
@@ -17,7 +20,7 @@ import {
 } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
-import { TRANSITIONS, type ActionStatus, type CancelReason } from './action-states.js';
+import { ACTION_STATUSES, TRANSITIONS, type ActionStatus, type CancelReason } from './action-states.js';
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
@@ -30,6 +33,15 @@ import { capabilityName, timestamp, uuid } from './schemas.js';
 export const HISTORY_LIMIT = 100;
 
 const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
+const approvalTtlSeconds = z
+  .number()
+  .int()
+  .min(1)
+  .max(86_400)
+  .default(300)
+  .describe(
+    "For a function that needs the owner's approval: how long the action waits for a decision before it expires (`approval_timeout`), in seconds (1 to 86400, default 300). Its deadline (`ttlSeconds`) starts when it is approved.",
+  );
 const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
 const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
 
@@ -38,18 +50,33 @@ export function publishActions(ctx: Context, rows: ActionRow[]): void {
   for (const row of rows) ctx.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
 }
 
-/** Checks access and arguments for one device, then queues the action. Runs inside a transaction. */
+/**
+ * Checks access and arguments for one device, then creates the action. Runs inside a
+ * transaction. The grant's approval mode decides where it starts (docs/rules.md "Approvals"):
+ * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
+ * agent's user confirmed this call (`ctx.userConfirmed`), which REST never does; `none` queues it.
+ */
 async function queueAction(
   tx: Queryable,
   ctx: Context,
   agent: CredentialOf<'agent'>,
-  request: { deviceId: string; capability: string; arguments: Record<string, unknown>; ttlSeconds: number; broadcastId: string | null },
+  request: {
+    deviceId: string;
+    capability: string;
+    arguments: Record<string, unknown>;
+    ttlSeconds: number;
+    approvalTtlSeconds: number;
+    broadcastId: string | null;
+  },
   now: number,
 ): Promise<ActionRow> {
   const fn = await authorizeFunction(tx, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
   await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
+  const confirmed = fn.approval === 'user' && ctx.userConfirmed === true;
+  const waits = fn.approval !== 'none' && !confirmed;
+  const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
   return insertAction(tx, {
     id: randomUUID(),
     workspaceId: agent.workspaceId,
@@ -61,7 +88,14 @@ async function queueAction(
     connectionId: agent.connectionId,
     broadcastId: request.broadcastId,
     createdAt: now,
-    expiresAt: now + request.ttlSeconds * 1000,
+    // While it waits, its deadline is the approval window; an approval sets the execution deadline.
+    status: waits ? 'awaiting_approval' : 'queued',
+    expiresAt: approvalExpiresAt ?? now + request.ttlSeconds * 1000,
+    approval: fn.approval,
+    approvalExpiresAt,
+    ttlSeconds: request.ttlSeconds,
+    decidedBy: confirmed ? agent.principal : null,
+    decidedAt: confirmed ? now : null,
   });
 }
 
@@ -70,18 +104,26 @@ const requestActionInput = z.strictObject({
   capability: capabilityName,
   arguments: args.default({}),
   ttlSeconds,
+  approvalTtlSeconds,
   idempotencyKey: idempotencyKey.optional(),
 });
 
 /** Queues one action: REST and the MCP device tools both reach it through `invoke`. */
 async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
-  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl } = input;
+  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
   const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
+  const request = { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window };
   const outcome = await ctx.db.transaction(async (tx) => {
     let created: ActionRow | undefined;
-    const answer = await once(tx, scope, { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl }, now, async () => {
-      created = await queueAction(tx, ctx, agent, { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, broadcastId: null }, now);
+    const answer = await once(tx, scope, request, now, async () => {
+      created = await queueAction(
+        tx,
+        ctx,
+        agent,
+        { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null },
+        now,
+      );
       return toActionRecord(created);
     });
     return { answer: answer.value, created };
@@ -94,7 +136,7 @@ export const requestAction = defineOperation({
   name: 'actions.request',
   title: 'Request an action',
   description:
-    'Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result.',
+    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['mcp'],
@@ -145,7 +187,7 @@ export const getActionState = defineOperation({
 export const cancelAction = defineOperation({
   name: 'actions.cancel',
   title: 'Cancel a queued action',
-  description: 'Cancel an action that is still queued. Once a device has fetched it, it can no longer be cancelled (409).',
+  description: 'Cancel an action that is still queued or awaiting approval. Once a device has fetched it, it can no longer be cancelled (409).',
   credentials: ['owner', 'agent'],
   access: 'read',
   oauth: ['rest', 'mcp'],
@@ -159,10 +201,76 @@ export const cancelAction = defineOperation({
     const principal = credential.kind === 'agent' ? credential.principal : null;
     const reason: CancelReason = credential.kind === 'agent' ? 'agent' : 'owner';
     const row = await cancelQueued(ctx.db, credential.workspaceId, existing.id, principal, reason, ctx.clock.now());
-    if (!row) throw fail.conflict(`The action is ${(await getAction(ctx.db, credential.workspaceId, existing.id))!.status}, not queued.`);
+    if (!row)
+      throw fail.conflict(`The action is ${(await getAction(ctx.db, credential.workspaceId, existing.id))!.status}, neither queued nor awaiting approval.`);
     publishActions(ctx, [row]);
     return toActionRecord(row);
   },
+});
+
+const decisionInput = z.strictObject({
+  actionId: uuid,
+  reason: z.string().min(1).max(500).optional().describe("Why, in the owner's words: kept in the Action."),
+});
+
+/**
+ * The owner's decision on a waiting action (docs/rules.md "Approvals"), in one transaction:
+ * the guarded move, or, when it matched nothing, why: an approval finds the permission
+ * withdrawn (the action is cancelled with that reason), its window over (expired), or the
+ * action already decided or ended. Any change is published; a refusal answers 409 with the
+ * Action as it is now.
+ */
+async function decide(
+  ctx: Context,
+  credential: CredentialOf<'owner'>,
+  input: z.output<typeof decisionInput>,
+  move: 'approve' | 'reject',
+): Promise<ActionRecord> {
+  await readAction(ctx, credential, input.actionId);
+  const now = ctx.clock.now();
+  const decision = { workspaceId: credential.workspaceId, id: input.actionId, decidedBy: credential.subject, reason: input.reason ?? null };
+  const outcome = await ctx.db.transaction(async (tx) => {
+    const decided = move === 'approve' ? await approveStored(tx, decision, now) : await rejectStored(tx, decision, now);
+    if (decided) return { row: decided, changed: true, ok: true };
+    const ended = (await cancelIfRefused(tx, credential.workspaceId, input.actionId, now)) ?? (await expireDue(tx, now, { id: input.actionId }))[0];
+    if (ended) return { row: ended, changed: true, ok: false };
+    return { row: (await getAction(tx, credential.workspaceId, input.actionId))!, changed: false, ok: false };
+  });
+  if (outcome.changed) publishActions(ctx, [outcome.row]);
+  const record = toActionRecord(outcome.row);
+  if (!outcome.ok) {
+    const why = record.cancelReason ? ` (${record.cancelReason})` : record.expiredReason ? ` (${record.expiredReason})` : '';
+    throw new DomainError('conflict', `The action is ${record.status}${why}, not awaiting approval.`, { action: record });
+  }
+  return record;
+}
+
+export const approveAction = defineOperation({
+  name: 'actions.approve',
+  title: 'Approve a waiting action',
+  description:
+    'Approve an action that is awaiting approval: it is queued for its device, and its deadline (`ttlSeconds`) starts now. The permission it was requested under is checked again first: if it no longer holds, the action is cancelled with the reason and the answer is 409 with the Action. An action that is not awaiting approval is 409 too.',
+  credentials: ['owner'],
+  access: 'none',
+  // An approval lets a device act in the physical world.
+  hints: { readOnly: false, destructive: true, idempotent: false, openWorld: true },
+  rest: [{ method: 'POST', path: '/v1/actions/{actionId}/approve' }],
+  input: decisionInput,
+  output: action,
+  run: ({ ctx, credential, input }) => decide(ctx, credential, input, 'approve'),
+});
+
+export const rejectAction = defineOperation({
+  name: 'actions.reject',
+  title: 'Reject a waiting action',
+  description: 'Reject an action that is awaiting approval: it ends `rejected`, with who, when and the reason in the Action. Otherwise 409.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, destructive: false, idempotent: false },
+  rest: [{ method: 'POST', path: '/v1/actions/{actionId}/reject' }],
+  input: decisionInput,
+  output: action,
+  run: ({ ctx, credential, input }) => decide(ctx, credential, input, 'reject'),
 });
 
 /**
@@ -192,17 +300,17 @@ export async function withdrawRevoked(tx: Queryable, scope: WithdrawalScope, now
 export const listRecentActions = definePagedOperation({
   name: 'actions.list',
   title: 'List recent actions',
-  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages.`,
+  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages. \`status\` keeps those in one status: \`?status=awaiting_approval\` is the owner's approval inbox.`,
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
   rest: [{ method: 'GET', path: '/v1/actions' }],
-  input: z.strictObject({}),
+  input: z.strictObject({ status: z.enum(ACTION_STATUSES).optional().describe('Only actions in this status.') }),
   output: z.array(action),
   paged: { key: ROW_ORDER_KEY },
-  async run({ ctx, credential, page }) {
+  async run({ ctx, credential, input, page }) {
     publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
-    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page);
+    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page, input.status ?? null);
     return { items: rows.map(toActionRecord), next };
   },
 });
@@ -304,13 +412,21 @@ export const broadcast = defineOperation({
     arguments: args,
     idempotencyKey,
     ttlSeconds,
+    approvalTtlSeconds,
   }),
   output: z.object({ id: uuid, results: z.array(broadcastResult) }),
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
     const created: ActionRow[] = [];
     const scope = { workspaceId: credential.workspaceId, principal: credential.principal, key: input.idempotencyKey };
-    const request = { op: 'broadcast', deviceIds: input.deviceIds, capability: input.capability, arguments: input.arguments, ttlSeconds: input.ttlSeconds };
+    const request = {
+      op: 'broadcast',
+      deviceIds: input.deviceIds,
+      capability: input.capability,
+      arguments: input.arguments,
+      ttlSeconds: input.ttlSeconds,
+      approvalTtlSeconds: input.approvalTtlSeconds,
+    };
     const answer = await ctx.db.transaction(async (tx) =>
       once(tx, scope, request, now, async () => {
         const id = randomUUID();
@@ -321,7 +437,14 @@ export const broadcast = defineOperation({
               tx,
               ctx,
               credential,
-              { deviceId, capability: input.capability, arguments: input.arguments, ttlSeconds: input.ttlSeconds, broadcastId: id },
+              {
+                deviceId,
+                capability: input.capability,
+                arguments: input.arguments,
+                ttlSeconds: input.ttlSeconds,
+                approvalTtlSeconds: input.approvalTtlSeconds,
+                broadcastId: id,
+              },
               now,
             );
             created.push(row);

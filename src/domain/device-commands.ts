@@ -122,7 +122,8 @@ export const reportResult = defineOperation({
       publishActions(ctx, [row]);
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
-      if (!row) throw fail.notFound('Action');
+      // An action awaiting approval does not exist for the device yet (docs/rules.md "Approvals").
+      if (!row || row.status === 'awaiting_approval') throw fail.notFound('Action');
       const reported = row.status === 'expired' && row.reportedLateAt !== null ? (row.errorCode === null ? 'succeeded' : 'failed') : row.status;
       const same =
         reported === (input.ok ? 'succeeded' : 'failed') &&

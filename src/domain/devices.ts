@@ -6,6 +6,7 @@ import {
   cancelQueuedForTarget,
   cancelQueuedOnDetachedChildren,
   recallForFunction,
+  cancelWithdrawn,
   recallWithdrawn,
   type ActionRow,
 } from '../store/actions.js';
@@ -182,6 +183,8 @@ export const revokeWorkspaceDevice = defineOperation({
       // and ask it to stop the ones it holds (docs/rules.md "Actions").
       return [
         ...(await cancelQueuedForTarget(tx, credential.workspaceId, input.deviceId, now)),
+        // Actions waiting for approval too (docs/rules.md "Approvals"): with the reason `device_revoked`.
+        ...(await cancelWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: input.deviceId }, now)),
         ...(await recallWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: input.deviceId }, now)),
       ];
     });
@@ -322,7 +325,9 @@ export const publishManifest = defineOperation({
       // go, and the ones the gateway already fetched for it are recalled (docs/rules.md "Actions").
       const detached = await cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
       const changed = await withdrawChangedFunctions(tx, credential.workspaceId, before, after, now);
-      return [...detached, ...changed, ...(await recallWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: self.id }, now))];
+      const scope = { workspaceId: credential.workspaceId, deviceId: self.id };
+      // Actions waiting for approval on a detached child end too (docs/rules.md "Approvals"), as `device_detached`.
+      return [...detached, ...changed, ...(await cancelWithdrawn(tx, scope, now)), ...(await recallWithdrawn(tx, scope, now))];
     });
     publishActions(ctx, cancelled);
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);

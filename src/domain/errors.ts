@@ -42,6 +42,8 @@ export interface ErrorDetails {
   retryAfterSeconds?: number;
   /** For `rate_limited`: the bucket's size and what is left of it. */
   rateLimit?: { limit: number; remaining: number };
+  /** For a `conflict` about one action (approve, reject): the Action as it is now. */
+  action?: Record<string, unknown>;
 }
 
 export class DomainError extends Error {

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { getDevice, listDeviceCapabilities, type DeviceRow } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
 import {
-  APPROVAL_MODES,
   callableFunctions,
   callableFunctionsPage,
   liveGrant,
@@ -16,13 +15,7 @@ import type { Access, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { definePagedOperation } from './operation.js';
 import { FUNCTION_KEY } from './paging.js';
-import { uuid } from './schemas.js';
-
-export const approvalMode = z
-  .enum(APPROVAL_MODES)
-  .describe(
-    "`none`: a call queues the action; `owner`: the action waits for the owner to approve it; `user`: the agent's user confirms in the MCP client (through REST: as `owner`).",
-  );
+import { approvalMode, uuid } from './schemas.js';
 
 export const callableFunction = z.object({
   deviceId: uuid,

@@ -9,8 +9,7 @@ import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
-import { capabilityName, principal, timestamp, uuid } from './schemas.js';
-import { approvalMode } from './functions.js';
+import { approvalMode, capabilityName, principal, timestamp, uuid } from './schemas.js';
 
 const MAX_TTL_SECONDS = 31_536_000;
 const grantTtl = z.number().int().min(60).max(MAX_TTL_SECONDS).nullable();

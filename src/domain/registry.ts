@@ -1,5 +1,15 @@
 import { getAccount } from './account.js';
-import { broadcast, cancelAction, exportHistory, getActionState, listRecentActions, listRequestedActions, requestAction } from './actions.js';
+import {
+  approveAction,
+  broadcast,
+  cancelAction,
+  exportHistory,
+  getActionState,
+  listRecentActions,
+  listRequestedActions,
+  rejectAction,
+  requestAction,
+} from './actions.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { issueEventsTicket } from './device-events.js';
@@ -40,6 +50,8 @@ export const operations = {
   requestAction,
   getAction: getActionState,
   cancelAction,
+  approveAction,
+  rejectAction,
   listActions: listRecentActions,
   listRequestedActions,
   exportActions: exportHistory,

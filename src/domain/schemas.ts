@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { APPROVAL_MODES } from '../store/grants.js';
 
 /** Shared shapes of the contract, documented once here: OpenAPI and the MCP tool schemas are built from them. */
 
@@ -69,3 +70,10 @@ export const attachedDevice = z.object({
     .regex(/^[a-f0-9]{64}$/)
     .describe('Routing identifier for the `x-service-workspace` header.'),
 });
+
+/** Whose yes a call under a grant needs before the device is asked (docs/rules.md "Approvals"). */
+export const approvalMode = z
+  .enum(APPROVAL_MODES)
+  .describe(
+    "`none`: a call queues the action; `owner`: the action waits for the owner to approve it; `user`: the agent's user confirms in the MCP client (through REST: as `owner`).",
+  );

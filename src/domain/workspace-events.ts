@@ -3,8 +3,7 @@ import type { ActionRow } from '../store/actions.js';
 import type { ApprovalMode } from '../store/grants.js';
 import type { WorkspaceEventRow } from '../store/workspace-events.js';
 import { action, toActionRecord } from './action-records.js';
-import { approvalMode } from './functions.js';
-import { timestamp, uuid } from './schemas.js';
+import { approvalMode, timestamp, uuid } from './schemas.js';
 
 /**
  * The owner's event catalogue (README "Owner events"): what `GET /v1/events` streams and

@@ -67,6 +67,7 @@ export function toHttpError(thrown: unknown, requestId: string): HttpError & { i
         code: error.code,
         message: error.message,
         ...(error.details.issues ? { issues: error.details.issues } : {}),
+        ...(error.details.action ? { action: error.details.action } : {}),
         requestId,
       },
     },

@@ -324,7 +324,7 @@ export const IDEMPOTENCY_META_KEY = 'dfc/idempotencyKey';
 /** Request `_meta` key: the action request's `ttlSeconds` (1..300, default 30). */
 export const TTL_META_KEY = 'dfc/ttlSeconds';
 
-/** Progress is the action's stage counted from 1, out of as many as there are (queued 1/3 → received 2/3 → done 3/3). */
+/** Progress is the action's stage counted from 1, out of as many as there are (awaiting_approval 1/4 → queued 2/4 → received 3/4 → done 4/4). */
 const PROGRESS_TOTAL = Math.max(...ACTION_STATUSES.map((status) => ACTION_STATES[status].stage)) + 1;
 
 /**
@@ -352,8 +352,19 @@ function describe(fn: CallableFunction): string {
   const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
   // thousand of them; the server instructions and the operate_devices prompt say the rest.
-  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what} Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".`;
+  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what}${APPROVAL_NOTES[fn.approval ?? 'none']} Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".`;
 }
+
+/** What the tool description says of the grant's approval mode (docs/rules.md "Approvals"). */
+const APPROVAL_NOTES: Record<NonNullable<CallableFunction['approval']>, string> = {
+  none: '',
+  owner:
+    " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it (the answer may come back awaiting_approval; follow it with get_action).",
+  user: " Needs your user's confirmation before the device is asked.",
+};
+
+/** The progress message of each status: what the call is waiting for, in words. */
+const PROGRESS_MESSAGES: Partial<Record<ActionStatus, string>> = { awaiting_approval: "waiting for the owner's approval" };
 
 function waitBound(meta: Record<string, unknown> | undefined): number {
   const value = meta?.[WAIT_META_KEY];
@@ -366,12 +377,22 @@ function waitBound(meta: Record<string, unknown> | undefined): number {
  * Record over the statuses, so a new status cannot be added without deciding both.
  */
 const OUTCOMES: Record<ActionStatus, { detail: (action: ActionRecord) => string | null; isError: boolean }> = {
+  awaiting_approval: {
+    detail: (action) =>
+      `It waits for the owner's approval (until ${new Date(action.approval?.expiresAt ?? action.expiresAt).toISOString()}); the device is asked only once it is approved. ${unfinished(action)}`,
+    isError: false,
+  },
   queued: { detail: unfinished, isError: false },
   received: { detail: unfinished, isError: false },
   succeeded: { detail: (action) => `Result: ${JSON.stringify(action.result)}`, isError: false },
   failed: { detail: (action) => `Device error: ${action.error ? `${action.error.code}: ${action.error.message}` : 'unknown'}`, isError: true },
+  rejected: { detail: (action) => `The owner rejected it${action.approval?.reason ? `: ${JSON.stringify(action.approval.reason)}` : '.'}`, isError: true },
   cancelled: { detail: () => null, isError: false },
-  expired: { detail: () => 'No result arrived before its deadline.', isError: true },
+  expired: {
+    detail: (action) =>
+      action.expiredReason === 'approval_timeout' ? 'Nobody approved it within its approval window.' : 'No result arrived before its deadline.',
+    isError: true,
+  },
 };
 
 function unfinished(action: ActionRecord): string {
@@ -386,7 +407,8 @@ function summary(fn: CallableFunction, action: ActionRecord): string {
 
 /**
  * Waits for the action to settle, up to `waitMs`, telling the client each state change as
- * progress (queued 1/3 → received 2/3 → done 3/3) when it asked for progress. It watches the
+ * progress (awaiting_approval 1/4 → queued 2/4 → received 3/4 → done 4/4) when it asked for
+ * progress; an action approved during the wait is then waited for as any queued one. It watches the
  * action's changes first and then reads its state once, so a change that lands between the
  * insert and the watch is in the read and none after it is missed; from then on the
  * published changes (each a full Action, in commit order) are the state. Aborting `signal`
@@ -507,7 +529,12 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
     try {
       await notify({
         method: 'notifications/progress',
-        params: { progressToken: token, progress: ACTION_STATES[action.status].stage + 1, total: PROGRESS_TOTAL, message: action.status },
+        params: {
+          progressToken: token,
+          progress: ACTION_STATES[action.status].stage + 1,
+          total: PROGRESS_TOTAL,
+          message: PROGRESS_MESSAGES[action.status] ?? action.status,
+        },
       });
     } catch {
       // The client went away between the check and the send: the wait ends on the abort.

@@ -37,6 +37,7 @@ const errorEnvelope = {
           type: 'array',
           items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } },
         },
+        action: { type: 'object', description: 'For a refused approve or reject: the Action as it is now.' },
         requestId: { type: 'string' },
       },
     },

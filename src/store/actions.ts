@@ -1,6 +1,15 @@
-import { INITIAL_STATUS, MARKS, TRANSITIONS, type ActionStatus, type CancelReason, type MarkName, type TransitionName } from '../domain/action-states.js';
+import {
+  MARKS,
+  TRANSITIONS,
+  type ActionStatus,
+  type CancelReason,
+  type ExpiredReason,
+  type InitialStatus,
+  type MarkName,
+  type TransitionName,
+} from '../domain/action-states.js';
 import type { Queryable } from './driver.js';
-import { grantMatchesFunction } from './grants.js';
+import { grantMatchesFunction, type ApprovalMode } from './grants.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
 export interface ActionRow {
@@ -27,12 +36,25 @@ export interface ActionRow {
   cancelRequestedAt: number | null;
   /** A result that arrived after the deadline, stored beside the `expired` status. */
   reportedLateAt: number | null;
+  /** The approval mode it was requested under (docs/rules.md "Approvals"); `none` for actions older than migration 0017. */
+  approval: ApprovalMode;
+  /** The end of the approval window of an action that had to wait for a yes. */
+  approvalExpiresAt: number | null;
+  /** The execution deadline asked for, in seconds: an approval starts it. */
+  ttlSeconds: number | null;
+  /** Who approved or rejected it (the owner's subject, or the principal whose user confirmed), when, and why. */
+  decidedBy: string | null;
+  decidedAt: number | null;
+  decisionReason: string | null;
+  expiredReason: ExpiredReason | null;
 }
 
 const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, target_id AS targetId, capability, arguments,
   status, principal, broadcast_id AS broadcastId, created_at AS createdAt, expires_at AS expiresAt,
   dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage,
-  connection_id AS connectionId, cancel_reason AS cancelReason, cancel_requested_at AS cancelRequestedAt, reported_late_at AS reportedLateAt`;
+  connection_id AS connectionId, cancel_reason AS cancelReason, cancel_requested_at AS cancelRequestedAt, reported_late_at AS reportedLateAt,
+  approval, approval_expires_at AS approvalExpiresAt, ttl_seconds AS ttlSeconds, decided_by AS decidedBy, decided_at AS decidedAt,
+  decision_reason AS decisionReason, expired_reason AS expiredReason`;
 
 /**
  * The SQL condition "the status is one of `statuses`". The statuses are the state table's
@@ -64,13 +86,27 @@ function enter<M extends TransitionName>(_move: M, status: Destination<M>): stri
 
 export type NewActionRow = Omit<
   ActionRow,
-  'status' | 'dispatchedAt' | 'completedAt' | 'result' | 'errorCode' | 'errorMessage' | 'cancelReason' | 'cancelRequestedAt' | 'reportedLateAt'
->;
+  | 'status'
+  | 'dispatchedAt'
+  | 'completedAt'
+  | 'result'
+  | 'errorCode'
+  | 'errorMessage'
+  | 'cancelReason'
+  | 'cancelRequestedAt'
+  | 'reportedLateAt'
+  | 'decisionReason'
+  | 'expiredReason'
+> & {
+  /** `awaiting_approval` with `expiresAt` = `approvalExpiresAt` (the window), or `queued` with the execution deadline. */
+  status: InitialStatus;
+};
 
 export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
   return (await db.get<ActionRow>(
-    `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, connection_id, broadcast_id, created_at, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+    `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, connection_id, broadcast_id, created_at, expires_at,
+       approval, approval_expires_at, ttl_seconds, decided_by, decided_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
     [
       row.id,
       row.workspaceId,
@@ -78,14 +114,80 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
       row.targetId,
       row.capability,
       row.arguments,
-      INITIAL_STATUS,
+      row.status,
       row.principal,
       row.connectionId,
       row.broadcastId,
       row.createdAt,
       row.expiresAt,
+      row.approval,
+      row.approvalExpiresAt,
+      row.ttlSeconds,
+      row.decidedBy,
+      row.decidedAt,
     ],
   ))!;
+}
+
+/**
+ * Runs one statement per status the caller lists and returns every row they changed. SQLite
+ * uses a partial index only for a query that names its status exactly (migration 0009), so
+ * a withdrawal that leaves both `awaiting_approval` and `queued` walks each one's partial index
+ * instead of the workspace's whole history.
+ */
+async function eachStatus(statuses: readonly ActionStatus[], statement: (status: ActionStatus) => Promise<ActionRow[]>): Promise<ActionRow[]> {
+  const rows: ActionRow[] = [];
+  for (const status of statuses) rows.push(...(await statement(status)));
+  return rows;
+}
+
+/** The partial index holding one pending status's actions by device and principal (migrations 0014, 0017). */
+const PENDING_BY_DEVICE: Partial<Record<ActionStatus, string>> = { queued: 'actions_queued_by_device', awaiting_approval: 'actions_awaiting_by_device' };
+
+/**
+ * awaiting_approval → queued (docs/rules.md "Approvals"): only inside the approval window and
+ * while the permission it was requested under still holds (the `refusal` the hand-out checks).
+ * The execution deadline starts now. Undefined when nothing matched: the caller tells why.
+ */
+export function approveAction(
+  db: Queryable,
+  decision: { workspaceId: string; id: string; decidedBy: string; reason: string | null },
+  now: number,
+): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions AS a SET ${enter('approve', 'queued')}, expires_at = ?1 + COALESCE(ttl_seconds, 30) * 1000, decided_by = ?2, decided_at = ?1,
+       decision_reason = ?3
+     WHERE workspace_id = ?4 AND id = ?5 AND ${guard('approve')} AND expires_at > ?1 AND ${refusal('a', '?1')} IS NULL
+     RETURNING ${COLUMNS}`,
+    [now, decision.decidedBy, decision.reason, decision.workspaceId, decision.id],
+  );
+}
+
+/** awaiting_approval → rejected, with who said no, when and why. */
+export function rejectAction(
+  db: Queryable,
+  decision: { workspaceId: string; id: string; decidedBy: string; reason: string | null },
+  now: number,
+): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions SET ${enter('reject', 'rejected')}, completed_at = ?1, decided_by = ?2, decided_at = ?1, decision_reason = ?3
+     WHERE workspace_id = ?4 AND id = ?5 AND ${guard('reject')}
+     RETURNING ${COLUMNS}`,
+    [now, decision.decidedBy, decision.reason, decision.workspaceId, decision.id],
+  );
+}
+
+/**
+ * Cancels one waiting or queued action whose permission no longer holds, with the reason
+ * (an approval that found it refused: docs/rules.md "Approvals"); undefined while it may run.
+ */
+export function cancelIfRefused(db: Queryable, workspaceId: string, id: string, now: number): Promise<ActionRow | undefined> {
+  return db.get<ActionRow>(
+    `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?1, cancel_reason = ${refusal('a', '?1')}
+     WHERE workspace_id = ?2 AND id = ?3 AND ${guard('cancel')} AND ${refusal('a', '?1')} IS NOT NULL
+     RETURNING ${COLUMNS}`,
+    [now, workspaceId, id],
+  );
 }
 
 export function getAction(db: Queryable, workspaceId: string, id: string): Promise<ActionRow | undefined> {
@@ -172,7 +274,7 @@ export async function hasQueued(db: Queryable, targetId: string, now: number): P
 export function cancelRefused(db: Queryable, targetId: string, upTo: number | null, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
     `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?1, cancel_reason = ${refusal('a', '?1')}
-     WHERE target_id = ?2 AND ${guard('cancel')} AND expires_at > ?1 AND (?3 IS NULL OR created_at <= ?3) AND ${refusal('a', '?1')} IS NOT NULL
+     WHERE target_id = ?2 AND ${QUEUED_ONLY} AND expires_at > ?1 AND (?3 IS NULL OR created_at <= ?3) AND ${refusal('a', '?1')} IS NOT NULL
      RETURNING ${COLUMNS}`,
     [now, targetId, upTo],
   );
@@ -209,12 +311,15 @@ function scoped(scope: WithdrawalScope): { sql: string; args: (string | null)[] 
  */
 export function cancelWithdrawn(db: Queryable, scope: WithdrawalScope, now: number): Promise<ActionRow[]> {
   const where = scoped(scope);
-  return db.all<ActionRow>(
-    // ?1 is `now` wherever it appears; the scope's plain `?` placeholders number on from 2.
-    `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?1, cancel_reason = ${refusal('a', '?1')}
-     WHERE ${guard('cancel')} AND ${where.sql} AND ${refusal('a', '?1')} IS NOT NULL
-     RETURNING ${COLUMNS}`,
-    [now, ...where.args],
+  // Waiting actions too (docs/rules.md "Approvals"): a revocation while the owner decides ends them.
+  return eachStatus(TRANSITIONS.cancel.from, (status) =>
+    db.all<ActionRow>(
+      // ?1 is `now` wherever it appears; the scope's plain `?` placeholders number on from 2.
+      `UPDATE actions AS a SET ${enter('cancel', 'cancelled')}, completed_at = ?1, cancel_reason = ${refusal('a', '?1')}
+       WHERE ${statusIn([status])} AND ${where.sql} AND ${refusal('a', '?1')} IS NOT NULL
+       RETURNING ${COLUMNS}`,
+      [now, ...where.args],
+    ),
   );
 }
 
@@ -287,6 +392,13 @@ export function findTargetedAction(db: Queryable, targetId: string, id: string):
 /** The SET of a cancel: the status, when, and why (docs/rules.md "Actions"). */
 const CANCELLED = `${enter('cancel', 'cancelled')}, completed_at = ?, cancel_reason = ?`;
 
+/**
+ * The guard of the cancels that look at a device's queue, by the device that fetches it:
+ * queued commands only. A waiting action is not in that queue (no index holds it by target),
+ * and its approval re-checks the same permission (`approveAction`), so none is left to run.
+ */
+const QUEUED_ONLY = statusIn(['queued' satisfies (typeof TRANSITIONS.cancel.from)[number]]);
+
 /** queued → cancelled; `principal` limits it to the requester's own actions. */
 export function cancelQueued(
   db: Queryable,
@@ -323,13 +435,15 @@ export function requestRecall(db: Queryable, workspaceId: string, id: string, re
  * included (gateway grant replacement without includeServices, spec rule 5).
  */
 export function cancelQueuedOnServices(db: Queryable, workspaceId: string, principal: string, gatewayId: string, now: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    // By the services' queued commands (index actions_queued_by_device), not the principal's whole history.
-    `UPDATE actions INDEXED BY actions_queued_by_device SET ${CANCELLED}
-     WHERE workspace_id = ? AND principal = ? AND ${guard('cancel')}
-       AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND kind = 'service')
-     RETURNING ${COLUMNS}`,
-    [now, 'gateway_grant_replaced' satisfies CancelReason, workspaceId, principal, workspaceId, gatewayId],
+  return eachStatus(TRANSITIONS.cancel.from, (status) =>
+    db.all<ActionRow>(
+      // By the services' pending commands (a partial index per status), not the principal's whole history.
+      `UPDATE actions INDEXED BY ${PENDING_BY_DEVICE[status]} SET ${CANCELLED}
+       WHERE workspace_id = ? AND principal = ? AND ${statusIn([status])}
+         AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND kind = 'service')
+       RETURNING ${COLUMNS}`,
+      [now, 'gateway_grant_replaced' satisfies CancelReason, workspaceId, principal, workspaceId, gatewayId],
+    ),
   );
 }
 
@@ -340,7 +454,7 @@ export function cancelQueuedOnServices(db: Queryable, workspaceId: string, princ
 export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: string, gatewayId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
     `UPDATE actions SET ${CANCELLED}
-     WHERE workspace_id = ? AND target_id = ? AND ${guard('cancel')}
+     WHERE workspace_id = ? AND target_id = ? AND ${QUEUED_ONLY}
        AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND detached_at IS NOT NULL)
      RETURNING ${COLUMNS}`,
     [now, 'device_detached' satisfies CancelReason, workspaceId, gatewayId, workspaceId, gatewayId],
@@ -351,7 +465,7 @@ export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: strin
 export function cancelQueuedForTarget(db: Queryable, workspaceId: string, targetId: string, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
     `UPDATE actions SET ${CANCELLED}
-     WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND ${guard('cancel')}
+     WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND ${QUEUED_ONLY}
      RETURNING ${COLUMNS}`,
     [now, 'device_revoked' satisfies CancelReason, workspaceId, targetId, targetId],
   );
@@ -369,11 +483,13 @@ export interface FunctionOfDevice {
  * it, so none was requested under what is published now (docs/rules.md "Access").
  */
 export function cancelQueuedForFunction(db: Queryable, fn: FunctionOfDevice, reason: CancelReason, now: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    `UPDATE actions SET ${CANCELLED}
-     WHERE device_id = ? AND ${guard('cancel')} AND workspace_id = ? AND capability = ?
-     RETURNING ${COLUMNS}`,
-    [now, reason, fn.deviceId, fn.workspaceId, fn.capability],
+  return eachStatus(TRANSITIONS.cancel.from, (status) =>
+    db.all<ActionRow>(
+      `UPDATE actions SET ${CANCELLED}
+       WHERE device_id = ? AND ${statusIn([status])} AND workspace_id = ? AND capability = ?
+       RETURNING ${COLUMNS}`,
+      [now, reason, fn.deviceId, fn.workspaceId, fn.capability],
+    ),
   );
 }
 
@@ -388,13 +504,16 @@ export function recallForFunction(db: Queryable, fn: FunctionOfDevice, reason: C
 }
 
 /**
- * queued | received past the deadline → expired, stamped with the deadline itself. Run on
+ * awaiting_approval | queued | received past the deadline → expired, stamped with the deadline
+ * itself and why (`expired_reason`). Run on
  * read and by the periodic sweep, so history is true even for a device that never calls.
  * `workspaceId` / `id` narrow it; null means all.
  */
 export function expireDue(db: Queryable, now: number, scope: { workspaceId?: string; id?: string } = {}): Promise<ActionRow[]> {
   return db.all<ActionRow>(
-    `UPDATE actions SET ${enter('expire', 'expired')}, completed_at = expires_at
+    // A waiting action's `expires_at` is its approval window: it ends `approval_timeout`.
+    `UPDATE actions SET ${enter('expire', 'expired')}, completed_at = expires_at,
+       expired_reason = CASE WHEN ${statusIn(['awaiting_approval'])} THEN '${'approval_timeout' satisfies ExpiredReason}' ELSE '${'deadline' satisfies ExpiredReason}' END
      WHERE ${guard('expire')} AND expires_at <= ?
        AND (? IS NULL OR workspace_id = ?) AND (? IS NULL OR id = ?)
      RETURNING ${COLUMNS}`,
@@ -411,10 +530,16 @@ export function recentActionsOf(db: Queryable, workspaceId: string, principal: s
   ]);
 }
 
-/** The newest actions first, a page of them (src/store/paging.ts), keyed by `(created_at, rowid)` as `actions_history` holds them. */
-export async function recentActions(db: Queryable, workspaceId: string, page: PageQuery): Promise<RowsPage<ActionRow>> {
+/**
+ * The newest actions first, a page of them (src/store/paging.ts), keyed by `(created_at, rowid)`
+ * as `actions_history` holds them; only those in `status` when it is given.
+ */
+export async function recentActions(db: Queryable, workspaceId: string, page: PageQuery, status: ActionStatus | null = null): Promise<RowsPage<ActionRow>> {
+  // The status is one of the table's constants, written into the SQL so that
+  // `awaiting_approval` (the owner's inbox) walks its partial index actions_awaiting_by_workspace.
+  const only = status === null ? '' : `AND ${statusIn([status])}`;
   const rows = await db.all<ActionRow & { position: number }>(
-    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? ${page.after ? 'AND (created_at, rowid) < (?, ?)' : ''}
+    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? ${only} ${page.after ? 'AND (created_at, rowid) < (?, ?)' : ''}
      ORDER BY created_at DESC, rowid DESC LIMIT ?`,
     [workspaceId, ...(page.after ?? []), page.limit + 1],
   );

@@ -9,7 +9,11 @@ export async function countActiveDevices(db: Queryable, workspaceId: string): Pr
   return row!.n;
 }
 
-/** Queued actions in the workspace, and those one principal holds on one device. */
+/**
+ * Pending actions (waiting for approval or queued) in the workspace, and those one principal
+ * holds on one device: a waiting action holds its place too, so an agent cannot flood the
+ * owner's approval inbox. One count per status, each over its partial index.
+ */
 export async function countQueued(
   db: Queryable,
   workspaceId: string,
@@ -17,9 +21,11 @@ export async function countQueued(
   principal: string,
 ): Promise<{ workspace: number; principalOnDevice: number }> {
   const row = await db.get<{ workspace: number; principalOnDevice: number }>(
-    `SELECT (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['queued'])}) AS workspace,
-            (SELECT count(*) FROM actions WHERE device_id = ? AND principal = ? AND ${statusIn(['queued'])}) AS principalOnDevice`,
-    [workspaceId, deviceId, principal],
+    `SELECT (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['queued'])})
+              + (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['awaiting_approval'])}) AS workspace,
+            (SELECT count(*) FROM actions WHERE device_id = ? AND principal = ? AND ${statusIn(['queued'])})
+              + (SELECT count(*) FROM actions WHERE device_id = ? AND principal = ? AND ${statusIn(['awaiting_approval'])}) AS principalOnDevice`,
+    [workspaceId, workspaceId, deviceId, principal, deviceId, principal],
   );
   return row!;
 }
