@@ -79,7 +79,12 @@ async function connectAs(
 
 /** A raw 2026-07-28 tools/call of set_power as `token`, declaring elicitation, with extra params (a retry's answer and state). */
 function rawCall(token: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}, meta: Record<string, unknown> = {}): Promise<RawResponse> {
-  return rawMcp(server.url, { token, method: 'tools/call', name: setPower, params: { name: setPower, arguments: args, ...extra, _meta: { ...ELICITS, ...meta } } });
+  return rawMcp(server.url, {
+    token,
+    method: 'tools/call',
+    name: setPower,
+    params: { name: setPower, arguments: args, ...extra, _meta: { ...ELICITS, ...meta } },
+  });
 }
 
 /** The first round of a raw call: the `input_required` result's requestState. */

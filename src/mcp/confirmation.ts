@@ -55,7 +55,10 @@ export function canonicalJson(value: unknown): string {
 }
 
 const digest = (text: string) => createHash('sha256').update(text).digest('base64url');
-const mac = (key: Buffer, body: string) => createHmac('sha256', key).update(MAC_LABEL + body).digest();
+const mac = (key: Buffer, body: string) =>
+  createHmac('sha256', key)
+    .update(MAC_LABEL + body)
+    .digest();
 
 /** What a state is bound to; two calls with the same binding may share a confirmation. */
 export interface Binding {
@@ -188,7 +191,10 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
     ctx.log.info({ msg: 'mcp confirmation refused', requestId: ctx.requestId, tool: binding.tool, reason: check.reason });
     return {
       kind: 'refused',
-      error: new DomainError('confirmation_invalid', `The confirmation for ${binding.tool} was refused: ${REFUSALS[check.reason]}. Nothing was queued; call the tool again to be asked afresh.`),
+      error: new DomainError(
+        'confirmation_invalid',
+        `The confirmation for ${binding.tool} was refused: ${REFUSALS[check.reason]}. Nothing was queued; call the tool again to be asked afresh.`,
+      ),
     };
   }
   const answer = inputResponse(round.inputResponses, CONFIRM_KEY);
