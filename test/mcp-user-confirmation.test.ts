@@ -136,6 +136,15 @@ describe.each(['modern', 'legacy'] as const)('a user-mode device tool over the o
     await mcp.close();
   });
 
+  it('does not ask about a call whose arguments do not match the function schema', async () => {
+    const { mcp, asked } = await connectAs(agent.token, era, () => ({ action: 'accept', content: { confirm: true } }));
+    const result: any = await mcp.callTool({ name: setPower, arguments: { on: 'yes' } });
+    expect(result.isError).toBe(true);
+    expect(errorEnvelope(result).error.code).toBe('validation_failed');
+    expect(asked).toEqual([]);
+    await mcp.close();
+  });
+
   it('refuses with confirmation_required when the client cannot elicit, and creates nothing', async () => {
     const before = await actionIds();
     const { mcp } = await connectAs(agent.token, era);

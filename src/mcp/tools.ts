@@ -20,7 +20,7 @@ import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/action-states.js';
 import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, fail } from '../domain/errors.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
@@ -488,6 +488,12 @@ async function confirmedDeviceCall(
       ? ((extra.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined)
       : server.server.getClientCapabilities();
   try {
+    // A call that cannot run is not put to the user: its arguments are checked before the ask,
+    // as the action request checks them again after it.
+    if (extra.mcpReq.requestState() === undefined) {
+      const issues = ctx.schemas.argumentIssues(JSON.stringify(fn.arguments), args ?? {});
+      if (issues.length > 0) return toolError(fail.invalid('The arguments do not match the function schema.', issues), ctx, { structured: true });
+    }
     const step = await confirmationStep({
       ctx,
       binding: { workspaceId: credential.workspaceId, principal: credential.principal, tool: name, deviceId: fn.deviceId, capability: fn.capability, args },
