@@ -167,7 +167,6 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
           release();
           closed?.();
         };
-        return release;
       };
     }
     registerTools(server, session);

@@ -47,9 +47,9 @@ export interface McpSession {
   era?: 'legacy' | 'modern';
   /**
    * On a 2025-era request: holds the per-request server as one waiting for its client's
-   * answer to an elicitation, until the returned release (legacy-elicitation.ts).
+   * answer to an elicitation, until the server closes (legacy-elicitation.ts).
    */
-  awaitAnswer?: (server: McpServer) => () => void;
+  awaitAnswer?: (server: McpServer) => void;
 }
 
 export interface DeviceTool {
@@ -497,7 +497,7 @@ async function confirmedDeviceCall(
     const step = await confirmationStep({
       ctx,
       binding: { workspaceId: credential.workspaceId, principal: credential.principal, tool: name, deviceId: fn.deviceId, capability: fn.capability, args },
-      message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${canonicalArguments(args)}`,
+      message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
       canElicit: canElicitForm(capabilities),
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
@@ -517,7 +517,8 @@ async function confirmedDeviceCall(
   }
 }
 
-function canonicalArguments(args: unknown): string {
+/** The arguments as the user reads them in the ask. */
+function argumentsText(args: unknown): string {
   const text = JSON.stringify(args ?? {});
   return text === '{}' ? 'none' : text;
 }
