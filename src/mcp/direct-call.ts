@@ -18,8 +18,8 @@ import { IDEMPOTENCY_META_KEY, TTL_META_KEY, WAIT_META_KEY, type DeviceTool } fr
  * `arguments` (an object, or none) and `_meta`, nothing in `_meta` but the protocol's
  * envelope and the action's options (wait bound, idempotency key, TTL), `Mcp-Param-*` headers
  * that agree with the arguments, and a name the gate already resolved to one of the caller's
- * device tools. A progress token (which needs an event stream), anything unexpected, and
- * every 2025-era request go to the SDK.
+ * device tools. A progress token (which needs an event stream), a function whose grant asks
+ * the user to confirm, anything unexpected, and every 2025-era request go to the SDK.
  */
 export interface DirectCall {
   id: string | number;
@@ -40,7 +40,9 @@ export function directDeviceCall(headers: HeaderSource, message: unknown, tools:
   const { name, arguments: args } = request.params;
   if (args !== undefined && !isObject(args)) return undefined;
   const tool = tools?.find((t) => t.name === name);
-  if (!tool || !paramHeadersAgree(tool.fn.arguments, args, headers)) return undefined;
+  // A call that needs its user's confirmation goes to the SDK, which carries the ask
+  // (`input_required`) and the answer (README "User confirmation").
+  if (!tool || tool.fn.approval === 'user' || !paramHeadersAgree(tool.fn.arguments, args, headers)) return undefined;
   return { id: request.id, tool, args, meta: request.meta };
 }
 

@@ -15,6 +15,8 @@ import { bearerToken, clientAddress, requestBody, withRequestId, type HttpEnv } 
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
 import { createInflightCalls } from './cancellation.js';
+import { CONFIRMATION_TTL_SECONDS } from './confirmation.js';
+import { createLegacyElicitation } from './legacy-elicitation.js';
 import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
 import { createHostPolicy } from './hosts.js';
 import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
@@ -95,8 +97,12 @@ function mediaTypes(header: string | undefined): string[] {
 
 interface RpcMessage {
   method?: unknown;
-  params?: { name?: unknown; requestId?: unknown } | null;
+  id?: unknown;
+  params?: { name?: unknown; requestId?: unknown; capabilities?: unknown } | null;
 }
+
+/** A JSON-RPC response (to a request this server sent), not a request or a notification. */
+const isResponse = (m: Record<string, unknown>) => m.method === undefined && m.id !== undefined && ('result' in m || 'error' in m);
 
 /** Whose calls a `notifications/cancelled` may reach: the same agent connection's only. */
 function callerKey(credential: CredentialOf<'agent'>): string {
@@ -132,12 +138,15 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   // unchanged to the factory; a WeakMap keeps it typed and lets it go with the request.
   const sessions = new WeakMap<AuthInfo, McpSession>();
 
-  const factory = ({ authInfo }: McpRequestContext): McpServer => {
+  const factory = ({ authInfo, era }: McpRequestContext): McpServer => {
     const session = authInfo ? sessions.get(authInfo) : undefined;
     // The gate always authenticates first; reaching here without a session is a bug.
     if (!session) throw new Error('MCP server factory ran without an authenticated session');
     const server = new McpServer(serverInfo(session.ctx.settings.serviceName), {
       instructions: INSTRUCTIONS,
+      // A 2025-era client's user has as long to answer a confirmation as its state lives
+      // (README "User confirmation"), not the SDK's default of ten minutes.
+      inputRequired: { roundTimeoutMs: CONFIRMATION_TTL_SECONDS * 1000 },
       // This server never emits list_changed (each request is a fresh server), so it says so.
       capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
       // Every list depends on the caller's live grants and may change on the next request:
@@ -150,6 +159,19 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
         'prompts/list': { ttlMs: 0, cacheScope: 'private' },
       },
     });
+    session.era = era;
+    if (era === 'legacy') {
+      const caller = callerKey(session.credential);
+      legacyElicitation.prepare(caller, server);
+      session.awaitAnswer = (waiting) => {
+        const release = legacyElicitation.wait(caller, waiting, CONFIRMATION_TTL_SECONDS * 1000);
+        const closed = waiting.server.onclose;
+        waiting.server.onclose = () => {
+          release();
+          closed?.();
+        };
+      };
+    }
     registerTools(server, session);
     registerResources(server, session);
     registerPrompts(server);
@@ -159,6 +181,8 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const toolLists = createToolsListCache();
   // Device tool calls still waiting, for a 2025-era notifications/cancelled (cancellation.ts).
   const inflight = createInflightCalls(deps.events);
+  // 2025-era elicitation over stateless HTTP: capabilities from initialize, answers to asks (legacy-elicitation.ts).
+  const legacyElicitation = createLegacyElicitation();
 
   const handler = createMcpHandler(factory, {
     legacy: 'stateless',
@@ -326,6 +350,13 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     // the SDK is still handed the message and answers it as it would (202).
     for (const message of messages) {
       if (message.method === 'notifications/cancelled') inflight.cancel(callerKey(credential), message.params?.requestId);
+      if (message.method === 'initialize') legacyElicitation.remember(callerKey(credential), message.params?.capabilities);
+    }
+    // A 2025-era client's answer to an elicitation this process sent goes to the server that
+    // asked (legacy-elicitation.ts); answered as the SDK answers a posted response (202).
+    const responses = messages.filter((m) => isResponse(m as Record<string, unknown>));
+    if (responses.length > 0 && responses.length === messages.length && legacyElicitation.deliver(callerKey(credential), responses)) {
+      return new Response(null, { status: 202 });
     }
 
     // A modern tools/list is answered from the caller's cached list while it is current

@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto';
 import {
+  CLIENT_CAPABILITIES_META_KEY,
   fromJsonSchema,
   ProtocolError,
   ProtocolErrorCode,
   type CallToolResult,
+  type ClientCapabilities,
+  type InputRequiredResult,
   type jsonSchemaValidator,
   type JsonSchemaType,
   type ListToolsResult,
@@ -17,7 +20,7 @@ import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/action-states.js';
 import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, fail } from '../domain/errors.js';
 import { watchAction } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
@@ -26,6 +29,7 @@ import { PAGE_MAX } from '../domain/paging.js';
 import { allOperations, operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, functionForAgent, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import type { CallCancellation } from './cancellation.js';
+import { canElicitForm, confirmationStep } from './confirmation.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -39,6 +43,13 @@ export interface McpSession {
   tools: DeviceTool[] | undefined;
   /** Tracks a device tool call by its JSON-RPC id while it runs (cancellation.ts). */
   cancellation: (id: string | number | undefined) => CallCancellation;
+  /** The protocol era of the per-request server, set when the SDK builds it. */
+  era?: 'legacy' | 'modern';
+  /**
+   * On a 2025-era request: holds the per-request server as one waiting for its client's
+   * answer to an elicitation, until the server closes (legacy-elicitation.ts).
+   */
+  awaitAnswer?: (server: McpServer) => void;
 }
 
 export interface DeviceTool {
@@ -360,7 +371,7 @@ const APPROVAL_NOTES: Record<NonNullable<CallableFunction['approval']>, string> 
   none: '',
   owner:
     " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it (the answer may come back awaiting_approval; follow it with get_action).",
-  user: " Needs your user's confirmation before the device is asked.",
+  user: ' Your user is asked to confirm each call before the device is asked (README "User confirmation").',
 };
 
 /** The progress message of each status: what the call is waiting for, in words. */
@@ -465,14 +476,72 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
     },
-    (args: unknown, extra: ServerContext): Promise<CallToolResult> =>
-      callDeviceTool(session, fn, args, {
+    (args: unknown, extra: ServerContext): Promise<CallToolResult | InputRequiredResult> => {
+      const call: DeviceToolCall = {
         meta: extra.mcpReq._meta as Record<string, unknown> | undefined,
         id: extra.mcpReq.id,
         signal: extra.mcpReq.signal,
         notify: (notification) => extra.mcpReq.notify(notification),
-      }),
+      };
+      // The mode is the live grant's, read by the gate for this very request (handler.ts).
+      return fn.approval === 'user' ? confirmedDeviceCall(server, session, name, fn, args, call, extra) : callDeviceTool(session, fn, args, call);
+    },
   );
+}
+
+/**
+ * A device tool call under a `user`-mode grant (README "User confirmation"): asks the agent's
+ * user first and queues the action only on a verified yes (confirmation.ts), with the
+ * confirmation's id as its idempotency key and `userConfirmed` set for the domain.
+ */
+async function confirmedDeviceCall(
+  server: McpServer,
+  session: McpSession,
+  name: string,
+  fn: CallableFunction,
+  args: unknown,
+  call: DeviceToolCall,
+  extra: ServerContext,
+): Promise<CallToolResult | InputRequiredResult> {
+  const { ctx, credential } = session;
+  const capabilities =
+    session.era === 'modern'
+      ? ((extra.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined)
+      : server.server.getClientCapabilities();
+  try {
+    // A call that cannot run is not put to the user: its arguments are checked before the ask,
+    // as the action request checks them again after it.
+    if (extra.mcpReq.requestState() === undefined) {
+      const issues = ctx.schemas.argumentIssues(JSON.stringify(fn.arguments), args ?? {});
+      if (issues.length > 0) return toolError(fail.invalid('The arguments do not match the function schema.', issues), ctx, { structured: true });
+    }
+    const step = await confirmationStep({
+      ctx,
+      binding: { workspaceId: credential.workspaceId, principal: credential.principal, tool: name, deviceId: fn.deviceId, capability: fn.capability, args },
+      message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
+      canElicit: canElicitForm(capabilities),
+      requestState: extra.mcpReq.requestState(),
+      inputResponses: extra.mcpReq.inputResponses,
+    });
+    switch (step.kind) {
+      case 'ask':
+        // A 2025-era client answers in a POST of its own: this server waits for it there.
+        if (session.era === 'legacy' && session.awaitAnswer) session.awaitAnswer(server);
+        return step.result;
+      case 'refused':
+        return toolError(step.error, ctx, { structured: true });
+      case 'confirmed':
+        return callDeviceTool(session, fn, args, call, { idempotencyKey: step.idempotencyKey });
+    }
+  } catch (error) {
+    return toolError(error, ctx, { structured: true });
+  }
+}
+
+/** The arguments as the user reads them in the ask. */
+function argumentsText(args: unknown): string {
+  const text = JSON.stringify(args ?? {});
+  return text === '{}' ? 'none' : text;
 }
 
 export interface DeviceToolCall {
@@ -516,7 +585,13 @@ function atMetaKeys(error: unknown): unknown {
  * (docs/rules.md "MCP"): a queued one is cancelled, a handed-out one recalled, both with
  * `client_cancelled`; a finished one stays as it is.
  */
-export async function callDeviceTool(session: McpSession, fn: CallableFunction, args: unknown, call: DeviceToolCall): Promise<CallToolResult> {
+export async function callDeviceTool(
+  session: McpSession,
+  fn: CallableFunction,
+  args: unknown,
+  call: DeviceToolCall,
+  confirmed?: { idempotencyKey: string },
+): Promise<CallToolResult> {
   const { ctx } = session;
   const { notify } = call;
   const cancellation = session.cancellation(call.id);
@@ -543,11 +618,14 @@ export async function callDeviceTool(session: McpSession, fn: CallableFunction, 
   try {
     let queued: ActionRecord;
     try {
-      queued = (await invoke(operations.requestAction, ctx, {
+      // A confirmed call: the user said yes to exactly this one (a copy of the context, so
+      // nothing else on this request is taken as confirmed), once (the idempotency key).
+      queued = (await invoke(operations.requestAction, confirmed ? { ...ctx, userConfirmed: true } : ctx, {
         deviceId: fn.deviceId,
         capability: fn.capability,
         arguments: args ?? {},
         ...actionOptions(call.meta),
+        ...(confirmed ? { idempotencyKey: confirmed.idempotencyKey } : {}),
       })) as ActionRecord;
     } catch (error) {
       throw atMetaKeys(error);

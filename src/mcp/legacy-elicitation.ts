@@ -1,0 +1,91 @@
+import { randomInt } from 'node:crypto';
+import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server';
+
+/**
+ * 2025-era elicitation over this server's stateless HTTP (README "User confirmation").
+ *
+ * On a 2025-era connection the SDK's legacy shim turns a tool's `input_required` into a real
+ * `elicitation/create` request, sent on the tools/call's event stream, and waits for the
+ * client's answer. Stateless serving (a fresh SDK server per POST) breaks that twice:
+ *   - the per-request server never saw the client's `initialize`, so it does not know the
+ *     client declared elicitation, and the shim refuses to ask;
+ *   - the client POSTs its answer (a JSON-RPC response) as a request of its own, which the
+ *     SDK hands to another fresh server that never asked.
+ * So this keeps, per agent connection, the capabilities its last `initialize` declared (and
+ * hands them to each 2025-era server), and the servers with an ask outstanding, to which a
+ * POSTed response is delivered. Each such server numbers its requests from a random start, so
+ * two of one connection's concurrent asks do not share an id.
+ *
+ * Both are in this process: behind several instances, a 2025-era client's `initialize`, call
+ * and answer must reach the same one (sticky routing). A client whose `initialize` went
+ * elsewhere is treated as one that cannot elicit (a tool error, nothing queued); an answer
+ * that lands elsewhere finds no one waiting and the call ends unconfirmed. 2026-07-28 clients
+ * need none of this: their answer is a retry of the call, which any instance can check.
+ */
+
+/** The most connections whose capabilities are remembered; the oldest is forgotten first. */
+const MAX_REMEMBERED = 10_000;
+
+/** The SDK's request bookkeeping this module reads and seeds; private in the SDK (2.4). */
+interface ServerInternals {
+  _clientCapabilities?: ClientCapabilities;
+  _requestMessageId: number;
+  _responseHandlers: Map<number, unknown>;
+  transport?: { onmessage?: (message: unknown) => void };
+}
+
+const internals = (server: McpServer) => server.server as unknown as ServerInternals;
+
+export interface LegacyElicitation {
+  /** Remembers what a 2025-era `initialize` declared for this connection. */
+  remember(caller: string, capabilities: unknown): void;
+  /** Readies a 2025-era per-request server: the connection's capabilities, random request ids. */
+  prepare(caller: string, server: McpServer): void;
+  /** The server waits for an answer until `release` is called (or `ttlMs` passes). */
+  wait(caller: string, server: McpServer, ttlMs: number): () => void;
+  /** Delivers JSON-RPC responses to the caller's waiting servers; true when every one found its server. */
+  deliver(caller: string, responses: readonly { id?: unknown }[]): boolean;
+}
+
+export function createLegacyElicitation(): LegacyElicitation {
+  const capabilities = new Map<string, ClientCapabilities>();
+  const waiting = new Map<string, Set<McpServer>>();
+
+  return {
+    remember(caller, declared) {
+      if (typeof declared !== 'object' || declared === null) return;
+      capabilities.delete(caller);
+      capabilities.set(caller, declared as ClientCapabilities);
+      if (capabilities.size > MAX_REMEMBERED) capabilities.delete(capabilities.keys().next().value!);
+    },
+    prepare(caller, server) {
+      const sdk = internals(server);
+      const declared = capabilities.get(caller);
+      if (declared) sdk._clientCapabilities = declared;
+      sdk._requestMessageId = randomInt(1, 2 ** 31);
+    },
+    wait(caller, server, ttlMs) {
+      const set = waiting.get(caller) ?? new Set();
+      waiting.set(caller, set.add(server));
+      const release = () => {
+        clearTimeout(timer);
+        set.delete(server);
+        if (set.size === 0 && waiting.get(caller) === set) waiting.delete(caller);
+      };
+      const timer = setTimeout(release, ttlMs);
+      timer.unref();
+      return release;
+    },
+    deliver(caller, responses) {
+      const servers = [...(waiting.get(caller) ?? [])];
+      let all = true;
+      for (const response of responses) {
+        const server = servers.find((s) => internals(s)._responseHandlers.has(response.id as number));
+        const onmessage = server && internals(server).transport?.onmessage;
+        if (onmessage) onmessage(response);
+        else all = false;
+      }
+      return all;
+    },
+  };
+}
