@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import type { ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
+import { mountConsole } from './console/app.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
@@ -46,6 +47,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
   allowCrossOrigin(app, config.corsAllowedOrigins);
   mountRoutes(app, routes, authenticator);
   app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
+  mountConsole(app, { config, db, authenticator, limiter, clock, log });
   mountDocs(app, routes, {
     version: API_VERSION,
     publicBaseUrl: config.publicBaseUrl,

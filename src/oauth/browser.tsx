@@ -2,7 +2,7 @@ import type { Context as HonoContext } from 'hono';
 import { getCookie } from 'hono/cookie';
 import { sameOrigin as sameOriginPost } from '../http/owner-session.js';
 import type { OAuthEndpointDeps } from './deps.js';
-import { readForm } from './form.js';
+import { readForm } from '../http/form.js';
 import { ErrorPage } from './pages.js';
 
 /**

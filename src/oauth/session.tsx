@@ -19,7 +19,12 @@ const safeNext = (next: string | undefined) => (next && /^\/oauth\/authorize\?[^
 export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void {
   const { config, authenticator, clock, oauth } = deps;
 
-  const signIn = { db: oauth.db, clock, publicBaseUrl: oauth.issuer, authenticate: (jwt: string, address?: string) => authenticator.authenticate(jwt, address) };
+  const signIn = {
+    db: oauth.db,
+    clock,
+    publicBaseUrl: oauth.issuer,
+    authenticate: (jwt: string, address?: string) => authenticator.authenticate(jwt, address),
+  };
   const startSession = (c: HonoContext, jwt: string) => startOwnerSession(c, signIn, jwt);
   const STATUS = SIGN_IN_STATUS;
 

@@ -20,7 +20,11 @@ export interface OwnerSession {
 /** What sessions need of the OAuth deps: the console, which has no other use for them, hands in just these. */
 export type SessionStoreDeps = Pick<OAuthDeps, 'db' | 'clock'>;
 
-export async function createOwnerSession(deps: SessionStoreDeps, owner: OwnerSession, notAfter: number | undefined): Promise<{ token: string; expiresAt: number }> {
+export async function createOwnerSession(
+  deps: SessionStoreDeps,
+  owner: OwnerSession,
+  notAfter: number | undefined,
+): Promise<{ token: string; expiresAt: number }> {
   const now = deps.clock.now();
   const session = issueToken('session');
   // A session never outlives the owner JWT it was made from, nor eight hours.
