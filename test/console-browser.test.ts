@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { attachDevice as sdkAttach, Device } from '@dfc/device';
 import Provider from 'oidc-provider';
@@ -35,7 +34,7 @@ let api: Client;
 let browser: Browser;
 let desktop: BrowserContext;
 let page: Page;
-let devices: Device[] = [];
+const devices: Device[] = [];
 let dialogs: string[] = [];
 
 async function launch(): Promise<Browser> {
@@ -54,14 +53,14 @@ async function launch(): Promise<Browser> {
   });
 }
 
-/** Both widths of a screen, written where the README finds them. */
-async function screenshots(name: string, url: string) {
+/** Both widths of a screen (the page as it stands, or `url` loaded afresh), written where the README finds them. */
+async function screenshots(name: string, url?: string) {
   for (const [width, viewport] of [
     ['desktop', DESKTOP],
     ['phone', PHONE],
   ] as const) {
     await page.setViewportSize(viewport);
-    await page.goto(url);
+    if (url) await page.goto(url);
     await page.screenshot({ path: path.join(SHOTS, `${name}-${width}.png`), fullPage: width === 'desktop' });
   }
   await page.setViewportSize(DESKTOP);
@@ -122,8 +121,9 @@ describe('attach a device from the console', () => {
     expect(token).toMatch(/^dfc_setup_/);
     expect(await page.getAttribute('#setup-token-qr', 'src')).toMatch(/^data:image\/svg\+xml;base64,/);
     expect(await page.isVisible('#setup-token-copy')).toBe(true);
-    await screenshots('attach', page.url());
-    // The screenshot reloaded the page: the token is not shown again.
+    await screenshots('attach');
+    // Shown once: loading the screen again does not show it.
+    await page.goto(`${server.issuer}/console/attach`);
     expect(await page.locator('#setup-token').count()).toBe(0);
 
     const credentials = await sdkAttach({ url: server.url, setupToken: token, name: 'Hall lamp' });
@@ -141,7 +141,7 @@ describe('attach a device from the console', () => {
     expect(await node.textContent()).toContain('control (changes the device)');
     // The script turned the server's UTC into the browser's local time.
     expect(await node.locator('time').first().textContent()).not.toContain('UTC');
-    await screenshots('devices', `${server.issuer}/console`);
+    await screenshots('devices');
   });
 });
 
@@ -153,7 +153,7 @@ describe('agents and grants from the console', () => {
     await page.click('#create-agent');
     expect(await page.textContent('#created-token')).toMatch(/^dfc_agent_/);
     const principal = (await page.textContent('#created-principal'))!;
-    await screenshots('agents', `${server.issuer}/console/agents`);
+    await screenshots('agents');
 
     await page.goto(`${server.issuer}/console/grants?principal=${encodeURIComponent(principal)}`);
     const form = page.locator('form[data-device-name="Hall lamp"]');
@@ -165,7 +165,7 @@ describe('agents and grants from the console', () => {
 
     const grants = await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() });
     expect(grants.body.data).toEqual([expect.objectContaining({ capability: 'set_power', approval: 'owner', principal })]);
-    await screenshots('grants', page.url());
+    await screenshots('grants');
 
     await Promise.all([page.waitForURL((url) => url.searchParams.get('done') === 'revoked'), row.locator('button.danger').click()]);
     expect(await page.locator('form[data-device-name="Hall lamp"] tr[data-function="set_power"]').textContent()).toContain('not granted');
@@ -257,7 +257,8 @@ describe('console sign-in through an OpenID provider', () => {
       ],
       pkce: { required: () => true },
     });
-    provider = http.createServer(oidc.callback());
+    const handle = oidc.callback();
+    provider = http.createServer((req, res) => void handle(req, res));
     await new Promise<void>((resolve) => provider.listen(providerPort, '127.0.0.1', resolve));
 
     oidcServer = (await startOAuthTestServer({

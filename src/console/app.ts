@@ -1,11 +1,7 @@
 import type { Context as HonoContext, Hono } from 'hono';
-import type { Authenticator } from '../auth/authenticate.js';
-import type { Config } from '../config.js';
-import type { Clock, CredentialOf, Logger } from '../domain/context.js';
-import type { RateLimiter } from '../domain/rate-limits.js';
-import type { Db } from '../store/driver.js';
 import type { HttpEnv } from '../http/request.js';
 import { mountAssets } from './assets.js';
+import type { ConsoleDeps } from './deps.js';
 import { mountActivity } from './screens/activity.js';
 import { mountAgents } from './screens/agents.js';
 import { mountAttach } from './screens/attach.js';
@@ -22,23 +18,12 @@ import { mountSignIn } from './sign-in.js';
  * the REST route would call it; the console has no private API.
  */
 
-export interface ConsoleDeps {
-  config: Config;
-  db: Db;
-  authenticator: Authenticator;
-  limiter: RateLimiter;
-  clock: Clock;
-  log: Logger;
-}
-
 /**
  * Scripts and styles from this origin only (the two served files, no inline code), images from
  * here or data: (the setup token's QR code), forms posted here only, never framed.
  */
 export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-export type Owner = CredentialOf<'owner'>;
 
 export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   const headers = async (c: HonoContext, next: () => Promise<void>) => {

@@ -9,7 +9,7 @@ import { httpStatus } from '../http/errors.js';
 import { readForm } from '../http/form.js';
 import { readOwnerSessionCookie, sameOrigin } from '../http/owner-session.js';
 import type { HttpEnv } from '../http/request.js';
-import type { ConsoleDeps, Owner } from './app.js';
+import type { ConsoleDeps, Owner } from './deps.js';
 import { Page, type Viewer } from './layout.js';
 
 /**

@@ -13,7 +13,7 @@ import {
   startOwnerSession,
 } from '../http/owner-session.js';
 import type { HttpEnv } from '../http/request.js';
-import type { ConsoleDeps } from './app.js';
+import type { ConsoleDeps } from './deps.js';
 import type { Guards } from './guards.js';
 import { Page } from './layout.js';
 import { createOidcClient, oidcSettings, type PendingSignIn } from './oidc.js';
