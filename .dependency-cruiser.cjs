@@ -10,7 +10,7 @@
  *   http            what every surface shares (request id, bearer, body limit, error envelope, log line);
  *                   imports domain and the Db type
  *   rest, mcp,      the surfaces; import http, auth, domain, config.ts and the Db type,
- *   oauth,          never another surface and never the store itself
+ *   oauth, console, never another surface and never the store itself
  *   device-channel
  *   packages/device-sdk  the device SDK shipped to device makers (@dfc/device); imports nothing from
  *                   the server, and the server (but for the CLI) imports nothing of it
@@ -24,7 +24,7 @@
  */
 
 /** The folders under src/ that are surfaces: each answers one kind of client. */
-const SURFACES = '(rest|mcp|oauth|device-channel)';
+const SURFACES = '(rest|mcp|oauth|console|device-channel)';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -95,7 +95,7 @@ module.exports = {
       name: 'surface-imports-no-other-surface',
       severity: 'error',
       comment:
-        'A surface (rest, mcp, oauth, device-channel) never imports another: what two surfaces share belongs ' +
+        'A surface (rest, mcp, oauth, console, device-channel) never imports another: what two surfaces share belongs ' +
         'in src/http (protocol) or src/domain (rules).',
       from: { path: `^src/${SURFACES}/` },
       to: { path: `^src/${SURFACES}/`, pathNot: '^src/$1/' },
@@ -159,7 +159,7 @@ module.exports = {
         "(and in the README's layer table) before it imports anything.",
       from: {
         path: '^src/',
-        pathNot: ['^src/(store|domain|auth|bus|http|rest|mcp|oauth|device-channel|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
+        pathNot: ['^src/(store|domain|auth|bus|http|rest|mcp|oauth|console|device-channel|cli)/', '^src/(app|service|main|metrics|logger|config)[.]ts$'],
       },
       to: {},
     },

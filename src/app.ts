@@ -3,6 +3,7 @@ import type { LiveStreams, ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
 import type { DependencyCheck } from './domain/readiness.js';
+import { mountConsole } from './console/app.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
@@ -53,6 +54,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
   allowCrossOrigin(app, config.corsAllowedOrigins);
   mountRoutes(app, routes, authenticator);
   app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
+  mountConsole(app, { config, db, authenticator, limiter, clock, log });
   mountDocs(app, routes, {
     version: API_VERSION,
     publicBaseUrl: config.publicBaseUrl,

@@ -42,6 +42,8 @@ export const configSchema = z
     OWNER_ISSUER: z.string().min(1).optional(),
     OWNER_AUDIENCE: z.string().min(1).optional(),
     OWNER_WORKSPACE_CLAIM: z.string().min(1).default('sub'),
+    OWNER_OIDC_CLIENT_ID: z.string().min(1).optional(),
+    OWNER_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
     DEVICE_CONTROLS_ENABLED: booleanString.default(true),
     SERVICE_COMMIT: z.string().min(1).optional(),
     EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
@@ -84,6 +86,17 @@ export const configSchema = z
       const missing = env.OWNER_ISSUER ? 'OWNER_AUDIENCE' : 'OWNER_ISSUER';
       ctx.addIssue({ code: 'custom', path: [missing], message: 'is required when an external JWKS is configured' });
     }
+    // The console's OpenID Connect sign-in (README "Owner console") discovers the provider at
+    // OWNER_ISSUER and maps its ID token as owner JWTs are mapped: an external provider only.
+    if (env.OWNER_OIDC_CLIENT_SECRET && !env.OWNER_OIDC_CLIENT_ID) {
+      ctx.addIssue({ code: 'custom', path: ['OWNER_OIDC_CLIENT_ID'], message: 'is required when OWNER_OIDC_CLIENT_SECRET is set' });
+    }
+    if (env.OWNER_OIDC_CLIENT_ID && !(env.OWNER_JWKS_URL || env.OWNER_JWKS_FILE)) {
+      ctx.addIssue({ code: 'custom', path: ['OWNER_OIDC_CLIENT_ID'], message: 'needs an external identity provider (OWNER_JWKS_URL or OWNER_JWKS_FILE)' });
+    }
+    if (env.OWNER_OIDC_CLIENT_ID && env.OWNER_ISSUER && !/^https?:\/\//.test(env.OWNER_ISSUER)) {
+      ctx.addIssue({ code: 'custom', path: ['OWNER_ISSUER'], message: 'must be an http(s) URL for OpenID Connect discovery when OWNER_OIDC_CLIENT_ID is set' });
+    }
   });
 
 export interface Config {
@@ -101,7 +114,16 @@ export interface Config {
   /** Browser origins allowed to call the REST API and /openapi.json cross-origin (CORS); none by default. */
   corsAllowedOrigins: string[];
   owner:
-    | { mode: 'external'; jwksUrl?: string; jwksFile?: string; issuer: string; audience: string; workspaceClaim: string }
+    | {
+        mode: 'external';
+        jwksUrl?: string;
+        jwksFile?: string;
+        issuer: string;
+        audience: string;
+        workspaceClaim: string;
+        /** The console's OpenID Connect sign-in (OWNER_OIDC_CLIENT_ID, optional secret); absent: paste-a-session sign-in only. */
+        oidc?: { clientId: string; clientSecret?: string };
+      }
     | { mode: 'development'; issuer: string; audience: string; workspaceClaim: string };
   deviceControlsEnabled: boolean;
   commit: string | undefined;
@@ -182,6 +204,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
           issuer: e.OWNER_ISSUER!,
           audience: e.OWNER_AUDIENCE!,
           workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
+          ...(e.OWNER_OIDC_CLIENT_ID
+            ? { oidc: { clientId: e.OWNER_OIDC_CLIENT_ID, ...(e.OWNER_OIDC_CLIENT_SECRET ? { clientSecret: e.OWNER_OIDC_CLIENT_SECRET } : {}) } }
+            : {}),
         }
       : {
           mode: 'development',

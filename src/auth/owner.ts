@@ -91,6 +91,17 @@ const unavailable = () =>
   });
 
 const CLOCK_TOLERANCE_SECONDS = 5;
+
+/**
+ * The owner a verified token names: `sub` is the subject, the claim OWNER_WORKSPACE_CLAIM names
+ * the workspace. Owner JWTs and the console's OpenID Connect ID tokens are read by this one rule.
+ */
+export function ownerIdentityFromClaims(claims: Record<string, unknown>, workspaceClaim: string): OwnerIdentity | undefined {
+  const workspaceKey = claims[workspaceClaim];
+  if (typeof claims.sub !== 'string' || claims.sub === '') return undefined;
+  if (typeof workspaceKey !== 'string' || workspaceKey === '' || workspaceKey.length > 256) return undefined;
+  return { subject: claims.sub, workspaceKey };
+}
 const DEV_KEY_FILE = 'development-identity-provider.jwk.json';
 const DEV_KEY_ID = 'dfc-development';
 
@@ -106,10 +117,7 @@ function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner'], health: () =
           requiredClaims: ['exp', 'sub'],
           clockTolerance: CLOCK_TOLERANCE_SECONDS,
         });
-        const workspaceKey = payload[owner.workspaceClaim];
-        if (typeof payload.sub !== 'string' || payload.sub === '') return undefined;
-        if (typeof workspaceKey !== 'string' || workspaceKey === '' || workspaceKey.length > 256) return undefined;
-        return { subject: payload.sub, workspaceKey };
+        return ownerIdentityFromClaims(payload, owner.workspaceClaim);
       } catch (error) {
         // Not the token's fault: the caller gets 503, and it costs no failed-authentication budget.
         if (error instanceof KeySetUnavailable) throw unavailable();

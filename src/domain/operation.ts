@@ -133,7 +133,7 @@ export interface StreamedDocument<T> {
  * A document too large to hold: `output` describes it whole (for the OpenAPI document), but
  * `run` answers its other fields and its list as an async iterable the store fills in
  * bounded batches. Surfaces write it out as it is read, with the count of the items written
- * after them (src/rest/stream.ts).
+ * after them (src/http/document-stream.ts).
  */
 export interface StreamedOperation<
   K extends CredentialKind | 'public' = CredentialKind | 'public',

@@ -9,6 +9,7 @@ import { mountAuthorizationEndpoint } from './authorize.js';
 import { limitUnreadBody } from './body-limit.js';
 import { PAGE_CSP } from './browser.js';
 import { MetadataDocumentCache } from '../domain/oauth/metadata-documents.js';
+import { ownerSessionCookie } from '../http/owner-session.js';
 import { clientAddress } from '../http/request.js';
 import { createDocumentFetcher } from './cimd-fetch.js';
 import { createFetchBudget } from './cimd-limits.js';
@@ -42,9 +43,7 @@ export interface OAuthAppDeps {
 export function createOAuthApp(deps: OAuthAppDeps): Hono {
   const { config, db, authenticator, limiter, clock, log } = deps;
   const issuer = config.publicBaseUrl;
-  const secureCookies = issuer.startsWith('https://');
-  // `__Host-` binds the cookie to this exact origin, but browsers accept it only when Secure.
-  const sessionCookie = secureCookies ? '__Host-dfc_session' : 'dfc_session';
+  const sessionCookie = ownerSessionCookie(issuer);
   const budget = createFetchBudget({ fetch: createDocumentFetcher({ allowLoopback: config.oauthCimdAllowLoopback }), limiter, clock });
   const oauth: OAuthDeps = {
     db,
@@ -58,7 +57,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     capacity: config.capacity,
   };
   const oauthFor = (c: Parameters<OAuthEndpointDeps['oauthFor']>[0]): OAuthDeps => ({ ...oauth, fetchClientDocument: budget.forAddress(clientAddress(c)) });
-  const endpoints: OAuthEndpointDeps = { config, authenticator, limiter, clock, log, oauth, oauthFor, secureCookies, sessionCookie };
+  const endpoints: OAuthEndpointDeps = { config, authenticator, limiter, clock, log, oauth, oauthFor, sessionCookie };
   const app = new Hono();
 
   // Every page and answer of the authorization server: never framed (clickjacking on the

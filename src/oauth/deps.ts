@@ -17,8 +17,6 @@ export interface OAuthEndpointDeps {
   oauth: OAuthDeps;
   /** The same for one request: its metadata-document fetches draw from its address's budget (cimd-limits.ts). */
   oauthFor(c: HonoContext): OAuthDeps;
-  /** Cookies are Secure when the issuer is https. */
-  secureCookies: boolean;
-  /** The name of the owner's session cookie (app.ts says why it depends on secureCookies). */
+  /** The name of the owner's session cookie (src/http/owner-session.ts, shared with the owner console). */
   sessionCookie: string;
 }

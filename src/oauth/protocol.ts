@@ -5,7 +5,7 @@ import { OAuthProtocolError, type OAuthErrorCode } from '../domain/oauth/errors.
 import { authFailureKey } from '../domain/rate-limits.js';
 import { clientAddress } from '../http/request.js';
 import type { OAuthEndpointDeps } from './deps.js';
-import { readForm } from './form.js';
+import { readForm } from '../http/form.js';
 
 /**
  * What the token, revocation and registration endpoints share: they answer in OAuth's own

@@ -1,9 +1,7 @@
 import type { Hono, Context as HonoContext } from 'hono';
-import { setCookie, deleteCookie } from 'hono/cookie';
-import { decodeJwt } from 'jose';
-import { DomainError } from '../domain/errors.js';
-import { createOwnerSession, endOwnerSession } from '../domain/oauth/sessions.js';
-import { bearerToken, clientAddress } from '../http/request.js';
+import { endOwnerSession } from '../domain/oauth/sessions.js';
+import { clearOwnerSessionCookie, SIGN_IN_STATUS, startOwnerSession } from '../http/owner-session.js';
+import { bearerToken } from '../http/request.js';
 import { pageForm, sameOrigin, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ErrorPage, SignedInPage, SignInPage } from './pages.js';
@@ -11,53 +9,24 @@ import { ErrorPage, SignedInPage, SignInPage } from './pages.js';
 /**
  * Sessions of the consent page: the owner signs in with an owner JWT (the sign-in page, or
  * /oauth/session for an identity provider's front end) and gets a session cookie the
- * authorization endpoint (authorize.tsx) recognises; sign-out ends it.
+ * authorization endpoint (authorize.tsx) recognises, and the owner console too
+ * (src/http/owner-session.ts); sign-out ends it.
  */
 
 /** Only a path back into the authorization endpoint may follow a sign-in (no open redirect). */
 const safeNext = (next: string | undefined) => (next && /^\/oauth\/authorize\?[^\\]*$/.test(next) && !next.startsWith('//') ? next : undefined);
 
 export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void {
-  const { config, authenticator, clock, oauth, secureCookies, sessionCookie } = deps;
+  const { config, authenticator, clock, oauth } = deps;
 
-  type Refusal = { error: string; code: 'unauthorized' | 'rate_limited' | 'unavailable'; retryAfterSeconds?: number };
-  const STATUS = { unauthorized: 401, rate_limited: 429, unavailable: 503 } as const;
-  const startSession = async (c: HonoContext, jwt: string): Promise<{ subject: string } | Refusal> => {
-    let credential;
-    try {
-      // With the client address, a failed sign-in costs that address a token of the failure
-      // bucket the bearer-token endpoints use, and an address over its limit is refused.
-      credential = await authenticator.authenticate(jwt, clientAddress(c));
-    } catch (error) {
-      if (error instanceof DomainError && error.code === 'rate_limited') {
-        return {
-          code: 'rate_limited',
-          error: 'Too many failed sign-ins from this address; wait a minute.',
-          retryAfterSeconds: error.details.retryAfterSeconds ?? 60,
-        };
-      }
-      // README "Identity provider health": the token may be fine; the key set to check it is not.
-      if (error instanceof DomainError && error.code === 'unavailable') {
-        return {
-          code: 'unavailable',
-          error: 'The identity provider cannot be reached to check this token; try again shortly.',
-          retryAfterSeconds: error.details.retryAfterSeconds ?? 5,
-        };
-      }
-      return { code: 'unauthorized', error: 'That is not a valid owner session token.' };
-    }
-    if (credential?.kind !== 'owner') return { code: 'unauthorized', error: 'That is not an owner session token.' };
-    const exp = decodeJwt(jwt).exp;
-    const session = await createOwnerSession(oauth, credential, typeof exp === 'number' ? exp * 1000 : undefined);
-    setCookie(c, sessionCookie, session.token, {
-      httpOnly: true,
-      secure: secureCookies,
-      sameSite: 'Strict',
-      path: '/',
-      maxAge: Math.max(1, Math.floor((session.expiresAt - clock.now()) / 1000)),
-    });
-    return { subject: credential.subject };
+  const signIn = {
+    db: oauth.db,
+    clock,
+    publicBaseUrl: oauth.issuer,
+    authenticate: (jwt: string, address?: string) => authenticator.authenticate(jwt, address),
   };
+  const startSession = (c: HonoContext, jwt: string) => startOwnerSession(c, signIn, jwt);
+  const STATUS = SIGN_IN_STATUS;
 
   app.get('/oauth/sign-in', (c) => c.html(<SignInPage next={safeNext(c.req.query('next'))} mode={config.owner.mode} />));
 
@@ -90,7 +59,7 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
   app.post('/oauth/sign-out', async (c) => {
     if (!sameOrigin(deps, c)) return c.html(<ErrorPage title="Refused" message="This form can only be posted from this service's own pages." />, 403);
     await endOwnerSession(oauth, sessionToken(deps, c));
-    deleteCookie(c, sessionCookie, { path: '/', secure: secureCookies });
+    clearOwnerSessionCookie(c, oauth.issuer);
     return c.body(null, 204);
   });
 }

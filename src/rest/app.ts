@@ -4,7 +4,7 @@ import { assertOAuthSurface, call } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
-import { documentStream, EVENT_STREAM, eventStream, NDJSON } from './stream.js';
+import { documentStream, EVENT_STREAM, eventStream, NDJSON } from '../http/document-stream.js';
 
 function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');

@@ -6,7 +6,7 @@ import { httpStatus } from '../http/errors.js';
 import { namedSchemas } from './openapi-components.js';
 import { extraPaths } from './openapi-extras.js';
 import type { Route } from './routes.js';
-import { EVENT_STREAM, NDJSON } from './stream.js';
+import { EVENT_STREAM, NDJSON } from '../http/document-stream.js';
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
 

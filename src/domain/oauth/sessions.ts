@@ -1,12 +1,13 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { hashToken, issueToken } from '../tokens.js';
 import { deleteSession, findSession, insertSession } from '../../store/oauth.js';
+import { workspaceForOwner } from '../../store/workspaces.js';
 import type { OAuthDeps } from './deps.js';
 
 /**
- * Owner sessions of the consent page: the owner signs in once (the sign-in page in
- * src/oauth) and approves requests under a session cookie; the consent form carries a CSRF
- * token derived from it.
+ * Owner sessions of the browser: the owner signs in once (the sign-in page in src/oauth, or the
+ * owner console's sign-in in src/console) and approves requests or uses the console under one
+ * session cookie; their forms carry a CSRF token derived from it.
  */
 
 export const SESSION_MAX_TTL_MS = 8 * 3_600_000;
@@ -16,7 +17,14 @@ export interface OwnerSession {
   subject: string;
 }
 
-export async function createOwnerSession(deps: OAuthDeps, owner: OwnerSession, notAfter: number | undefined): Promise<{ token: string; expiresAt: number }> {
+/** What sessions need of the OAuth deps: the console, which has no other use for them, hands in just these. */
+export type SessionStoreDeps = Pick<OAuthDeps, 'db' | 'clock'>;
+
+export async function createOwnerSession(
+  deps: SessionStoreDeps,
+  owner: OwnerSession,
+  notAfter: number | undefined,
+): Promise<{ token: string; expiresAt: number }> {
   const now = deps.clock.now();
   const session = issueToken('session');
   // A session never outlives the owner JWT it was made from, nor eight hours.
@@ -25,14 +33,27 @@ export async function createOwnerSession(deps: OAuthDeps, owner: OwnerSession, n
   return { token: session.token, expiresAt };
 }
 
-export async function ownerSession(deps: OAuthDeps, token: string | undefined): Promise<OwnerSession | undefined> {
+/**
+ * A session for an owner whose identity an OpenID provider vouched for (the console's sign-in):
+ * the workspace claim names the workspace exactly as an owner JWT's does (first use creates it).
+ */
+export async function createOwnerSessionForIdentity(
+  deps: SessionStoreDeps,
+  identity: { subject: string; workspaceKey: string },
+  notAfter: number | undefined,
+): Promise<{ token: string; expiresAt: number }> {
+  const workspace = await workspaceForOwner(deps.db, identity.workspaceKey, deps.clock.now());
+  return createOwnerSession(deps, { workspaceId: workspace.id, subject: identity.subject }, notAfter);
+}
+
+export async function ownerSession(deps: SessionStoreDeps, token: string | undefined): Promise<OwnerSession | undefined> {
   if (!token) return undefined;
   const row = await findSession(deps.db, hashToken(token));
   if (!row || row.expiresAt <= deps.clock.now()) return undefined;
   return { workspaceId: row.workspaceId, subject: row.subject };
 }
 
-export async function endOwnerSession(deps: OAuthDeps, token: string | undefined): Promise<void> {
+export async function endOwnerSession(deps: SessionStoreDeps, token: string | undefined): Promise<void> {
   if (token) await deleteSession(deps.db, hashToken(token));
 }
 

@@ -1,8 +1,8 @@
-import { MAX_BODY_BYTES, readLimitedBody } from '../http/body.js';
+import { MAX_BODY_BYTES, readLimitedBody } from './body.js';
 
 /**
- * Form bodies, read the same way by the browser's pages (browser.tsx) and the token and
- * revocation endpoints (protocol.ts); only how a refusal is answered differs.
+ * Form bodies, read the same way by the browser's pages (the consent page, the owner console)
+ * and the OAuth token and revocation endpoints; only how a refusal is answered differs.
  */
 
 /**

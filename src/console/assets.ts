@@ -1,0 +1,92 @@
+import { createHash } from 'node:crypto';
+import type { Hono } from 'hono';
+import type { HttpEnv } from '../http/request.js';
+
+/**
+ * The console's only assets, served by the service itself (no CDN, no build step): one style
+ * sheet and one small script. Served as files, so the Content-Security-Policy allows scripts and
+ * styles from this origin only ('self') and no inline code at all.
+ *
+ * The script only enhances what the server already rendered (README "Owner console"): times
+ * become the owner's local time (the API keeps Unix ms; the page shows UTC without it), and
+ * copy buttons appear next to secrets shown once. Everything works without it.
+ */
+
+const CSS = `
+*, *::before, *::after { box-sizing: border-box; }
+body { font: 16px/1.5 system-ui, sans-serif; margin: 0; color: #1b1b1b; background: #fff; }
+a { color: #0645ad; } a:focus-visible, button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible { outline: 3px solid #1b1b1b; outline-offset: 2px; }
+header { border-bottom: 2px solid #1b1b1b; padding: .5rem 1rem; display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; justify-content: space-between; }
+header .brand { font-weight: 700; }
+nav ul { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; margin: 0; padding: 0; }
+nav a[aria-current="page"] { font-weight: 700; text-decoration: none; border-bottom: 3px solid currentColor; }
+nav .later { color: #555; }
+main { max-width: 64rem; margin: 0 auto; padding: 1rem; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+.muted { color: #555; } code, pre { background: #f2f2f2; font-family: ui-monospace, monospace; } code { padding: 0 .25rem; overflow-wrap: anywhere; }
+pre { padding: .5rem; overflow-x: auto; max-width: 100%; font-size: .85rem; }
+.notice { border-left: 4px solid #555; background: #f4f4f4; padding: .5rem 1rem; }
+.warning { border-left: 4px solid #c77700; background: #fff6e5; padding: .5rem 1rem; }
+.error { border-left: 4px solid #b00020; background: #fdecee; padding: .5rem 1rem; }
+.secret { border: 2px dashed #1b1b1b; padding: .75rem 1rem; }
+.secret code { font-size: 1rem; word-break: break-all; }
+.status-online::before { content: "● "; } .status-offline::before { content: "○ "; } .status-revoked::before { content: "✕ "; }
+table { border-collapse: collapse; width: 100%; } th, td { text-align: left; border-bottom: 1px solid #ccc; padding: .35rem .5rem .35rem 0; vertical-align: top; }
+.table-wrap { overflow-x: auto; }
+form.inline { display: inline; }
+.fields { display: grid; gap: .75rem; max-width: 32rem; } .fields label { display: block; font-weight: 600; }
+input[type=text], input[type=number], input[type=date], select, textarea { font: inherit; padding: .35rem; width: 100%; max-width: 32rem; border: 1px solid #555; }
+button, .button { font: inherit; padding: .4rem 1rem; border: 2px solid #1b1b1b; background: #fff; color: #1b1b1b; cursor: pointer; text-decoration: none; display: inline-block; }
+button.danger { border-color: #b00020; color: #b00020; } button.primary { background: #1b1b1b; color: #fff; }
+ul.tree, ul.tree ul { list-style: none; padding-left: 1rem; border-left: 2px solid #ccc; margin: .25rem 0; }
+ul.tree { padding-left: 0; border-left: none; }
+.device { margin: .5rem 0; } .device summary { cursor: pointer; }
+.qr { width: 14rem; height: 14rem; image-rendering: pixelated; }
+fieldset { border: 1px solid #999; margin: 1rem 0; padding: .5rem 1rem; } legend { font-weight: 700; padding: 0 .25rem; }
+@media (max-width: 40rem) {
+  header { padding: .5rem; } main { padding: .5rem; }
+  table.stack thead { display: none; } table.stack tr { display: block; border-bottom: 2px solid #999; padding: .5rem 0; }
+  table.stack td { display: block; border: none; padding: .1rem 0; } table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
+}
+`;
+
+const SCRIPT = `
+(function () {
+  // Times: the server writes UTC; the owner reads their own clock.
+  document.querySelectorAll('time[data-ms]').forEach(function (el) {
+    var ms = Number(el.getAttribute('data-ms'));
+    if (!Number.isFinite(ms)) return;
+    el.textContent = new Date(ms).toLocaleString();
+    el.title = new Date(ms).toISOString();
+  });
+  // Copy buttons: hidden until this script can make them work.
+  document.querySelectorAll('button[data-copy-target]').forEach(function (button) {
+    var target = document.getElementById(button.getAttribute('data-copy-target'));
+    var status = document.getElementById(button.getAttribute('data-copy-status'));
+    if (!target || !navigator.clipboard) return;
+    button.hidden = false;
+    button.addEventListener('click', function () {
+      navigator.clipboard.writeText(target.textContent || '').then(
+        function () { if (status) status.textContent = 'Copied.'; },
+        function () { if (status) status.textContent = 'Could not copy: select the text and copy it.'; }
+      );
+    });
+  });
+})();
+`;
+
+const etag = (text: string) => `"${createHash('sha256').update(text).digest('base64url').slice(0, 16)}"`;
+
+export const ASSETS = {
+  css: { path: '/console/assets/console.css', body: CSS, type: 'text/css; charset=utf-8', etag: etag(CSS) },
+  js: { path: '/console/assets/console.js', body: SCRIPT, type: 'text/javascript; charset=utf-8', etag: etag(SCRIPT) },
+} as const;
+
+export function mountAssets(app: Hono<HttpEnv>): void {
+  for (const asset of Object.values(ASSETS)) {
+    app.get(asset.path, (c) => {
+      if (c.req.header('if-none-match') === asset.etag) return c.body(null, 304, { ETag: asset.etag });
+      return c.body(asset.body, 200, { 'Content-Type': asset.type, ETag: asset.etag, 'Cache-Control': 'no-cache' });
+    });
+  }
+}

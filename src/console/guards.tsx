@@ -1,0 +1,127 @@
+import type { Context as HonoContext } from 'hono';
+import type { Context } from '../domain/context.js';
+import { DomainError, type ErrorIssue } from '../domain/errors.js';
+import { call, invoke, type Answer } from '../domain/invoke.js';
+import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
+import type { AnyOperation } from '../domain/operation.js';
+import { credentialBucket } from '../domain/rate-limits.js';
+import { httpStatus } from '../http/errors.js';
+import { readForm } from '../http/form.js';
+import { readOwnerSessionCookie, sameOrigin } from '../http/owner-session.js';
+import type { HttpEnv } from '../http/request.js';
+import type { ConsoleDeps, Owner } from './deps.js';
+import { Page, type Viewer } from './layout.js';
+
+/**
+ * What stands before every console page and form: the owner's session (the consent page's
+ * cookie), the owner's rate-limit bucket (the one their bearer requests draw from), and on
+ * every post the same-origin rule and the session's CSRF token. A page's work then goes
+ * through `invoke` with the owner's credential, as the REST route would.
+ */
+
+export interface Signed {
+  owner: Owner;
+  viewer: Viewer;
+  /** The domain context of this request, with the owner's credential. */
+  ctx: Context;
+}
+
+type C = HonoContext<HttpEnv>;
+type Outcome<T> = { ok: true; value: T } | { ok: false; message: string; issues?: ErrorIssue[]; status: 400 };
+
+export function createGuards(deps: ConsoleDeps) {
+  const { config, limiter, clock, db } = deps;
+  const base = config.publicBaseUrl;
+
+  const errorPage = (c: C, title: string, message: string, status: 400 | 403 | 404 | 409 | 413 | 429 | 500 | 503, viewer?: Viewer) =>
+    c.html(
+      <Page title={title} viewer={viewer}>
+        <p class="error" role="alert" id="error">
+          {message}
+        </p>
+        <p>
+          <a href="/console">Back to the console</a>
+        </p>
+      </Page>,
+      status,
+    );
+
+  /** The signed-in owner of this request, or undefined; counts the request against the owner's bucket. */
+  async function signedIn(c: C): Promise<Signed | Response | undefined> {
+    const token = readOwnerSessionCookie(c, base);
+    const session = await ownerSession({ db, clock }, token);
+    if (!session || !token) return undefined;
+    const owner: Owner = { kind: 'owner', workspaceId: session.workspaceId, subject: session.subject };
+    const bucket = credentialBucket(owner, config.rateLimits)!;
+    const taken = await limiter.take(bucket.key, bucket.rule, clock.now());
+    if (!taken.allowed) {
+      c.header('Retry-After', String(taken.retryAfterSeconds));
+      return errorPage(c, 'Slow down', `Too many requests; try again in ${taken.retryAfterSeconds} s.`, 429);
+    }
+    c.set('credential', owner);
+    return { owner, viewer: { subject: session.subject, csrf: csrfToken(token) }, ctx: c.get('context')(owner, 'rest') };
+  }
+
+  /** A DomainError an operation threw, as a page (anything else is a bug: the app's 500). */
+  const domainErrorPage = (c: C, error: unknown, viewer: Viewer) => {
+    if (!(error instanceof DomainError)) throw error;
+    if (error.details.retryAfterSeconds !== undefined) c.header('Retry-After', String(error.details.retryAfterSeconds));
+    return errorPage(c, 'Not done', error.message, httpStatus[error.code] as 400, viewer);
+  };
+
+  return {
+    deps,
+    errorPage,
+
+    /** A GET page for the signed-in owner; anyone else is sent to sign in. */
+    page(handler: (c: C, signed: Signed) => Response | Promise<Response>) {
+      return async (c: C) => {
+        const signed = await signedIn(c);
+        if (signed instanceof Response) return signed;
+        if (!signed) return c.redirect('/console/sign-in', 302);
+        try {
+          return await handler(c, signed);
+        } catch (error) {
+          return domainErrorPage(c, error, signed.viewer);
+        }
+      };
+    },
+
+    /** A form post of the signed-in owner: same origin, a live session, its CSRF token. */
+    action(handler: (c: C, signed: Signed, form: URLSearchParams) => Response | Promise<Response>) {
+      return async (c: C) => {
+        if (!sameOrigin(c, base)) return errorPage(c, 'Refused', "This form can only be posted from this service's own pages.", 403);
+        const signed = await signedIn(c);
+        if (signed instanceof Response) return signed;
+        if (!signed) return errorPage(c, 'Signed out', 'Your sign-in has ended. Sign in again and repeat what you did.', 403);
+        const form = await readForm(c.req.raw, (message, status) => errorPage(c, 'This form cannot be read', message, status, signed.viewer));
+        if (form instanceof Response) return form;
+        const token = readOwnerSessionCookie(c, base)!;
+        if (!csrfMatches(token, form.get('csrf') ?? undefined)) {
+          return errorPage(c, 'Refused', 'The form is stale or was not sent by this console. Reload the page and try again.', 403, signed.viewer);
+        }
+        try {
+          return await handler(c, signed, form);
+        } catch (error) {
+          return domainErrorPage(c, error, signed.viewer);
+        }
+      };
+    },
+
+    /** An operation through the one chokepoint every surface uses. */
+    invoke: (signed: Signed, operation: AnyOperation, input: unknown): Promise<unknown> => invoke(operation, signed.ctx, input),
+    call: (signed: Signed, operation: AnyOperation, input: unknown, limit?: number): Promise<Answer> => call(operation, signed.ctx, input, limit),
+
+    /** An operation whose refusal the screen shows next to its form rather than on a page of its own. */
+    async attempt<T>(signed: Signed, operation: AnyOperation, input: unknown): Promise<Outcome<T>> {
+      try {
+        return { ok: true, value: (await invoke(operation, signed.ctx, input)) as T };
+      } catch (error) {
+        if (!(error instanceof DomainError)) throw error;
+        return { ok: false, message: error.message, status: httpStatus[error.code] as 400, ...(error.details.issues ? { issues: error.details.issues } : {}) };
+      }
+    },
+  };
+}
+
+export type Guards = ReturnType<typeof createGuards>;

@@ -1,0 +1,142 @@
+import type { Child } from 'hono/jsx';
+import { ASSETS } from './assets.js';
+
+/**
+ * The console's page frame and the small pieces every screen uses. hono/jsx escapes every
+ * interpolated string, so device names, function descriptions, argument values and agent names
+ * (all chosen by someone other than the owner) are text, never markup; no page writes raw HTML.
+ */
+
+export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'activity' | 'service';
+
+const NAV: { screen: Screen; href: string; label: string }[] = [
+  { screen: 'devices', href: '/console', label: 'Devices' },
+  { screen: 'attach', href: '/console/attach', label: 'Attach a device' },
+  { screen: 'agents', href: '/console/agents', label: 'Agents' },
+  { screen: 'grants', href: '/console/grants', label: 'Grants' },
+  { screen: 'activity', href: '/console/activity', label: 'Activity' },
+  { screen: 'service', href: '/console/service', label: 'Service' },
+];
+
+/** Who is signed in, and the token their forms carry (src/console/app.ts checks it on every post). */
+export interface Viewer {
+  subject: string;
+  csrf: string;
+}
+
+export function Page(props: { title: string; viewer?: Viewer | undefined; screen?: Screen; refreshTo?: string; children: Child }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="same-origin" />
+        {props.refreshTo ? <meta http-equiv="refresh" content={`0;url=${props.refreshTo}`} /> : null}
+        <title>{`${props.title} · Owner console`}</title>
+        <link rel="stylesheet" href={ASSETS.css.path} />
+        <script src={ASSETS.js.path} defer></script>
+      </head>
+      <body>
+        <header>
+          <span class="brand">Owner console</span>
+          {props.viewer ? (
+            <nav aria-label="Console">
+              <ul>
+                {NAV.map((item) => (
+                  <li>
+                    <a href={item.href} aria-current={item.screen === props.screen ? 'page' : undefined}>
+                      {item.label}
+                    </a>
+                  </li>
+                ))}
+                {/* The approvals inbox arrives with the approval endpoints (README "Owner console"). */}
+                <li class="later" id="nav-approvals">
+                  Approvals (not available yet)
+                </li>
+              </ul>
+            </nav>
+          ) : null}
+          {props.viewer ? (
+            <form method="post" action="/console/sign-out" class="inline">
+              <span class="muted">
+                Signed in as <strong id="signed-in-as">{props.viewer.subject}</strong>{' '}
+              </span>
+              <input type="hidden" name="csrf" value={props.viewer.csrf} />
+              <button type="submit" id="sign-out">
+                Sign out
+              </button>
+            </form>
+          ) : null}
+        </header>
+        <main id="main">
+          <h1>{props.title}</h1>
+          {props.children}
+        </main>
+      </body>
+    </html>
+  );
+}
+
+/** A time from the API (Unix ms): UTC on the server, the owner's local time once the script ran. */
+export function Time(props: { ms: number | null; never?: string }) {
+  if (props.ms === null) return <span>{props.never ?? 'never'}</span>;
+  const iso = new Date(props.ms).toISOString();
+  return (
+    <time datetime={iso} data-ms={String(props.ms)}>
+      {`${iso.slice(0, 16).replace('T', ' ')} UTC`}
+    </time>
+  );
+}
+
+/** A message above the screen: what just happened, or why it did not. */
+export function Flash(props: { error?: string | undefined; issues?: { path: string; message: string }[] | undefined; done?: string | undefined }) {
+  if (props.error) {
+    return (
+      <div class="error" role="alert" id="error">
+        <p>
+          <strong>Not done:</strong> {props.error}
+        </p>
+        {props.issues && props.issues.length > 0 ? (
+          <ul>
+            {props.issues.map((issue) => (
+              <li>
+                <code>{issue.path || '(request)'}</code>: {issue.message}
+              </li>
+            ))}
+          </ul>
+        ) : null}
+      </div>
+    );
+  }
+  if (props.done) {
+    return (
+      <p class="notice" role="status" id="done">
+        {props.done}
+      </p>
+    );
+  }
+  return null;
+}
+
+/** A secret shown once: the text, a copy button the script reveals, and where its result is announced. */
+export function Secret(props: { id: string; label: string; value: string }) {
+  return (
+    <div class="secret">
+      <p>
+        <strong>{props.label}</strong> (shown once: it is not stored readable and cannot be shown again)
+      </p>
+      <p>
+        <code id={props.id}>{props.value}</code>
+      </p>
+      <button type="button" hidden data-copy-target={props.id} data-copy-status={`${props.id}-status`} id={`${props.id}-copy`}>
+        Copy
+      </button>{' '}
+      <span id={`${props.id}-status`} role="status"></span>
+    </div>
+  );
+}
+
+/** A hidden CSRF field: every state-changing form carries one. */
+export function Csrf(props: { viewer: Viewer }) {
+  return <input type="hidden" name="csrf" value={props.viewer.csrf} />;
+}

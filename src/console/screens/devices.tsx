@@ -1,0 +1,185 @@
+import type { Hono } from 'hono';
+import type { z } from 'zod';
+import { operations } from '../../domain/registry.js';
+import type { device as deviceSchema } from '../../domain/schemas.js';
+import type { HttpEnv } from '../../http/request.js';
+import type { Guards, Signed } from '../guards.js';
+import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
+
+/** Devices: the tree of gateways, children and services, their functions, revoke with a confirmation. */
+
+type Device = z.infer<typeof deviceSchema>;
+
+/** Every device of the workspace, page after page (the tree needs them all). */
+export async function allDevices(guards: Guards, signed: Signed): Promise<Device[]> {
+  const devices: Device[] = [];
+  let cursor: string | undefined;
+  do {
+    const answer = await guards.call(signed, operations.listDevices, cursor ? { cursor } : {}, 1000);
+    if (answer.kind !== 'page') throw new Error('devices.list answers pages');
+    devices.push(...(answer.data as Device[]));
+    cursor = answer.nextCursor ?? undefined;
+  } while (cursor);
+  return devices;
+}
+
+const DONE = { revoked: 'The device is revoked: its credential (and its children’s) answers 401 from the next request on.' } as const;
+
+function State(props: { device: Device }) {
+  const { device } = props;
+  if (device.revoked)
+    return (
+      <span class="status-revoked" data-state="revoked">
+        revoked
+      </span>
+    );
+  return device.online ? (
+    <span class="status-online" data-state="online">
+      online
+    </span>
+  ) : (
+    <span class="status-offline" data-state="offline">
+      offline
+    </span>
+  );
+}
+
+function DeviceNode(props: { device: Device; children: Map<string | null, Device[]> }) {
+  const { device } = props;
+  const below = props.children.get(device.id) ?? [];
+  return (
+    <li class="device" data-device-id={device.id}>
+      <details>
+        <summary>
+          <strong class="device-name">{device.name}</strong> <span class="muted">({device.kind})</span> · <State device={device} /> · last seen{' '}
+          <Time ms={device.lastSeenAt} />
+        </summary>
+        <p class="muted">
+          id <code>{device.id}</code>
+          {device.key ? (
+            <>
+              {' '}
+              · key <code>{device.key}</code>
+            </>
+          ) : null}{' '}
+          · attached <Time ms={device.createdAt} />
+        </p>
+        {device.capabilities.length === 0 ? (
+          <p class="muted">No functions published.</p>
+        ) : (
+          <div class="table-wrap">
+            <table class="stack">
+              <caption class="muted">Functions of {device.name}</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Function</th>
+                  <th scope="col">Kind</th>
+                  <th scope="col">Description</th>
+                  <th scope="col">Arguments (JSON Schema)</th>
+                </tr>
+              </thead>
+              <tbody>
+                {device.capabilities.map((fn) => (
+                  <tr>
+                    <td data-label="Function">
+                      <code>{fn.name}</code>
+                    </td>
+                    <td data-label="Kind">{fn.kind === 'control' ? 'control (changes the device)' : 'read'}</td>
+                    <td data-label="Description">{fn.description ?? ''}</td>
+                    <td data-label="Arguments">
+                      <pre>{JSON.stringify(fn.arguments, null, 2)}</pre>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+        {device.revoked ? null : (
+          <p>
+            <a href={`/console/devices/${device.id}/revoke`} class="button danger">
+              Revoke {device.name}…
+            </a>
+          </p>
+        )}
+      </details>
+      {below.length > 0 ? (
+        <ul class="tree">
+          {below.map((child) => (
+            <DeviceNode device={child} children={props.children} />
+          ))}
+        </ul>
+      ) : null}
+    </li>
+  );
+}
+
+export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
+  app.get(
+    '/console',
+    guards.page(async (c, signed) => {
+      const devices = await allDevices(guards, signed);
+      const children = new Map<string | null, Device[]>();
+      for (const device of devices) children.set(device.parentId, [...(children.get(device.parentId) ?? []), device]);
+      const roots = children.get(null) ?? [];
+      const done = DONE[c.req.query('done') as keyof typeof DONE];
+      return c.html(
+        <Page title="Devices" viewer={signed.viewer} screen="devices">
+          <Flash done={done} />
+          {devices.length === 0 ? (
+            <p>
+              No devices yet. <a href="/console/attach">Attach one</a> with a setup token.
+            </p>
+          ) : (
+            <>
+              <p class="muted">
+                {devices.length} device{devices.length === 1 ? '' : 's'}: gateways list their children and services beneath them. Open a device to see its
+                functions.
+              </p>
+              <ul class="tree" id="devices">
+                {roots.map((device) => (
+                  <DeviceNode device={device} children={children} />
+                ))}
+              </ul>
+            </>
+          )}
+        </Page>,
+      );
+    }),
+  );
+
+  const ConfirmRevoke = (props: { device: Device; viewer: Viewer }) => (
+    <Page title="Revoke a device" viewer={props.viewer} screen="devices">
+      <p class="warning">
+        Revoke <strong>{props.device.name}</strong>
+        {props.device.kind === 'gateway' ? ' and every child and service of this gateway' : ''}? Its credential stops working at once. This cannot be undone:
+        the device must be attached again.
+      </p>
+      <form method="post" action={`/console/devices/${props.device.id}/revoke`}>
+        <Csrf viewer={props.viewer} />
+        <button type="submit" class="danger" id="confirm-revoke">
+          Revoke {props.device.name}
+        </button>{' '}
+        <a href="/console">Cancel</a>
+      </form>
+    </Page>
+  );
+
+  // The confirmation is a page of its own, so it works without any script.
+  app.get(
+    '/console/devices/:deviceId/revoke',
+    guards.page(async (c, signed) => {
+      const device = (await allDevices(guards, signed)).find((d) => d.id === c.req.param('deviceId'));
+      if (!device) return guards.errorPage(c, 'No such device', 'This workspace has no such device.', 404, signed.viewer);
+      return c.html(<ConfirmRevoke device={device} viewer={signed.viewer} />);
+    }),
+  );
+
+  app.post(
+    '/console/devices/:deviceId/revoke',
+    guards.action(async (c, signed) => {
+      await guards.invoke(signed, operations.revokeDevice, { deviceId: c.req.param('deviceId') });
+      return c.redirect('/console?done=revoked', 303);
+    }),
+  );
+}

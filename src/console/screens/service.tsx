@@ -1,0 +1,51 @@
+import type { Hono } from 'hono';
+import { operations } from '../../domain/registry.js';
+import type { HttpEnv } from '../../http/request.js';
+import type { Guards } from '../guards.js';
+import { Page } from '../layout.js';
+
+/** Service state: the kill switch (as GET /healthz reports it) and readiness. */
+
+interface Health {
+  service: string;
+  commit?: string;
+  authConfigured: boolean;
+  deviceControlsEnabled: boolean;
+}
+
+export function mountService(app: Hono<HttpEnv>, guards: Guards): void {
+  app.get(
+    '/console/service',
+    guards.page(async (c, signed) => {
+      const health = (await guards.invoke(signed, operations.getHealth, {})) as Health;
+      return c.html(
+        <Page title="Service" viewer={signed.viewer} screen="service">
+          <dl>
+            <dt>Device controls</dt>
+            <dd id="device-controls">
+              {health.deviceControlsEnabled ? (
+                <strong>enabled: agents' actions reach devices</strong>
+              ) : (
+                <strong class="warning">switched off (kill switch): no action is queued or handed to a device; reads keep working</strong>
+              )}
+            </dd>
+            <dt>Identity provider</dt>
+            <dd>{health.authConfigured ? 'external' : 'development (not for production)'}</dd>
+            {health.commit ? (
+              <>
+                <dt>Commit</dt>
+                <dd>
+                  <code>{health.commit}</code>
+                </dd>
+              </>
+            ) : null}
+          </dl>
+          <section class="notice" id="readiness">
+            <h2>Readiness</h2>
+            <p>Not shown yet: the readiness probe (whether the database and other dependencies answer) is not part of this service version.</p>
+          </section>
+        </Page>,
+      );
+    }),
+  );
+}

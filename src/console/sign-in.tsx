@@ -1,0 +1,209 @@
+import type { Context as HonoContext, Hono } from 'hono';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import { ownerIdentityFromClaims, signDevelopmentSession } from '../auth/owner.js';
+import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '../domain/oauth/sessions.js';
+import { readForm } from '../http/form.js';
+import {
+  clearOwnerSessionCookie,
+  readOwnerSessionCookie,
+  sameOrigin,
+  secureCookies,
+  setOwnerSessionCookie,
+  SIGN_IN_STATUS,
+  startOwnerSession,
+} from '../http/owner-session.js';
+import type { HttpEnv } from '../http/request.js';
+import type { ConsoleDeps } from './deps.js';
+import type { Guards } from './guards.js';
+import { Page } from './layout.js';
+import { createOidcClient, oidcSettings, type PendingSignIn } from './oidc.js';
+
+/**
+ * Signing in to the console: the consent page's owner session (README "Owner console"). Three
+ * ways in, by how the service is configured: the development identity provider's local form
+ * (development only), OpenID Connect against OWNER_ISSUER (OWNER_OIDC_CLIENT_ID set), and
+ * pasting an owner session token (always). Each ends with the same session cookie.
+ */
+
+type C = HonoContext<HttpEnv>;
+
+/** A development subject: what `npm run owner-token -- --sub` accepts, kept short and printable. */
+const SUBJECT = /^[A-Za-z0-9._@:-]{1,128}$/;
+
+export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guards): void {
+  const { config, db, clock, log, authenticator } = deps;
+  const base = config.publicBaseUrl;
+  const development = config.owner.mode === 'development';
+  const settings = oidcSettings(config, log);
+  const oidc = settings ? createOidcClient(settings) : undefined;
+  // The sign-in's state rides in its own cookie: SameSite=Lax, because the provider sends the
+  // browser back with a cross-site navigation, which a Strict cookie would not accompany.
+  const pendingCookie = secureCookies(base) ? '__Host-dfc_console_oidc' : 'dfc_console_oidc';
+  const signIn = { db, clock, publicBaseUrl: base, authenticate: (jwt: string, address?: string) => authenticator.authenticate(jwt, address) };
+
+  const SignInPage = (props: { error?: string }) => (
+    <Page title="Sign in">
+      {props.error ? (
+        <p class="error" role="alert" id="error">
+          {props.error}
+        </p>
+      ) : null}
+      {oidc ? (
+        <section>
+          <h2>With your identity provider</h2>
+          <p>
+            <a class="button primary" href="/console/oidc/start" id="oidc-sign-in">
+              Sign in with {new URL(settings!.issuer).host}
+            </a>
+          </p>
+        </section>
+      ) : null}
+      {development ? (
+        <section class="warning" aria-labelledby="development-heading">
+          <h2 id="development-heading">Development sign-in</h2>
+          <p>
+            <strong>Development only.</strong> This service runs its development identity provider: anyone who can open this page can sign in as any owner. It
+            is offered only in that mode; with an external identity provider this form does not exist.
+          </p>
+          <form method="post" action="/console/sign-in/development" class="fields">
+            <div>
+              <label for="sub">Owner (subject)</label>
+              <input type="text" id="sub" name="sub" required maxlength={128} autocomplete="username" placeholder="alice" />
+            </div>
+            <div>
+              <button type="submit" id="development-sign-in">
+                Sign in as this owner
+              </button>
+            </div>
+          </form>
+        </section>
+      ) : null}
+      <section>
+        <h2>With an owner session token</h2>
+        <p class="muted">
+          {development ? (
+            <>
+              Create one with <code>npm run owner-token -- --sub YOUR-NAME</code> and paste it here.
+            </>
+          ) : (
+            'Paste an owner session token (a JWT) from your identity provider.'
+          )}
+        </p>
+        <form method="post" action="/console/sign-in/token" class="fields">
+          <div>
+            <label for="token">Owner session token</label>
+            <textarea id="token" name="token" rows={4} required autocomplete="off" spellcheck={false}></textarea>
+          </div>
+          <div>
+            <button type="submit" id="token-sign-in">
+              Sign in
+            </button>
+          </div>
+        </form>
+      </section>
+    </Page>
+  );
+
+  const refusedPost = (c: C) => guards.errorPage(c, 'Refused', "This form can only be posted from this service's own pages.", 403);
+  const readSignInForm = (c: C) => readForm(c.req.raw, (message, status) => guards.errorPage(c, 'This form cannot be read', message, status));
+
+  app.get('/console/sign-in', async (c) => {
+    if (await ownerSession({ db, clock }, readOwnerSessionCookie(c, base))) return c.redirect('/console', 302);
+    return c.html(<SignInPage />);
+  });
+
+  app.post('/console/sign-in/token', async (c) => {
+    if (!sameOrigin(c, base)) return refusedPost(c);
+    const form = await readSignInForm(c);
+    if (form instanceof Response) return form;
+    const outcome = await startOwnerSession(c, signIn, (form.get('token') ?? '').trim());
+    if ('error' in outcome) {
+      if (outcome.retryAfterSeconds !== undefined) c.header('Retry-After', String(outcome.retryAfterSeconds));
+      return c.html(<SignInPage error={outcome.error} />, SIGN_IN_STATUS[outcome.code]);
+    }
+    return c.redirect('/console', 303);
+  });
+
+  if (development) {
+    app.post('/console/sign-in/development', async (c) => {
+      if (!sameOrigin(c, base)) return refusedPost(c);
+      const form = await readSignInForm(c);
+      if (form instanceof Response) return form;
+      const subject = (form.get('sub') ?? '').trim();
+      if (!SUBJECT.test(subject)) return c.html(<SignInPage error="Name the owner with 1 to 128 letters, digits or . _ @ : -" />, 400);
+      // The same token `npm run owner-token` prints, through the same sign-in as a pasted one.
+      const outcome = await startOwnerSession(c, signIn, await signDevelopmentSession(config, subject));
+      if ('error' in outcome) return c.html(<SignInPage error={outcome.error} />, SIGN_IN_STATUS[outcome.code]);
+      return c.redirect('/console', 303);
+    });
+  }
+
+  if (oidc) {
+    app.get('/console/oidc/start', async (c) => {
+      let started;
+      try {
+        started = await oidc.start();
+      } catch {
+        c.header('Retry-After', '5');
+        return c.html(<SignInPage error="The identity provider cannot be reached; try again shortly." />, 503);
+      }
+      setCookie(c, pendingCookie, Buffer.from(JSON.stringify(started.pending)).toString('base64url'), {
+        httpOnly: true,
+        secure: secureCookies(base),
+        sameSite: 'Lax',
+        path: '/',
+        maxAge: 600,
+      });
+      return c.redirect(started.url, 302);
+    });
+
+    app.get('/console/oidc/callback', async (c) => {
+      const pending = readPending(getCookie(c, pendingCookie));
+      deleteCookie(c, pendingCookie, { path: '/', secure: secureCookies(base) });
+      if (!pending) return c.html(<SignInPage error="This sign-in was not started here, or took longer than 10 minutes. Start again." />, 400);
+      let claims;
+      try {
+        claims = await oidc.finish(new URL(c.req.url).search, pending);
+      } catch (error) {
+        log.info({ msg: 'console sign-in refused', error: error instanceof Error ? error.message : String(error) });
+        return c.html(<SignInPage error="The identity provider's answer could not be accepted. Start again." />, 400);
+      }
+      const identity = ownerIdentityFromClaims(claims, config.owner.workspaceClaim);
+      if (!identity) {
+        return c.html(<SignInPage error={`The identity provider's ID token names no owner (it needs sub and ${config.owner.workspaceClaim}).`} />, 403);
+      }
+      // A session never outlives what it was made from, here the ID token (nor eight hours).
+      const session = await createOwnerSessionForIdentity({ db, clock }, identity, typeof claims.exp === 'number' ? claims.exp * 1000 : undefined);
+      setOwnerSessionCookie(c, base, session, clock.now());
+      // Not a redirect: the browser arrived here from another site, and a redirect would keep
+      // that cross-site context, so the SameSite=Strict cookie just set would not be sent with
+      // it. A page of this origin moving on makes the next request same-site.
+      return c.html(
+        <Page title="Signed in" refreshTo="/console">
+          <p>
+            Signed in as <strong>{identity.subject}</strong>. <a href="/console">Continue to the console</a>.
+          </p>
+        </Page>,
+      );
+    });
+  }
+
+  app.post('/console/sign-out', async (c) => {
+    // No CSRF token needed to end one's own session, but a cross-site page may not do it either.
+    if (!sameOrigin(c, base)) return refusedPost(c);
+    await endOwnerSession({ db, clock }, readOwnerSessionCookie(c, base));
+    clearOwnerSessionCookie(c, base);
+    return c.redirect('/console/sign-in', 303);
+  });
+}
+
+function readPending(cookie: string | undefined): PendingSignIn | undefined {
+  if (!cookie) return undefined;
+  try {
+    const value = JSON.parse(Buffer.from(cookie, 'base64url').toString('utf8')) as Partial<PendingSignIn>;
+    if (typeof value.state !== 'string' || typeof value.nonce !== 'string' || typeof value.verifier !== 'string') return undefined;
+    return { state: value.state, nonce: value.nonce, verifier: value.verifier };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,292 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { attachDevice as sdkAttach, Device } from '@dfc/device';
+import Provider from 'oidc-provider';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signDevelopmentSession } from '../src/auth/owner.js';
+import { lampManifest, simulateLamp } from '../src/cli/simulated.js';
+import { client, type Client } from './helpers/api.js';
+import { attachDevice } from './helpers/fixtures.js';
+import { freePort, startOAuthTestServer } from './helpers/oauth.js';
+import type { TestServer } from './helpers/server.js';
+
+/**
+ * The owner console (README "Owner console") in Debian's headless Chromium driven by
+ * playwright-core, as the consent page's test does: sign-in with the development identity
+ * provider and through a real OpenID provider (oidc-provider on a loopback port), a setup token
+ * created in the console attaching a simulated device, a grant with owner approval given and
+ * revoked from the grants screen, untrusted names rendered as text, cross-site posts refused.
+ * The run writes screenshots of the main screens to docs/console/ (the README shows them).
+ */
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = path.resolve(import.meta.dirname, '..', 'docs', 'console');
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
+// Empty values count as unset, which switches the test harness's JWKS off: the development provider.
+const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
+const HOSTILE_NAME = '<img src=x onerror=alert(1)>';
+
+let server: TestServer & { issuer: string };
+let api: Client;
+let browser: Browser;
+let desktop: BrowserContext;
+let page: Page;
+const devices: Device[] = [];
+let dialogs: string[] = [];
+
+async function launch(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** Both widths of a screen (the page as it stands, or `url` loaded afresh), written where the README finds them. */
+async function screenshots(name: string, url?: string) {
+  for (const [width, viewport] of [
+    ['desktop', DESKTOP],
+    ['phone', PHONE],
+  ] as const) {
+    await page.setViewportSize(viewport);
+    if (url) await page.goto(url);
+    await page.screenshot({ path: path.join(SHOTS, `${name}-${width}.png`), fullPage: width === 'desktop' });
+  }
+  await page.setViewportSize(DESKTOP);
+}
+
+const owner = () => signDevelopmentSession(server.config, 'alice');
+
+beforeAll(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  server = await startOAuthTestServer({ env: DEVELOPMENT_ENV });
+  api = client(server.url);
+  browser = await launch();
+  desktop = await browser.newContext({ viewport: DESKTOP });
+  page = await desktop.newPage();
+  page.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.dismiss();
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(devices.map((device) => device.stop()));
+  await browser?.close();
+  await server?.close();
+});
+
+describe('console sign-in with the development identity provider', () => {
+  it('sends a visitor to sign in, names the mode development-only, and signs in as the named owner', async () => {
+    await page.goto(`${server.issuer}/console`);
+    expect(new URL(page.url()).pathname).toBe('/console/sign-in');
+    expect(await page.textContent('#development-heading')).toBe('Development sign-in');
+    expect(await page.textContent('main')).toContain('Development only.');
+    await page.screenshot({ path: path.join(SHOTS, 'sign-in-desktop.png') });
+    await page.fill('#sub', 'alice');
+    await Promise.all([page.waitForURL((url) => url.pathname === '/console'), page.click('#development-sign-in')]);
+    expect(await page.textContent('#signed-in-as')).toBe('alice');
+    // One session for the console and the consent page: the consent page's cookie.
+    const cookie = (await desktop.cookies()).find((c) => c.name === 'dfc_session');
+    expect(cookie?.httpOnly).toBe(true);
+    expect(cookie?.sameSite).toBe('Strict');
+  });
+
+  it('answers with a strict Content-Security-Policy and refuses framing', async () => {
+    const res = await page.request.get(`${server.issuer}/console`);
+    expect(res.headers()['content-security-policy']).toContain("script-src 'self'");
+    expect(res.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(res.headers()['content-security-policy']).not.toContain('unsafe-inline');
+    expect(res.headers()['x-frame-options']).toBe('DENY');
+  });
+});
+
+describe('attach a device from the console', () => {
+  it('creates a setup token shown once with a QR code, and a simulated device attaches with it and appears online with its functions', async () => {
+    await page.goto(`${server.issuer}/console/attach`);
+    await page.fill('#name', 'Hall lamp');
+    await page.click('#create-setup-token');
+    const token = (await page.textContent('#setup-token'))!;
+    expect(token).toMatch(/^dfc_setup_/);
+    expect(await page.getAttribute('#setup-token-qr', 'src')).toMatch(/^data:image\/svg\+xml;base64,/);
+    expect(await page.isVisible('#setup-token-copy')).toBe(true);
+    await screenshots('attach');
+    // Shown once: loading the screen again does not show it.
+    await page.goto(`${server.issuer}/console/attach`);
+    expect(await page.locator('#setup-token').count()).toBe(0);
+
+    const credentials = await sdkAttach({ url: server.url, setupToken: token, name: 'Hall lamp' });
+    const device = new Device({ url: server.url, credentials, manifest: lampManifest, backoff: { initialMs: 20, maxMs: 200 } });
+    simulateLamp(device);
+    devices.push(device);
+    await device.start();
+
+    await page.goto(`${server.issuer}/console`);
+    const node = page.locator(`[data-device-id="${credentials.deviceId}"]`);
+    expect(await node.locator('.device-name').first().textContent()).toBe('Hall lamp');
+    expect(await node.locator('[data-state]').first().getAttribute('data-state')).toBe('online');
+    await node.locator('summary').first().click();
+    expect(await node.textContent()).toContain('set_power');
+    expect(await node.textContent()).toContain('control (changes the device)');
+    // The script turned the server's UTC into the browser's local time.
+    expect(await node.locator('time').first().textContent()).not.toContain('UTC');
+    await screenshots('devices');
+  });
+});
+
+describe('agents and grants from the console', () => {
+  it('creates an agent connection (token shown once), grants it a function with owner approval, and revokes it', async () => {
+    await page.goto(`${server.issuer}/console/agents`);
+    await page.fill('#agent-name', 'Desk bot');
+    await page.selectOption('#agent-access', 'act');
+    await page.click('#create-agent');
+    expect(await page.textContent('#created-token')).toMatch(/^dfc_agent_/);
+    const principal = (await page.textContent('#created-principal'))!;
+    await screenshots('agents');
+
+    await page.goto(`${server.issuer}/console/grants?principal=${encodeURIComponent(principal)}`);
+    const form = page.locator('form[data-device-name="Hall lamp"]');
+    await form.locator('input[name="fn:set_power"]').check();
+    await form.locator('select[name="approval"]').selectOption('owner');
+    await Promise.all([page.waitForURL((url) => url.searchParams.get('done') === 'granted'), form.locator('button.primary').click()]);
+    const row = page.locator('form[data-device-name="Hall lamp"] tr[data-function="set_power"]');
+    expect(await row.textContent()).toContain('approval owner');
+
+    const grants = await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() });
+    expect(grants.body.data).toEqual([expect.objectContaining({ capability: 'set_power', approval: 'owner', principal })]);
+    await screenshots('grants');
+
+    await Promise.all([page.waitForURL((url) => url.searchParams.get('done') === 'revoked'), row.locator('button.danger').click()]);
+    expect(await page.locator('form[data-device-name="Hall lamp"] tr[data-function="set_power"]').textContent()).toContain('not granted');
+    expect((await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() })).body.data).toEqual([]);
+  });
+});
+
+describe('untrusted text', () => {
+  it('renders a device named like markup as text, and no script runs', async () => {
+    const hostile = await attachDevice(api, await owner(), {
+      name: HOSTILE_NAME,
+      manifest: { capabilities: [{ name: 'get_state', kind: 'read', description: '<script>alert(2)</script>', arguments: { type: 'object' } }] },
+    });
+    dialogs = [];
+    await page.goto(`${server.issuer}/console`);
+    const node = page.locator(`[data-device-id="${hostile.id}"]`);
+    expect(await node.locator('.device-name').first().textContent()).toBe(HOSTILE_NAME);
+    await node.locator('summary').first().click();
+    expect(await node.textContent()).toContain('<script>alert(2)</script>');
+    expect(await page.locator('main img').count()).toBe(0);
+    await page.goto(`${server.issuer}/console/activity`);
+    await screenshots('activity', `${server.issuer}/console/activity`);
+    await screenshots('service', `${server.issuer}/console/service`);
+    expect(dialogs).toEqual([]);
+  });
+});
+
+describe('cross-site requests', () => {
+  it('refuses a form posted from another site, and a post without the form token', async () => {
+    // Another site's page that posts a form to the console as soon as it loads.
+    const evil = http.createServer((_req, res) => {
+      res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end(
+          `<form id="f" method="post" action="${server.issuer}/console/attach"><input name="name" value="evil"><input name="csrf" value="x"></form><script>document.getElementById('f').submit()</script>`,
+        );
+    });
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+    // localhost, not 127.0.0.1: another site as the browser judges it.
+    const evilUrl = `http://localhost:${(evil.address() as { port: number }).port}/`;
+    const answer = page.waitForResponse((res) => res.url() === `${server.issuer}/console/attach` && res.request().method() === 'POST');
+    await page.goto(evilUrl);
+    expect((await answer).status()).toBe(403);
+    expect(await page.textContent('#error')).toContain("only be posted from this service's own pages");
+    evil.close();
+
+    // Same origin, signed in, but without the session's form token.
+    const res = await page.request.post(`${server.issuer}/console/attach`, { form: { name: 'no token' }, headers: { origin: server.issuer } });
+    expect(res.status()).toBe(403);
+    const tokens = await api.get('/v1/device-setup-tokens', { token: await owner() });
+    expect(tokens.body.data.map((t: { name: string }) => t.name)).not.toContain('evil');
+    expect(tokens.body.data.map((t: { name: string }) => t.name)).not.toContain('no token');
+  });
+});
+
+describe('sign-out', () => {
+  it('ends the session: the console sends the browser to sign in again', async () => {
+    await page.goto(`${server.issuer}/console`);
+    await Promise.all([page.waitForURL((url) => url.pathname === '/console/sign-in'), page.click('#sign-out')]);
+    await page.goto(`${server.issuer}/console/grants`);
+    expect(new URL(page.url()).pathname).toBe('/console/sign-in');
+  });
+});
+
+describe('console sign-in through an OpenID provider', () => {
+  let provider: http.Server;
+  let oidcServer: TestServer & { issuer: string };
+
+  afterAll(async () => {
+    await oidcServer?.close();
+    provider?.closeAllConnections();
+    provider?.close();
+  });
+
+  it('signs in with authorization code and PKCE, and the ID token names the owner', { timeout: 60_000 }, async () => {
+    const providerPort = await freePort();
+    const servicePort = await freePort();
+    const providerIssuer = `http://127.0.0.1:${providerPort}`;
+    const serviceBase = `http://127.0.0.1:${servicePort}`;
+    const oidc = new Provider(providerIssuer, {
+      clients: [
+        {
+          client_id: 'dfc-console',
+          client_secret: 'a-test-secret-of-the-console-client',
+          redirect_uris: [`${serviceBase}/console/oidc/callback`],
+          grant_types: ['authorization_code'],
+          response_types: ['code'],
+        },
+      ],
+      pkce: { required: () => true },
+    });
+    const handle = oidc.callback();
+    provider = http.createServer((req, res) => void handle(req, res));
+    await new Promise<void>((resolve) => provider.listen(providerPort, '127.0.0.1', resolve));
+
+    oidcServer = (await startOAuthTestServer({
+      env: {
+        PORT: String(servicePort),
+        PUBLIC_BASE_URL: serviceBase,
+        OWNER_JWKS_FILE: '',
+        OWNER_JWKS_URL: `${providerIssuer}/jwks`,
+        OWNER_ISSUER: providerIssuer,
+        OWNER_AUDIENCE: 'dfc-console',
+        OWNER_WORKSPACE_CLAIM: 'sub',
+        OWNER_OIDC_CLIENT_ID: 'dfc-console',
+        OWNER_OIDC_CLIENT_SECRET: 'a-test-secret-of-the-console-client',
+      },
+    })) as TestServer & { issuer: string };
+
+    const context = await browser.newContext({ viewport: DESKTOP });
+    const oidcPage = await context.newPage();
+    await oidcPage.goto(`${serviceBase}/console`);
+    expect(await oidcPage.locator('#development-sign-in').count()).toBe(0);
+    await Promise.all([oidcPage.waitForURL((url) => url.origin === providerIssuer), oidcPage.click('#oidc-sign-in')]);
+    // oidc-provider's development login and consent pages.
+    await oidcPage.fill('input[name="login"]', 'carol');
+    await oidcPage.fill('input[name="password"]', 'any');
+    await oidcPage.click('button[type="submit"]');
+    await oidcPage.click('button[type="submit"]');
+    await oidcPage.waitForURL((url) => url.origin === serviceBase && url.pathname === '/console');
+    expect(await oidcPage.textContent('#signed-in-as')).toBe('carol');
+    await context.close();
+  });
+});

@@ -1,0 +1,197 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config.js';
+import { client } from './helpers/api.js';
+import { manualClock } from './helpers/clock.js';
+import { startOAuthTestServer } from './helpers/oauth.js';
+import type { TestServer } from './helpers/server.js';
+
+/**
+ * The owner console's rules that need no browser (README "Owner console"): which sign-ins exist
+ * in which mode, the session's end, the CSRF rules on posts, and the OpenID settings. The
+ * browser journeys are in test/console-browser.test.ts.
+ */
+
+const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
+const clock = manualClock();
+let dev: TestServer & { issuer: string };
+let external: TestServer & { issuer: string };
+
+beforeAll(async () => {
+  [dev, external] = await Promise.all([startOAuthTestServer({ env: DEVELOPMENT_ENV, clock }), startOAuthTestServer()]);
+});
+afterAll(() => Promise.all([dev?.close(), external?.close()]));
+
+/** Signs in with the development form as a browser on the service's own origin would; returns the session cookie. */
+async function developmentSignIn(subject: string): Promise<string> {
+  const res = await fetch(`${dev.issuer}/console/sign-in/development`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ sub: subject }),
+  });
+  expect(res.status).toBe(303);
+  return res.headers.get('set-cookie')!.split(';')[0]!;
+}
+
+/** The form token of a signed-in page. */
+async function csrfOf(cookie: string): Promise<string> {
+  const html = await (await fetch(`${dev.issuer}/console/attach`, { headers: { cookie } })).text();
+  return /name="csrf" value="([^"]+)"/.exec(html)![1]!;
+}
+
+describe('console sign-in modes', () => {
+  it('offers the development form only with the development identity provider', async () => {
+    const devPage = await (await fetch(`${dev.issuer}/console/sign-in`)).text();
+    expect(devPage).toContain('Development only.');
+    const externalPage = await (await fetch(`${external.issuer}/console/sign-in`)).text();
+    expect(externalPage).not.toContain('/console/sign-in/development');
+    expect(externalPage).toContain('Paste an owner session token');
+    const posted = await fetch(`${external.issuer}/console/sign-in/development`, {
+      method: 'POST',
+      headers: { origin: external.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'sub=mallory',
+    });
+    expect(posted.status).toBe(404);
+    // Without OWNER_OIDC_CLIENT_ID there is no OpenID sign-in either.
+    expect((await fetch(`${external.issuer}/console/oidc/start`, { redirect: 'manual' })).status).toBe(404);
+  });
+
+  it('signs in with a pasted owner token from the external provider, into the workspace its claim names', async () => {
+    const token = await external.ownerToken('dora', { workspace: 'dora-home' });
+    const res = await fetch(`${external.issuer}/console/sign-in/token`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { origin: external.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token }),
+    });
+    expect(res.status).toBe(303);
+    const cookie = res.headers.get('set-cookie')!;
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Strict');
+    const page = await (await fetch(`${external.issuer}/console`, { headers: { cookie: cookie.split(';')[0]! } })).text();
+    expect(page).toContain('Signed in as <strong id="signed-in-as">dora</strong>');
+  });
+
+  it('refuses a token that is not an owner session, with the sign-in page', async () => {
+    const res = await fetch(`${external.issuer}/console/sign-in/token`, {
+      method: 'POST',
+      headers: { origin: external.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: await external.foreignToken('eve') }),
+    });
+    expect(res.status).toBe(401);
+    expect(await res.text()).toContain('That is not a valid owner session token.');
+  });
+});
+
+describe('console session', () => {
+  it('is the consent page session: the console cookie signs in /oauth pages too, and /oauth/sign-out ends it for the console', async () => {
+    const cookie = await developmentSignIn('frank');
+    expect(cookie.startsWith('dfc_session=')).toBe(true);
+    expect((await fetch(`${dev.issuer}/console`, { headers: { cookie }, redirect: 'manual' })).status).toBe(200);
+    const out = await fetch(`${dev.issuer}/oauth/sign-out`, { method: 'POST', headers: { cookie, origin: dev.issuer } });
+    expect(out.status).toBe(204);
+    const after = await fetch(`${dev.issuer}/console`, { headers: { cookie }, redirect: 'manual' });
+    expect(after.status).toBe(302);
+    expect(after.headers.get('location')).toBe('/console/sign-in');
+  });
+
+  it('ends when the owner session expires (eight hours at most)', async () => {
+    const cookie = await developmentSignIn('grace');
+    expect((await fetch(`${dev.issuer}/console/agents`, { headers: { cookie }, redirect: 'manual' })).status).toBe(200);
+    clock.advance(8 * 3_600_000);
+    const after = await fetch(`${dev.issuer}/console/agents`, { headers: { cookie }, redirect: 'manual' });
+    expect(after.status).toBe(302);
+    const post = await fetch(`${dev.issuer}/console/attach`, {
+      method: 'POST',
+      headers: { cookie, origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'name=late',
+    });
+    expect(post.status).toBe(403);
+    // Back to the real time: sessions are bounded by their token's expiry, which jose judges by it.
+    clock.set(Date.now());
+  });
+});
+
+describe('console posts (CSRF)', () => {
+  it('refuses another origin even with the session cookie and a valid form token', async () => {
+    const cookie = await developmentSignIn('heidi');
+    const csrf = await csrfOf(cookie);
+    const post = (origin: string) =>
+      fetch(`${dev.issuer}/console/attach`, {
+        method: 'POST',
+        headers: { cookie, origin, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ csrf, name: 'Porch light', ttlSeconds: '600', deviceLimit: '1' }),
+      });
+    expect((await post('https://evil.example')).status).toBe(403);
+    const same = await post(dev.issuer);
+    expect(same.status).toBe(200);
+    expect(await same.text()).toContain('dfc_setup_');
+  });
+
+  it('refuses a form token of another session, and a sign-in posted from another site', async () => {
+    const [mine, theirs] = await Promise.all([developmentSignIn('ivan'), developmentSignIn('judy')]);
+    const res = await fetch(`${dev.issuer}/console/attach`, {
+      method: 'POST',
+      headers: { cookie: mine, origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf: await csrfOf(theirs), name: 'x' }),
+    });
+    expect(res.status).toBe(403);
+    const login = await fetch(`${dev.issuer}/console/sign-in/development`, {
+      method: 'POST',
+      headers: { origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'sub=mallory',
+    });
+    expect(login.status).toBe(403);
+    expect(login.headers.get('set-cookie')).toBeNull();
+  });
+});
+
+describe('console pages', () => {
+  it('serve their script and style sheet from the service, under a CSP with no inline code', async () => {
+    const page = await fetch(`${dev.issuer}/console/sign-in`);
+    const csp = page.headers.get('content-security-policy')!;
+    expect(csp).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    const html = await page.text();
+    expect(html).not.toMatch(/<script>|<style>| style=/);
+    for (const asset of ['/console/assets/console.js', '/console/assets/console.css']) {
+      const res = await fetch(`${dev.issuer}${asset}`);
+      expect(res.status).toBe(200);
+      expect(html).toContain(asset);
+    }
+  });
+
+  it('go through the same operations as the API: what the console creates, the API lists', async () => {
+    const cookie = await developmentSignIn('ken');
+    const csrf = await csrfOf(cookie);
+    await fetch(`${dev.issuer}/console/agents`, {
+      method: 'POST',
+      headers: { cookie, origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf, name: 'Kitchen bot', access: 'read', principal: 'agent:kitchen', ttlSeconds: '' }),
+    });
+    const { signDevelopmentSession } = await import('../src/auth/owner.js');
+    const listed = await client(dev.url).get('/v1/agent-connections', { token: await signDevelopmentSession(dev.config, 'ken') });
+    expect(listed.body.data).toEqual([expect.objectContaining({ name: 'Kitchen bot', principal: 'agent:kitchen', access: 'read' })]);
+  });
+});
+
+describe('OWNER_OIDC_* configuration', () => {
+  const external = { OWNER_JWKS_URL: 'https://idp.example.com/jwks', OWNER_ISSUER: 'https://idp.example.com', OWNER_AUDIENCE: 'dfc' };
+
+  it('configures the OpenID sign-in of an external provider, secret optional', () => {
+    const config = parseConfig({ ...external, OWNER_OIDC_CLIENT_ID: 'console', OWNER_OIDC_CLIENT_SECRET: 's3cret' });
+    expect(config.owner.mode === 'external' && config.owner.oidc).toEqual({ clientId: 'console', clientSecret: 's3cret' });
+    const publicClient = parseConfig({ ...external, OWNER_OIDC_CLIENT_ID: 'console' });
+    expect(publicClient.owner.mode === 'external' && publicClient.owner.oidc).toEqual({ clientId: 'console' });
+  });
+
+  it.each([
+    ['a secret without a client id', { ...external, OWNER_OIDC_CLIENT_SECRET: 's' }, 'OWNER_OIDC_CLIENT_ID is required'],
+    ['a client id without an external provider', { OWNER_OIDC_CLIENT_ID: 'console' }, 'OWNER_OIDC_CLIENT_ID needs an external identity provider'],
+    ['an issuer that is not a URL', { ...external, OWNER_ISSUER: 'urn:idp', OWNER_OIDC_CLIENT_ID: 'console' }, 'OWNER_ISSUER must be an http(s) URL'],
+  ])('refuses %s', (_name, env, message) => {
+    expect(() => parseConfig(env)).toThrow(message);
+  });
+});
