@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import type { ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
+import type { WebhookTransport } from './domain/webhook-transport.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
@@ -16,6 +17,7 @@ import { routes } from './rest/routes.js';
 export interface AppDeps extends OAuthAppDeps {
   events: EventHub;
   metrics: Metrics;
+  webhooks: WebhookTransport;
 }
 
 export const SERVICE_NAME = 'dfc';
@@ -24,7 +26,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<HttpEnv> {
-  const { config, db, authenticator, limiter, clock, log, events, metrics } = deps;
+  const { config, db, authenticator, limiter, clock, log, events, metrics, webhooks } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -40,7 +42,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     trustProxyHops: config.trustProxyHops,
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
-    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas }),
+    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, webhooks }),
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);

@@ -14,6 +14,8 @@ import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
+import { startWebhookDelivery } from './domain/webhook-delivery.js';
+import { createWebhookTransport } from './http/webhook-transport.js';
 import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -81,7 +83,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     now: clock.now,
   });
   metrics.watchIdentityProvider(() => owners.health().ok);
-  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics });
+  // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (README "Webhooks").
+  const webhooks = createWebhookTransport({ allowLoopback: config.oauthCimdAllowLoopback });
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, webhooks });
 
   let server: ServerType;
   try {
@@ -92,6 +96,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
   const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs);
+  const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks }, config.webhooks);
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {
@@ -145,6 +150,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       clearTimeout(cutOff);
       stopSweep();
       await stopHousekeeping();
+      await stopWebhooks();
       await db.close();
     },
   };

@@ -1,6 +1,7 @@
 import type { Db } from '../store/driver.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './events.js';
+import type { WebhookTransport } from './webhook-transport.js';
 
 export type Access = 'read' | 'act';
 
@@ -65,6 +66,8 @@ export interface CapacityLimits {
   grantsPerWorkspace: number;
   oauthClientsPerWorkspace: number;
   enrollmentCodesPerWorkspace: number;
+  /** Live webhooks (WORKSPACE_MAX_WEBHOOKS). */
+  webhooksPerWorkspace: number;
 }
 
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */
@@ -82,6 +85,8 @@ export interface Context {
   events: EventHub;
   /** Device argument schemas, compiled once each into the service's bounded cache. */
   schemas: ArgumentSchemas;
+  /** Checks webhook URLs against the SSRF guard (README "Webhooks"). */
+  webhooks: WebhookTransport;
   /**
    * The agent's own user said yes to this very call in the MCP client (a verified
    * confirmation: docs/rules.md "Approvals"). Set by the MCP surface only; a grant in `user`

@@ -10,6 +10,14 @@ import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants 
 import { getHealth } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
+import {
+  createWebhook,
+  getWorkspaceWebhook,
+  listWebhookDeliveries,
+  listWorkspaceWebhooks,
+  revokeWorkspaceWebhook,
+  rotateWebhookSecretOperation,
+} from './webhooks.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
 export const operations = {
@@ -45,6 +53,12 @@ export const operations = {
   fetchNext: fetchNextCommand,
   reportResult,
   issueEventsTicket,
+  createWebhook,
+  listWebhooks: listWorkspaceWebhooks,
+  getWebhook: getWorkspaceWebhook,
+  rotateWebhookSecret: rotateWebhookSecretOperation,
+  revokeWebhook: revokeWorkspaceWebhook,
+  listWebhookDeliveries,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);
