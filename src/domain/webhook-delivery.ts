@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../store/driver.js';
-import { advanceDispatchCursor, claimDueDeliveries, dispatchCursor, enqueueDeliveries, recordAttempt, type ClaimedDelivery } from '../store/webhooks.js';
-import { listEventsAfter } from '../store/workspace-events.js';
+import {
+  advanceDispatchCursor,
+  claimDueDeliveries,
+  dispatchCursor,
+  enqueueDeliveries,
+  hasDueDeliveries,
+  recordAttempt,
+  type ClaimedDelivery,
+} from '../store/webhooks.js';
+import { lastEventId, listEventsAfter } from '../store/workspace-events.js';
 import type { Clock, Logger } from './context.js';
 import { oneLine } from './errors.js';
 import type { WebhookTransport } from './webhook-transport.js';
@@ -50,6 +58,8 @@ interface Deps {
 /** Reads new journal events and writes their deliveries; answers how many were written. */
 export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): Promise<number> {
   let written = 0;
+  // Read first: a poll with nothing new takes no write lock.
+  if ((await lastEventId(deps.db)) <= (await dispatchCursor(deps.db))) return 0;
   for (let batch = 0; batch < DISPATCH_BATCHES; batch++) {
     const outcome = await deps.db.transaction(async (tx) => {
       const from = await dispatchCursor(tx);
@@ -132,9 +142,10 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     const dispatched = await dispatchWebhookEvents(deps);
     if (dispatched > 0) deps.log.debug({ msg: 'webhook deliveries queued', count: dispatched });
     const free = settings.maxInFlight - inFlight.size;
-    if (free <= 0 || stopping.signal.aborted) return;
+    const now = deps.clock.now();
+    if (free <= 0 || stopping.signal.aborted || !(await hasDueDeliveries(deps.db, now))) return;
     const leaseToken = randomUUID();
-    const claimed = await claimDueDeliveries(deps.db, leaseToken, deps.clock.now(), settings.timeoutMs + LEASE_MARGIN_MS, free);
+    const claimed = await claimDueDeliveries(deps.db, leaseToken, now, settings.timeoutMs + LEASE_MARGIN_MS, free);
     for (const delivery of claimed) {
       const running: Promise<void> = attempt(delivery, leaseToken)
         .catch((error: unknown) => deps.log.error({ msg: 'webhook attempt failed', deliveryId: delivery.id, error: oneLine(error) }))

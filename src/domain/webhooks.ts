@@ -50,7 +50,7 @@ export const webhook = z.object({
   createdAt: timestamp,
 });
 
-const withSecret = webhook.extend({
+export const newWebhook = webhook.extend({
   secret: z.string().describe('The signing secret (`whsec_` and base64). Shown only in this answer: store it now.'),
 });
 
@@ -132,7 +132,7 @@ export const createWebhook = defineOperation({
       .describe('The event types to deliver (README "Owner events").'),
     description: z.string().min(1).max(200).optional(),
   }),
-  output: withSecret,
+  output: newWebhook,
   async run({ ctx, credential, input }) {
     const refusal = await ctx.webhooks.refusal(new URL(input.url));
     if (refusal) throw fail.invalid(`The webhook URL is refused: ${refusal}.`, [{ path: 'url', message: refusal }]);
@@ -198,7 +198,7 @@ export const rotateWebhookSecretOperation = defineOperation({
   hints: { readOnly: false, destructive: true },
   rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/rotate-secret' }],
   input: z.strictObject({ webhookId: uuid }),
-  output: withSecret,
+  output: newWebhook,
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
     const secret = newWebhookSecret();

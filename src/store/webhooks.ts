@@ -163,6 +163,14 @@ export async function enqueueDeliveries(
   return written;
 }
 
+/** Whether any delivery is due at `now`: read first, so an idle poll takes no write lock. */
+export async function hasDueDeliveries(db: Queryable, now: number): Promise<boolean> {
+  return (
+    (await db.get<{ due: number }>("SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?) AS due", [now]))!.due ===
+    1
+  );
+}
+
 /** A claimed delivery, with what sending it needs. */
 export interface ClaimedDelivery {
   id: string;
