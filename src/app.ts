@@ -4,6 +4,7 @@ import { createArgumentSchemas } from './domain/argument-schemas.js';
 import type { EventHub } from './domain/events.js';
 import type { DependencyCheck } from './domain/readiness.js';
 import { mountConsole } from './console/app.js';
+import type { WebhookTransport } from './domain/webhook-transport.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
@@ -22,6 +23,7 @@ export interface AppDeps extends OAuthAppDeps {
   dependencies: readonly DependencyCheck[];
   /** The owner event streams, which the service ends on shutdown. */
   streams: LiveStreams;
+  webhooks: WebhookTransport;
 }
 
 export const SERVICE_NAME = 'dfc';
@@ -30,7 +32,7 @@ export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
 export function createApp(deps: AppDeps): Hono<HttpEnv> {
-  const { config, db, authenticator, limiter, clock, log, events, metrics, dependencies, streams } = deps;
+  const { config, db, authenticator, limiter, clock, log, events, metrics, dependencies, streams, webhooks } = deps;
   const settings: ServiceSettings = {
     serviceName: SERVICE_NAME,
     commit: config.commit,
@@ -48,7 +50,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     trustProxyHops: config.trustProxyHops,
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
-    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, streams }),
+    context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, streams, webhooks }),
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);

@@ -77,6 +77,14 @@ export const configSchema = z
     WORKSPACE_MAX_GRANTS: positiveInt.default(100_000),
     WORKSPACE_MAX_OAUTH_CLIENTS: positiveInt.default(100),
     WORKSPACE_MAX_ENROLLMENT_CODES: positiveInt.default(100),
+    WORKSPACE_MAX_WEBHOOKS: positiveInt.default(20),
+    WEBHOOK_POLL_SECONDS: positiveNumber.default(1),
+    WEBHOOK_TIMEOUT_SECONDS: positiveNumber.default(10),
+    WEBHOOK_RETRY_SECONDS: z
+      .string()
+      .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'must be a comma-separated list of delays in seconds')
+      .default('5,30,120,600,3600,10800,21600,21600,21600,21600'),
+    WEBHOOK_MAX_IN_FLIGHT: positiveInt.default(16),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -145,6 +153,8 @@ export interface Config {
   trustProxyHops: number;
   /** Bearer token for GET /metrics; metrics are off without it. */
   metricsToken: string | undefined;
+  /** Webhook delivery (README "Webhooks"). */
+  webhooks: { pollMs: number; timeoutMs: number; retryDelaysMs: number[]; maxInFlight: number };
 }
 
 export class ConfigError extends Error {}
@@ -249,6 +259,13 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       grantsPerWorkspace: e.WORKSPACE_MAX_GRANTS,
       oauthClientsPerWorkspace: e.WORKSPACE_MAX_OAUTH_CLIENTS,
       enrollmentCodesPerWorkspace: e.WORKSPACE_MAX_ENROLLMENT_CODES,
+      webhooksPerWorkspace: e.WORKSPACE_MAX_WEBHOOKS,
+    },
+    webhooks: {
+      pollMs: e.WEBHOOK_POLL_SECONDS * 1000,
+      timeoutMs: e.WEBHOOK_TIMEOUT_SECONDS * 1000,
+      retryDelaysMs: e.WEBHOOK_RETRY_SECONDS.split(',').map((delay) => Math.round(Number(delay) * 1000)),
+      maxInFlight: e.WEBHOOK_MAX_IN_FLIGHT,
     },
   };
 }

@@ -16,6 +16,8 @@ import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
 import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
 import { createLiveStreams } from './domain/owner-events.js';
+import { startWebhookDelivery } from './domain/webhook-delivery.js';
+import { createWebhookTransport } from './http/webhook-transport.js';
 import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -114,7 +116,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
   // What GET /readyz asks (README "Probes"): one entry per dependency this instance is configured with.
   const readiness: DependencyCheck[] = [databaseCheck(db), ...(redis ? [redis.readiness] : [])];
   const streams = createLiveStreams();
-  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness, streams });
+  // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (README "Webhooks").
+  const webhooks = createWebhookTransport({ allowLoopback: config.oauthCimdAllowLoopback });
+  const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness, streams, webhooks });
 
   let server: ServerType;
   try {
@@ -126,6 +130,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
   const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, { eventsRetentionMs: config.ownerEvents.retentionMs });
+  const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks }, config.webhooks);
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {
@@ -184,6 +189,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       stopSweep();
       await stopHousekeeping();
       closeShared();
+      await stopWebhooks();
       await db.close();
     },
   };

@@ -52,7 +52,8 @@ async function grantedOAuthClient(): Promise<{ clientId: string; principal: stri
 }
 
 beforeAll(async () => {
-  server = await startOAuthTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
+  // The test-only switch admits a loopback webhook URL (the discard port: nothing subscribed is sent there).
+  server = await startOAuthTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600', OAUTH_CIMD_ALLOW_LOOPBACK: 'true' } });
   api = client(server.url);
   // The owner JWT is checked against the real clock; consent sessions against the manual one.
   owner = await server.ownerToken('matrix-owner', { expiresIn: '10h' });
@@ -169,6 +170,13 @@ const freshSetupId = async () => (await createSetupToken(api, owner, { name: 'ta
 const freshAgentId = async () => (await createAgent(api, owner)).id;
 const freshDeviceId = async () => (await attachDevice(api, owner, { manifest: null })).id;
 const freshClientId = async () => (await registerClient(server.issuer, owner, { name: 'target', redirectUris: [CALLBACK], public: true })).oauth.clientId;
+const WEBHOOK = { url: 'http://127.0.0.1:9/hook', events: ['approval.requested'] };
+const freshWebhookId = async () => {
+  const res = await api.post('/v1/webhooks', { token: owner, body: WEBHOOK });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  ws1Ids.add(res.body.data.id);
+  return res.body.data.id as string;
+};
 const freshAction = async () => (await queue(api, agentAct.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 })).id;
 /** An action awaiting the owner's approval: a fresh one for the owner, whose call decides it; one shared by every refused caller. */
 let sharedWaiting: string | undefined;
@@ -267,6 +275,19 @@ const matrix: Record<string, Row> = {
     request: async () => ({ path: `/v1/devices/${gatewayId}/gateway-grants`, body: { principal: 'matrix:throwaway', mode: 'read' } }),
     cells: ownerRoute('404'),
   },
+  'POST /v1/webhooks': { request: async () => ({ path: '/v1/webhooks', body: WEBHOOK }), cells: ownerRoute('2xx') },
+  'GET /v1/webhooks': { request: async () => ({ path: '/v1/webhooks' }), cells: ownerRoute('2xx') },
+  'GET /v1/webhooks/{webhookId}': { request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}` }), cells: ownerRoute('404') },
+  'POST /v1/webhooks/{webhookId}/rotate-secret': {
+    request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/rotate-secret` }),
+    cells: ownerRoute('404'),
+  },
+  'POST /v1/webhooks/{webhookId}/revoke': { request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/revoke` }), cells: ownerRoute('404') },
+  'GET /v1/webhooks/{webhookId}/deliveries': {
+    request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/deliveries` }),
+    cells: ownerRoute('404'),
+  },
+
   'GET /v1/functions': {
     request: async () => ({ path: '/v1/functions' }),
     cells: {

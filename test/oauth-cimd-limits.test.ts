@@ -1,7 +1,8 @@
 import http from 'node:http';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentFetcher, embeddedIpv4, isFetchableAddress } from '../src/oauth/cimd-fetch.js';
+import { createDocumentFetcher } from '../src/oauth/cimd-fetch.js';
+import { embeddedIpv4, isFetchableAddress } from '../src/http/ssrf.js';
 import { cimdFetchKey, CIMD_FETCH_LIMITS } from '../src/oauth/cimd-limits.js';
 import { authorizationUrl, decide, ownerCookie, pkce, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';

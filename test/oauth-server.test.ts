@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isFetchableAddress } from '../src/oauth/cimd-fetch.js';
+import { isFetchableAddress } from '../src/http/ssrf.js';
 import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';

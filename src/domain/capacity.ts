@@ -40,6 +40,7 @@ const cappedNames: Record<CappedKind, { limit: keyof CapacityLimits; what: strin
   // These expire within minutes by default (setup tokens 10, enrollment codes 10), freeing places.
   setupTokens: { limit: 'setupTokensPerWorkspace', what: 'live setup tokens', retryAfterSeconds: 60 },
   enrollmentCodes: { limit: 'enrollmentCodesPerWorkspace', what: 'live enrollment codes', retryAfterSeconds: 60 },
+  webhooks: { limit: 'webhooksPerWorkspace', what: 'live webhooks', retryAfterSeconds: 3600 },
 };
 
 /**

@@ -2,6 +2,7 @@ import type { Db } from '../store/driver.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './events.js';
 import type { DependencyCheck } from './readiness.js';
+import type { WebhookTransport } from './webhook-transport.js';
 
 export type Access = 'read' | 'act';
 
@@ -70,6 +71,8 @@ export interface CapacityLimits {
   grantsPerWorkspace: number;
   oauthClientsPerWorkspace: number;
   enrollmentCodesPerWorkspace: number;
+  /** Live webhooks (WORKSPACE_MAX_WEBHOOKS). */
+  webhooksPerWorkspace: number;
 }
 
 /** How the stream behaves; from EVENTS_* (README "Configuration"). */
@@ -118,6 +121,8 @@ export interface Context {
   schemas: ArgumentSchemas;
   /** The owner event streams open on this instance: bounded, and ended on shutdown. */
   streams: LiveStreams;
+  /** Checks webhook URLs against the SSRF guard (README "Webhooks"). */
+  webhooks: WebhookTransport;
   /**
    * The agent's own user said yes to this very call in the MCP client (a verified
    * confirmation: docs/rules.md "Approvals"). Set by the MCP surface only; a grant in `user`

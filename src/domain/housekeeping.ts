@@ -24,9 +24,13 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  *   after it was made, a cached client metadata document a day after it went stale. Anyone
  *   may register (POST /oauth/register), so unapproved ones would otherwise pile up; a client
  *   that comes back later registers again (or its document is fetched again).
+ * - Webhook deliveries: 7 days after they finished (delivered, failed or cancelled), so the
+ *   owner can look back at a week of `GET /v1/webhooks/{id}/deliveries`; pending ones stay
+ *   until they finish. A revoked webhook goes once its deliveries have (README "Webhooks").
  */
 export const CODE_RETENTION_MS = 3_600_000;
 export const UNAPPROVED_CLIENT_RETENTION_MS = 24 * 3_600_000;
+export const WEBHOOK_DELIVERY_RETENTION_MS = 7 * 24 * 3_600_000;
 
 /** The owner events' replay window unless configured (EVENTS_RETENTION_HOURS). */
 export const EVENTS_RETENTION_MS = 24 * 3_600_000;
@@ -41,6 +45,8 @@ export function deadlines(now: number, eventsRetentionMs = EVENTS_RETENTION_MS):
     eventTickets: now,
     idempotencyKeys: now - IDEMPOTENCY_WINDOW_MS,
     unapprovedClients: now - UNAPPROVED_CLIENT_RETENTION_MS,
+    webhookDeliveries: now - WEBHOOK_DELIVERY_RETENTION_MS,
+    revokedWebhooks: now - WEBHOOK_DELIVERY_RETENTION_MS,
   };
 }
 

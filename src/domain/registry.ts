@@ -21,6 +21,14 @@ import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
 import { streamOwnerEvents } from './owner-events.js';
+import {
+  createWebhook,
+  getWorkspaceWebhook,
+  listWebhookDeliveries,
+  listWorkspaceWebhooks,
+  revokeWorkspaceWebhook,
+  rotateWebhookSecretOperation,
+} from './webhooks.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
 export const operations = {
@@ -60,6 +68,12 @@ export const operations = {
   reportResult,
   issueEventsTicket,
   streamOwnerEvents,
+  createWebhook,
+  listWebhooks: listWorkspaceWebhooks,
+  getWebhook: getWorkspaceWebhook,
+  rotateWebhookSecret: rotateWebhookSecretOperation,
+  revokeWebhook: revokeWorkspaceWebhook,
+  listWebhookDeliveries,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

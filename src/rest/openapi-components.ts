@@ -7,6 +7,7 @@ import { callableFunction } from '../domain/functions.js';
 import { grant } from '../domain/grants.js';
 import { healthObject } from '../domain/health.js';
 import { attachedDevice, capability, connection, device, newConnection, oauthInfo } from '../domain/schemas.js';
+import { newWebhook, webhook, webhookDelivery } from '../domain/webhooks.js';
 
 /**
  * The named models of the OpenAPI document: each shared shape of the contract once, under
@@ -58,6 +59,17 @@ const connectionExample = {
   createdAt: T,
 };
 
+const webhookExample = {
+  id: '2b4d6f80-1a3c-4e5f-8a9b-0c1d2e3f4a5b',
+  url: 'https://hooks.example.com/dfc',
+  description: 'my phone',
+  events: ['approval.requested'],
+  revoked: false,
+  revokedAt: null,
+  previousSecretValidUntil: null,
+  createdAt: T,
+};
+
 export const namedSchemas: NamedSchema[] = [
   { name: 'Capability', schema: capability, example: capabilityExample },
   { name: 'Device', schema: device, example: deviceExample },
@@ -89,6 +101,25 @@ export const namedSchemas: NamedSchema[] = [
       functionKind: 'control',
       schemaFingerprint: 'b7e23ec29af22b0b4e41da31e868d57226121c84bd6ebd3d0c7a8d6c1b1f0f5a',
       stale: null,
+    },
+  },
+  { name: 'Webhook', schema: webhook, example: webhookExample },
+  { name: 'NewWebhook', schema: newWebhook, example: { ...webhookExample, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw5fJzc1pyxXE=' } },
+  {
+    name: 'WebhookDelivery',
+    schema: webhookDelivery,
+    example: {
+      id: '3c1d2e4f-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
+      eventId: '1042',
+      eventType: 'approval.requested',
+      status: 'pending',
+      attempts: 2,
+      lastAttemptAt: T + 35_000,
+      lastStatusCode: 503,
+      lastError: 'HTTP 503',
+      nextAttemptAt: T + 155_000,
+      createdAt: T,
+      finishedAt: null,
     },
   },
   {

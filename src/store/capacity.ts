@@ -31,7 +31,7 @@ export async function countQueued(
 }
 
 /** What a workspace cap counts (docs/rules.md "Errors and limits"). */
-export type CappedKind = 'agentConnections' | 'setupTokens' | 'grants' | 'oauthClients' | 'enrollmentCodes';
+export type CappedKind = 'agentConnections' | 'setupTokens' | 'grants' | 'oauthClients' | 'enrollmentCodes' | 'webhooks';
 
 // Live rows only: revoked, expired or used ones hold no place (their housekeeping is elsewhere).
 const live = 'revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)';
@@ -46,6 +46,7 @@ const liveCounts: Record<CappedKind, { sql: string; withNow: boolean }> = {
     withNow: false,
   },
   enrollmentCodes: { sql: 'SELECT count(*) AS n FROM enrollments WHERE workspace_id = ? AND used_at IS NULL AND expires_at > ?', withNow: true },
+  webhooks: { sql: 'SELECT count(*) AS n FROM webhooks WHERE workspace_id = ? AND revoked_at IS NULL', withNow: false },
 };
 
 export async function countLive(db: Queryable, kind: CappedKind, workspaceId: string, now: number): Promise<number> {

@@ -32,6 +32,11 @@ const STATEMENTS = {
   workspaceEvents: 'DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events WHERE created_at <= ? ORDER BY id LIMIT ?)',
   /** Idempotency records created at or before `before` (the end of their replay window). */
   idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
+  /** Webhook deliveries finished (delivered, failed or cancelled) at or before `before`. */
+  webhookDeliveries: `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries WHERE status <> 'pending' AND finished_at <= ? LIMIT ?)`,
+  /** Webhooks revoked at or before `before` whose deliveries are all gone. */
+  revokedWebhooks: `DELETE FROM webhooks WHERE rowid IN (
+     SELECT w.rowid FROM webhooks w WHERE w.revoked_at <= ?1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id) LIMIT ?2)`,
 } as const;
 
 export type SweptKind = keyof typeof STATEMENTS;

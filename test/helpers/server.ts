@@ -24,6 +24,7 @@ export const RELAXED_LIMITS: Record<string, string> = {
   WORKSPACE_MAX_GRANTS: '100000',
   WORKSPACE_MAX_OAUTH_CLIENTS: '100000',
   WORKSPACE_MAX_ENROLLMENT_CODES: '100000',
+  WORKSPACE_MAX_WEBHOOKS: '100000',
 };
 
 export interface TestServer {

@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../store/driver.js';
+import {
+  advanceDispatchCursor,
+  claimDueDeliveries,
+  dispatchCursor,
+  enqueueDeliveries,
+  hasDueDeliveries,
+  recordAttempt,
+  type ClaimedDelivery,
+} from '../store/webhooks.js';
+import { lastEventId, listEventsAfter } from '../store/workspace-events.js';
+import type { Clock, Logger } from './context.js';
+import { oneLine } from './errors.js';
+import type { WebhookTransport } from './webhook-transport.js';
+import { signDelivery } from './webhooks.js';
+import { toWorkspaceEvent } from './workspace-events.js';
+
+/**
+ * Webhook delivery (README "Webhooks"), run by every instance:
+ *
+ * - the dispatcher follows the workspace event journal from a cursor kept in the database
+ *   and writes one pending delivery per (webhook, event) for the live webhooks that
+ *   subscribe to the event's type — the outbox, which survives restarts;
+ * - the sender claims due deliveries with one guarded UPDATE and a lease, so no two instances
+ *   send the same delivery at once and a crashed instance's claims are sent again once the
+ *   lease runs out, POSTs them signed, and records each attempt: delivered on 2xx, otherwise
+ *   retried after the next delay of the schedule (with up to 20% jitter, so a receiver coming
+ *   back is not hit by every retry at once), failed once the schedule is spent.
+ *
+ * Delivery is at least once: a receiver deduplicates by the `webhook-id` header.
+ */
+export interface WebhookDeliverySettings {
+  /** How often the journal is read and due deliveries claimed (WEBHOOK_POLL_SECONDS). */
+  pollMs: number;
+  /** One attempt's deadline, DNS to response (WEBHOOK_TIMEOUT_SECONDS). */
+  timeoutMs: number;
+  /** The delays before each retry (WEBHOOK_RETRY_SECONDS); a delivery gets one attempt more than it has delays. */
+  retryDelaysMs: number[];
+  /** Attempts in flight at once per instance (WEBHOOK_MAX_IN_FLIGHT). */
+  maxInFlight: number;
+}
+
+/** Journal events read per dispatcher batch, and batches per poll. */
+const DISPATCH_BATCH = 200;
+const DISPATCH_BATCHES = 10;
+/** A claim outlives the attempt's deadline by this much before another instance may take it over. */
+const LEASE_MARGIN_MS = 30_000;
+const MAX_ERROR_LENGTH = 300;
+
+interface Deps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  transport: WebhookTransport;
+}
+
+/** Reads new journal events and writes their deliveries; answers how many were written. */
+export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): Promise<number> {
+  let written = 0;
+  // Read first: a poll with nothing new takes no write lock.
+  if ((await lastEventId(deps.db)) <= (await dispatchCursor(deps.db))) return 0;
+  for (let batch = 0; batch < DISPATCH_BATCHES; batch++) {
+    const outcome = await deps.db.transaction(async (tx) => {
+      const from = await dispatchCursor(tx);
+      const events = await listEventsAfter(tx, from, DISPATCH_BATCH);
+      if (events.length === 0) return undefined;
+      let count = 0;
+      for (const row of events) {
+        count += await enqueueDeliveries(
+          tx,
+          { id: row.id, workspaceId: row.workspaceId, type: row.type },
+          () => JSON.stringify(toWorkspaceEvent(row)),
+          randomUUID,
+          deps.clock.now(),
+        );
+      }
+      // Guarded: another instance that dispatched the same events first wrote the same rows.
+      await advanceDispatchCursor(tx, from, events[events.length - 1]!.id);
+      return { count, full: events.length === DISPATCH_BATCH };
+    });
+    if (!outcome) break;
+    written += outcome.count;
+    if (!outcome.full) break;
+  }
+  return written;
+}
+
+/** The wait before the retry that follows attempt number `attempts` (1-based), jittered; undefined when none is left. */
+export function retryDelay(retryDelaysMs: readonly number[], attempts: number, random = Math.random): number | undefined {
+  const base = retryDelaysMs[attempts - 1];
+  return base === undefined ? undefined : Math.round(base * (1 + 0.2 * random()));
+}
+
+/** The Standard Webhooks headers of one attempt: signed with the secret, and with the previous one while it is still valid. */
+export function deliveryHeaders(delivery: ClaimedDelivery, now: number): Record<string, string> {
+  const timestampSeconds = Math.floor(now / 1000);
+  const signatures = [signDelivery(delivery.secret, delivery.id, timestampSeconds, delivery.payload)];
+  if (delivery.previousSecret !== null && delivery.previousSecretUntil !== null && delivery.previousSecretUntil > now) {
+    signatures.push(signDelivery(delivery.previousSecret, delivery.id, timestampSeconds, delivery.payload));
+  }
+  return {
+    'content-type': 'application/json',
+    'user-agent': 'dfc-webhooks',
+    'webhook-id': delivery.id,
+    'webhook-timestamp': String(timestampSeconds),
+    'webhook-signature': signatures.join(' '),
+  };
+}
+
+/**
+ * Starts dispatching and sending every `pollMs`. Nothing it does can reject unhandled or block
+ * a request: each poll is one promise whose failure is logged, and attempts run concurrently
+ * up to `maxInFlight`. The returned stop function aborts attempts in flight (they are recorded
+ * as failed and retried), and waits for them and for a poll in progress.
+ */
+export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettings): () => Promise<void> {
+  const stopping = new AbortController();
+  const inFlight = new Set<Promise<void>>();
+  let polling: Promise<void> | undefined;
+
+  async function attempt(delivery: ClaimedDelivery, leaseToken: string): Promise<void> {
+    const outcome = await deps.transport.post(delivery.url, {
+      headers: deliveryHeaders(delivery, deps.clock.now()),
+      body: delivery.payload,
+      timeoutMs: settings.timeoutMs,
+      signal: stopping.signal,
+    });
+    const now = deps.clock.now();
+    const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
+    const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
+    const error = delivered ? null : 'error' in outcome ? outcome.error.slice(0, MAX_ERROR_LENGTH) : `HTTP ${statusCode}`;
+    const delay = delivered ? undefined : retryDelay(settings.retryDelaysMs, delivery.attempts);
+    const status = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
+    await recordAttempt(deps.db, { id: delivery.id, leaseToken }, { status, statusCode, error, nextAttemptAt: delay === undefined ? null : now + delay, now });
+    const line = { msg: 'webhook attempt', deliveryId: delivery.id, webhookId: delivery.webhookId, attempt: delivery.attempts, status, statusCode, error };
+    if (status === 'failed') deps.log.warn(line);
+    else deps.log.debug(line);
+  }
+
+  async function poll(): Promise<void> {
+    const dispatched = await dispatchWebhookEvents(deps);
+    if (dispatched > 0) deps.log.debug({ msg: 'webhook deliveries queued', count: dispatched });
+    const free = settings.maxInFlight - inFlight.size;
+    const now = deps.clock.now();
+    if (free <= 0 || stopping.signal.aborted || !(await hasDueDeliveries(deps.db, now))) return;
+    const leaseToken = randomUUID();
+    const claimed = await claimDueDeliveries(deps.db, leaseToken, now, settings.timeoutMs + LEASE_MARGIN_MS, free);
+    for (const delivery of claimed) {
+      const running: Promise<void> = attempt(delivery, leaseToken)
+        .catch((error: unknown) => deps.log.error({ msg: 'webhook attempt failed', deliveryId: delivery.id, error: oneLine(error) }))
+        .finally(() => inFlight.delete(running));
+      inFlight.add(running);
+    }
+  }
+
+  const timer = setInterval(() => {
+    if (polling || stopping.signal.aborted) return;
+    // Started inside a promise so that even a synchronous throw is caught: a timer callback that throws ends the process.
+    polling = Promise.resolve()
+      .then(poll)
+      .catch((error: unknown) =>
+        deps.log.error({ msg: 'webhook delivery failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+      )
+      .finally(() => {
+        polling = undefined;
+      });
+  }, settings.pollMs);
+  timer.unref();
+
+  return async () => {
+    clearInterval(timer);
+    stopping.abort();
+    await polling;
+    await Promise.all(inFlight);
+  };
+}

@@ -1,0 +1,253 @@
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { Queryable } from '../store/driver.js';
+import {
+  getWebhook,
+  insertWebhook,
+  listDeliveries,
+  listWebhooks,
+  revokeWebhook,
+  rotateWebhookSecret,
+  type DeliveryRow,
+  type WebhookRow,
+} from '../store/webhooks.js';
+import { assertWithinCap } from './capacity.js';
+import { fail } from './errors.js';
+import { defineOperation, definePagedOperation } from './operation.js';
+import { NEWEST_FIRST_KEY } from './paging.js';
+import { timestamp, uuid } from './schemas.js';
+import { eventType, EVENT_TYPES } from './workspace-events.js';
+
+/**
+ * Webhooks (README "Webhooks"): the owner's events, delivered to an HTTPS endpoint of theirs
+ * from a durable outbox (src/domain/webhook-delivery.ts), signed as Standard Webhooks sign.
+ */
+
+/** After a rotation the previous secret still signs deliveries for this long (README "Webhooks"). */
+export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 3_600_000;
+
+const SECRET_PREFIX = 'whsec_';
+
+/** A new signing secret: 32 random bytes, base64, with the `whsec_` prefix Standard Webhooks uses. */
+export function newWebhookSecret(): string {
+  return SECRET_PREFIX + randomBytes(32).toString('base64');
+}
+
+/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed with the secret's decoded bytes (Standard Webhooks). */
+export function signDelivery(secret: string, id: string, timestampSeconds: number, body: string): string {
+  const key = Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64');
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`;
+}
+
+export const webhook = z.object({
+  id: uuid,
+  url: z.string(),
+  description: z.string().nullable(),
+  events: z.array(eventType),
+  revoked: z.boolean(),
+  revokedAt: timestamp.nullable(),
+  previousSecretValidUntil: timestamp.nullable().describe('Until then, deliveries also carry a signature made with the secret the last rotation replaced.'),
+  createdAt: timestamp,
+});
+
+export const newWebhook = webhook.extend({
+  secret: z.string().describe('The signing secret (`whsec_` and base64). Shown only in this answer: store it now.'),
+});
+
+export const webhookDelivery = z.object({
+  id: uuid.describe('Also the `webhook-id` header of every attempt: the same across retries.'),
+  eventId: z.string(),
+  eventType,
+  status: z
+    .enum(['pending', 'delivered', 'failed', 'cancelled'])
+    .describe(
+      '`pending`: not delivered yet, retried at `nextAttemptAt`; `delivered`: a 2xx answer; `failed`: every retry failed; `cancelled`: the webhook was revoked.',
+    ),
+  attempts: z.number().int(),
+  lastAttemptAt: timestamp.nullable(),
+  lastStatusCode: z.number().int().nullable().describe("The last attempt's HTTP status, null when there was no answer."),
+  lastError: z.string().nullable().describe('Why the last attempt failed, when it did.'),
+  nextAttemptAt: timestamp.nullable(),
+  createdAt: timestamp,
+  finishedAt: timestamp.nullable(),
+});
+
+function toWebhook(row: WebhookRow, now: number): z.input<typeof webhook> {
+  return {
+    id: row.id,
+    url: row.url,
+    description: row.description,
+    events: JSON.parse(row.events) as z.input<typeof webhook>['events'],
+    revoked: row.revokedAt !== null,
+    revokedAt: row.revokedAt,
+    previousSecretValidUntil: row.previousSecret !== null && row.previousSecretUntil !== null && row.previousSecretUntil > now ? row.previousSecretUntil : null,
+    createdAt: row.createdAt,
+  };
+}
+
+function toDelivery(row: DeliveryRow): z.input<typeof webhookDelivery> {
+  return {
+    id: row.id,
+    eventId: String(row.eventId),
+    eventType: row.eventType as z.input<typeof eventType>,
+    status: row.status,
+    attempts: row.attempts,
+    lastAttemptAt: row.lastAttemptAt,
+    lastStatusCode: row.lastStatusCode,
+    lastError: row.lastError,
+    nextAttemptAt: row.status === 'pending' ? row.nextAttemptAt : null,
+    createdAt: row.createdAt,
+    finishedAt: row.finishedAt,
+  };
+}
+
+const webhookUrl = z
+  .url({ protocol: /^https?$/ })
+  .max(2048)
+  .refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), 'must not carry a user name or password')
+  .describe('HTTPS only; it must resolve to public addresses (README "Webhooks").');
+
+async function found(db: Queryable, workspaceId: string, webhookId: string): Promise<WebhookRow> {
+  const row = await getWebhook(db, workspaceId, webhookId);
+  if (!row) throw fail.notFound('Webhook');
+  return row;
+}
+
+export const createWebhook = defineOperation({
+  name: 'webhooks.create',
+  title: 'Register a webhook',
+  description:
+    "Register an HTTPS endpoint that receives the workspace's events of the listed types, signed with a secret shown only in this answer. Events from after the registration are delivered, retried for more than a day until the endpoint answers 2xx.",
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false },
+  rest: [{ method: 'POST', path: '/v1/webhooks', status: 201 }],
+  input: z.strictObject({
+    url: webhookUrl,
+    events: z
+      .array(eventType)
+      .min(1)
+      .max(Object.keys(EVENT_TYPES).length)
+      .refine((types) => new Set(types).size === types.length, 'must not repeat a type')
+      .describe('The event types to deliver (README "Owner events").'),
+    description: z.string().min(1).max(200).optional(),
+  }),
+  output: newWebhook,
+  async run({ ctx, credential, input }) {
+    const refusal = await ctx.webhooks.refusal(new URL(input.url));
+    if (refusal) throw fail.invalid(`The webhook URL is refused: ${refusal}.`, [{ path: 'url', message: refusal }]);
+    const now = ctx.clock.now();
+    const id = randomUUID();
+    const secret = newWebhookSecret();
+    const row = await ctx.db.transaction(async (tx) => {
+      await insertWebhook(tx, {
+        id,
+        workspaceId: credential.workspaceId,
+        url: input.url,
+        description: input.description ?? null,
+        events: input.events,
+        secret,
+        createdBy: credential.subject,
+        now,
+      });
+      await assertWithinCap(tx, ctx.settings.capacity, 'webhooks', credential.workspaceId, now);
+      return (await getWebhook(tx, credential.workspaceId, id))!;
+    });
+    return { ...toWebhook(row, now), secret };
+  },
+});
+
+export const listWorkspaceWebhooks = definePagedOperation({
+  name: 'webhooks.list',
+  title: 'List webhooks',
+  description: "List the workspace's webhooks, revoked ones included, newest first. Secrets are never shown again.",
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/webhooks' }],
+  input: z.strictObject({}),
+  output: z.array(webhook),
+  paged: { key: NEWEST_FIRST_KEY },
+  async run({ ctx, credential, page }) {
+    const now = ctx.clock.now();
+    const { rows, next } = await listWebhooks(ctx.db, credential.workspaceId, page);
+    return { items: rows.map((row) => toWebhook(row, now)), next };
+  },
+});
+
+export const getWorkspaceWebhook = defineOperation({
+  name: 'webhooks.get',
+  title: 'Get a webhook',
+  description: 'Get one webhook of the workspace. Its secret is never shown again.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/webhooks/{webhookId}' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: webhook,
+  run: async ({ ctx, credential, input }) => toWebhook(await found(ctx.db, credential.workspaceId, input.webhookId), ctx.clock.now()),
+});
+
+export const rotateWebhookSecretOperation = defineOperation({
+  name: 'webhooks.rotateSecret',
+  title: 'Rotate a webhook secret',
+  description:
+    'Give a webhook a new signing secret, shown only in this answer. For 24 hours deliveries carry two signatures, one with each secret, so the endpoint can switch at its own pace.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, destructive: true },
+  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/rotate-secret' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: newWebhook,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const secret = newWebhookSecret();
+    const row = await ctx.db.transaction(async (tx) => {
+      const current = await found(tx, credential.workspaceId, input.webhookId);
+      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      await rotateWebhookSecret(tx, credential.workspaceId, input.webhookId, secret, now + PREVIOUS_SECRET_VALIDITY_MS);
+      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+    });
+    return { ...toWebhook(row, now), secret };
+  },
+});
+
+export const revokeWorkspaceWebhook = defineOperation({
+  name: 'webhooks.revoke',
+  title: 'Revoke a webhook',
+  description: 'Revoke a webhook: nothing more is sent to it, and its deliveries not yet made are cancelled. Revoking it again changes nothing.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, destructive: true, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/revoke' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: webhook,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const row = await ctx.db.transaction(async (tx) => {
+      await found(tx, credential.workspaceId, input.webhookId);
+      await revokeWebhook(tx, credential.workspaceId, input.webhookId, now);
+      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+    });
+    return toWebhook(row, now);
+  },
+});
+
+export const listWebhookDeliveries = definePagedOperation({
+  name: 'webhooks.deliveries',
+  title: 'List webhook deliveries',
+  description:
+    "List a webhook's deliveries, newest first: one per event sent to it, with its attempts, the last answer or error, and when it is tried next. Finished deliveries are kept 7 days.",
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/webhooks/{webhookId}/deliveries' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: z.array(webhookDelivery),
+  paged: { key: NEWEST_FIRST_KEY },
+  async run({ ctx, credential, input, page }) {
+    await found(ctx.db, credential.workspaceId, input.webhookId);
+    const { rows, next } = await listDeliveries(ctx.db, input.webhookId, page);
+    return { items: rows.map(toDelivery), next };
+  },
+});

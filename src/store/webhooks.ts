@@ -1,0 +1,232 @@
+import type { Queryable } from './driver.js';
+import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
+
+/** A registered webhook (migration 0019); `events` is a JSON array of event types. */
+export interface WebhookRow {
+  id: string;
+  workspaceId: string;
+  url: string;
+  description: string | null;
+  events: string;
+  secret: string;
+  previousSecret: string | null;
+  previousSecretUntil: number | null;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+const WEBHOOK_COLUMNS = `id, workspace_id AS workspaceId, url, description, events, secret, previous_secret AS previousSecret,
+  previous_secret_until AS previousSecretUntil, created_at AS createdAt, revoked_at AS revokedAt`;
+
+/** Writes a webhook that receives the journal's events after the newest one committed now. */
+export async function insertWebhook(
+  db: Queryable,
+  webhook: { id: string; workspaceId: string; url: string; description: string | null; events: string[]; secret: string; createdBy: string; now: number },
+): Promise<void> {
+  await db.run(
+    `INSERT INTO webhooks (id, workspace_id, url, description, events, secret, after_event_id, created_by, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, (SELECT coalesce(max(id), 0) FROM workspace_events), ?, ?)`,
+    [webhook.id, webhook.workspaceId, webhook.url, webhook.description, JSON.stringify(webhook.events), webhook.secret, webhook.createdBy, webhook.now],
+  );
+}
+
+export function getWebhook(db: Queryable, workspaceId: string, id: string): Promise<WebhookRow | undefined> {
+  return db.get<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE workspace_id = ? AND id = ?`, [workspaceId, id]);
+}
+
+/** The workspace's webhooks, revoked ones included, newest first. */
+export async function listWebhooks(db: Queryable, workspaceId: string, page: PageQuery): Promise<RowsPage<WebhookRow>> {
+  const after = newestFirstAfter(page.after, 'created_at', 'id');
+  const rows = await db.all<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE workspace_id = ? ${after.sql} ORDER BY created_at DESC, id LIMIT ?`, [
+    workspaceId,
+    ...after.args,
+    page.limit + 1,
+  ]);
+  return cutPage(
+    rows,
+    page.limit,
+    (row) => [row.createdAt, row.id],
+    (row) => row,
+  );
+}
+
+export async function countLiveWebhooks(db: Queryable, workspaceId: string): Promise<number> {
+  return (await db.get<{ n: number }>('SELECT count(*) AS n FROM webhooks WHERE workspace_id = ? AND revoked_at IS NULL', [workspaceId]))!.n;
+}
+
+/**
+ * Replaces a live webhook's secret; the one it replaces stays valid until `previousUntil`
+ * (README "Webhooks": rotation). Answers whether a live webhook was changed.
+ */
+export async function rotateWebhookSecret(db: Queryable, workspaceId: string, id: string, secret: string, previousUntil: number): Promise<boolean> {
+  const { changes } = await db.run(
+    `UPDATE webhooks SET previous_secret = secret, previous_secret_until = ?, secret = ?
+     WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL`,
+    [previousUntil, secret, workspaceId, id],
+  );
+  return changes === 1;
+}
+
+/** Revokes a live webhook and cancels its deliveries not yet made; answers whether it was live. */
+export async function revokeWebhook(db: Queryable, workspaceId: string, id: string, now: number): Promise<boolean> {
+  const { changes } = await db.run('UPDATE webhooks SET revoked_at = ? WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL', [now, workspaceId, id]);
+  if (changes === 0) return false;
+  await db.run(
+    `UPDATE webhook_deliveries SET status = 'cancelled', finished_at = ?, next_attempt_at = NULL, lease_token = NULL, lease_until = NULL
+     WHERE webhook_id = ? AND status = 'pending'`,
+    [now, id],
+  );
+  return true;
+}
+
+// The outbox.
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled';
+
+export interface DeliveryRow {
+  id: string;
+  webhookId: string;
+  eventId: number;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+  lastAttemptAt: number | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  createdAt: number;
+  finishedAt: number | null;
+}
+
+const DELIVERY_COLUMNS = `id, webhook_id AS webhookId, event_id AS eventId, event_type AS eventType, status, attempts,
+  next_attempt_at AS nextAttemptAt, last_attempt_at AS lastAttemptAt, last_status_code AS lastStatusCode, last_error AS lastError,
+  created_at AS createdAt, finished_at AS finishedAt`;
+
+/** A webhook's deliveries, newest first. */
+export async function listDeliveries(db: Queryable, webhookId: string, page: PageQuery): Promise<RowsPage<DeliveryRow>> {
+  const after = newestFirstAfter(page.after, 'created_at', 'id');
+  const rows = await db.all<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ? ${after.sql} ORDER BY created_at DESC, id LIMIT ?`,
+    [webhookId, ...after.args, page.limit + 1],
+  );
+  return cutPage(
+    rows,
+    page.limit,
+    (row) => [row.createdAt, row.id],
+    (row) => row,
+  );
+}
+
+/** Where the dispatcher stands in the journal. */
+export async function dispatchCursor(db: Queryable): Promise<number> {
+  return (await db.get<{ id: number }>('SELECT last_event_id AS id FROM webhook_dispatch WHERE id = 1'))!.id;
+}
+
+/**
+ * Moves the dispatcher's cursor from `from` to `to`; answers false when another instance
+ * moved it first (its deliveries for these events are then the same rows: see `enqueueDeliveries`).
+ */
+export async function advanceDispatchCursor(db: Queryable, from: number, to: number): Promise<boolean> {
+  return (await db.run('UPDATE webhook_dispatch SET last_event_id = ? WHERE id = 1 AND last_event_id = ?', [to, from])).changes === 1;
+}
+
+/**
+ * Writes one pending delivery of an event for each live webhook of its workspace that
+ * subscribes to its type and was registered before it. A (webhook, event) pair is written at
+ * most once, whichever instance dispatches it. `payload` renders the event, only when some
+ * webhook wants it.
+ */
+export async function enqueueDeliveries(
+  db: Queryable,
+  event: { id: number; workspaceId: string; type: string },
+  payload: () => string,
+  newId: () => string,
+  now: number,
+): Promise<number> {
+  const webhooks = await db.all<{ id: string }>(
+    `SELECT w.id FROM webhooks w
+     WHERE w.workspace_id = ? AND w.revoked_at IS NULL AND w.after_event_id < ?
+       AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE json_each.value = ?)`,
+    [event.workspaceId, event.id, event.type],
+  );
+  if (webhooks.length === 0) return 0;
+  const body = payload();
+  let written = 0;
+  for (const webhook of webhooks) {
+    const { changes } = await db.run(
+      `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, payload, next_attempt_at, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (webhook_id, event_id) DO NOTHING`,
+      [newId(), webhook.id, event.workspaceId, event.id, event.type, body, now, now],
+    );
+    written += changes;
+  }
+  return written;
+}
+
+/** Whether any delivery is due at `now`: read first, so an idle poll takes no write lock. */
+export async function hasDueDeliveries(db: Queryable, now: number): Promise<boolean> {
+  return (
+    (await db.get<{ due: number }>("SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?) AS due", [now]))!.due ===
+    1
+  );
+}
+
+/** A claimed delivery, with what sending it needs. */
+export interface ClaimedDelivery {
+  id: string;
+  webhookId: string;
+  attempts: number;
+  payload: string;
+  url: string;
+  secret: string;
+  previousSecret: string | null;
+  previousSecretUntil: number | null;
+}
+
+/**
+ * Claims up to `limit` due deliveries of live webhooks for `leaseMs`: pending, due, and not
+ * claimed by anyone, or claimed by an instance whose lease ran out (it crashed or stalled).
+ * One guarded UPDATE, so two instances never claim the same delivery at once; the claim
+ * counts as an attempt.
+ */
+export async function claimDueDeliveries(db: Queryable, leaseToken: string, now: number, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
+  const claimed = await db.all<{ id: string; webhookId: string; attempts: number; payload: string }>(
+    `UPDATE webhook_deliveries SET lease_token = ?2, lease_until = ?3, attempts = attempts + 1, last_attempt_at = ?1
+     WHERE id IN (
+       SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+       WHERE d.status = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1) AND w.revoked_at IS NULL
+       ORDER BY d.next_attempt_at LIMIT ?4)
+       AND status = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
+     RETURNING id, webhook_id AS webhookId, attempts, payload`,
+    [now, leaseToken, now + leaseMs, limit],
+  );
+  if (claimed.length === 0) return [];
+  const webhooks = new Map<string, Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil'>>();
+  for (const webhookId of new Set(claimed.map((row) => row.webhookId))) {
+    const row = await db.get<Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil'>>(
+      'SELECT url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil FROM webhooks WHERE id = ?',
+      [webhookId],
+    );
+    if (row) webhooks.set(webhookId, row);
+  }
+  return claimed.filter((row) => webhooks.has(row.webhookId)).map((row) => ({ ...row, ...webhooks.get(row.webhookId)! }));
+}
+
+/**
+ * Records an attempt's outcome under the claim that made it (a claim that expired and was
+ * taken over records nothing): `delivered`, `failed` for good, or pending again at `nextAttemptAt`.
+ */
+export async function recordAttempt(
+  db: Queryable,
+  claim: { id: string; leaseToken: string },
+  outcome: { status: 'delivered' | 'failed' | 'pending'; statusCode: number | null; error: string | null; nextAttemptAt: number | null; now: number },
+): Promise<boolean> {
+  const finished = outcome.status === 'pending' ? null : outcome.now;
+  const { changes } = await db.run(
+    `UPDATE webhook_deliveries SET status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, finished_at = ?,
+       lease_token = NULL, lease_until = NULL
+     WHERE id = ? AND status = 'pending' AND lease_token = ?`,
+    [outcome.status, outcome.statusCode, outcome.error, outcome.nextAttemptAt, finished, claim.id, claim.leaseToken],
+  );
+  return changes === 1;
+}

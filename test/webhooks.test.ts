@@ -1,0 +1,412 @@
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { runHousekeeping } from '../src/domain/housekeeping.js';
+import { EVENT_TYPES } from '../src/domain/workspace-events.js';
+import { createLogger } from '../src/logger.js';
+import { startService } from '../src/service.js';
+import { client, type Client } from './helpers/api.js';
+import { grant } from './helpers/actions.js';
+import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+// Webhooks (README "Webhooks"): registered by the owner, delivered to a real HTTP receiver this
+// test starts on a loopback port. The test-only OAUTH_CIMD_ALLOW_LOOPBACK admits it; a second
+// server without that switch shows what the SSRF guard refuses.
+
+const WEBHOOK_ENV = {
+  OAUTH_CIMD_ALLOW_LOOPBACK: 'true',
+  WEBHOOK_POLL_SECONDS: '0.05',
+  WEBHOOK_TIMEOUT_SECONDS: '0.5',
+  // Three retries, fast: four attempts in all.
+  WEBHOOK_RETRY_SECONDS: '0.05,0.05,0.05',
+};
+
+interface Received {
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** A webhook endpoint: each path answers a script of statuses (`slow`: answers after the attempt's deadline), then 200. */
+class Receiver {
+  readonly received = new Map<string, Received[]>();
+  readonly scripts = new Map<string, (number | 'slow')[]>();
+  readonly server = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const path = request.url ?? '/';
+      const list = this.received.get(path) ?? [];
+      list.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
+      this.received.set(path, list);
+      const next = this.scripts.get(path)?.shift() ?? 200;
+      if (next === 'slow') setTimeout(() => response.writeHead(200).end(), 1500);
+      else response.writeHead(next).end();
+    });
+  });
+  url = '';
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  at(path: string): Received[] {
+    return this.received.get(path) ?? [];
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+let server: TestServer;
+let api: Client;
+const receiver = new Receiver();
+
+beforeAll(async () => {
+  await receiver.start();
+  server = await startTestServer({ env: WEBHOOK_ENV });
+  api = client(server.url);
+});
+afterAll(async () => {
+  await server.close();
+  await receiver.close();
+});
+
+interface Registered {
+  id: string;
+  secret: string;
+  url: string;
+}
+
+async function register(owner: string, path: string, events: string[], target: Client = api): Promise<Registered> {
+  const res = await target.post('/v1/webhooks', { token: owner, body: { url: `${receiver.url}${path}`, events } });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.data as Registered;
+}
+
+/** The signature a receiver computes from the secret shown once, as the Standard Webhooks libraries do. */
+function expectedSignature(secret: string, received: Received): string {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const signed = `${String(received.headers['webhook-id'])}.${String(received.headers['webhook-timestamp'])}.${received.body}`;
+  return `v1,${createHmac('sha256', key).update(signed).digest('base64')}`;
+}
+
+const signaturesOf = (received: Received) => String(received.headers['webhook-signature']).split(' ');
+
+async function deliveries(owner: string, webhookId: string) {
+  const res = await api.get(`/v1/webhooks/${webhookId}/deliveries`, { token: owner });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body.data as {
+    id: string;
+    eventId: string;
+    eventType: string;
+    status: string;
+    attempts: number;
+    lastStatusCode: number | null;
+    lastError: string | null;
+  }[];
+}
+
+async function workspace(name: string): Promise<{ owner: string; lamp: AttachedDevice }> {
+  const owner = await server.ownerToken(name);
+  return { owner, lamp: await attachDevice(api, owner) };
+}
+
+const waitFor = <T>(check: () => Promise<T> | T) => vi.waitFor(check, { timeout: 15_000, interval: 50 });
+
+describe('POST /v1/webhooks', () => {
+  it('registers an endpoint and shows its secret once, in the Standard Webhooks form', async () => {
+    const owner = await server.ownerToken('webhooks-register');
+    const res = await api.post('/v1/webhooks', {
+      token: owner,
+      body: { url: `${receiver.url}/register`, events: ['approval.requested', 'action.created'], description: 'phone' },
+    });
+    expect(res.status).toBe(201);
+    const created = res.body.data;
+    expect(created).toMatchObject({ url: `${receiver.url}/register`, events: ['approval.requested', 'action.created'], description: 'phone', revoked: false });
+    expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(Buffer.from(created.secret.slice(6), 'base64')).toHaveLength(32);
+
+    const shown = await api.get(`/v1/webhooks/${created.id}`, { token: owner });
+    expect(shown.status).toBe(200);
+    expect(shown.body.data).not.toHaveProperty('secret');
+    const listed = await api.get('/v1/webhooks', { token: owner });
+    expect(listed.body.data.map((w: { id: string }) => w.id)).toEqual([created.id]);
+    expect(listed.body.data[0]).not.toHaveProperty('secret');
+  });
+
+  it('accepts every type of the event catalogue, approval.requested among them', async () => {
+    const owner = await server.ownerToken('webhooks-all-types');
+    const all = Object.keys(EVENT_TYPES);
+    expect(all).toContain('approval.requested');
+    expect((await register(owner, '/all-types', all)) as unknown).toMatchObject({ events: all });
+  });
+
+  it('refuses an unknown event type, naming its place in the list', async () => {
+    const owner = await server.ownerToken('webhooks-bad-type');
+    const res = await api.post('/v1/webhooks', { token: owner, body: { url: `${receiver.url}/x`, events: ['action.created', 'action.exploded'] } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_failed');
+    expect(res.body.error.issues.map((issue: { path: string }) => issue.path)).toEqual(['events.1']);
+  });
+
+  it('answers 404 for another workspace’s webhook', async () => {
+    const owner = await server.ownerToken('webhooks-owner-a');
+    const other = await server.ownerToken('webhooks-owner-b');
+    const { id } = await register(owner, '/mine', ['grant.created']);
+    for (const path of [`/v1/webhooks/${id}`, `/v1/webhooks/${id}/deliveries`]) expect((await api.get(path, { token: other })).status).toBe(404);
+    for (const path of [`/v1/webhooks/${id}/rotate-secret`, `/v1/webhooks/${id}/revoke`]) expect((await api.post(path, { token: other })).status).toBe(404);
+    expect((await api.get(`/v1/webhooks/${id}`, { token: owner })).body.data.revoked).toBe(false);
+  });
+});
+
+describe('webhook URLs outside tests (the SSRF guard of OAuth metadata fetching)', () => {
+  let guarded: TestServer;
+  let guardedApi: Client;
+
+  beforeAll(async () => {
+    guarded = await startTestServer({ env: { WORKSPACE_MAX_WEBHOOKS: '2' } });
+    guardedApi = client(guarded.url);
+  });
+  afterAll(() => guarded.close());
+
+  it('refuses loopback, private, link-local and http targets at registration', async () => {
+    const owner = await guarded.ownerToken('webhooks-guarded');
+    for (const url of [
+      `${receiver.url}/hook`,
+      'https://127.0.0.1/hook',
+      'https://10.0.0.1/hook',
+      'https://192.168.1.20/hook',
+      'https://169.254.169.254/latest',
+      'https://[::1]/hook',
+      'https://[::ffff:7f00:1]/hook',
+      'https://localhost/hook',
+      'http://93.184.216.34/hook',
+    ]) {
+      const res = await guardedApi.post('/v1/webhooks', { token: owner, body: { url, events: ['approval.requested'] } });
+      expect(res.status, url).toBe(400);
+      expect(res.body.error.issues, url).toEqual([expect.objectContaining({ path: 'url' })]);
+    }
+    expect((await guardedApi.get('/v1/webhooks', { token: owner })).body.data).toEqual([]);
+  });
+
+  it('refuses a URL that carries a user name and password', async () => {
+    const owner = await guarded.ownerToken('webhooks-userinfo');
+    const res = await guardedApi.post('/v1/webhooks', { token: owner, body: { url: 'https://user:pass@93.184.216.34/hook', events: ['grant.created'] } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues[0].path).toBe('url');
+  });
+
+  it('holds a workspace to WORKSPACE_MAX_WEBHOOKS live webhooks; a revoked one frees its place', async () => {
+    const owner = await guarded.ownerToken('webhooks-cap');
+    // A public address given literally: registering resolves nothing and sends nothing.
+    const body = { url: 'https://93.184.216.34/hook', events: ['device.revoked'] };
+    const first = await guardedApi.post('/v1/webhooks', { token: owner, body });
+    expect(first.status).toBe(201);
+    expect((await guardedApi.post('/v1/webhooks', { token: owner, body })).status).toBe(201);
+    const refused = await guardedApi.post('/v1/webhooks', { token: owner, body });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('capacity_exceeded');
+    expect((await guardedApi.post(`/v1/webhooks/${first.body.data.id}/revoke`, { token: owner })).status).toBe(200);
+    expect((await guardedApi.post('/v1/webhooks', { token: owner, body })).status).toBe(201);
+  });
+});
+
+describe('webhook delivery', () => {
+  it('POSTs the event, signed with the secret shown once, with the Standard Webhooks headers', async () => {
+    const { owner, lamp } = await workspace('webhooks-signed');
+    const hook = await register(owner, '/signed', ['grant.created']);
+    const [given] = await grant(api, owner, 'agent:signed', lamp.id, ['set_power']);
+
+    await waitFor(() => expect(receiver.at('/signed')).toHaveLength(1));
+    const [received] = receiver.at('/signed');
+    expect(received!.headers['content-type']).toBe('application/json');
+    expect(signaturesOf(received!)).toEqual([expectedSignature(hook.secret, received!)]);
+    expect(Math.abs(Number(received!.headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(300);
+    const event = JSON.parse(received!.body);
+    expect(event).toMatchObject({ type: 'grant.created', data: { grant: { id: given!.id, principal: 'agent:signed', capability: 'set_power' } } });
+
+    await waitFor(async () => expect((await deliveries(owner, hook.id))[0]).toMatchObject({ status: 'delivered' }));
+    const [delivery] = await deliveries(owner, hook.id);
+    expect(delivery).toMatchObject({ id: received!.headers['webhook-id'], eventId: event.id, eventType: 'grant.created', attempts: 1, lastStatusCode: 200 });
+  });
+
+  it('sends only the event types the webhook asked for', async () => {
+    const { owner, lamp } = await workspace('webhooks-filtered');
+    const revokedOnly = await register(owner, '/filtered', ['grant.revoked']);
+    const everything = await register(owner, '/filtered-all', ['grant.created', 'grant.revoked']);
+    const [given] = await grant(api, owner, 'agent:filtered', lamp.id, ['set_power']);
+    expect((await api.post('/v1/grants/revoke', { token: owner, body: { grantId: given!.id } })).status).toBe(200);
+
+    await waitFor(() => expect(receiver.at('/filtered-all')).toHaveLength(2));
+    await waitFor(() => expect(receiver.at('/filtered')).toHaveLength(1));
+    expect(JSON.parse(receiver.at('/filtered')[0]!.body).type).toBe('grant.revoked');
+    expect((await deliveries(owner, revokedOnly.id)).map((d) => d.eventType)).toEqual(['grant.revoked']);
+    expect((await deliveries(owner, everything.id)).map((d) => d.eventType).sort()).toEqual(['grant.created', 'grant.revoked']);
+  });
+
+  it('retries after 500s with the same id and body until a 2xx, recording each attempt', async () => {
+    const { owner, lamp } = await workspace('webhooks-retries');
+    receiver.scripts.set('/retries', [500, 500]);
+    const hook = await register(owner, '/retries', ['grant.created']);
+    await grant(api, owner, 'agent:retries', lamp.id, ['set_power']);
+
+    await waitFor(async () => expect((await deliveries(owner, hook.id))[0]).toMatchObject({ status: 'delivered', attempts: 3, lastStatusCode: 200 }));
+    const attempts = receiver.at('/retries');
+    expect(attempts).toHaveLength(3);
+    expect(new Set(attempts.map((a) => a.headers['webhook-id'])).size).toBe(1);
+    expect(new Set(attempts.map((a) => a.body)).size).toBe(1);
+    for (const attempt of attempts) expect(signaturesOf(attempt)).toEqual([expectedSignature(hook.secret, attempt)]);
+  });
+
+  it('marks a delivery failed once every retry of the schedule failed', async () => {
+    const { owner, lamp } = await workspace('webhooks-gives-up');
+    receiver.scripts.set('/gives-up', [503, 503, 503, 503, 503, 503]);
+    const hook = await register(owner, '/gives-up', ['grant.created']);
+    await grant(api, owner, 'agent:gives-up', lamp.id, ['set_power']);
+
+    await waitFor(async () =>
+      expect((await deliveries(owner, hook.id))[0]).toMatchObject({ status: 'failed', attempts: 4, lastStatusCode: 503, lastError: 'HTTP 503' }),
+    );
+    expect(receiver.at('/gives-up')).toHaveLength(4);
+  });
+
+  it('times out an attempt to a slow receiver and retries it', async () => {
+    const { owner, lamp } = await workspace('webhooks-slow');
+    receiver.scripts.set('/slow', ['slow']);
+    const hook = await register(owner, '/slow', ['grant.created']);
+    await grant(api, owner, 'agent:slow', lamp.id, ['set_power']);
+
+    await waitFor(async () => expect((await deliveries(owner, hook.id))[0]).toMatchObject({ status: 'delivered', attempts: 2, lastStatusCode: 200 }));
+    expect(receiver.at('/slow')).toHaveLength(2);
+  });
+
+  it('signs with the new secret after a rotation, and with the previous one beside it for a day', async () => {
+    const { owner, lamp } = await workspace('webhooks-rotate');
+    const hook = await register(owner, '/rotate', ['grant.created']);
+    const rotated = await api.post(`/v1/webhooks/${hook.id}/rotate-secret`, { token: owner });
+    expect(rotated.status).toBe(200);
+    const secret = rotated.body.data.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+    expect(secret).not.toBe(hook.secret);
+    expect(rotated.body.data.previousSecretValidUntil).toBeGreaterThan(Date.now() + 23 * 3_600_000);
+    await grant(api, owner, 'agent:rotate', lamp.id, ['set_power']);
+
+    await waitFor(() => expect(receiver.at('/rotate')).toHaveLength(1));
+    const [received] = receiver.at('/rotate');
+    expect(signaturesOf(received!)).toEqual([expectedSignature(secret, received!), expectedSignature(hook.secret, received!)]);
+  });
+
+  it('sends nothing more to a revoked webhook', async () => {
+    const { owner, lamp } = await workspace('webhooks-revoke');
+    const hook = await register(owner, '/revoked', ['grant.created']);
+    const witness = await register(owner, '/revoked-witness', ['grant.created']);
+    const revoked = await api.post(`/v1/webhooks/${hook.id}/revoke`, { token: owner });
+    expect(revoked.status).toBe(200);
+    expect(revoked.body.data).toMatchObject({ revoked: true });
+    expect((await api.post(`/v1/webhooks/${hook.id}/rotate-secret`, { token: owner })).status).toBe(409);
+    await grant(api, owner, 'agent:revoke', lamp.id, ['set_power']);
+
+    // The witness got the event, so it was dispatched: the revoked webhook was passed over.
+    await waitFor(() => expect(receiver.at('/revoked-witness')).toHaveLength(1));
+    expect(receiver.at('/revoked')).toEqual([]);
+    expect(await deliveries(owner, hook.id)).toEqual([]);
+    expect(await deliveries(owner, witness.id)).toHaveLength(1);
+  });
+
+  it("never delivers another workspace's events", async () => {
+    const a = await workspace('webhooks-tenant-a');
+    const b = await workspace('webhooks-tenant-b');
+    await register(a.owner, '/tenant-a', ['grant.created']);
+    await register(b.owner, '/tenant-b', ['grant.created']);
+    await grant(api, b.owner, 'agent:tenant', b.lamp.id, ['set_power']);
+
+    await waitFor(() => expect(receiver.at('/tenant-b')).toHaveLength(1));
+    expect(receiver.at('/tenant-a')).toEqual([]);
+  });
+
+  it('never delivers events from before the webhook was registered', async () => {
+    const { owner, lamp } = await workspace('webhooks-earlier');
+    await grant(api, owner, 'agent:earlier', lamp.id, ['set_power']);
+    const hook = await register(owner, '/earlier', ['grant.created']);
+    await grant(api, owner, 'agent:later', lamp.id, ['set_power']);
+
+    await waitFor(() => expect(receiver.at('/earlier')).toHaveLength(1));
+    expect(JSON.parse(receiver.at('/earlier')[0]!.body).data.grant.principal).toBe('agent:later');
+    expect(await deliveries(owner, hook.id)).toHaveLength(1);
+  });
+});
+
+describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
+  let hourly: TestServer;
+  let hourlyApi: Client;
+
+  beforeAll(async () => {
+    hourly = await startTestServer({ env: { ...WEBHOOK_ENV, WEBHOOK_RETRY_SECONDS: '3600' } });
+    hourlyApi = client(hourly.url);
+  });
+  afterAll(() => hourly.close());
+
+  async function failedOnce(name: string) {
+    const owner = await hourly.ownerToken(name);
+    const lamp = await attachDevice(hourlyApi, owner);
+    receiver.scripts.set(`/${name}`, [500]);
+    const hook = await register(owner, `/${name}`, ['grant.created'], hourlyApi);
+    await grant(hourlyApi, owner, `agent:${name}`, lamp.id, ['set_power']);
+    const list = async () => (await hourlyApi.get(`/v1/webhooks/${hook.id}/deliveries`, { token: owner })).body.data;
+    await waitFor(async () => expect((await list())[0]).toMatchObject({ status: 'pending', attempts: 1, lastStatusCode: 500 }));
+    return { owner, hook, list };
+  }
+
+  it('shows a failed attempt pending with its next attempt after the delay, plus up to 20% jitter', async () => {
+    const { list } = await failedOnce('hourly-pending');
+    const [delivery] = await list();
+    expect(delivery.nextAttemptAt - delivery.lastAttemptAt).toBeGreaterThanOrEqual(3_600_000);
+    expect(delivery.nextAttemptAt - delivery.lastAttemptAt).toBeLessThanOrEqual(4_320_000);
+    expect(delivery).toMatchObject({ lastError: 'HTTP 500', finishedAt: null });
+  });
+
+  it('cancels the pending deliveries of a webhook when it is revoked', async () => {
+    const { owner, hook, list } = await failedOnce('hourly-cancel');
+    expect((await hourlyApi.post(`/v1/webhooks/${hook.id}/revoke`, { token: owner })).status).toBe(200);
+    expect((await list())[0]).toMatchObject({ status: 'cancelled', nextAttemptAt: null });
+  });
+
+  it('lets housekeeping delete deliveries a week after they finished, and the revoked webhook with them', async () => {
+    const { owner, hook } = await failedOnce('hourly-housekeeping');
+    expect((await hourlyApi.post(`/v1/webhooks/${hook.id}/revoke`, { token: owner })).status).toBe(200);
+    const inAWeek = { now: () => Date.now() + 7 * 24 * 3_600_000 + 60_000 };
+    const deleted = await runHousekeeping({ db: hourly.service.db, clock: inAWeek });
+    expect(deleted.webhookDeliveries).toBeGreaterThanOrEqual(1);
+    expect(deleted.revokedWebhooks).toBeGreaterThanOrEqual(1);
+    expect((await hourlyApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).status).toBe(404);
+  });
+});
+
+describe('webhook delivery with two instances on one database', () => {
+  it('sends each event once', async () => {
+    const second = await startService(server.config, { log: createLogger('silent') });
+    try {
+      const { owner, lamp } = await workspace('webhooks-two-instances');
+      const hook = await register(owner, '/two', ['grant.created']);
+      const principals = Array.from({ length: 12 }, (_, i) => `agent:two-${i}`);
+      for (const principal of principals) await grant(api, owner, principal, lamp.id, ['set_power']);
+
+      await waitFor(async () => {
+        const listed = await deliveries(owner, hook.id);
+        expect(listed).toHaveLength(principals.length);
+        expect(listed.every((d) => d.status === 'delivered')).toBe(true);
+      });
+      const received = receiver.at('/two');
+      expect(received).toHaveLength(principals.length);
+      expect(new Set(received.map((r) => r.headers['webhook-id'])).size).toBe(principals.length);
+      expect(received.map((r) => JSON.parse(r.body).data.grant.principal).sort()).toEqual([...principals].sort());
+    } finally {
+      await second.close();
+    }
+  });
+});
