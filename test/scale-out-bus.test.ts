@@ -208,12 +208,12 @@ describe('REDIS_URL unset or Redis absent at start', () => {
       expect((await client(nowhere.url).get('/healthz')).status).toBe(200);
       expect(await metric(nowhere, 'dfc_redis_up')).toBe(0);
       await expect(nowhere.service.readiness.find((r) => r.name === 'redis')!.check()).rejects.toThrow(/not connected/);
-      const ready = await client(nowhere.url).get('/readyz');
-      expect(ready.status).toBe(503);
-      expect(ready.body.error.issues).toEqual([{ path: 'redis', message: 'not answering' }]);
       // Reconnect attempts go on quietly: still one line.
       await new Promise((resolve) => setTimeout(resolve, 1200));
       expect(nowhere.logs.filter((l) => l.includes('redis')).length).toBe(1);
+      const ready = await client(nowhere.url).get('/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.error.issues).toEqual([{ path: 'redis', message: 'not answering' }]);
     } finally {
       await nowhere.close();
     }

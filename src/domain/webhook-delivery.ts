@@ -11,7 +11,7 @@ import {
 } from '../store/webhooks.js';
 import { lastEventId, listEventsAfter } from '../store/workspace-events.js';
 import type { Clock, Logger } from './context.js';
-import { oneLine } from './errors.js';
+import { logSweepFailure } from './errors.js';
 import type { WebhookTransport } from './webhook-transport.js';
 import { signDelivery } from './webhooks.js';
 import { toWorkspaceEvent } from './workspace-events.js';
@@ -148,7 +148,7 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     const claimed = await claimDueDeliveries(deps.db, leaseToken, now, settings.timeoutMs + LEASE_MARGIN_MS, free);
     for (const delivery of claimed) {
       const running: Promise<void> = attempt(delivery, leaseToken)
-        .catch((error: unknown) => deps.log.error({ msg: 'webhook attempt failed', deliveryId: delivery.id, error: oneLine(error) }))
+        .catch((error: unknown) => logSweepFailure(deps.log, `webhook attempt ${delivery.id} failed`, error))
         .finally(() => inFlight.delete(running));
       inFlight.add(running);
     }
@@ -159,9 +159,8 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     // Started inside a promise so that even a synchronous throw is caught: a timer callback that throws ends the process.
     polling = Promise.resolve()
       .then(poll)
-      .catch((error: unknown) =>
-        deps.log.error({ msg: 'webhook delivery failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
-      )
+      // A database outage is a warning like the sweeps' (README "Logs"); anything else is a bug.
+      .catch((error: unknown) => logSweepFailure(deps.log, 'webhook delivery failed', error))
       .finally(() => {
         polling = undefined;
       });

@@ -7,6 +7,9 @@ type Statement = Database.Statement<unknown[]>;
 
 const BUSY_TIMEOUT_MS = 5000;
 
+/** A statement that may write (`WITH … INSERT` included); anything else only reads. */
+const WRITE = /^\s*(?:INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
+
 /**
  * The embedded default: one synchronous `libsql` connection to a local file in WAL mode.
  * Statements are prepared once and cached by their text.
@@ -72,16 +75,27 @@ export class EmbeddedDb implements Db {
   // Every entry point classifies its failures (`guarded`, src/store/driver.ts): SQLITE_BUSY
   // past the busy timeout (another process holds the file) and disk trouble are 503
   // `unavailable`, not a 500 (README "Errors").
+  //
+  // A write outside a transaction takes the lock with `BEGIN IMMEDIATE` first: a prepared
+  // write statement that fails with SQLITE_BUSY is left "in progress" by libsql 0.5 (no reset
+  // after the failed step), and every later COMMIT on the connection then fails with "SQL
+  // statements in progress" until that statement happens to run again. A failed `BEGIN`
+  // leaves nothing behind.
   all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
-    return guarded(() => (this.#inTransaction ? this.#exclusive(() => this.#direct.all<T>(sql, args)) : this.#direct.all<T>(sql, args)));
+    return guarded(() => this.#one(sql, (q) => q.all<T>(sql, args)));
   }
 
   get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
-    return guarded(() => (this.#inTransaction ? this.#exclusive(() => this.#direct.get<T>(sql, args)) : this.#direct.get<T>(sql, args)));
+    return guarded(() => this.#one(sql, (q) => q.get<T>(sql, args)));
   }
 
   run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
-    return guarded(() => (this.#inTransaction ? this.#exclusive(() => this.#direct.run(sql, args)) : this.#direct.run(sql, args)));
+    return guarded(() => this.#one(sql, (q) => q.run(sql, args)));
+  }
+
+  #one<T>(sql: string, call: (q: Queryable) => Promise<T>): Promise<T> {
+    if (this.#inTransaction) return this.#exclusive(() => call(this.#direct));
+    return WRITE.test(sql) ? this.#transaction(call) : call(this.#direct);
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
