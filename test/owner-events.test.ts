@@ -88,6 +88,24 @@ describe('GET /v1/events', () => {
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
   });
 
+  it('tells the owner at once that an action waits for their approval, then that it was approved', async () => {
+    const owner = await server.ownerToken('events-approval');
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner);
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const sse = await stream(owner);
+
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    expect((await api.post(`/v1/actions/${action.id}/approve`, { token: owner, body: {} })).status).toBe(200);
+
+    const events = [await sse.nextWhere(aboutAction(action.id)), await sse.nextWhere(aboutAction(action.id)), await sse.nextWhere(aboutAction(action.id))];
+    expect(events.map((e) => [e.event, parsed(e).data.action!.status])).toEqual([
+      ['action.created', 'awaiting_approval'],
+      ['approval.requested', 'awaiting_approval'],
+      ['action.updated', 'queued'],
+    ]);
+  });
+
   it('starts a fresh connection now: nothing from before it is replayed', async () => {
     const owner = await server.ownerToken('events-fresh');
     const lamp = await attachDevice(api, owner);

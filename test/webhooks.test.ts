@@ -7,8 +7,8 @@ import { EVENT_TYPES } from '../src/domain/workspace-events.js';
 import { createLogger } from '../src/logger.js';
 import { startService } from '../src/service.js';
 import { client, type Client } from './helpers/api.js';
-import { grant } from './helpers/actions.js';
-import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
+import { grant, queue } from './helpers/actions.js';
+import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // Webhooks (README "Webhooks"): registered by the owner, delivered to a real HTTP receiver this
@@ -233,6 +233,23 @@ describe('webhook delivery', () => {
     await waitFor(async () => expect((await deliveries(owner, hook.id))[0]).toMatchObject({ status: 'delivered' }));
     const [delivery] = await deliveries(owner, hook.id);
     expect(delivery).toMatchObject({ id: received!.headers['webhook-id'], eventId: event.id, eventType: 'grant.created', attempts: 1, lastStatusCode: 200 });
+  });
+
+  it('tells an owner who is not looking that an action waits for their approval, with the action', async () => {
+    const { owner, lamp } = await workspace('webhooks-approval');
+    const hook = await register(owner, '/approval', ['approval.requested']);
+    const agent = await createAgent(api, owner);
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    expect(action.status).toBe('awaiting_approval');
+
+    await waitFor(() => expect(receiver.at('/approval')).toHaveLength(1));
+    const [received] = receiver.at('/approval');
+    expect(signaturesOf(received!)).toEqual([expectedSignature(hook.secret, received!)]);
+    expect(JSON.parse(received!.body)).toMatchObject({
+      type: 'approval.requested',
+      data: { action: { id: action.id, status: 'awaiting_approval', principal: agent.principal, capability: 'set_power', arguments: { on: true } } },
+    });
   });
 
   it('sends only the event types the webhook asked for', async () => {
