@@ -125,3 +125,10 @@ export async function guarded<T>(call: () => Promise<T> | T, answeredByServer?: 
     throw unavailableFrom(error, answeredByServer) ?? error;
   }
 }
+
+/**
+ * A statement that may write (`WITH … INSERT` included); anything else only reads. Both
+ * drivers run such a statement outside a transaction under their write discipline
+ * (src/store/embedded.ts, src/store/remote.ts).
+ */
+export const isWriteStatement = (sql: string): boolean => /^\s*(?:INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i.test(sql);

@@ -1,14 +1,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'libsql';
-import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue, type Statement as BatchStatement } from './driver.js';
+import {
+  guarded,
+  isWriteStatement,
+  type ConnectionSettings,
+  type Db,
+  type Queryable,
+  type RunResult,
+  type SqlValue,
+  type Statement as BatchStatement,
+} from './driver.js';
 
 type Statement = Database.Statement<unknown[]>;
 
 const BUSY_TIMEOUT_MS = 5000;
-
-/** A statement that may write (`WITH … INSERT` included); anything else only reads. */
-const WRITE = /^\s*(?:INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
 
 /**
  * The embedded default: one synchronous `libsql` connection to a local file in WAL mode.
@@ -95,7 +101,7 @@ export class EmbeddedDb implements Db {
 
   #one<T>(sql: string, call: (q: Queryable) => Promise<T>): Promise<T> {
     if (this.#inTransaction) return this.#exclusive(() => call(this.#direct));
-    return WRITE.test(sql) ? this.#transaction(call) : call(this.#direct);
+    return isWriteStatement(sql) ? this.#transaction(call) : call(this.#direct);
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {

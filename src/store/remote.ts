@@ -1,6 +1,6 @@
 import { createClient, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
-import { guarded, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue, type Statement } from './driver.js';
+import { guarded, isWriteStatement, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue, type Statement } from './driver.js';
 
 /** An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to reach it. */
 const answeredByServer = (error: unknown) => error instanceof LibsqlError;
@@ -98,6 +98,21 @@ export class RemoteDb implements Db {
   readonly #client: Client;
   readonly #direct: Queryable;
   readonly #ready: Promise<unknown>;
+  /**
+   * This instance's writes, one at a time. sqld refuses a second writer with SQLITE_BUSY at
+   * once instead of queueing it, so concurrent requests of one instance would otherwise spin
+   * on each other's lock through `whileBusy`, each retry a network round trip (measured: MCP
+   * round trips at 4/s with p50 2.4 s on sqld with 20 devices, docs/performance.md "On a
+   * libSQL server (sqld)"). Queued here, they wait for each other without asking the server;
+   * only other instances' writers are met as SQLITE_BUSY. Reads never wait.
+   */
+  #writes: Promise<unknown> = Promise.resolve();
+
+  #oneWriter<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#writes.then(fn, fn);
+    this.#writes = run.catch(() => undefined);
+    return run;
+  }
 
   constructor(url: string, authToken: string | undefined) {
     const local = url.startsWith('file:');
@@ -116,17 +131,17 @@ export class RemoteDb implements Db {
 
   async all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
     await this.#ready;
-    return this.#direct.all<T>(sql, args);
+    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.all<T>(sql, args)) : this.#direct.all<T>(sql, args);
   }
 
   async get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
     await this.#ready;
-    return this.#direct.get<T>(sql, args);
+    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.get<T>(sql, args)) : this.#direct.get<T>(sql, args);
   }
 
   async run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
     await this.#ready;
-    return this.#direct.run(sql, args);
+    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.run(sql, args)) : this.#direct.run(sql, args);
   }
 
   /**
@@ -138,34 +153,36 @@ export class RemoteDb implements Db {
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     await this.#ready;
     let refusedAtBegin = false;
-    return whileBusy(
-      async () => {
-        refusedAtBegin = false;
-        // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
-        const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
-        let first = true;
-        const execute = async (stmt: InStatement) => {
-          const isFirst = first;
-          first = false;
+    return this.#oneWriter(() =>
+      whileBusy(
+        async () => {
+          refusedAtBegin = false;
+          // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
+          const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
+          let first = true;
+          const execute = async (stmt: InStatement) => {
+            const isFirst = first;
+            first = false;
+            try {
+              return await tx.execute(stmt);
+            } catch (error) {
+              if (isFirst && isBusy(error)) refusedAtBegin = true;
+              throw error;
+            }
+          };
           try {
-            return await tx.execute(stmt);
+            const result = await fn(queryable({ execute }));
+            await guarded(() => tx.commit(), answeredByServer);
+            return result;
           } catch (error) {
-            if (isFirst && isBusy(error)) refusedAtBegin = true;
+            await tx.rollback().catch(() => undefined);
             throw error;
+          } finally {
+            tx.close();
           }
-        };
-        try {
-          const result = await fn(queryable({ execute }));
-          await guarded(() => tx.commit(), answeredByServer);
-          return result;
-        } catch (error) {
-          await tx.rollback().catch(() => undefined);
-          throw error;
-        } finally {
-          tx.close();
-        }
-      },
-      () => refusedAtBegin,
+        },
+        () => refusedAtBegin,
+      ),
     );
   }
 
@@ -174,10 +191,12 @@ export class RemoteDb implements Db {
     await this.#ready;
     const results = await guarded(
       () =>
-        whileBusy(() =>
-          this.#client.batch(
-            statements.map(({ sql, args }) => statement(sql, args)),
-            'write',
+        this.#oneWriter(() =>
+          whileBusy(() =>
+            this.#client.batch(
+              statements.map(({ sql, args }) => statement(sql, args)),
+              'write',
+            ),
           ),
         ),
       answeredByServer,
