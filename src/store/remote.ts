@@ -1,6 +1,16 @@
 import { createClient, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
-import { guarded, isWriteStatement, type ConnectionSettings, type Db, type Queryable, type RunResult, type SqlValue, type Statement } from './driver.js';
+import {
+  DatabaseUnavailable,
+  guarded,
+  isWriteStatement,
+  type ConnectionSettings,
+  type Db,
+  type Queryable,
+  type RunResult,
+  type SqlValue,
+  type Statement,
+} from './driver.js';
 
 /** An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to reach it. */
 const answeredByServer = (error: unknown) => error instanceof LibsqlError;
@@ -109,9 +119,28 @@ export class RemoteDb implements Db {
   #writes: Promise<unknown> = Promise.resolve();
 
   #oneWriter<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#writes.then(fn, fn);
-    this.#writes = run.catch(() => undefined);
-    return run;
+    const previous = this.#writes;
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    // The next writer waits for the one before it as well as for this one: order is kept
+    // even when this one stops waiting.
+    this.#writes = Promise.all([previous, mine]);
+    return (async () => {
+      try {
+        // Waiting is bounded like the embedded driver's busy timeout: behind a writer stuck on
+        // a server that does not answer, the queue answers 503 instead of growing (README "Errors").
+        let timer: NodeJS.Timeout | undefined;
+        const turn = await Promise.race([
+          previous.then(() => true),
+          new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), BUSY_TIMEOUT_MS))),
+        ]);
+        clearTimeout(timer);
+        if (!turn) throw new DatabaseUnavailable(`another write of this instance held the database for ${BUSY_TIMEOUT_MS} ms`);
+        return await fn();
+      } finally {
+        release();
+      }
+    })();
   }
 
   constructor(url: string, authToken: string | undefined) {
