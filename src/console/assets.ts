@@ -34,6 +34,7 @@ pre { padding: .5rem; overflow-x: auto; max-width: 100%; font-size: .85rem; }
 table { border-collapse: collapse; width: 100%; } th, td { text-align: left; border-bottom: 1px solid #ccc; padding: .35rem .5rem .35rem 0; vertical-align: top; }
 .table-wrap { overflow-x: auto; }
 form.inline { display: inline; }
+#approvals code[data-field="capability"] { overflow-wrap: normal; }
 form.decision { margin: .25rem 0 .5rem; } form.decision label { display: block; font-size: .9rem; }
 .fields { display: grid; gap: .75rem; max-width: 32rem; } .fields label { display: block; font-weight: 600; }
 input[type=text], input[type=number], input[type=date], select, textarea { font: inherit; padding: .35rem; width: 100%; max-width: 32rem; border: 1px solid #555; }
