@@ -7,8 +7,9 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { lampManifest, simulateLamp } from '../src/cli/simulated.js';
+import { grant, queue } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
-import { attachDevice } from './helpers/fixtures.js';
+import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { freePort, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 
@@ -17,7 +18,9 @@ import type { TestServer } from './helpers/server.js';
  * playwright-core, as the consent page's test does: sign-in with the development identity
  * provider and through a real OpenID provider (oidc-provider on a loopback port), a setup token
  * created in the console attaching a simulated device, a grant with owner approval given and
- * revoked from the grants screen, untrusted names rendered as text, cross-site posts refused.
+ * revoked from the grants screen, an approval appearing in the inbox live and approved there
+ * while the activity feed follows the action to `succeeded`, untrusted names rendered as text,
+ * cross-site posts refused.
  * The run writes screenshots of the main screens to docs/console/ (the README shows them).
  */
 
@@ -35,6 +38,8 @@ let browser: Browser;
 let desktop: BrowserContext;
 let page: Page;
 const devices: Device[] = [];
+/** The simulated lamp attached from the console. */
+let lampId: string;
 let dialogs: string[] = [];
 
 async function launch(): Promise<Browser> {
@@ -131,6 +136,7 @@ describe('attach a device from the console', () => {
     simulateLamp(device);
     devices.push(device);
     await device.start();
+    lampId = credentials.deviceId;
 
     await page.goto(`${server.issuer}/console`);
     const node = page.locator(`[data-device-id="${credentials.deviceId}"]`);
@@ -170,6 +176,88 @@ describe('agents and grants from the console', () => {
     await Promise.all([page.waitForURL((url) => url.searchParams.get('done') === 'revoked'), row.locator('button.danger').click()]);
     expect(await page.locator('form[data-device-name="Hall lamp"] tr[data-function="set_power"]').textContent()).toContain('not granted');
     expect((await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() })).body.data).toEqual([]);
+  });
+});
+
+/** Loads a live page and waits until its script holds the event stream open (a fresh stream starts "now"). */
+async function openLive(target: Page, url: string) {
+  await target.goto(url);
+  await target.waitForSelector('body[data-live-state="open"]');
+  // Gone after a reload: the page below must change without one.
+  // (Code run in the page is written as text: the tests compile without the DOM's types.)
+  await target.evaluate("document.body.setAttribute('data-not-reloaded', '')");
+}
+
+const notReloaded = async (target: Page) => expect(await target.locator('body[data-not-reloaded]').count()).toBe(1);
+
+describe('approvals inbox, live', () => {
+  it("shows an agent's request without a reload, approves it, and the activity feed follows the device's run to succeeded", async () => {
+    const agent = await createAgent(api, await owner(), { name: 'Night bot' });
+    await grant(api, await owner(), agent.principal, lampId, ['set_power'], null, 'owner');
+    await openLive(page, `${server.issuer}/console/approvals`);
+    expect(await page.locator('#approval-rows tr').count()).toBe(0);
+    expect(await page.isVisible('#no-approvals')).toBe(true);
+
+    const action = await queue(api, agent.token, lampId, { capability: 'set_power', arguments: { on: true } });
+    expect(action.status).toBe('awaiting_approval');
+    const row = page.locator(`#approval-rows tr[data-action-id="${action.id}"]`);
+    await row.waitFor();
+    await notReloaded(page);
+    expect(await row.locator('[data-field="agent-name"]').textContent()).toBe('Night bot');
+    expect(await row.locator('[data-field="principal"]').textContent()).toBe(agent.principal);
+    expect(await row.locator('[data-field="device"]').textContent()).toBe('Hall lamp');
+    expect(await row.locator('[data-field="capability"]').textContent()).toBe('set_power');
+    expect(JSON.parse((await row.locator('[data-field="arguments"]').textContent())!)).toEqual({ on: true });
+    expect(await row.locator('time').textContent()).not.toContain('UTC');
+    expect(await page.isVisible('#no-approvals')).toBe(false);
+    await screenshots('approvals');
+
+    // The activity screen in a second tab, following the same action.
+    const feed = await desktop.newPage();
+    await openLive(feed, `${server.issuer}/console/activity`);
+    const status = feed.locator(`#actions tr[data-action-id="${action.id}"] [data-field="status"]`);
+    expect(await status.textContent()).toBe('awaiting_approval');
+
+    await Promise.all([page.waitForURL((url) => url.searchParams.get('done') === 'approved'), row.locator('button[data-decision="approve"]').click()]);
+    expect(await page.textContent('#done')).toContain('Approved');
+    expect(await page.locator(`#approval-rows tr[data-action-id="${action.id}"]`).count()).toBe(0);
+
+    // The simulated lamp fetches and runs it; the feed shows each change as it happens.
+    await feed.waitForFunction(`document.querySelector('#actions tr[data-action-id="${action.id}"] [data-field="status"]')?.textContent === 'succeeded'`);
+    await notReloaded(feed);
+    expect(await feed.locator(`#actions tr[data-action-id="${action.id}"] [data-field="outcome"]`).textContent()).toContain('"on":true');
+    await feed.screenshot({ path: path.join(SHOTS, 'activity-live-desktop.png'), fullPage: true });
+    await feed.close();
+    expect((await api.get(`/v1/actions/${action.id}`, { token: await owner() })).body.data).toMatchObject({
+      status: 'succeeded',
+      approval: { decision: 'approved', decidedBy: 'alice' },
+    });
+  });
+
+  it('removes a row once the action is decided elsewhere, and shows agent and device names like markup as text', async () => {
+    const hostile = await attachDevice(api, await owner(), { name: HOSTILE_NAME });
+    const agent = await createAgent(api, await owner(), { name: HOSTILE_NAME });
+    await grant(api, await owner(), agent.principal, hostile.id, ['set_power'], null, 'owner');
+    dialogs = [];
+    // The inbox knows the names from its load; the row itself arrives live.
+    await openLive(page, `${server.issuer}/console/approvals`);
+    const action = await queue(api, agent.token, hostile.id, { capability: 'set_power', arguments: { on: false } });
+    const row = page.locator(`#approval-rows tr[data-action-id="${action.id}"]`);
+    await row.waitFor();
+    expect(await row.locator('[data-field="agent-name"]').textContent()).toBe(HOSTILE_NAME);
+    expect(await row.locator('[data-field="device"]').textContent()).toBe(HOSTILE_NAME);
+    expect(await page.locator('main img').count()).toBe(0);
+    // Rendered by the server too.
+    await page.reload();
+    expect(await row.locator('[data-field="device"]').textContent()).toBe(HOSTILE_NAME);
+    expect(await page.locator('main img').count()).toBe(0);
+    await page.waitForSelector('body[data-live-state="open"]');
+
+    const rejected = await api.post(`/v1/actions/${action.id}/reject`, { token: await owner(), body: { reason: 'decided on the API' } });
+    expect(rejected.status).toBe(200);
+    await row.waitFor({ state: 'detached' });
+    expect(await page.isVisible('#no-approvals')).toBe(true);
+    expect(dialogs).toEqual([]);
   });
 });
 

@@ -1,8 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signDevelopmentSession } from '../src/auth/owner.js';
 import { parseConfig } from '../src/config.js';
+import { grant, queue } from './helpers/actions.js';
 import { client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
+import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { startOAuthTestServer } from './helpers/oauth.js';
+import { openSse, type SseStream } from './helpers/sse.js';
 import type { TestServer } from './helpers/server.js';
 
 /**
@@ -151,7 +155,7 @@ describe('console pages', () => {
     const page = await fetch(`${dev.issuer}/console/sign-in`);
     const csp = page.headers.get('content-security-policy')!;
     expect(csp).toBe(
-      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     );
     expect(page.headers.get('x-frame-options')).toBe('DENY');
     const html = await page.text();
@@ -171,9 +175,104 @@ describe('console pages', () => {
       headers: { cookie, origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({ csrf, name: 'Kitchen bot', access: 'read', principal: 'agent:kitchen', ttlSeconds: '' }),
     });
-    const { signDevelopmentSession } = await import('../src/auth/owner.js');
     const listed = await client(dev.url).get('/v1/agent-connections', { token: await signDevelopmentSession(dev.config, 'ken') });
     expect(listed.body.data).toEqual([expect.objectContaining({ name: 'Kitchen bot', principal: 'agent:kitchen', access: 'read' })]);
+  });
+});
+
+describe('approvals inbox (/console/approvals)', () => {
+  const HOSTILE = '<img src=x onerror=alert(1)>';
+
+  /** An owner signed in to the console, a lamp named like markup, an agent granted set_power with owner approval, and one waiting action. */
+  async function waitingAction(subject: string) {
+    const owner = await signDevelopmentSession(dev.config, subject);
+    const api = client(dev.url);
+    // A function whose argument is free text: the agent chooses it.
+    const say = { type: 'object', properties: { on: { type: 'boolean' }, note: { type: 'string' } }, additionalProperties: false };
+    const lamp = await attachDevice(api, owner, { name: HOSTILE, manifest: { capabilities: [{ name: 'set_power', kind: 'control', arguments: say }] } });
+    const agent = await createAgent(api, owner, { name: HOSTILE });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true, note: HOSTILE } });
+    expect(action.status).toBe('awaiting_approval');
+    const cookie = await developmentSignIn(subject);
+    return { owner, api, agent, action, cookie, csrf: await csrfOf(cookie) };
+  }
+
+  const decide = (cookie: string, move: 'approve' | 'reject', body: Record<string, string>) =>
+    fetch(`${dev.issuer}/console/approvals/${move}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie, origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(body),
+    });
+
+  it('lists a waiting action with its agent, device, function and arguments, every name as text', async () => {
+    const { action, agent, cookie } = await waitingAction('lena');
+    const html = await (await fetch(`${dev.issuer}/console/approvals`, { headers: { cookie } })).text();
+    const row = html.slice(html.indexOf(`<tr data-action-id="${action.id}">`));
+    expect(row).toContain(`<code data-field="principal">${agent.principal}</code>`);
+    expect(row).toContain('<code data-field="capability">set_power</code>');
+    expect(row).toContain('&lt;img src=x onerror=alert(1)&gt;');
+    expect(html).not.toContain(HOSTILE);
+    expect(html).not.toContain('<img');
+  });
+
+  it('rejects with a reason through actions.reject, then refuses a second decision with why', async () => {
+    const { action, api, owner, cookie, csrf } = await waitingAction('mona');
+    const rejected = await decide(cookie, 'reject', { csrf, actionId: action.id, reason: 'Not while I am away' });
+    expect(rejected.status).toBe(303);
+    expect(rejected.headers.get('location')).toBe('/console/approvals?done=rejected');
+    const stored = (await api.get(`/v1/actions/${action.id}`, { token: owner })).body.data;
+    expect(stored).toMatchObject({ status: 'rejected', approval: { decision: 'rejected', decidedBy: 'mona', reason: 'Not while I am away' } });
+    const inbox = await (await fetch(`${dev.issuer}/console/approvals?done=rejected`, { headers: { cookie } })).text();
+    expect(inbox).toContain('Rejected: the action ends rejected');
+    expect(inbox).not.toContain(`<tr data-action-id="${action.id}">`);
+
+    const again = await decide(cookie, 'approve', { csrf, actionId: action.id });
+    expect(again.status).toBe(409);
+    expect(await again.text()).toContain('The action is rejected, not awaiting approval.');
+    expect((await api.get(`/v1/actions/${action.id}`, { token: owner })).body.data.status).toBe('rejected');
+  });
+
+  it('refuses a decision without the form token', async () => {
+    const { action, api, owner, cookie } = await waitingAction('nina');
+    expect((await decide(cookie, 'approve', { actionId: action.id })).status).toBe(403);
+    expect((await api.get(`/v1/actions/${action.id}`, { token: owner })).body.data.status).toBe('awaiting_approval');
+  });
+});
+
+describe('live updates (/console/events)', () => {
+  const streams: SseStream[] = [];
+  afterAll(() => streams.forEach((sse) => sse.close()));
+  const open = async (cookie: string, lastEventId?: string) => {
+    const sse = await openSse(`${dev.issuer}/console/events`, { headers: { cookie }, ...(lastEventId ? { lastEventId } : {}) });
+    streams.push(sse);
+    return sse;
+  };
+
+  it('is 401 without a console session', async () => {
+    const res = await fetch(`${dev.issuer}/console/events`);
+    expect(res.status).toBe(401);
+  });
+
+  it("streams the owner's events with the session cookie, and resumes after Last-Event-ID", async () => {
+    const owner = await signDevelopmentSession(dev.config, 'olga');
+    const api = client(dev.url);
+    const cookie = await developmentSignIn('olga');
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner);
+    const first = await open(cookie);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const granted = await first.nextWhere((event) => event.event === 'grant.created');
+    first.close();
+
+    // Requested while the page was away: the reconnecting browser gets it from Last-Event-ID.
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    const resumed = await open(cookie, granted.id);
+    const requested = await resumed.nextWhere((event) => event.event === 'approval.requested');
+    expect(JSON.parse(requested.data).data.action).toMatchObject({ id: action.id, status: 'awaiting_approval' });
   });
 });
 

@@ -2,8 +2,10 @@ import type { Context as HonoContext, Hono } from 'hono';
 import type { HttpEnv } from '../http/request.js';
 import { mountAssets } from './assets.js';
 import type { ConsoleDeps } from './deps.js';
+import { mountConsoleEvents } from './events.js';
 import { mountActivity } from './screens/activity.js';
 import { mountAgents } from './screens/agents.js';
+import { mountApprovals } from './screens/approvals.js';
 import { mountAttach } from './screens/attach.js';
 import { mountDevices } from './screens/devices.js';
 import { mountGrants } from './screens/grants.js';
@@ -20,10 +22,11 @@ import { mountSignIn } from './sign-in.js';
 
 /**
  * Scripts and styles from this origin only (the two served files, no inline code), images from
- * here or data: (the setup token's QR code), forms posted here only, never framed.
+ * here or data: (the setup token's QR code), the event stream read from here only, forms posted
+ * here only, never framed.
  */
 export const CONSOLE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   const headers = async (c: HonoContext, next: () => Promise<void>) => {
@@ -47,6 +50,8 @@ export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   mountAttach(app, guards);
   mountAgents(app, guards);
   mountGrants(app, guards);
+  mountApprovals(app, guards);
   mountActivity(app, guards);
   mountService(app, guards);
+  mountConsoleEvents(app, guards);
 }

@@ -8,8 +8,9 @@ import type { HttpEnv } from '../http/request.js';
  * styles from this origin only ('self') and no inline code at all.
  *
  * The script only enhances what the server already rendered (README "Owner console"): times
- * become the owner's local time (the API keeps Unix ms; the page shows UTC without it), and
- * copy buttons appear next to secrets shown once. Everything works without it.
+ * become the owner's local time (the API keeps Unix ms; the page shows UTC without it), copy
+ * buttons appear next to secrets shown once, and pages marked `data-live` (the approvals inbox,
+ * the activity feed) follow the owner's event stream. Everything works without it.
  */
 
 const CSS = `
@@ -20,7 +21,6 @@ header { border-bottom: 2px solid #1b1b1b; padding: .5rem 1rem; display: flex; f
 header .brand { font-weight: 700; }
 nav ul { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; margin: 0; padding: 0; }
 nav a[aria-current="page"] { font-weight: 700; text-decoration: none; border-bottom: 3px solid currentColor; }
-nav .later { color: #555; }
 main { max-width: 64rem; margin: 0 auto; padding: 1rem; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 .muted { color: #555; } code, pre { background: #f2f2f2; font-family: ui-monospace, monospace; } code { padding: 0 .25rem; overflow-wrap: anywhere; }
@@ -34,6 +34,8 @@ pre { padding: .5rem; overflow-x: auto; max-width: 100%; font-size: .85rem; }
 table { border-collapse: collapse; width: 100%; } th, td { text-align: left; border-bottom: 1px solid #ccc; padding: .35rem .5rem .35rem 0; vertical-align: top; }
 .table-wrap { overflow-x: auto; }
 form.inline { display: inline; }
+#approvals code[data-field="capability"] { overflow-wrap: normal; }
+form.decision { margin: .25rem 0 .5rem; } form.decision label { display: block; font-size: .9rem; }
 .fields { display: grid; gap: .75rem; max-width: 32rem; } .fields label { display: block; font-weight: 600; }
 input[type=text], input[type=number], input[type=date], select, textarea { font: inherit; padding: .35rem; width: 100%; max-width: 32rem; border: 1px solid #555; }
 button, .button { font: inherit; padding: .4rem 1rem; border: 2px solid #1b1b1b; background: #fff; color: #1b1b1b; cursor: pointer; text-decoration: none; display: inline-block; }
@@ -53,12 +55,13 @@ fieldset { border: 1px solid #999; margin: 1rem 0; padding: .5rem 1rem; } legend
 const SCRIPT = `
 (function () {
   // Times: the server writes UTC; the owner reads their own clock.
-  document.querySelectorAll('time[data-ms]').forEach(function (el) {
+  function localTime(el) {
     var ms = Number(el.getAttribute('data-ms'));
     if (!Number.isFinite(ms)) return;
     el.textContent = new Date(ms).toLocaleString();
     el.title = new Date(ms).toISOString();
-  });
+  }
+  document.querySelectorAll('time[data-ms]').forEach(localTime);
   // Copy buttons: hidden until this script can make them work.
   document.querySelectorAll('button[data-copy-target]').forEach(function (button) {
     var target = document.getElementById(button.getAttribute('data-copy-target'));
@@ -71,6 +74,86 @@ const SCRIPT = `
         function () { if (status) status.textContent = 'Could not copy: select the text and copy it.'; }
       );
     });
+  });
+  // Live pages: the owner's event stream keeps them current. Every value from an event is
+  // set as text (textContent, attributes), never parsed as markup.
+  if (document.body.getAttribute('data-live') === null || !window.EventSource) return;
+  function rowOf(container, id) {
+    if (!container) return null;
+    var rows = container.querySelectorAll('tr[data-action-id]');
+    for (var i = 0; i < rows.length; i++) if (rows[i].getAttribute('data-action-id') === id) return rows[i];
+    return null;
+  }
+  function named(attribute, value) {
+    var items = document.querySelectorAll('#names li[' + attribute + ']');
+    for (var i = 0; i < items.length; i++) if (items[i].getAttribute(attribute) === value) return items[i].textContent;
+    return null;
+  }
+  function field(row, name) { return row.querySelector('[data-field="' + name + '"]'); }
+  var inbox = document.getElementById('approval-rows');
+  var template = document.getElementById('approval-row');
+  var empty = document.getElementById('no-approvals');
+  var feed = document.querySelector('#actions tbody');
+  var status = document.getElementById('live-status');
+  function emptiness() { if (empty && inbox) empty.hidden = inbox.querySelector('tr') !== null; }
+  function addApproval(action) {
+    if (!inbox || !template || rowOf(inbox, action.id)) return;
+    var row = template.content.querySelector('tr').cloneNode(true);
+    row.setAttribute('data-action-id', action.id);
+    field(row, 'agent-name').textContent = named('data-principal', action.principal) || '';
+    field(row, 'principal').textContent = action.principal;
+    field(row, 'device').textContent = named('data-device-id', action.deviceId) || action.deviceId;
+    field(row, 'capability').textContent = action.capability;
+    field(row, 'arguments').textContent = JSON.stringify(action.arguments, null, 1);
+    var until = (action.approval && action.approval.expiresAt) || action.expiresAt;
+    var time = document.createElement('time');
+    time.setAttribute('datetime', new Date(until).toISOString());
+    time.setAttribute('data-ms', String(until));
+    localTime(time);
+    field(row, 'window').appendChild(time);
+    row.querySelectorAll('input[name="actionId"]').forEach(function (input) { input.value = action.id; });
+    inbox.appendChild(row);
+    emptiness();
+  }
+  function updateAction(action) {
+    if (action.status !== 'awaiting_approval') {
+      var waiting = rowOf(inbox, action.id);
+      if (waiting) waiting.remove();
+      emptiness();
+    }
+    var row = rowOf(feed, action.id);
+    if (!row) return;
+    var cell = field(row, 'status');
+    var strong = document.createElement('strong');
+    strong.textContent = action.status;
+    cell.replaceChildren(strong, action.cancelReason ? ' (' + action.cancelReason + ')' : '');
+    var outcome = field(row, 'outcome');
+    if (action.error) outcome.textContent = action.error.code + ': ' + action.error.message;
+    else if (action.result !== null && action.result !== undefined) {
+      var pre = document.createElement('pre');
+      pre.textContent = JSON.stringify(action.result);
+      outcome.replaceChildren(pre);
+    }
+  }
+  function on(type, handle) {
+    source.addEventListener(type, function (message) {
+      var event = JSON.parse(message.data);
+      if (event.data && event.data.action) handle(event.data.action);
+    });
+  }
+  // The browser reconnects by itself, sending Last-Event-ID: the stream resumes where it was.
+  var source = new EventSource('/console/events');
+  on('approval.requested', addApproval);
+  on('action.updated', updateAction);
+  // Events were lost (older than the replay window): only a reload shows the truth.
+  source.addEventListener('reset', function () { if (status) status.textContent = 'Live updates missed some changes: reload the page.'; });
+  source.addEventListener('open', function () {
+    document.body.setAttribute('data-live-state', 'open');
+    if (status) status.textContent = 'Live: updates as they happen.';
+  });
+  source.addEventListener('error', function () {
+    document.body.setAttribute('data-live-state', 'closed');
+    if (status) status.textContent = 'Live updates interrupted: reconnecting (or reload the page).';
   });
 })();
 `;

@@ -87,6 +87,30 @@ export function createGuards(deps: ConsoleDeps) {
       };
     },
 
+    /**
+     * A live feed for the signed-in owner, read by the page's script (an EventSource sends the
+     * cookie, not a bearer). Without a session it is a plain 401: there is no page to send an
+     * EventSource to. `feed` is aborted when the browser goes away; the handler aborts it when
+     * the feed ends on its own.
+     */
+    live(handler: (c: C, signed: Signed, feed: AbortController) => Response | Promise<Response>) {
+      return async (c: C) => {
+        const signed = await signedIn(c);
+        if (signed instanceof Response) return signed;
+        if (!signed) return c.text('Not signed in.', 401);
+        const feed = new AbortController();
+        c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
+        try {
+          return await handler(c, signed, feed);
+        } catch (error) {
+          feed.abort();
+          if (!(error instanceof DomainError)) throw error;
+          if (error.details.retryAfterSeconds !== undefined) c.header('Retry-After', String(error.details.retryAfterSeconds));
+          return c.text(error.message, httpStatus[error.code] as 400);
+        }
+      };
+    },
+
     /** A form post of the signed-in owner: same origin, a live session, its CSRF token. */
     action(handler: (c: C, signed: Signed, form: URLSearchParams) => Response | Promise<Response>) {
       return async (c: C) => {
@@ -110,7 +134,8 @@ export function createGuards(deps: ConsoleDeps) {
 
     /** An operation through the one chokepoint every surface uses. */
     invoke: (signed: Signed, operation: AnyOperation, input: unknown): Promise<unknown> => invoke(operation, signed.ctx, input),
-    call: (signed: Signed, operation: AnyOperation, input: unknown, limit?: number): Promise<Answer> => call(operation, signed.ctx, input, limit),
+    call: (signed: Signed, operation: AnyOperation, input: unknown, limit?: number, signal?: AbortSignal): Promise<Answer> =>
+      call(operation, signed.ctx, input, limit, signal),
 
     /** An operation whose refusal the screen shows next to its form rather than on a page of its own. */
     async attempt<T>(signed: Signed, operation: AnyOperation, input: unknown): Promise<Outcome<T>> {

@@ -7,13 +7,14 @@ import { ASSETS } from './assets.js';
  * (all chosen by someone other than the owner) are text, never markup; no page writes raw HTML.
  */
 
-export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'activity' | 'service';
+export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'approvals' | 'activity' | 'service';
 
 const NAV: { screen: Screen; href: string; label: string }[] = [
   { screen: 'devices', href: '/console', label: 'Devices' },
   { screen: 'attach', href: '/console/attach', label: 'Attach a device' },
   { screen: 'agents', href: '/console/agents', label: 'Agents' },
   { screen: 'grants', href: '/console/grants', label: 'Grants' },
+  { screen: 'approvals', href: '/console/approvals', label: 'Approvals' },
   { screen: 'activity', href: '/console/activity', label: 'Activity' },
   { screen: 'service', href: '/console/service', label: 'Service' },
 ];
@@ -24,7 +25,12 @@ export interface Viewer {
   csrf: string;
 }
 
-export function Page(props: { title: string; viewer?: Viewer | undefined; screen?: Screen; refreshTo?: string; children: Child }) {
+/**
+ * `live` marks a page the script keeps current from the owner's event stream
+ * (`/console/events`); without script the page is what the server rendered, and a reload shows
+ * the truth.
+ */
+export function Page(props: { title: string; viewer?: Viewer | undefined; screen?: Screen; refreshTo?: string; live?: boolean; children: Child }) {
   return (
     <html lang="en">
       <head>
@@ -36,7 +42,7 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
         <link rel="stylesheet" href={ASSETS.css.path} />
         <script src={ASSETS.js.path} defer></script>
       </head>
-      <body>
+      <body data-live={props.live ? 'true' : undefined}>
         <header>
           <span class="brand">Owner console</span>
           {props.viewer ? (
@@ -49,10 +55,6 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
                     </a>
                   </li>
                 ))}
-                {/* The approvals inbox arrives with the approval endpoints (README "Owner console"). */}
-                <li class="later" id="nav-approvals">
-                  Approvals (not available yet)
-                </li>
               </ul>
             </nav>
           ) : null}

@@ -11,7 +11,8 @@ import { allDevices } from './devices.js';
 
 /**
  * Activity: the workspace's actions, newest first, a page at a time (the `actions.list`
- * operation), narrowed by status, device and principal; and the history export download (the
+ * operation), narrowed by status, device and principal, their statuses kept current by the
+ * script from the event stream (the live feed); and the history export download (the
  * `actions.export` operation) for a date range.
  */
 
@@ -39,10 +40,13 @@ export function mountActivity(app: Hono<HttpEnv>, guards: Guards): void {
       const filters = new URLSearchParams({ status, deviceId, principal });
       const older = answer.nextCursor ? `/console/activity?${filters}&cursor=${encodeURIComponent(answer.nextCursor)}` : undefined;
       return c.html(
-        <Page title="Activity" viewer={signed.viewer} screen="activity">
+        <Page title="Activity" viewer={signed.viewer} screen="activity" live>
           <section class="notice" id="live-feed">
             <h2>Live feed</h2>
-            <p>Not available yet: it arrives with the owner's event stream. Reload this page to see new actions.</p>
+            <p>
+              The statuses and outcomes below change as the actions do, from the owner's event stream. Without script, reload the page to see them.{' '}
+              <span id="live-status" role="status"></span>
+            </p>
           </section>
           <h2>History</h2>
           <form method="get" action="/console/activity" class="fields">
@@ -100,7 +104,7 @@ export function mountActivity(app: Hono<HttpEnv>, guards: Guards): void {
                     <td data-label="Created">
                       <Time ms={a.createdAt} />
                     </td>
-                    <td data-label="Status">
+                    <td data-label="Status" data-field="status">
                       <strong>{a.status}</strong>
                       {a.cancelReason ? ` (${a.cancelReason})` : ''}
                     </td>
@@ -114,7 +118,7 @@ export function mountActivity(app: Hono<HttpEnv>, guards: Guards): void {
                     <td data-label="Principal">
                       <code>{a.principal}</code>
                     </td>
-                    <td data-label="Outcome">
+                    <td data-label="Outcome" data-field="outcome">
                       {a.error ? `${a.error.code}: ${a.error.message}` : a.result !== null ? <pre>{JSON.stringify(a.result)}</pre> : ''}
                     </td>
                   </tr>

@@ -1,0 +1,38 @@
+import type { Hono } from 'hono';
+import { operations } from '../domain/registry.js';
+import { EVENT_STREAM, eventStream } from '../http/document-stream.js';
+import type { HttpEnv } from '../http/request.js';
+import type { Guards } from './guards.js';
+
+/**
+ * The console's live updates (README "Owner console"): the owner's event stream (the
+ * `events.stream` operation, as `GET /v1/events` serves it) behind the console session, so the
+ * page's EventSource, which sends the cookie and no bearer, can read it. The browser's
+ * `Last-Event-ID` on reconnecting resumes after the last event it saw.
+ */
+export function mountConsoleEvents(app: Hono<HttpEnv>, guards: Guards): void {
+  app.get(
+    '/console/events',
+    guards.live(async (c, signed, feed) => {
+      const lastEventIdHeader = c.req.header('last-event-id');
+      const answer = await guards.call(
+        signed,
+        operations.streamOwnerEvents,
+        lastEventIdHeader !== undefined ? { lastEventIdHeader } : {},
+        undefined,
+        feed.signal,
+      );
+      if (answer.kind !== 'live') throw new Error('events.stream answers a live feed');
+      return c.body(
+        eventStream(answer, () => feed.abort(), signed.ctx.log, signed.ctx.requestId),
+        200,
+        {
+          'Content-Type': `${EVENT_STREAM}; charset=utf-8`,
+          'Cache-Control': 'no-store',
+          // Proxies that buffer responses (nginx) would hold the events back.
+          'X-Accel-Buffering': 'no',
+        },
+      );
+    }),
+  );
+}
