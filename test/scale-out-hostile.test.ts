@@ -1,8 +1,9 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './helpers/api.js';
-import { grant, queue } from './helpers/actions.js';
+import { grant, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
+import { connect } from './helpers/mcp-client.js';
 import { freePort } from './helpers/oauth.js';
 import { startRedis, type TestRedis } from './helpers/redis.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -44,8 +45,8 @@ function rawCommand(port: number, args: string[]): Promise<string> {
   });
 }
 
-/** A TCP relay in front of Redis that can stop answering, as a hung host does: open connections stay open, nothing comes back. */
-async function startHangingRelay(targetPort: number) {
+/** A TCP relay in front of a server that can stop answering, as a hung host does: open connections stay open, nothing comes back. */
+async function startHangingRelay(targetPort: number, scheme = 'redis') {
   let hung = false;
   const open = new Set<net.Socket>();
   const server = net.createServer((socket) => {
@@ -66,9 +67,12 @@ async function startHangingRelay(targetPort: number) {
   const port = await freePort();
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     hang: () => {
       hung = true;
+    },
+    answer: () => {
+      hung = false;
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -134,6 +138,37 @@ describe('Redis hung: connections open, no answers', () => {
   }, 30_000);
 });
 
+describe('the database server hung, reached over the WebSocket transport (ws://)', () => {
+  it('answers 503 unavailable within the bound instead of hanging, and serves again once the host answers', async () => {
+    const sqld = await startSqld();
+    const relay = await startHangingRelay(sqld.port, 'ws');
+    const server = await startTestServer({ env: { DATABASE_URL: relay.url } });
+    try {
+      const api = client(server.url);
+      const owner = await server.ownerToken('owner-ws-hung');
+      const lamp = await attachDevice(api, owner, { name: 'ws-hung' });
+      const agent = await createAgent(api, owner, { name: 'ws-hung', access: 'act', principal: 'agent:ws-hung' });
+      await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+      const request = () => api.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'set_power', arguments: { on: true } } });
+
+      relay.hang();
+      const started = Date.now();
+      const refused = await request();
+      expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+      expect(refused.body.error.code).toBe('unavailable');
+      // The driver's bound is 8 s; a hung socket without it holds the request for good.
+      expect(Date.now() - started).toBeLessThan(20_000);
+
+      relay.answer();
+      await expect.poll(async () => (await request()).status, { timeout: 30_000, interval: 500 }).toBe(201);
+    } finally {
+      await server.close();
+      await relay.close();
+      await sqld.stop();
+    }
+  }, 90_000);
+});
+
 describe('corrupted messages on the events channel', () => {
   let sqld: TestSqld;
   let a: TestServer;
@@ -179,5 +214,29 @@ describe('corrupted messages on the events channel', () => {
     expect(action.status).toBe('queued');
     expect(b.logs.filter((l) => l.includes('"event from redis not delivered"')).length).toBeGreaterThan(0);
     socket.ws.close();
+  }, 30_000);
+
+  it('Redis stopped while an MCP call waits: the call still ends with the result reported on the other instance, and an instance shuts down cleanly meanwhile', async () => {
+    const api = client(a.url);
+    const owner = await a.ownerToken('owner-mcp-restart');
+    const lamp = await attachDevice(api, owner, { name: 'mcp-restart' });
+    const agent = await createAgent(api, owner, { name: 'mcp-restart', access: 'act', principal: 'agent:mcp-restart' });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+    const c = await startTestServer({ env: { DATABASE_URL: sqld.url, REDIS_URL: redis.url } });
+    const mcp = await connect(a.url, agent.token, 'modern');
+    try {
+      const answer = mcp.callTool({ name: setPower, arguments: { on: true }, _meta: { 'dfc/waitSeconds': 3 } });
+      let command: Record<string, any> | null = null;
+      await expect.poll(async () => (command = (await next(client(b.url), lamp)).body.data)).not.toBeNull();
+      await redis.stop();
+      expect((await report(client(b.url), lamp, { actionId: command!.id, ok: true, result: { on: true } })).status).toBe(200);
+      // The change could not cross: the wait ends at its bound and reads the action as stored.
+      expect((await answer).structuredContent).toMatchObject({ id: command!.id, status: 'succeeded', result: { on: true } });
+      await c.close();
+    } finally {
+      await mcp.close();
+      await redis.start();
+    }
   }, 30_000);
 });
