@@ -238,5 +238,22 @@ describe('corrupted messages on the events channel', () => {
       await mcp.close();
       await redis.start();
     }
+    // The restarted Redis has forgotten the token-bucket script: the next request loads it
+    // again and the bucket is shared, not left to per-instance fallback.
+    await expect
+      .poll(
+        () =>
+          a.service.readiness
+            .find((r) => r.name === 'redis')!
+            .check()
+            .then(
+              () => true,
+              () => false,
+            ),
+        { timeout: 10_000 },
+      )
+      .toBe(true);
+    expect((await api.get('/v1/functions', { token: agent.token })).status).toBe(200);
+    expect(await rawCommand(redis.port, ['EXISTS', `dfc:bucket:agent:${agent.id}`])).toBe(':1\r\n');
   }, 30_000);
 });
