@@ -48,8 +48,10 @@ function rawCommand(port: number, args: string[]): Promise<string> {
 /** A TCP relay in front of a server that can stop answering, as a hung host does: open connections stay open, nothing comes back. */
 async function startHangingRelay(targetPort: number, scheme = 'redis') {
   let hung = false;
+  let connections = 0;
   const open = new Set<net.Socket>();
   const server = net.createServer((socket) => {
+    connections += 1;
     open.add(socket);
     socket.on('error', () => undefined);
     const upstream = net.connect(targetPort, '127.0.0.1');
@@ -74,6 +76,8 @@ async function startHangingRelay(targetPort: number, scheme = 'redis') {
     answer: () => {
       hung = false;
     },
+    /** Connections accepted so far. */
+    connections: () => connections,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of open) socket.destroy();
@@ -167,6 +171,28 @@ describe('the database server hung, reached over the WebSocket transport (ws://)
       await sqld.stop();
     }
   }, 90_000);
+});
+
+describe('GET /readyz flooded while the database hangs', () => {
+  it('asks the database once for all the probes in flight, not once per probe', async () => {
+    const sqld = await startSqld();
+    const relay = await startHangingRelay(sqld.port, 'http');
+    const server = await startTestServer({ env: { DATABASE_URL: relay.url } });
+    try {
+      relay.hang();
+      const before = relay.connections();
+      const answers = await Promise.all(Array.from({ length: 100 }, () => client(server.url).get('/readyz')));
+      expect(answers.map((r) => r.status)).toEqual(answers.map(() => 503));
+      // A public, unlimited probe must not turn a flood into one pending database request
+      // each while the database is the thing that is down.
+      expect(relay.connections() - before).toBeLessThanOrEqual(5);
+    } finally {
+      relay.answer();
+      await server.close();
+      await relay.close();
+      await sqld.stop();
+    }
+  }, 60_000);
 });
 
 describe('corrupted messages on the events channel', () => {
