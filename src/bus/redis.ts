@@ -29,8 +29,19 @@ const COMMAND_TIMEOUT_MS = 500;
 /** Reconnect attempts back off to one a second, so a returning Redis is found within a second. */
 const retryStrategy = (attempt: number) => Math.min(attempt * 100, 1000);
 
-/** A Redis URL for logs: the password (`redis://:secret@host`, `rediss://user:secret@host`) is cut out. */
-export const displayRedisUrl = (url: string) => url.replace(/\/\/[^@/]*@/, '//');
+/**
+ * A Redis URL for logs: scheme, host, port and database only. ioredis reads the password
+ * from the user info (which may itself hold an `@`: the last one ends it) and from the query
+ * (`?password=`), so both are cut, parsed as ioredis parses them rather than by pattern.
+ */
+export const displayRedisUrl = (url: string) => {
+  try {
+    const { protocol, host, pathname } = new URL(url);
+    return `${protocol}//${host}${pathname}`;
+  } catch {
+    return 'REDIS_URL';
+  }
+};
 
 export function connectRedis(url: string, deps: { log: Logger; onChange?: (up: boolean) => void }): RedisConnection {
   const { log } = deps;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DATABASE_RETRY_AFTER_SECONDS, DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
-import { checkDependencies } from './readiness.js';
+import { checkDependenciesShared } from './readiness.js';
 
 export const healthObject = z.object({
   service: z.string().describe("The service's short name."),
@@ -59,7 +59,7 @@ export const getReadiness = defineOperation({
   input: z.object({}),
   output: readinessObject,
   async run({ ctx }) {
-    const states = await checkDependencies(ctx.settings.dependencies);
+    const states = await checkDependenciesShared(ctx.settings.dependencies);
     const down = states.filter((state) => !state.up);
     if (down.length === 0) return { status: 'ready' as const, dependencies: states.map(({ name }) => ({ name, state: 'up' as const })) };
     for (const { name, reason } of down) ctx.log.warn({ msg: 'dependency unavailable', requestId: ctx.requestId, dependency: name, error: reason });

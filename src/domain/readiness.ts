@@ -45,3 +45,20 @@ export async function checkDependencies(checks: readonly DependencyCheck[], time
     }),
   );
 }
+
+const inFlight = new WeakMap<readonly DependencyCheck[], Promise<DependencyState[]>>();
+
+/**
+ * `checkDependencies` shared by every probe that arrives while a round is running: /readyz
+ * is public and not rate limited, so a flood of probes while the database hangs would
+ * otherwise hold one pending database request each (and open connections for them) on the dependency
+ * that is already in trouble. No answer is reused once its round has ended.
+ */
+export function checkDependenciesShared(checks: readonly DependencyCheck[]): Promise<DependencyState[]> {
+  let round = inFlight.get(checks);
+  if (!round) {
+    round = checkDependencies(checks).finally(() => inFlight.delete(checks));
+    inFlight.set(checks, round);
+  }
+  return round;
+}

@@ -25,6 +25,14 @@ const REQUEST_TIMEOUT_MS = 8000;
 
 const boundedFetch = (request: Request) => fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
 
+/** What a call on the WebSocket transport throws when the server gives no answer within the bound. */
+class NoAnswer extends Error {
+  constructor() {
+    super(`no answer from the database server within ${REQUEST_TIMEOUT_MS} ms`);
+    this.name = 'NoAnswer';
+  }
+}
+
 function rows<T>(result: ResultSet): T[] {
   // Rows from @libsql/client are array-like objects with column getters; repositories
   // expect plain records.
@@ -82,12 +90,14 @@ async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) =>
  * Which transport a URL takes. `ws://` and `wss://` go over the Hrana WebSocket transport:
  * one socket, each statement a frame on it, measured about 4× faster per statement than Hrana
  * over HTTP, where each statement is its own HTTP request (docs/performance.md "On a libSQL
- * server (sqld)"). It is opt-in: the request bound above is an HTTP-only guard, and the
- * WebSocket transport has not been through the outage and load tests the HTTP one has.
+ * server (sqld)"). It is opt-in: the WebSocket transport has not been through the load
+ * tests the HTTP one has (its calls are bounded by `RemoteDb`'s own timer, not `boundedFetch`).
  * `libsql://`, `http://` and `https://` keep `@libsql/client`'s default (HTTP).
  */
+const isWebSocketUrl = (url: string) => /^wss?:/i.test(url);
+
 function createRemoteClient(config: Parameters<typeof createClient>[0]): Client {
-  return /^wss?:/i.test(config.url) ? createWebSocketClient(config) : createClient(config);
+  return isWebSocketUrl(config.url) ? createWebSocketClient(config) : createClient(config);
 }
 
 /**
@@ -105,7 +115,9 @@ function createRemoteClient(config: Parameters<typeof createClient>[0]): Client 
  */
 export class RemoteDb implements Db {
   readonly mode = 'remote' as const;
-  readonly #client: Client;
+  #client: Client;
+  readonly #connect: () => Client;
+  readonly #webSocket: boolean;
   readonly #direct: Queryable;
   readonly #ready: Promise<unknown>;
   /**
@@ -145,17 +157,41 @@ export class RemoteDb implements Db {
 
   constructor(url: string, authToken: string | undefined) {
     const local = url.startsWith('file:');
-    this.#client = createRemoteClient({
-      url,
-      intMode: 'number',
-      ...(authToken ? { authToken } : {}),
-      ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
-    });
-    const client = this.#client;
-    this.#direct = queryable({ execute: (stmt: InStatement) => whileBusy(() => client.execute(stmt)) });
+    this.#webSocket = isWebSocketUrl(url);
+    this.#connect = () =>
+      createRemoteClient({
+        url,
+        intMode: 'number',
+        ...(authToken ? { authToken } : {}),
+        ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
+      });
+    this.#client = this.#connect();
+    this.#direct = queryable({ execute: (stmt: InStatement) => whileBusy(() => this.#bounded(this.#client.execute(stmt))) });
     this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
     // A failure surfaces on the first statement that awaits it, not as an unhandled rejection.
     this.#ready.catch(() => undefined);
+  }
+
+  /**
+   * The WebSocket transport's bound (README "Errors": no hang): `boundedFetch` covers HTTP
+   * only, and a socket whose host stopped answering without closing it would hold every call
+   * on it for good. A call that outlasts REQUEST_TIMEOUT_MS fails as not answered, and the
+   * socket is given up for a new one, so the service recovers once the server answers again.
+   */
+  #bounded<T>(call: Promise<T>): Promise<T> {
+    if (!this.#webSocket) return call;
+    const client = this.#client;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        if (this.#client === client) {
+          this.#client = this.#connect();
+          client.close();
+        }
+        reject(new NoAnswer());
+      }, REQUEST_TIMEOUT_MS);
+    });
+    return Promise.race([call, timedOut]).finally(() => clearTimeout(timer));
   }
 
   async all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
@@ -187,13 +223,13 @@ export class RemoteDb implements Db {
         async () => {
           refusedAtBegin = false;
           // Only the client's own calls are classified: what `fn` throws (a DomainError) is its own.
-          const tx = await guarded(() => this.#client.transaction('write'), answeredByServer);
+          const tx = await guarded(() => this.#bounded(this.#client.transaction('write')), answeredByServer);
           let first = true;
           const execute = async (stmt: InStatement) => {
             const isFirst = first;
             first = false;
             try {
-              return await tx.execute(stmt);
+              return await this.#bounded(tx.execute(stmt));
             } catch (error) {
               if (isFirst && isBusy(error)) refusedAtBegin = true;
               throw error;
@@ -201,10 +237,10 @@ export class RemoteDb implements Db {
           };
           try {
             const result = await fn(queryable({ execute }));
-            await guarded(() => tx.commit(), answeredByServer);
+            await guarded(() => this.#bounded(tx.commit()), answeredByServer);
             return result;
           } catch (error) {
-            await tx.rollback().catch(() => undefined);
+            await this.#bounded(tx.rollback()).catch(() => undefined);
             throw error;
           } finally {
             tx.close();
@@ -222,9 +258,11 @@ export class RemoteDb implements Db {
       () =>
         this.#oneWriter(() =>
           whileBusy(() =>
-            this.#client.batch(
-              statements.map(({ sql, args }) => statement(sql, args)),
-              'write',
+            this.#bounded(
+              this.#client.batch(
+                statements.map(({ sql, args }) => statement(sql, args)),
+                'write',
+              ),
             ),
           ),
         ),
@@ -240,10 +278,10 @@ export class RemoteDb implements Db {
 
   async #script(sql: string): Promise<void> {
     await this.#ready;
-    const tx = await this.#client.transaction('write');
+    const tx = await this.#bounded(this.#client.transaction('write'));
     try {
-      await tx.executeMultiple(sql);
-      await tx.commit();
+      await this.#bounded(tx.executeMultiple(sql));
+      await this.#bounded(tx.commit());
     } finally {
       tx.close();
     }
