@@ -1,4 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
@@ -13,7 +15,10 @@ let api: Client;
 let owner: string;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  server = await startTestServer({
+    // WEBHOOK_TIMEOUT_SECONDS is long on purpose: an attempt must not hold its connection until then.
+    env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05', WEBHOOK_TIMEOUT_SECONDS: '600' },
+  });
   api = client(server.url);
   owner = await server.ownerToken('approvals-hostile');
 });
@@ -71,6 +76,43 @@ describe('concurrent decisions on one waiting action', () => {
       // Whichever decision came first, the revocation ends what an approval queued.
       expect(['rejected', 'cancelled']).toContain((await read(action.id)).status);
       expect((await next(api, lamp)).body.data).toBeNull();
+    }
+  });
+});
+
+describe('a hostile webhook receiver', () => {
+  it('answering 200 with an endless body does not keep the connection open until the attempt deadline', async () => {
+    let closed = false;
+    const receiver = http.createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const chunk = Buffer.alloc(64 * 1024, 97);
+      const pump = () => {
+        while (!response.destroyed && response.write(chunk));
+        if (!response.destroyed) response.once('drain', pump);
+      };
+      response.on('close', () => {
+        closed = true;
+      });
+      pump();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/endless`;
+      const lamp = await attachDevice(api, owner);
+      const hook = await api.post('/v1/webhooks', { token: owner, body: { url, events: ['grant.created'] } });
+      expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+      await grant(api, owner, 'agent:endless', lamp.id, ['set_power']);
+      await vi.waitFor(
+        async () => {
+          const deliveries = (await api.get(`/v1/webhooks/${hook.body.data.id}/deliveries`, { token: owner })).body.data;
+          expect(deliveries[0]).toMatchObject({ status: 'delivered', lastStatusCode: 200 });
+        },
+        { timeout: 15_000, interval: 50 },
+      );
+      await vi.waitFor(() => expect(closed).toBe(true), { timeout: 15_000, interval: 50 });
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
     }
   });
 });
