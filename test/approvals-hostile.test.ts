@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
+import { openSse } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // A hostile review of "a human in the loop" (README "Approvals: the owner says yes first",
@@ -115,4 +116,15 @@ describe('a hostile webhook receiver', () => {
       await new Promise<void>((resolve) => receiver.close(() => resolve()));
     }
   });
+});
+
+describe('GET /v1/events and the token that opened it', () => {
+  it('ends the stream cleanly when the owner token expires, rather than streaming on for whoever held it', async () => {
+    const shortLived = await server.ownerToken('approvals-hostile', { expiresIn: '2s' });
+    const sse = await openSse(`${server.url}/v1/events`, { token: shortLived });
+    expect(sse.status).toBe(200);
+    expect(await sse.ended).toEqual({ clean: true });
+    // Reconnecting with the same token is refused: a fresh one is needed.
+    expect((await api.get('/v1/events', { token: shortLived })).status).toBe(401);
+  }, 30_000);
 });
