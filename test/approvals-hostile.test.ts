@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue } from './helpers/actions.js';
-import { attachDevice, createAgent } from './helpers/fixtures.js';
+import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { openSse } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -53,6 +53,27 @@ describe('a stricter approval mode given to a live grant', () => {
     await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
     expect((await approve(waiting.id)).status).toBe(200);
     expect((await next(api, lamp)).body.data).toMatchObject({ id: waiting.id });
+  });
+});
+
+describe('approving after the function changed under the waiting action', () => {
+  it('cancels it function_changed (409), and the device is never handed it', async () => {
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner);
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const waiting = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    // The device now wants another argument: the owner would be approving a call it no longer understands.
+    const capabilities = (lampManifest.capabilities as { name: string }[]).map((c) =>
+      c.name === 'set_power'
+        ? { ...c, arguments: { type: 'object', properties: { level: { type: 'integer' } }, required: ['level'], additionalProperties: false } }
+        : c,
+    );
+    const published = await api.post(`/v1/device/${lamp.id}/manifest`, { token: lamp.token, body: { capabilities } });
+    expect(published.status, JSON.stringify(published.body)).toBe(200);
+    const res = await approve(waiting.id);
+    expect(res.status).toBe(409);
+    expect(await read(waiting.id)).toMatchObject({ status: 'cancelled', cancelReason: 'function_changed' });
+    expect((await next(api, lamp)).body.data).toBeNull();
   });
 });
 
