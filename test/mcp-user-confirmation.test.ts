@@ -190,6 +190,25 @@ describe('the confirmation requestState (2026-07-28 retries)', () => {
     expect(await actionIds()).toEqual(before);
   });
 
+  it('queues nothing for an answer of the wrong shape: a string or number for confirm, no content, content not an object', async () => {
+    const before = await actionIds();
+    for (const answer of [
+      { action: 'accept', content: { confirm: 'true' } },
+      { action: 'accept', content: { confirm: 1 } },
+      { action: 'accept' },
+      { action: 'accept', content: [true] },
+      { action: 'yes', content: { confirm: true } },
+      'accept',
+    ]) {
+      const state = await ask(agent.token, { on: true });
+      const res = await rawCall(agent.token, { on: true }, { inputResponses: { confirm: answer }, requestState: state });
+      const what = JSON.stringify(answer);
+      expect(res.status, what).toBeLessThan(500);
+      expect(res.json.result?.structuredContent?.id, `${what}: ${res.text}`).toBeUndefined();
+    }
+    expect(await actionIds()).toEqual(before);
+  });
+
   it('queues one action however often an accepted answer is replayed', async () => {
     const before = await actionIds();
     const state = await ask(agent.token, { on: true });

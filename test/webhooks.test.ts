@@ -184,6 +184,12 @@ describe('webhook URLs outside tests (the SSRF guard of OAuth metadata fetching)
       'https://169.254.169.254/latest',
       'https://[::1]/hook',
       'https://[::ffff:7f00:1]/hook',
+      // Other spellings of loopback and private addresses: hex and single-number IPv4, NAT64, 6to4.
+      'https://0x7f.1/hook',
+      'https://2130706433/hook',
+      'https://[64:ff9b::a00:1]/hook',
+      'https://[2002:c0a8:0101::1]/hook',
+      'https://[fd00::1]/hook',
       'https://localhost/hook',
       'http://93.184.216.34/hook',
     ]) {

@@ -73,7 +73,12 @@ export function createAuthenticator(deps: {
         const identity = await owners.verify(bearer);
         if (!identity) throw invalid();
         const workspace = await workspaceForOwner(db, identity.workspaceKey, now());
-        return { kind: 'owner', workspaceId: workspace.id, subject: identity.subject };
+        return {
+          kind: 'owner',
+          workspaceId: workspace.id,
+          subject: identity.subject,
+          ...(identity.expiresAt !== undefined ? { expiresAt: identity.expiresAt } : {}),
+        };
       }
       throw invalid();
     },

@@ -25,6 +25,8 @@ export interface OwnerIdentity {
   subject: string;
   /** The value of the workspace claim: names the owner's workspace. */
   workspaceKey: string;
+  /** When the token stops authenticating, in milliseconds: its `exp` and the clock tolerance the verification allows. */
+  expiresAt?: number;
 }
 
 export interface OwnerVerifier {
@@ -100,7 +102,7 @@ export function ownerIdentityFromClaims(claims: Record<string, unknown>, workspa
   const workspaceKey = claims[workspaceClaim];
   if (typeof claims.sub !== 'string' || claims.sub === '') return undefined;
   if (typeof workspaceKey !== 'string' || workspaceKey === '' || workspaceKey.length > 256) return undefined;
-  return { subject: claims.sub, workspaceKey };
+  return { subject: claims.sub, workspaceKey, ...(typeof claims.exp === 'number' ? { expiresAt: (claims.exp + CLOCK_TOLERANCE_SECONDS) * 1000 } : {}) };
 }
 const DEV_KEY_FILE = 'development-identity-provider.jwk.json';
 const DEV_KEY_ID = 'dfc-development';

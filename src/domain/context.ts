@@ -8,7 +8,13 @@ export type Access = 'read' | 'act';
 
 /** Who is calling, resolved from the bearer credential by src/auth before any operation runs. */
 export type Credential =
-  | { kind: 'owner'; workspaceId: string; subject: string }
+  | {
+      kind: 'owner';
+      workspaceId: string;
+      subject: string;
+      /** When the session token stops authenticating (its `exp`): a live stream ends then (README "Owner events"). */
+      expiresAt?: number;
+    }
   | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access; oauth?: OAuthTokenInfo }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
   | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string; /** As read while authenticating. */ lastSeenAt: number | null };

@@ -122,7 +122,7 @@ async function startingPoint(ctx: Context, resumeAfter: number | undefined): Pro
   };
 }
 
-async function* follow(ctx: Context, workspaceId: string, start: Start, slot: StreamSlot): AsyncGenerator<LiveItem> {
+async function* follow(ctx: Context, workspaceId: string, start: Start, slot: StreamSlot, until: number | undefined): AsyncGenerator<LiveItem> {
   const { heartbeatMs, pollMs } = ctx.settings.ownerEvents;
   const flag = wakeFlag();
   // Subscribed before the first read: a change committed during the read raises the flag
@@ -136,7 +136,9 @@ async function* follow(ctx: Context, workspaceId: string, start: Start, slot: St
     let lastSent = performance.now();
     if (start.reset) yield { id: start.reset.id, event: 'reset', data: start.reset };
     let after = start.after;
-    while (!slot.signal.aborted) {
+    // A stream ends when the token that opened it expires: an EventSource reconnects with a fresh one.
+    const remaining = () => (until === undefined ? Infinity : until - ctx.clock.now());
+    while (!slot.signal.aborted && remaining() > 0) {
       flag.lower();
       const rows = await listWorkspaceEvents(ctx.db, workspaceId, after, BATCH);
       for (const row of rows) {
@@ -152,7 +154,7 @@ async function* follow(ctx: Context, workspaceId: string, start: Start, slot: St
         lastSent = performance.now();
         continue;
       }
-      await flag.wait(Math.min(pollMs, heartbeatMs - quietFor));
+      await flag.wait(Math.min(pollMs, heartbeatMs - quietFor, remaining()));
     }
   } finally {
     unsubscribe();
@@ -170,7 +172,7 @@ export const streamOwnerEvents = defineLiveOperation({
   name: 'events.stream',
   title: 'Stream workspace events',
   description:
-    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (README "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams.',
+    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (README "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; the stream ends when the owner token that opened it expires (reconnect with a fresh one); 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
@@ -189,7 +191,7 @@ export const streamOwnerEvents = defineLiveOperation({
     try {
       const resumeAfter = input.lastEventIdHeader ?? input.lastEventId;
       const start = await startingPoint(ctx, resumeAfter === undefined ? undefined : Number(resumeAfter));
-      return follow(ctx, credential.workspaceId, start, slot);
+      return follow(ctx, credential.workspaceId, start, slot, credential.expiresAt);
     } catch (error) {
       slot.release();
       throw error;

@@ -49,10 +49,12 @@ export function createWebhookTransport(options: { allowLoopback: boolean }): Web
             lookup: pinnedLookup(pinned),
           },
           (response) => {
-            // Only the status matters; the body is read and dropped so the exchange can end.
-            response.resume();
-            response.on('error', () => undefined);
+            // Only the status matters: the connection is closed at once rather than the body
+            // read, which a hostile receiver could make endless and so hold a socket past the
+            // attempt (and outside WEBHOOK_MAX_IN_FLIGHT) until the deadline.
             resolve({ statusCode: response.statusCode ?? 0 });
+            response.on('error', () => undefined);
+            response.destroy();
           },
         );
         sent.on('error', (error) => resolve({ error: why(error) }));

@@ -9,7 +9,7 @@ import {
   type TransitionName,
 } from '../domain/action-states.js';
 import type { Queryable } from './driver.js';
-import { grantMatchesFunction, type ApprovalMode } from './grants.js';
+import { approvalRank, grantMatchesFunction, type ApprovalMode } from './grants.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
 export interface ActionRow {
@@ -205,6 +205,16 @@ export function getAction(db: Queryable, workspaceId: string, id: string): Promi
 const FUNCTION_CHANGED = `((c.access = 'read' AND f.kind <> 'read') OR NOT COALESCE(${grantMatchesFunction('g', 'f')}, FALSE))`;
 
 /**
+ * The grant `g` asks for a stricter yes than the action `a` had, and `a` has not been handed
+ * out: the owner re-granted the function in a stricter approval mode (which revokes the grant
+ * `a` was requested under) while `a` was queued. The mode is read live like every other
+ * permission (docs/rules.md "Approvals"), so `a` may not run without the yes the grant now
+ * wants. An action the owner approved (it had an approval window) had the strictest yes.
+ */
+const stricterGrant = (a: string) =>
+  `(${a}.dispatched_at IS NULL AND ${a}.approval_expires_at IS NULL AND ${approvalRank('g.approval')} < ${approvalRank(`${a}.approval`)})`;
+
+/**
  * Why the action `a` (an alias of `actions`) may no longer move its device, or NULL while it
  * may (docs/rules.md "Actions"): the device and its gateway attached and unrevoked, the
  * requesting connection unrevoked and unexpired (its token no longer authenticates: what it
@@ -224,6 +234,7 @@ function refusal(a: string, now: string): string {
       WHEN g.id IS NULL THEN 'grant_revoked'
       WHEN g.expires_at IS NOT NULL AND g.expires_at <= ${now} THEN 'grant_expired'
       WHEN ${FUNCTION_CHANGED} THEN 'function_changed'
+      WHEN ${stricterGrant(a)} THEN 'grant_revoked'
     END
     FROM devices d
     LEFT JOIN devices p ON p.id = d.parent_id

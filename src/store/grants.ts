@@ -271,8 +271,10 @@ export async function workspaceFunctions(db: Queryable, workspaceId: string, pag
   return functionsPage(rows, page.limit);
 }
 
-/** The strictest approval mode first (docs/rules.md "Approvals"). */
-const STRICTEST_APPROVAL = "CASE g.approval WHEN 'owner' THEN 0 WHEN 'user' THEN 1 ELSE 2 END";
+/** An approval mode as a number, the strictest lowest: `owner` over `user` over `none` (docs/rules.md "Approvals"). */
+export const approvalRank = (column: string) => `CASE ${column} WHEN 'owner' THEN 0 WHEN 'user' THEN 1 ELSE 2 END`;
+
+const STRICTEST_APPROVAL = approvalRank('g.approval');
 
 /**
  * The live grant for exactly this principal, device and capability that still matches the
