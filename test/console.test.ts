@@ -167,6 +167,13 @@ describe('console pages', () => {
     }
   });
 
+  it('show on the service screen the readiness GET /readyz reports: each dependency that answers', async () => {
+    const cookie = await developmentSignIn('rita');
+    const html = await (await fetch(`${dev.issuer}/console/service`, { headers: { cookie } })).text();
+    expect(html).toMatch(/<section id="readiness">.*<strong>ready<\/strong>: database answers/s);
+    expect(html).toContain('<dd id="device-controls"><strong>enabled');
+  });
+
   it('go through the same operations as the API: what the console creates, the API lists', async () => {
     const cookie = await developmentSignIn('ken');
     const csrf = await csrfOf(cookie);

@@ -13,11 +13,18 @@ interface Health {
   deviceControlsEnabled: boolean;
 }
 
+interface Readiness {
+  status: 'ready';
+  dependencies: { name: string; state: 'up' }[];
+}
+
 export function mountService(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
     '/console/service',
     guards.page(async (c, signed) => {
       const health = (await guards.invoke(signed, operations.getHealth, {})) as Health;
+      // The same operation as GET /readyz; not ready is its 503 `unavailable`, shown as a state, not an error page.
+      const readiness = await guards.attempt<Readiness>(signed, operations.getReadiness, {});
       return c.html(
         <Page title="Service" viewer={signed.viewer} screen="service">
           <dl>
@@ -40,9 +47,17 @@ export function mountService(app: Hono<HttpEnv>, guards: Guards): void {
               </>
             ) : null}
           </dl>
-          <section class="notice" id="readiness">
+          <section id="readiness">
             <h2>Readiness</h2>
-            <p>Not shown yet: the readiness probe (whether the database and other dependencies answer) is not part of this service version.</p>
+            {readiness.ok ? (
+              <p>
+                <strong>ready</strong>: {readiness.value.dependencies.map((d) => `${d.name} answers`).join(', ')} (as <code>GET /readyz</code> reports it).
+              </p>
+            ) : (
+              <p>
+                <strong class="warning">not ready</strong>: {readiness.message} Requests that need the missing dependency answer 503 until it is back.
+              </p>
+            )}
           </section>
         </Page>,
       );
