@@ -12,8 +12,12 @@ import {
   type Statement,
 } from './driver.js';
 
-/** An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to reach it. */
-const answeredByServer = (error: unknown) => error instanceof LibsqlError;
+/**
+ * An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to
+ * reach it. A call still in flight on a WebSocket client given up after a timeout (`#bounded`)
+ * fails with the client's own "manually closed" error: the server never answered it.
+ */
+const answeredByServer = (error: unknown) => error instanceof LibsqlError && !/client was manually closed/i.test(error.message);
 
 /**
  * How long one HTTP request to the server may take, connecting included (README "Errors":
