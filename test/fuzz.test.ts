@@ -340,6 +340,17 @@ async function send(route: Route, c: FuzzCase): Promise<{ status: number; body: 
     headers['content-type'] ??= 'application/json';
   }
   const response = await fetch(url, { method: route.method, headers, ...(payload !== undefined ? { body: payload } : {}) });
+  // An accepted live feed (GET /v1/events) never ends by itself: its answer is the status and
+  // the content type; hanging up frees its stream slot for the next case.
+  if (response.ok && response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    await response.body?.cancel();
+    return {
+      status: response.status,
+      body: undefined,
+      text: '',
+      described: `${route.method} ${url.slice(0, 300)} as ${c.credential} → ${response.status} (event stream)`,
+    };
+  }
   const text = await response.text();
   let parsed: unknown = text;
   try {
