@@ -3,13 +3,12 @@ import type { Db } from '../store/driver.js';
 import {
   advanceDispatchCursor,
   claimDueDeliveries,
-  dispatchCursor,
-  enqueueDeliveries,
+  deliveryInsert,
   hasDueDeliveries,
+  readDispatchWindow,
   recordAttempt,
   type ClaimedDelivery,
 } from '../store/webhooks.js';
-import { lastEventId, listEventsAfter } from '../store/workspace-events.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
 import type { WebhookTransport } from './webhook-transport.js';
@@ -55,33 +54,30 @@ interface Deps {
   transport: WebhookTransport;
 }
 
-/** Reads new journal events and writes their deliveries; answers how many were written. */
+/**
+ * Reads new journal events and writes their deliveries; answers how many were written. The
+ * window is read outside any transaction and written as one batch (the deliveries and the
+ * cursor's guarded move): on a libSQL server a poll holds the write lock for one round trip,
+ * where a statement per event in one transaction held it for dozens.
+ */
 export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): Promise<number> {
   let written = 0;
-  // Read first: a poll with nothing new takes no write lock.
-  if ((await lastEventId(deps.db)) <= (await dispatchCursor(deps.db))) return 0;
   for (let batch = 0; batch < DISPATCH_BATCHES; batch++) {
-    const outcome = await deps.db.transaction(async (tx) => {
-      const from = await dispatchCursor(tx);
-      const events = await listEventsAfter(tx, from, DISPATCH_BATCH);
-      if (events.length === 0) return undefined;
-      let count = 0;
-      for (const row of events) {
-        count += await enqueueDeliveries(
-          tx,
-          { id: row.id, workspaceId: row.workspaceId, type: row.type },
-          () => JSON.stringify(toWorkspaceEvent(row)),
-          randomUUID,
-          deps.clock.now(),
-        );
-      }
-      // Guarded: another instance that dispatched the same events first wrote the same rows.
-      await advanceDispatchCursor(tx, from, events[events.length - 1]!.id);
-      return { count, full: events.length === DISPATCH_BATCH };
+    const rows = await readDispatchWindow(deps.db, DISPATCH_BATCH);
+    if (rows.length === 0) break;
+    const now = deps.clock.now();
+    const payloads = new Map<number, string>();
+    const inserts = rows.flatMap((row) => {
+      if (row.webhookId === null) return [];
+      let payload = payloads.get(row.id);
+      if (payload === undefined) payloads.set(row.id, (payload = JSON.stringify(toWorkspaceEvent(row))));
+      return [deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type, payload }, now)];
     });
-    if (!outcome) break;
-    written += outcome.count;
-    if (!outcome.full) break;
+    const last = rows[rows.length - 1]!;
+    // Guarded: another instance that dispatched the same events first wrote the same rows.
+    const results = await deps.db.batch([...inserts, advanceDispatchCursor(last.cursor, last.id)]);
+    written += results.slice(0, -1).reduce((sum, result) => sum + result.changes, 0);
+    if (new Set(rows.map((row) => row.id)).size < DISPATCH_BATCH) break;
   }
   return written;
 }

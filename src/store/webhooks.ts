@@ -1,4 +1,5 @@
-import type { Queryable } from './driver.js';
+import type { Queryable, Statement } from './driver.js';
+import type { WorkspaceEventRow } from './workspace-events.js';
 import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
 /** A registered webhook (migration 0019); `events` is a JSON array of event types. */
@@ -117,50 +118,56 @@ export async function listDeliveries(db: Queryable, webhookId: string, page: Pag
   );
 }
 
-/** Where the dispatcher stands in the journal. */
-export async function dispatchCursor(db: Queryable): Promise<number> {
-  return (await db.get<{ id: number }>('SELECT last_event_id AS id FROM webhook_dispatch WHERE id = 1'))!.id;
+/** A journal event past the dispatcher's cursor, with one webhook that wants it (null when none does). */
+export interface DispatchRow extends WorkspaceEventRow {
+  /** Where the dispatcher's cursor stood when this was read. */
+  cursor: number;
+  webhookId: string | null;
 }
 
 /**
- * Moves the dispatcher's cursor from `from` to `to`; answers false when another instance
- * moved it first (its deliveries for these events are then the same rows: see `enqueueDeliveries`).
+ * The next `limit` journal events past the dispatcher's cursor, each joined with the live
+ * webhooks of its workspace that subscribe to its type and were registered before it (a row
+ * per pair; one row with a null webhook for an event none wants, whose data is not read).
+ * One read, outside any transaction: an idle poll, or events no webhook wants, take no write
+ * lock until the cursor moves (docs/performance.md "On a libSQL server (sqld)").
  */
-export async function advanceDispatchCursor(db: Queryable, from: number, to: number): Promise<boolean> {
-  return (await db.run('UPDATE webhook_dispatch SET last_event_id = ? WHERE id = 1 AND last_event_id = ?', [to, from])).changes === 1;
-}
-
-/**
- * Writes one pending delivery of an event for each live webhook of its workspace that
- * subscribes to its type and was registered before it. A (webhook, event) pair is written at
- * most once, whichever instance dispatches it. `payload` renders the event, only when some
- * webhook wants it.
- */
-export async function enqueueDeliveries(
-  db: Queryable,
-  event: { id: number; workspaceId: string; type: string },
-  payload: () => string,
-  newId: () => string,
-  now: number,
-): Promise<number> {
-  const webhooks = await db.all<{ id: string }>(
-    `SELECT w.id FROM webhooks w
-     WHERE w.workspace_id = ? AND w.revoked_at IS NULL AND w.after_event_id < ?
-       AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE json_each.value = ?)`,
-    [event.workspaceId, event.id, event.type],
+export function readDispatchWindow(db: Queryable, limit: number): Promise<DispatchRow[]> {
+  return db.all<DispatchRow>(
+    `WITH cursor (at) AS (SELECT last_event_id FROM webhook_dispatch WHERE id = 1),
+          pending AS (SELECT * FROM workspace_events WHERE id > (SELECT at FROM cursor) ORDER BY id LIMIT ?)
+     SELECT (SELECT at FROM cursor) AS cursor, e.id, e.workspace_id AS workspaceId, e.type, e.subject_id AS subjectId,
+            CASE WHEN w.id IS NULL THEN '' ELSE e.data END AS data, e.created_at AS createdAt, w.id AS webhookId
+     FROM pending e LEFT JOIN webhooks w ON w.workspace_id = e.workspace_id AND w.revoked_at IS NULL AND w.after_event_id < e.id
+       AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE json_each.value = e.type)
+     ORDER BY e.id`,
+    [limit],
   );
-  if (webhooks.length === 0) return 0;
-  const body = payload();
-  let written = 0;
-  for (const webhook of webhooks) {
-    const { changes } = await db.run(
-      `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, payload, next_attempt_at, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (webhook_id, event_id) DO NOTHING`,
-      [newId(), webhook.id, event.workspaceId, event.id, event.type, body, now, now],
-    );
-    written += changes;
-  }
-  return written;
+}
+
+/**
+ * One pending delivery of an event to a webhook, unless that webhook was revoked since the
+ * window was read. A (webhook, event) pair is written at most once, whichever instance
+ * dispatches it: a statement for `db.batch`, with `advanceDispatchCursor`.
+ */
+export function deliveryInsert(
+  delivery: { id: string; webhookId: string; workspaceId: string; eventId: number; eventType: string; payload: string },
+  now: number,
+): Statement {
+  return {
+    sql: `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, payload, next_attempt_at, created_at)
+          SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ? AND revoked_at IS NULL)
+          ON CONFLICT (webhook_id, event_id) DO NOTHING`,
+    args: [delivery.id, delivery.webhookId, delivery.workspaceId, delivery.eventId, delivery.eventType, delivery.payload, now, now, delivery.webhookId],
+  };
+}
+
+/**
+ * Moves the dispatcher's cursor from `from` to `to`; changes nothing when another instance
+ * moved it first (its deliveries for these events are then the same rows: see `deliveryInsert`).
+ */
+export function advanceDispatchCursor(from: number, to: number): Statement {
+  return { sql: 'UPDATE webhook_dispatch SET last_event_id = ? WHERE id = 1 AND last_event_id = ?', args: [to, from] };
 }
 
 /** Whether any delivery is due at `now`: read first, so an idle poll takes no write lock. */

@@ -26,16 +26,6 @@ export function listWorkspaceEvents(db: Queryable, workspaceId: string, afterId:
   ]);
 }
 
-/** Every workspace's events after `afterId`, oldest first: for a consumer that follows the whole journal. */
-export function listEventsAfter(db: Queryable, afterId: number, limit: number): Promise<WorkspaceEventRow[]> {
-  return db.all<WorkspaceEventRow>(`SELECT ${COLUMNS} FROM workspace_events WHERE id > ? ORDER BY id LIMIT ?`, [afterId, limit]);
-}
-
-/** The newest event id of the whole journal (0 when empty): where a new follower starts. */
-export async function lastEventId(db: Queryable): Promise<number> {
-  return (await db.get<{ id: number | null }>('SELECT max(id) AS id FROM workspace_events'))?.id ?? 0;
-}
-
 /**
  * The journal's kept range across the service: `first`, its oldest kept id (one past `last`
  * when pruning emptied it), and `last`, the newest id ever given (AUTOINCREMENT's counter,
