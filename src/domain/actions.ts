@@ -13,9 +13,11 @@ import {
   exportActions,
   getAction,
   insertAction,
+  insertActionIfAllowed,
   recentActions,
   recentActionsOf,
   type ActionRow,
+  type NewActionRow,
   type WithdrawalScope,
 } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
@@ -50,34 +52,29 @@ export function publishActions(ctx: Context, rows: ActionRow[]): void {
   for (const row of rows) ctx.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
 }
 
+interface ActionRequest {
+  deviceId: string;
+  capability: string;
+  arguments: Record<string, unknown>;
+  ttlSeconds: number;
+  approvalTtlSeconds: number;
+  broadcastId: string | null;
+}
+
 /**
- * Checks access and arguments for one device, then creates the action. Runs inside a
- * transaction. The grant's approval mode decides where it starts (docs/rules.md "Approvals"):
+ * Checks access and arguments for one device and returns the action to create, without
+ * creating it. The grant's approval mode decides where it starts (docs/rules.md "Approvals"):
  * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
  * agent's user confirmed this call (`ctx.userConfirmed`), which REST never does; `none` queues it.
  */
-async function queueAction(
-  tx: Queryable,
-  ctx: Context,
-  agent: CredentialOf<'agent'>,
-  request: {
-    deviceId: string;
-    capability: string;
-    arguments: Record<string, unknown>;
-    ttlSeconds: number;
-    approvalTtlSeconds: number;
-    broadcastId: string | null;
-  },
-  now: number,
-): Promise<ActionRow> {
-  const fn = await authorizeFunction(tx, agentOf(agent), request.deviceId, request.capability, now);
+async function plannedAction(db: Queryable, ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<NewActionRow> {
+  const fn = await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
-  await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
   const confirmed = fn.approval === 'user' && ctx.userConfirmed === true;
   const waits = fn.approval !== 'none' && !confirmed;
   const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
-  return insertAction(tx, {
+  return {
     id: randomUUID(),
     workspaceId: agent.workspaceId,
     deviceId: request.deviceId,
@@ -96,6 +93,29 @@ async function queueAction(
     ttlSeconds: request.ttlSeconds,
     decidedBy: confirmed ? agent.principal : null,
     decidedAt: confirmed ? now : null,
+  };
+}
+
+/** Checks and creates one action inside a transaction, where nothing it read can change before it commits. */
+async function queueAction(tx: Queryable, ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
+  const planned = await plannedAction(tx, ctx, agent, request, now);
+  await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
+  return insertAction(tx, planned);
+}
+
+/**
+ * Checks outside any transaction, then creates the action with one statement that checks again
+ * what could have changed since (`insertActionIfAllowed`): on a libSQL server the reads no
+ * longer hold the write lock, and the write is one round trip (docs/performance.md "On a
+ * libSQL server (sqld)"). Undefined when that statement found a reason not to create it; the
+ * caller then runs `queueAction`, which names the reason. A refusal the reads find is final.
+ */
+async function queueActionOptimistically(ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow | undefined> {
+  const planned = await plannedAction(ctx.db, ctx, agent, request, now);
+  const capacity = ctx.settings.capacity;
+  return insertActionIfAllowed(ctx.db, planned, {
+    perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice,
+    perWorkspace: capacity.queuedActionsPerWorkspace,
   });
 }
 
@@ -112,18 +132,20 @@ const requestActionInput = z.strictObject({
 async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
   const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
+  const planned: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };
   const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
+  if (!scope) {
+    const created = await queueActionOptimistically(ctx, agent, planned, now);
+    if (created) {
+      publishActions(ctx, [created]);
+      return toActionRecord(created);
+    }
+  }
   const request = { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window };
   const outcome = await ctx.db.transaction(async (tx) => {
     let created: ActionRow | undefined;
     const answer = await once(tx, scope, request, now, async () => {
-      created = await queueAction(
-        tx,
-        ctx,
-        agent,
-        { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null },
-        now,
-      );
+      created = await queueAction(tx, ctx, agent, planned, now);
       return toActionRecord(created);
     });
     return { answer: answer.value, created };

@@ -67,6 +67,23 @@ export function statusIn(statuses: readonly ActionStatus[]): string {
   return quoted.length === 1 ? `status = ${quoted[0]}` : `status IN (${quoted.join(', ')})`;
 }
 
+/**
+ * Pending actions (waiting for approval or queued) in the workspace, and those one principal
+ * holds on one device, as SQL expressions over the given parameter references: a waiting
+ * action holds its place too, so an agent cannot flood the owner's approval inbox. One count
+ * per status, each over its partial index. `countQueued` (src/store/capacity.ts) reads them;
+ * `insertActionIfAllowed` checks them in the statement that would take the place.
+ */
+export function pendingCounts(workspaceId: string, deviceId: string, principal: string): { workspace: string; principalOnDevice: string } {
+  const count = (where: string, status: 'queued' | 'awaiting_approval') => `(SELECT count(*) FROM actions WHERE ${where} AND ${statusIn([status])})`;
+  const inWorkspace = `workspace_id = ${workspaceId}`;
+  const onDevice = `device_id = ${deviceId} AND principal = ${principal}`;
+  return {
+    workspace: `${count(inWorkspace, 'queued')} + ${count(inWorkspace, 'awaiting_approval')}`,
+    principalOnDevice: `${count(onDevice, 'queued')} + ${count(onDevice, 'awaiting_approval')}`,
+  };
+}
+
 /** The guard of a move: the action is in a status the move leaves, so of two racing moves only one matches. */
 function guard(move: TransitionName): string {
   return statusIn(TRANSITIONS[move].from);
@@ -127,6 +144,75 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
       row.decidedAt,
     ],
   ))!;
+}
+
+/** The columns a new action is created with, in the order `insertActionIfAllowed` binds them (?2 onwards). */
+const NEW_ACTION_COLUMNS = [
+  'id',
+  'workspace_id',
+  'device_id',
+  'target_id',
+  'capability',
+  'arguments',
+  'status',
+  'principal',
+  'connection_id',
+  'broadcast_id',
+  'expires_at',
+  'approval',
+  'approval_expires_at',
+  'ttl_seconds',
+  'decided_by',
+  'decided_at',
+] as const;
+
+/**
+ * Creates the action only if, as the statement runs, it may be created: the device, its
+ * gateway, the requesting connection, the function and the principal's grant pass the same
+ * `refusal` the hand-out checks (a grant re-given in a stricter approval mode included), and the
+ * principal's share of the device's queue and the workspace's queue have room (`limits`).
+ * One guarded statement: the caller reads and decides outside any transaction, and on a
+ * libSQL server this holds the write lock for one round trip instead of a transaction's
+ * seven (docs/performance.md "On a libSQL server (sqld)"). Undefined when a check failed;
+ * the caller then finds out which by checking again inside a transaction.
+ */
+export function insertActionIfAllowed(
+  db: Queryable,
+  row: NewActionRow,
+  limits: { perPrincipalOnDevice: number; perWorkspace: number },
+): Promise<ActionRow | undefined> {
+  const columns = [...NEW_ACTION_COLUMNS, 'created_at', 'dispatched_at'].join(', ');
+  const values = NEW_ACTION_COLUMNS.map((_, index) => `?${index + 2}`).join(', ');
+  const last = NEW_ACTION_COLUMNS.length + 1;
+  const pending = pendingCounts('?3', '?4', '?9');
+  return db.get<ActionRow>(
+    `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
+     INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')})
+     SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')} FROM a
+     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2}
+     RETURNING ${COLUMNS}`,
+    [
+      row.createdAt,
+      row.id,
+      row.workspaceId,
+      row.deviceId,
+      row.targetId,
+      row.capability,
+      row.arguments,
+      row.status,
+      row.principal,
+      row.connectionId,
+      row.broadcastId,
+      row.expiresAt,
+      row.approval,
+      row.approvalExpiresAt,
+      row.ttlSeconds,
+      row.decidedBy,
+      row.decidedAt,
+      limits.perPrincipalOnDevice,
+      limits.perWorkspace,
+    ],
+  );
 }
 
 /**

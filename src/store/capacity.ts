@@ -1,4 +1,4 @@
-import { statusIn } from './actions.js';
+import { pendingCounts } from './actions.js';
 import type { Queryable } from './driver.js';
 
 /** Device records that count against the workspace's capacity: attached, not revoked, not detached. */
@@ -10,9 +10,8 @@ export async function countActiveDevices(db: Queryable, workspaceId: string): Pr
 }
 
 /**
- * Pending actions (waiting for approval or queued) in the workspace, and those one principal
- * holds on one device: a waiting action holds its place too, so an agent cannot flood the
- * owner's approval inbox. One count per status, each over its partial index.
+ * Pending actions in the workspace, and those one principal holds on one device
+ * (`pendingCounts`, src/store/actions.ts): the queue capacity check.
  */
 export async function countQueued(
   db: Queryable,
@@ -20,12 +19,10 @@ export async function countQueued(
   deviceId: string,
   principal: string,
 ): Promise<{ workspace: number; principalOnDevice: number }> {
+  const counts = pendingCounts('?1', '?2', '?3');
   const row = await db.get<{ workspace: number; principalOnDevice: number }>(
-    `SELECT (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['queued'])})
-              + (SELECT count(*) FROM actions WHERE workspace_id = ? AND ${statusIn(['awaiting_approval'])}) AS workspace,
-            (SELECT count(*) FROM actions WHERE device_id = ? AND principal = ? AND ${statusIn(['queued'])})
-              + (SELECT count(*) FROM actions WHERE device_id = ? AND principal = ? AND ${statusIn(['awaiting_approval'])}) AS principalOnDevice`,
-    [workspaceId, workspaceId, deviceId, principal, deviceId, principal],
+    `SELECT ${counts.workspace} AS workspace, ${counts.principalOnDevice} AS principalOnDevice`,
+    [workspaceId, deviceId, principal],
   );
   return row!;
 }
