@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import { getDevice, listDeviceCapabilities, type DeviceRow } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
 import {
   callableFunctions,
   callableFunctionsPage,
-  liveGrant,
+  functionAccess,
   nextGrantExpiry,
   workspaceFunctions,
   type ApprovalMode,
@@ -106,7 +105,6 @@ export const listFunctions = definePagedOperation({
 });
 
 export interface AuthorizedFunction {
-  device: DeviceRow;
   /** Who fetches the command: the device itself, or its gateway. */
   targetId: string;
   kind: 'read' | 'control';
@@ -118,30 +116,24 @@ export interface AuthorizedFunction {
 type Agent = { workspaceId: string; principal: string; access: Access };
 
 /**
- * The live access check of docs/rules.md "Access" for one function, evaluated inside the transaction
- * that queues the action: the device is in the caller's workspace and usable, a live grant
- * exists for the principal, and the ceiling allows the function's kind.
+ * The live access check of docs/rules.md "Access" for one function, from one read: the device
+ * is in the caller's workspace and usable, a live grant exists for the principal, and the
+ * ceiling allows the function's kind. The refusals come in this order: no such device, no
+ * grant, no such function, a ceiling too low, a revoked gateway, a revoked device.
  */
 export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: string, capability: string, now: number): Promise<AuthorizedFunction> {
-  const device = await getDevice(db, agent.workspaceId, deviceId);
-  if (!device) throw fail.notFound('Device');
-  const grant = await liveGrant(db, agent.workspaceId, agent.principal, deviceId, capability, now);
-  if (!grant) {
+  const access = await functionAccess(db, agent.workspaceId, agent.principal, deviceId, capability, now);
+  if (!access) throw fail.notFound('Device');
+  if (access.approval === null) {
     throw new DomainError('grant_required', `Principal "${agent.principal}" has no live grant for ${capability} on this device.`);
   }
-  const fn = (await listDeviceCapabilities(db, agent.workspaceId, deviceId)).find((c) => c.name === capability);
-  if (!fn) throw fail.notFound('Device function');
-  if (fn.kind === 'control' && agent.access !== 'act') {
+  if (access.kind === null || access.arguments === null) throw fail.notFound('Device function');
+  if (access.kind === 'control' && agent.access !== 'act') {
     throw new DomainError('insufficient_access', `${capability} is a control function; this credential's ceiling is read.`, { requiredAccess: 'act' });
   }
-  let targetId = device.id;
-  if (device.parentId !== null) {
-    const parent = await getDevice(db, agent.workspaceId, device.parentId);
-    if (!parent || parent.revokedAt !== null) throw fail.forbidden('The gateway of this device is revoked.');
-    targetId = parent.id;
-  }
-  if (device.revokedAt !== null) throw fail.forbidden('The device is revoked.');
-  return { device, targetId, kind: fn.kind, argumentSchema: fn.arguments, approval: grant.approval };
+  if (access.parentRevoked === 1) throw fail.forbidden('The gateway of this device is revoked.');
+  if (access.revokedAt !== null) throw fail.forbidden('The device is revoked.');
+  return { targetId: access.parentId ?? deviceId, kind: access.kind, argumentSchema: access.arguments, approval: access.approval };
 }
 
 export function agentOf(credential: CredentialOf<'agent'>): Agent {

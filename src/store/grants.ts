@@ -277,23 +277,40 @@ export const approvalRank = (column: string) => `CASE ${column} WHEN 'owner' THE
 const STRICTEST_APPROVAL = approvalRank('g.approval');
 
 /**
- * The live grant for exactly this principal, device and capability that still matches the
- * function as published, with its approval mode (the strictest, were there several), or
- * undefined when there is none.
+ * What the live access check of one function call needs, in one read (docs/rules.md "Access"):
+ * the device (attached to its gateway's latest manifest, else undefined) and whether it or its
+ * gateway is revoked, the function as published (null when it is not), and the approval mode
+ * of the principal's live grant for it that still matches the function as published (the
+ * strictest, were there several; null when there is none).
  */
-export function liveGrant(
+export interface FunctionAccessRow {
+  revokedAt: number | null;
+  parentId: string | null;
+  /** The gateway's row exists and is revoked: 1, else 0; null for a device without a gateway. */
+  parentRevoked: number | null;
+  kind: 'read' | 'control' | null;
+  arguments: string | null;
+  approval: ApprovalMode | null;
+}
+
+export function functionAccess(
   db: Queryable,
   workspaceId: string,
   principal: string,
   deviceId: string,
   capability: string,
   now: number,
-): Promise<{ approval: ApprovalMode } | undefined> {
-  return db.get<{ approval: ApprovalMode }>(
-    `SELECT g.approval FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
-     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
-     ORDER BY ${STRICTEST_APPROVAL} LIMIT 1`,
-    [workspaceId, principal, deviceId, capability, now],
+): Promise<FunctionAccessRow | undefined> {
+  return db.get<FunctionAccessRow>(
+    `SELECT d.revoked_at AS revokedAt, d.parent_id AS parentId,
+            CASE WHEN d.parent_id IS NULL THEN NULL WHEN p.id IS NULL OR p.revoked_at IS NOT NULL THEN 1 ELSE 0 END AS parentRevoked,
+            f.kind, f.arguments,
+            (SELECT g.approval FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+             WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = d.id AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
+             ORDER BY ${STRICTEST_APPROVAL} LIMIT 1) AS approval
+     FROM devices d LEFT JOIN devices p ON p.id = d.parent_id LEFT JOIN capabilities f ON f.device_id = d.id AND f.name = ?
+     WHERE d.workspace_id = ? AND d.id = ? AND d.detached_at IS NULL`,
+    [workspaceId, principal, capability, now, capability, workspaceId, deviceId],
   );
 }
 
