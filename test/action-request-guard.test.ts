@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { getAction, insertActionIfAllowed, type NewActionRow } from '../src/store/actions.js';
+import { getAction, guardedActionInsert, insertActionIfAllowed, type NewActionRow } from '../src/store/actions.js';
+import { claimIdempotencyKey, releaseUnusedKey } from '../src/store/idempotency.js';
 import { client, type Client } from './helpers/api.js';
-import { grant, queue } from './helpers/actions.js';
+import { grant, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -104,5 +105,55 @@ describe('the guarded action insert', () => {
     const row = planned();
     expect(await insert(row)).toBeUndefined();
     expect(await getAction(server.service.db, workspaceId, row.id)).toBeUndefined();
+  });
+});
+
+describe('the action request with an idempotency key', () => {
+  it('creates one action for requests racing with one key, and every one answers it as the first answer', async () => {
+    const body = { capability: 'set_power', arguments: { on: false }, idempotencyKey: `race-${randomUUID()}` };
+    const answers = await Promise.all(Array.from({ length: 8 }, () => requestAction(api, agent.token, lamp.id, body)));
+    for (const answer of answers) expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    const ids = new Set(answers.map((answer) => answer.body.data.id as string));
+    expect(ids.size).toBe(1);
+    const [id] = [...ids];
+    const rows = await server.service.db.all<{ id: string }>('SELECT id FROM actions WHERE device_id = ? AND arguments = ?', [lamp.id, '{"on":false}']);
+    expect(rows.map((row) => row.id)).toEqual([id]);
+    for (const answer of answers) expect(answer.body.data).toEqual(answers[0]!.body.data);
+    // The answer recorded for the key is the action as the database holds it.
+    const read = await api.get(`/v1/actions/${id}`, { token: agent.token });
+    expect(read.body.data).toEqual(answers[0]!.body.data);
+  });
+
+  it('gives the key back when the guarded insert refuses the action', async () => {
+    const scope = { workspaceId, principal: agent.principal, key: `refused-${randomUUID()}` };
+    expect((await api.post(`/v1/devices/${lamp.id}/revoke`, { token: owner })).status).toBe(200);
+    const row = planned();
+    const response = JSON.stringify({ id: row.id });
+    const limits = { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000 };
+    const [claimed, inserted, released] = await server.service.db.batch([
+      claimIdempotencyKey(scope, { requestHash: 'h', response, createdAt: row.createdAt }, row.createdAt - 1000),
+      guardedActionInsert(row, limits, { ...scope, response }),
+      releaseUnusedKey(scope, response, row.id),
+    ]);
+    expect([claimed!.changes, inserted!.changes, released!.changes]).toEqual([1, 0, 1]);
+    expect(await server.service.db.get('SELECT key FROM idempotency_keys WHERE key = ?', [scope.key])).toBeUndefined();
+  });
+
+  it('creates nothing under a key another request holds', async () => {
+    const scope = { workspaceId, principal: agent.principal, key: `held-${randomUUID()}` };
+    const row = planned();
+    const limits = { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000 };
+    await server.service.db.batch([
+      claimIdempotencyKey(scope, { requestHash: 'first', response: '{"first":true}', createdAt: row.createdAt }, row.createdAt - 1000),
+    ]);
+    const response = JSON.stringify({ id: row.id });
+    const [claimed, inserted] = await server.service.db.batch([
+      claimIdempotencyKey(scope, { requestHash: 'second', response, createdAt: row.createdAt }, row.createdAt - 1000),
+      guardedActionInsert(row, limits, { ...scope, response }),
+      releaseUnusedKey(scope, response, row.id),
+    ]);
+    expect([claimed!.changes, inserted!.changes]).toEqual([0, 0]);
+    expect(await getAction(server.service.db, workspaceId, row.id)).toBeUndefined();
+    expect(await server.service.db.get('SELECT response FROM idempotency_keys WHERE key = ?', [scope.key])).toEqual({ response: '{"first":true}' });
   });
 });

@@ -13,7 +13,9 @@ import {
   exportActions,
   getAction,
   insertAction,
+  guardedActionInsert,
   insertActionIfAllowed,
+  newActionRow,
   recentActions,
   recentActionsOf,
   type ActionRow,
@@ -21,13 +23,14 @@ import {
   type WithdrawalScope,
 } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
+import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { ACTION_STATUSES, TRANSITIONS, type ActionStatus, type CancelReason } from './action-states.js';
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction } from './functions.js';
-import { once } from './idempotency.js';
+import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
 import { defineOperation, definePagedOperation, defineStreamedOperation } from './operation.js';
 import { ROW_ORDER_KEY, type PageKey } from './paging.js';
 import { capabilityName, timestamp, uuid } from './schemas.js';
@@ -105,18 +108,33 @@ async function queueAction(tx: Queryable, ctx: Context, agent: CredentialOf<'age
 
 /**
  * Checks outside any transaction, then creates the action with one statement that checks again
- * what could have changed since (`insertActionIfAllowed`): on a libSQL server the reads no
+ * what could have changed since (`guardedActionInsert`): on a libSQL server the reads no
  * longer hold the write lock, and the write is one round trip (docs/performance.md "On a
- * libSQL server (sqld)"). Undefined when that statement found a reason not to create it; the
- * caller then runs `queueAction`, which names the reason. A refusal the reads find is final.
+ * libSQL server (sqld)"). With an idempotency key, that round trip is a batch that claims the
+ * key for the answer, creates the action only while the key holds that answer, and gives the
+ * key back if the action was refused. Undefined when the statement found a reason not to
+ * create it or another request holds the key; the caller then runs `queueAction` under `once`,
+ * which names the reason or replays. A refusal the reads find is final.
  */
-async function queueActionOptimistically(ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow | undefined> {
+async function queueActionOptimistically(
+  ctx: Context,
+  agent: CredentialOf<'agent'>,
+  request: ActionRequest,
+  now: number,
+  key?: { scope: IdempotencyScope; hash: string },
+): Promise<ActionRow | undefined> {
   const planned = await plannedAction(ctx.db, ctx, agent, request, now);
   const capacity = ctx.settings.capacity;
-  return insertActionIfAllowed(ctx.db, planned, {
-    perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice,
-    perWorkspace: capacity.queuedActionsPerWorkspace,
-  });
+  const limits = { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace };
+  if (!key) return insertActionIfAllowed(ctx.db, planned, limits);
+  const created = newActionRow(planned);
+  const response = JSON.stringify(toActionRecord(created));
+  const [, inserted] = await ctx.db.batch([
+    claimIdempotencyKey(key.scope, { requestHash: key.hash, response, createdAt: now }, now - IDEMPOTENCY_WINDOW_MS),
+    guardedActionInsert(planned, limits, { ...key.scope, response }),
+    releaseUnusedKey(key.scope, response, planned.id),
+  ]);
+  return inserted!.changes === 1 ? created : undefined;
 }
 
 const requestActionInput = z.strictObject({
@@ -132,20 +150,23 @@ const requestActionInput = z.strictObject({
 async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
   const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
-  const planned: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };
+  const wanted: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };
   const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
-  if (!scope) {
-    const created = await queueActionOptimistically(ctx, agent, planned, now);
-    if (created) {
-      publishActions(ctx, [created]);
-      return toActionRecord(created);
-    }
-  }
   const request = { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window };
+  const hash = scope ? requestHash(request) : '';
+  if (scope) {
+    const previous = await previousAnswer<ActionRecord>(ctx.db, scope, hash, now);
+    if (previous !== undefined) return previous;
+  }
+  const created = await queueActionOptimistically(ctx, agent, wanted, now, scope ? { scope, hash } : undefined);
+  if (created) {
+    publishActions(ctx, [created]);
+    return toActionRecord(created);
+  }
   const outcome = await ctx.db.transaction(async (tx) => {
     let created: ActionRow | undefined;
     const answer = await once(tx, scope, request, now, async () => {
-      created = await queueAction(tx, ctx, agent, planned, now);
+      created = await queueAction(tx, ctx, agent, wanted, now);
       return toActionRecord(created);
     });
     return { answer: answer.value, created };

@@ -24,6 +24,24 @@ export interface IdempotencyScope {
   key: string;
 }
 
+/** The hash a key's record keeps of the request it answered. */
+export function requestHash(request: unknown): string {
+  return createHash('sha256').update(canonical(request)).digest('hex');
+}
+
+/**
+ * The first answer under this key within the window, to replay; undefined when there is none.
+ * The same key with another request is `idempotency_key_reused`.
+ */
+export async function previousAnswer<T>(db: Queryable, scope: IdempotencyScope, hash: string, now: number): Promise<T | undefined> {
+  const previous = await findIdempotent(db, scope, now - IDEMPOTENCY_WINDOW_MS);
+  if (!previous) return undefined;
+  if (previous.requestHash !== hash) {
+    throw new DomainError('idempotency_key_reused', 'This idempotency key was used with a different request in the last 24 hours.');
+  }
+  return JSON.parse(previous.response) as T;
+}
+
 /**
  * Runs `create` once per key: the same key and request within the window replays the first
  * answer and creates nothing; the same key with another request is `idempotency_key_reused`.
@@ -38,15 +56,10 @@ export async function once<T>(
   create: () => Promise<T>,
 ): Promise<{ value: T; replayed: boolean }> {
   if (!scope) return { value: await create(), replayed: false };
-  const requestHash = createHash('sha256').update(canonical(request)).digest('hex');
-  const previous = await findIdempotent(tx, scope, now - IDEMPOTENCY_WINDOW_MS);
-  if (previous) {
-    if (previous.requestHash !== requestHash) {
-      throw new DomainError('idempotency_key_reused', 'This idempotency key was used with a different request in the last 24 hours.');
-    }
-    return { value: JSON.parse(previous.response) as T, replayed: true };
-  }
+  const hash = requestHash(request);
+  const previous = await previousAnswer<T>(tx, scope, hash, now);
+  if (previous !== undefined) return { value: previous, replayed: true };
   const value = await create();
-  await saveIdempotent(tx, scope, { requestHash, response: JSON.stringify(value), createdAt: now });
+  await saveIdempotent(tx, scope, { requestHash: hash, response: JSON.stringify(value), createdAt: now });
   return { value, replayed: false };
 }

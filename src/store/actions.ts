@@ -8,7 +8,8 @@ import {
   type MarkName,
   type TransitionName,
 } from '../domain/action-states.js';
-import type { Queryable } from './driver.js';
+import type { Queryable, Statement } from './driver.js';
+import { ownsKey } from './idempotency.js';
 import { approvalRank, grantMatchesFunction, type ApprovalMode } from './grants.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
 
@@ -176,22 +177,38 @@ const NEW_ACTION_COLUMNS = [
  * seven (docs/performance.md "On a libSQL server (sqld)"). Undefined when a check failed;
  * the caller then finds out which by checking again inside a transaction.
  */
-export function insertActionIfAllowed(
-  db: Queryable,
+export async function insertActionIfAllowed(db: Queryable, row: NewActionRow, limits: QueueLimits): Promise<ActionRow | undefined> {
+  const { sql, args } = guardedActionInsert(row, limits);
+  return db.get<ActionRow>(`${sql} RETURNING ${COLUMNS}`, args);
+}
+
+export interface QueueLimits {
+  perPrincipalOnDevice: number;
+  perWorkspace: number;
+}
+
+/**
+ * The statement of `insertActionIfAllowed`, for a batch (without RETURNING: a batch step that
+ * returns rows is left unfinished by the embedded driver's `run`): with `key`, it also creates the action
+ * only if the idempotency key holds exactly `response` (the batch claimed it just before,
+ * src/store/idempotency.ts), so two requests racing with one key create one action.
+ */
+export function guardedActionInsert(
   row: NewActionRow,
-  limits: { perPrincipalOnDevice: number; perWorkspace: number },
-): Promise<ActionRow | undefined> {
+  limits: QueueLimits,
+  key?: { workspaceId: string; principal: string; key: string; response: string },
+): Statement {
   const columns = [...NEW_ACTION_COLUMNS, 'created_at', 'dispatched_at'].join(', ');
   const values = NEW_ACTION_COLUMNS.map((_, index) => `?${index + 2}`).join(', ');
   const last = NEW_ACTION_COLUMNS.length + 1;
   const pending = pendingCounts('?3', '?4', '?9');
-  return db.get<ActionRow>(
-    `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
+  const owned = key ? `AND ${ownsKey('?3', '?9', `?${last + 3}`, `?${last + 4}`)}` : '';
+  return {
+    sql: `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')})
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')} FROM a
-     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2}
-     RETURNING ${COLUMNS}`,
-    [
+     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}`,
+    args: [
       row.createdAt,
       row.id,
       row.workspaceId,
@@ -211,8 +228,26 @@ export function insertActionIfAllowed(
       row.decidedAt,
       limits.perPrincipalOnDevice,
       limits.perWorkspace,
+      ...(key ? [key.key, key.response] : []),
     ],
-  );
+  };
+}
+
+/** The row `guardedActionInsert` creates, as the database will hold it: what the request set, nothing happened yet. */
+export function newActionRow(row: NewActionRow): ActionRow {
+  return {
+    ...row,
+    dispatchedAt: null,
+    completedAt: null,
+    result: null,
+    errorCode: null,
+    errorMessage: null,
+    cancelReason: null,
+    cancelRequestedAt: null,
+    reportedLateAt: null,
+    decisionReason: null,
+    expiredReason: null,
+  };
 }
 
 /**
