@@ -83,27 +83,6 @@ let agentToken: string;
 let lamp: AttachedDevice;
 let mcp: McpClient;
 
-beforeAll(async () => {
-  sqld = await startSqld();
-  relay = await startRelay(sqld.port);
-  // A sweep every second, so the outages below fall on some of its runs.
-  server = await startTestServer({ env: { DATABASE_URL: relay.url, EXPIRY_SWEEP_SECONDS: '1' } });
-  api = client(server.url);
-  const owner = await server.ownerToken('outage-owner');
-  const agent = await createAgent(api, owner, { access: 'act' });
-  agentToken = agent.token;
-  lamp = await attachDevice(api, owner);
-  await grant(api, owner, agent.principal, lamp.id, ['set_brightness']);
-  mcp = await connect(server.url, agentToken, 'modern');
-}, 60_000);
-
-afterAll(async () => {
-  await mcp?.close();
-  await server?.close();
-  await relay?.close();
-  await sqld?.stop();
-});
-
 const requestAction = () =>
   api.post(`/v1/devices/${lamp.id}/actions`, { token: agentToken, body: { capability: 'set_brightness', arguments: { level: 40 }, ttlSeconds: 60 } });
 
@@ -122,6 +101,14 @@ function expectUnavailable(res: ApiResponse) {
   expect(JSON.stringify(res.body)).not.toMatch(/fetch|ECONN|127\.0\.0\.1|libsql|SQLITE/i);
 }
 
+/** Waits, at most BOUND_MS, for /readyz to answer 200. */
+async function eventuallyReady() {
+  for (let waited = 0; waited < BOUND_MS; waited += 250) {
+    if ((await api.get('/readyz')).status === 200) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 /** Everything works: an action is accepted, /readyz is 200, an MCP tool answers. */
 async function expectServing() {
   const accepted = await requestAction();
@@ -133,73 +120,102 @@ async function expectServing() {
   expect(listed.isError ?? false, JSON.stringify(listed.content)).toBe(false);
 }
 
-describe('GET /readyz', () => {
-  it('answers 200 naming each dependency while the database answers', async () => {
-    const res = await api.get('/readyz');
-    expect(res.status).toBe(200);
-    expect(res.body).toEqual({ status: 'ready', dependencies: [{ name: 'database', state: 'up' }] });
+// Both transports of the remote driver (README "Storage"): Hrana over HTTP (`http://`) and
+// over a WebSocket (`ws://`, and what `libsql://` takes).
+describe.each(['http', 'ws'] as const)('over %s', (transport) => {
+  beforeAll(async () => {
+    sqld = await startSqld();
+    relay = await startRelay(sqld.port);
+    // A sweep every second, so the outages below fall on some of its runs.
+    const url = transport === 'ws' ? relay.url.replace(/^http/, 'ws') : relay.url;
+    server = await startTestServer({ env: { DATABASE_URL: url, EXPIRY_SWEEP_SECONDS: '1' } });
+    api = client(server.url);
+    const owner = await server.ownerToken('outage-owner');
+    const agent = await createAgent(api, owner, { access: 'act' });
+    agentToken = agent.token;
+    lamp = await attachDevice(api, owner);
+    await grant(api, owner, agent.principal, lamp.id, ['set_brightness']);
+    mcp = await connect(server.url, agentToken, 'modern');
+  }, 60_000);
+
+  afterAll(async () => {
+    await mcp?.close();
+    await server?.close();
+    await relay?.close();
+    await sqld?.stop();
   });
-});
 
-describe('the database server stopped', () => {
-  it('answers 503 unavailable with Retry-After on REST, /readyz and MCP, and serves again once sqld is back, without a restart', async () => {
-    await expectServing();
-    const socket = await connectDevice(api, server.url, lamp);
-    await sqld.stop();
-    try {
-      const action = await timed(requestAction);
-      expectUnavailable(action.answer);
-      expect(action.ms).toBeLessThan(BOUND_MS);
+  describe('GET /readyz', () => {
+    it('answers 200 naming each dependency while the database answers', async () => {
+      const res = await api.get('/readyz');
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ status: 'ready', dependencies: [{ name: 'database', state: 'up' }] });
+    });
+  });
 
-      const ready = await timed(() => api.get('/readyz'));
-      expectUnavailable(ready.answer);
-      expect(ready.answer.body.error.message).toMatch(/database/);
-      expect(ready.answer.body.error.issues).toEqual([{ path: 'database', message: 'not answering' }]);
-      expect(ready.ms).toBeLessThan(BOUND_MS);
+  describe('the database server stopped', () => {
+    it('answers 503 unavailable with Retry-After on REST, /readyz and MCP, and serves again once sqld is back, without a restart', async () => {
+      await expectServing();
+      const socket = await connectDevice(api, server.url, lamp);
+      await sqld.stop();
+      try {
+        const action = await timed(requestAction);
+        expectUnavailable(action.answer);
+        expect(action.ms).toBeLessThan(BOUND_MS);
 
-      // Liveness: the process answers; a Kubernetes liveness probe must not restart it for this.
-      expect((await api.get('/healthz')).status).toBe(200);
+        const ready = await timed(() => api.get('/readyz'));
+        expectUnavailable(ready.answer);
+        expect(ready.answer.body.error.message).toMatch(/database/);
+        expect(ready.answer.body.error.issues).toEqual([{ path: 'database', message: 'not answering' }]);
+        expect(ready.ms).toBeLessThan(BOUND_MS);
 
-      // MCP: the credential cannot be checked, so the request is refused before the SDK runs,
-      // as HTTP 503 with the same envelope (like the kill switch); the client's error names it.
-      await expect(mcp.callTool({ name: 'list_devices', arguments: {} })).rejects.toThrow(/"code":"unavailable"/);
+        // Liveness: the process answers; a Kubernetes liveness probe must not restart it for this.
+        expect((await api.get('/healthz')).status).toBe(200);
 
-      // A device asking for a wake-socket ticket is told the same.
-      expectUnavailable(await api.post(`/v1/device/${lamp.id}/events-ticket`, { token: lamp.token }));
-    } finally {
-      await sqld.start();
-    }
-    await expectServing();
-    // The wake socket opened before the outage stayed open through it and still wakes its device.
-    expect(socket.ws.readyState).toBe(socket.ws.OPEN);
-    expect(await socket.nextFrame()).toMatchObject({ type: 'wake' });
-    socket.ws.close();
-    expect(server.logs.filter((line) => line.includes('"internal error"'))).toEqual([]);
-    expect(server.logs.some((line) => line.includes('"dependency unavailable"') && line.includes('"level":"warn"'))).toBe(true);
-  }, 60_000);
-});
+        // MCP: the credential cannot be checked, so the request is refused before the SDK runs,
+        // as HTTP 503 with the same envelope (like the kill switch); the client's error names it.
+        await expect(mcp.callTool({ name: 'list_devices', arguments: {} })).rejects.toThrow(/"code":"unavailable"/);
 
-describe('the database host out of reach (connections accepted, never answered)', () => {
-  it('answers 503 unavailable within the bound instead of hanging, and serves again once the host answers', async () => {
-    relay.blackHole();
-    try {
-      const [action, ready] = await Promise.all([timed(requestAction), timed(() => api.get('/readyz'))]);
-      expectUnavailable(action.answer);
-      expect(action.ms).toBeLessThan(BOUND_MS);
-      expectUnavailable(ready.answer);
-      expect(ready.answer.body.error.issues).toEqual([{ path: 'database', message: 'not answering' }]);
-      expect(ready.ms).toBeLessThan(BOUND_MS);
-    } finally {
-      relay.passThrough();
-    }
-    await expectServing();
-    // The expiry sweep that ran into the black hole gave up at the driver's bound, said so as
-    // a warning (a degradation, not a bug), and the sweep goes on.
-    const sweepWarned = () => server.logs.some((line) => line.includes('"expiry sweep failed"') && line.includes('"level":"warn"'));
-    for (let waited = 0; !sweepWarned() && waited < BOUND_MS; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(sweepWarned()).toBe(true);
-    expect(server.logs.filter((line) => line.includes('"level":"error"'))).toEqual([]);
-  }, 60_000);
+        // A device asking for a wake-socket ticket is told the same.
+        expectUnavailable(await api.post(`/v1/device/${lamp.id}/events-ticket`, { token: lamp.token }));
+      } finally {
+        await sqld.start();
+      }
+      await expectServing();
+      // The wake socket opened before the outage stayed open through it and still wakes its device.
+      expect(socket.ws.readyState).toBe(socket.ws.OPEN);
+      expect(await socket.nextFrame()).toMatchObject({ type: 'wake' });
+      socket.ws.close();
+      expect(server.logs.filter((line) => line.includes('"internal error"'))).toEqual([]);
+      expect(server.logs.some((line) => line.includes('"dependency unavailable"') && line.includes('"level":"warn"'))).toBe(true);
+    }, 60_000);
+  });
+
+  describe('the database host out of reach (connections accepted, never answered)', () => {
+    it('answers 503 unavailable within the bound instead of hanging, and serves again once the host answers', async () => {
+      relay.blackHole();
+      try {
+        const [action, ready] = await Promise.all([timed(requestAction), timed(() => api.get('/readyz'))]);
+        expectUnavailable(action.answer);
+        expect(action.ms).toBeLessThan(BOUND_MS);
+        expectUnavailable(ready.answer);
+        expect(ready.answer.body.error.issues).toEqual([{ path: 'database', message: 'not answering' }]);
+        expect(ready.ms).toBeLessThan(BOUND_MS);
+      } finally {
+        relay.passThrough();
+      }
+      // Over a WebSocket, the socket opened into the black hole is given up at the driver's
+      // bound (README "Probes"): readiness comes back within it, by itself.
+      await eventuallyReady();
+      await expectServing();
+      // The expiry sweep that ran into the black hole gave up at the driver's bound, said so as
+      // a warning (a degradation, not a bug), and the sweep goes on.
+      const sweepWarned = () => server.logs.some((line) => line.includes('"expiry sweep failed"') && line.includes('"level":"warn"'));
+      for (let waited = 0; !sweepWarned() && waited < BOUND_MS; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(sweepWarned()).toBe(true);
+      expect(server.logs.filter((line) => line.includes('"level":"error"'))).toEqual([]);
+    }, 60_000);
+  });
 });
 
 describe('the embedded database locked by another process past the busy timeout', () => {

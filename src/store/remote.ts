@@ -91,14 +91,14 @@ async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) =>
 }
 
 /**
- * Which transport a URL takes. `ws://` and `wss://` go over the Hrana WebSocket transport:
- * one socket, each statement a frame on it, measured about 4× faster per statement than Hrana
- * over HTTP, where each statement is its own HTTP request (docs/performance.md "On a libSQL
- * server (sqld)"). It is opt-in: the WebSocket transport has not been through the load
- * tests the HTTP one has (its calls are bounded by `RemoteDb`'s own timer, not `boundedFetch`).
- * `libsql://`, `http://` and `https://` keep `@libsql/client`'s default (HTTP).
+ * Which transport a URL takes. `libsql://`, `ws://` and `wss://` go over the Hrana WebSocket
+ * transport: one socket, each statement a frame on it, measured about 4× faster per statement
+ * than Hrana over HTTP, where each statement is its own HTTP request (docs/performance.md "On a
+ * libSQL server (sqld)"); `libsql://` means TLS, as `wss://`. `http://` and `https://` stay on
+ * HTTP, for a proxy that does not pass WebSocket upgrades. The outage tests run over both
+ * (test/database-outage.test.ts); calls on the socket are bounded by `RemoteDb`'s own timer.
  */
-const isWebSocketUrl = (url: string) => /^wss?:/i.test(url);
+const isWebSocketUrl = (url: string) => /^(?:wss?|libsql):/i.test(url);
 
 function createRemoteClient(config: Parameters<typeof createClient>[0]): Client {
   return isWebSocketUrl(config.url) ? createWebSocketClient(config) : createClient(config);
