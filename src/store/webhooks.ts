@@ -129,17 +129,19 @@ export interface DispatchRow extends WorkspaceEventRow {
  * The next `limit` journal events past the dispatcher's cursor, each joined with the live
  * webhooks of its workspace that subscribe to its type and were registered before it (a row
  * per pair; one row with a null webhook for an event none wants, whose data is not read).
- * One read, outside any transaction: an idle poll, or events no webhook wants, take no write
+ * One read (a SELECT: `WITH` would make the drivers treat it as a write), outside any
+ * transaction: an idle poll, or events no webhook wants, take no write
  * lock until the cursor moves (docs/performance.md "On a libSQL server (sqld)").
  */
 export function readDispatchWindow(db: Queryable, limit: number): Promise<DispatchRow[]> {
   return db.all<DispatchRow>(
-    `WITH cursor (at) AS (SELECT last_event_id FROM webhook_dispatch WHERE id = 1),
-          pending AS (SELECT * FROM workspace_events WHERE id > (SELECT at FROM cursor) ORDER BY id LIMIT ?)
-     SELECT (SELECT at FROM cursor) AS cursor, e.id, e.workspace_id AS workspaceId, e.type, e.subject_id AS subjectId,
+    `SELECT d.last_event_id AS cursor, e.id, e.workspace_id AS workspaceId, e.type, e.subject_id AS subjectId,
             CASE WHEN w.id IS NULL THEN '' ELSE e.data END AS data, e.created_at AS createdAt, w.id AS webhookId
-     FROM pending e LEFT JOIN webhooks w ON w.workspace_id = e.workspace_id AND w.revoked_at IS NULL AND w.after_event_id < e.id
+     FROM webhook_dispatch d
+     JOIN (SELECT * FROM workspace_events WHERE id > (SELECT last_event_id FROM webhook_dispatch WHERE id = 1) ORDER BY id LIMIT ?) e
+     LEFT JOIN webhooks w ON w.workspace_id = e.workspace_id AND w.revoked_at IS NULL AND w.after_event_id < e.id
        AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE json_each.value = e.type)
+     WHERE d.id = 1
      ORDER BY e.id`,
     [limit],
   );
