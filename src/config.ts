@@ -29,6 +29,10 @@ export const configSchema = z
       .string()
       .regex(/^rediss?:\/\/[^\s]+$/, 'must start with redis:// or rediss:// (TLS), e.g. rediss://:password@host:6380')
       .optional(),
+    REDIS_KEY_PREFIX: z
+      .string()
+      .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'must be 1 to 64 letters, digits or : _ . -, e.g. dfc-staging:')
+      .default('dfc:'),
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
     CORS_ALLOWED_ORIGINS: z
       .string()
@@ -114,6 +118,8 @@ export interface Config {
   databaseAuthToken: string | undefined;
   /** Redis shared by several instances (README "What instances share"); none: one process, nothing shared. */
   redisUrl: string | undefined;
+  /** What this deployment's Redis keys and channel start with (REDIS_KEY_PREFIX). */
+  redisKeyPrefix: string;
   /** Folder for local state of the embedded default (the development identity provider's key). */
   dataDir: string;
   publicBaseUrl: string;
@@ -199,6 +205,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     databaseUrl: e.DATABASE_URL,
     databaseAuthToken: e.DATABASE_AUTH_TOKEN,
     redisUrl: e.REDIS_URL,
+    redisKeyPrefix: e.REDIS_KEY_PREFIX,
     dataDir: dbFile ? path.dirname(path.resolve(dbFile)) : path.resolve('data'),
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     publicBaseUrlSet: e.PUBLIC_BASE_URL !== undefined,

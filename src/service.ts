@@ -75,7 +75,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   await backfillSchemaFingerprints(db);
   // With REDIS_URL every instance shares events and rate limits through Redis (README "What
   // instances share"); without it nothing is attempted and the service runs in one process.
-  const redis: RedisConnection | undefined = config.redisUrl ? connectRedis(config.redisUrl, { log }) : undefined;
+  const redis: RedisConnection | undefined = config.redisUrl ? connectRedis(config.redisUrl, { log, prefix: config.redisKeyPrefix }) : undefined;
   const sharedEvents = redis
     ? createRedisEventHub(redis, {
         onLost: () => metrics.countRedisFallback('event'),

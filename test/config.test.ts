@@ -59,6 +59,11 @@ describe('parseConfig defaults', () => {
     }
   });
 
+  it('prefixes Redis keys and the channel with dfc: unless REDIS_KEY_PREFIX names another', () => {
+    expect(parseConfig({}).redisKeyPrefix).toBe('dfc:');
+    expect(parseConfig({ REDIS_KEY_PREFIX: 'dfc-staging:' }).redisKeyPrefix).toBe('dfc-staging:');
+  });
+
   it('uses an external identity provider when a JWKS is configured', () => {
     const config = parseConfig({
       OWNER_JWKS_URL: 'https://idp.example.com/jwks.json',
@@ -100,6 +105,8 @@ describe('parseConfig errors name the variable in one line', () => {
     ['DATABASE_URL', { DATABASE_URL: './data/service.db' }],
     ['REDIS_URL', { REDIS_URL: 'http://127.0.0.1:6379' }],
     ['REDIS_URL', { REDIS_URL: '127.0.0.1:6379' }],
+    ['REDIS_KEY_PREFIX', { REDIS_KEY_PREFIX: 'with space:' }],
+    ['REDIS_KEY_PREFIX', { REDIS_KEY_PREFIX: 'x'.repeat(65) }],
     ['PUBLIC_BASE_URL', { PUBLIC_BASE_URL: 'not a url' }],
     ['PUBLIC_BASE_URL', { PUBLIC_BASE_URL: 'ftp://example.com' }],
     ['OWNER_JWKS_URL', { OWNER_JWKS_URL: 'file:///etc/jwks.json', OWNER_ISSUER: 'i', OWNER_AUDIENCE: 'a' }],

@@ -283,3 +283,48 @@ describe('corrupted messages on the events channel', () => {
     expect(await rawCommand(redis.port, ['EXISTS', `dfc:bucket:agent:${agent.id}`])).toBe(':1\r\n');
   }, 30_000);
 });
+
+describe('two deployments sharing one Redis under different REDIS_KEY_PREFIX', () => {
+  let sqld: TestSqld;
+  let alpha1: TestServer;
+  let alpha2: TestServer;
+  let beta: TestServer;
+  beforeAll(async () => {
+    sqld = await startSqld();
+    const alphaEnv = { DATABASE_URL: sqld.url, REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'alpha:' };
+    [alpha1, alpha2, beta] = await Promise.all([
+      startTestServer({ env: alphaEnv }),
+      startTestServer({ env: alphaEnv }),
+      startTestServer({ env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'beta:' } }),
+    ]);
+  }, 30_000);
+  afterAll(async () => {
+    await Promise.all([alpha1?.close(), alpha2?.close(), beta?.close()]);
+    await sqld?.stop();
+  });
+
+  it('each listens on its own channel, and one deployment’s instances still share theirs', async () => {
+    await expect
+      .poll(async () => rawCommand(redis.port, ['PUBSUB', 'NUMSUB', 'alpha:events', 'beta:events']))
+      .toMatch(/alpha:events\r\n:2\r\n.*beta:events\r\n:1\r\n/s);
+    const api = client(alpha1.url);
+    const owner = await alpha1.ownerToken('owner-prefix');
+    const lamp = await attachDevice(api, owner, { name: 'prefixed' });
+    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:prefixed' });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const socket = await connectDevice(client(alpha2.url), alpha2.url, lamp);
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    expect(await socket.nextFrame()).toEqual({ type: 'wake', deviceId: lamp.id, actionId: action.id });
+    socket.ws.close();
+  });
+
+  it('keeps each deployment’s rate-limit buckets under its own prefix', async () => {
+    const api = client(beta.url);
+    const owner = await beta.ownerToken('owner-beta');
+    const agent = await createAgent(api, owner, { access: 'read', principal: 'agent:beta' });
+    expect((await api.get('/v1/functions', { token: agent.token })).status).toBe(200);
+    expect(await rawCommand(redis.port, ['EXISTS', `beta:bucket:agent:${agent.id}`])).toBe(':1\r\n');
+    expect(await rawCommand(redis.port, ['EXISTS', `alpha:bucket:agent:${agent.id}`])).toBe(':0\r\n');
+    expect(await rawCommand(redis.port, ['EXISTS', `dfc:bucket:agent:${agent.id}`])).toBe(':0\r\n');
+  });
+});

@@ -2,9 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { EventHub, EventListener, ServiceEvent } from '../domain/events.js';
 import type { RedisConnection } from './redis.js';
 
-/** The one channel every instance publishes to and subscribes to. */
-export const EVENTS_CHANNEL = 'dfc:events';
-
 /** What travels on the channel: the event as plain JSON, and who sent it. */
 interface Envelope {
   from: string;
@@ -26,10 +23,12 @@ interface Envelope {
  */
 export function createRedisEventHub(redis: RedisConnection, deps: { onLost: () => void; onError: (error: unknown) => void }): EventHub & { close(): void } {
   const self = randomUUID();
+  // The one channel every instance of the deployment publishes to and subscribes to.
+  const channelName = `${redis.prefix}events`;
   const listeners = new Set<EventListener>();
 
   const onMessage = (channel: string, message: string) => {
-    if (channel !== EVENTS_CHANNEL) return;
+    if (channel !== channelName) return;
     // This runs in the Redis client's event emitter: a throw here would end the process.
     try {
       const envelope = JSON.parse(message) as Envelope;
@@ -41,7 +40,7 @@ export function createRedisEventHub(redis: RedisConnection, deps: { onLost: () =
   };
   redis.subscriber.on('message', onMessage);
   // Queued until the subscriber first connects; rejected only when the hub is closed first.
-  redis.subscriber.subscribe(EVENTS_CHANNEL).catch(() => {});
+  redis.subscriber.subscribe(channelName).catch(() => {});
 
   return {
     publish(event) {
@@ -51,7 +50,7 @@ export function createRedisEventHub(redis: RedisConnection, deps: { onLost: () =
         return;
       }
       const envelope: Envelope = { from: self, event };
-      redis.commands.publish(EVENTS_CHANNEL, JSON.stringify(envelope)).catch(() => deps.onLost());
+      redis.commands.publish(channelName, JSON.stringify(envelope)).catch(() => deps.onLost());
     },
     subscribe(listener) {
       listeners.add(listener);

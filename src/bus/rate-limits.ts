@@ -39,8 +39,6 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
 return { allowed, tostring(tokens) }
 `;
 
-const KEY_PREFIX = 'dfc:bucket:';
-
 type BucketCommand = (key: string, rate: number, burst: number, count: number) => Promise<[number, string]>;
 
 /**
@@ -57,7 +55,7 @@ export function createRedisRateLimiter(redis: RedisConnection, deps: { fallback:
   const ask = async (key: string, rule: BucketRule, count: number) => {
     if (!redis.canSend()) return undefined;
     try {
-      const [allowed, tokens] = await bucket(KEY_PREFIX + key, rule.ratePerSecond, rule.burst, count);
+      const [allowed, tokens] = await bucket(`${redis.prefix}bucket:${key}`, rule.ratePerSecond, rule.burst, count);
       return { allowed: allowed === 1, tokens: Number(tokens) };
     } catch {
       return undefined;

@@ -14,6 +14,11 @@ import type { DependencyCheck } from '../domain/readiness.js';
  * is back, whatever the number of failed reconnects in between.
  */
 export interface RedisConnection {
+  /**
+   * What every key and channel of this deployment starts with (REDIS_KEY_PREFIX), so that
+   * deployments sharing one Redis share nothing (README "What instances share").
+   */
+  prefix: string;
   commands: Redis;
   subscriber: Redis;
   /** Both connections are ready now (`dfc_redis_up`). */
@@ -43,7 +48,7 @@ export const displayRedisUrl = (url: string) => {
   }
 };
 
-export function connectRedis(url: string, deps: { log: Logger; onChange?: (up: boolean) => void }): RedisConnection {
+export function connectRedis(url: string, deps: { log: Logger; prefix: string; onChange?: (up: boolean) => void }): RedisConnection {
   const { log } = deps;
   const shared: RedisOptions = { retryStrategy, connectTimeout: 2000, lazyConnect: false };
   const commands = new Redis(url, { ...shared, enableOfflineQueue: false, commandTimeout: COMMAND_TIMEOUT_MS, maxRetriesPerRequest: 0 });
@@ -82,6 +87,7 @@ export function connectRedis(url: string, deps: { log: Logger; onChange?: (up: b
   }
 
   return {
+    prefix: deps.prefix,
     commands,
     subscriber,
     up: () => commands.status === 'ready' && subscriber.status === 'ready',
