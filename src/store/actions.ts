@@ -8,7 +8,7 @@ import {
   type MarkName,
   type TransitionName,
 } from '../domain/action-states.js';
-import type { Queryable, Statement } from './driver.js';
+import type { Queryable, SqlValue, Statement } from './driver.js';
 import { ownsKey } from './idempotency.js';
 import { approvalRank, grantMatchesFunction, type ApprovalMode } from './grants.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
@@ -120,34 +120,7 @@ export type NewActionRow = Omit<
   status: InitialStatus;
 };
 
-export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
-  return (await db.get<ActionRow>(
-    `INSERT INTO actions (id, workspace_id, device_id, target_id, capability, arguments, status, principal, connection_id, broadcast_id, created_at, expires_at,
-       approval, approval_expires_at, ttl_seconds, decided_by, decided_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
-    [
-      row.id,
-      row.workspaceId,
-      row.deviceId,
-      row.targetId,
-      row.capability,
-      row.arguments,
-      row.status,
-      row.principal,
-      row.connectionId,
-      row.broadcastId,
-      row.createdAt,
-      row.expiresAt,
-      row.approval,
-      row.approvalExpiresAt,
-      row.ttlSeconds,
-      row.decidedBy,
-      row.decidedAt,
-    ],
-  ))!;
-}
-
-/** The columns a new action is created with, in the order `insertActionIfAllowed` binds them (?2 onwards). */
+/** The columns a new action is created with besides `created_at`, in the order `newActionArgs` gives their values. */
 const NEW_ACTION_COLUMNS = [
   'id',
   'workspace_id',
@@ -166,6 +139,34 @@ const NEW_ACTION_COLUMNS = [
   'decided_by',
   'decided_at',
 ] as const;
+
+function newActionArgs(row: NewActionRow): SqlValue[] {
+  return [
+    row.id,
+    row.workspaceId,
+    row.deviceId,
+    row.targetId,
+    row.capability,
+    row.arguments,
+    row.status,
+    row.principal,
+    row.connectionId,
+    row.broadcastId,
+    row.expiresAt,
+    row.approval,
+    row.approvalExpiresAt,
+    row.ttlSeconds,
+    row.decidedBy,
+    row.decidedAt,
+  ];
+}
+
+export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
+  return (await db.get<ActionRow>(
+    `INSERT INTO actions (${NEW_ACTION_COLUMNS.join(', ')}, created_at) VALUES (${NEW_ACTION_COLUMNS.map(() => '?').join(', ')}, ?) RETURNING ${COLUMNS}`,
+    [...newActionArgs(row), row.createdAt],
+  ))!;
+}
 
 /**
  * Creates the action only if, as the statement runs, it may be created: the device, its
@@ -208,28 +209,7 @@ export function guardedActionInsert(
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')})
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')} FROM a
      WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}`,
-    args: [
-      row.createdAt,
-      row.id,
-      row.workspaceId,
-      row.deviceId,
-      row.targetId,
-      row.capability,
-      row.arguments,
-      row.status,
-      row.principal,
-      row.connectionId,
-      row.broadcastId,
-      row.expiresAt,
-      row.approval,
-      row.approvalExpiresAt,
-      row.ttlSeconds,
-      row.decidedBy,
-      row.decidedAt,
-      limits.perPrincipalOnDevice,
-      limits.perWorkspace,
-      ...(key ? [key.key, key.response] : []),
-    ],
+    args: [row.createdAt, ...newActionArgs(row), limits.perPrincipalOnDevice, limits.perWorkspace, ...(key ? [key.key, key.response] : [])],
   };
 }
 
