@@ -49,6 +49,7 @@ function rawCommand(port: number, args: string[]): Promise<string> {
 async function startHangingRelay(targetPort: number, scheme = 'redis') {
   let hung = false;
   let connections = 0;
+  let swallowed = 0;
   const open = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     connections += 1;
@@ -61,6 +62,7 @@ async function startHangingRelay(targetPort: number, scheme = 'redis') {
     socket.on('close', () => upstream.destroy());
     socket.on('data', (data) => {
       if (!hung) upstream.write(data);
+      else swallowed += 1;
     });
     upstream.on('data', (data) => {
       if (!hung) socket.write(data);
@@ -78,6 +80,8 @@ async function startHangingRelay(targetPort: number, scheme = 'redis') {
     },
     /** Connections accepted so far. */
     connections: () => connections,
+    /** Writes from the client that reached the relay while it was hung (each command a write, at least). */
+    swallowed: () => swallowed,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of open) socket.destroy();
@@ -135,6 +139,27 @@ describe('Redis hung: connections open, no answers', () => {
       expect(ready.status).toBe(503);
       expect(ready.body.error.issues).toEqual([{ path: 'redis', message: 'not answering' }]);
       expect(Date.now() - started).toBeLessThan(BOUND_MS);
+    } finally {
+      await server.close();
+      await relay.close();
+    }
+  }, 30_000);
+
+  it('asks the hung Redis for a rate limit at most once a second, not on every request', async () => {
+    const relay = await startHangingRelay(redis.port);
+    const server = await startTestServer({ env: { REDIS_URL: relay.url } });
+    try {
+      const api = client(server.url);
+      const owner = await server.ownerToken('owner-hung-limits');
+      const agent = await createAgent(api, owner, { name: 'hung-limits', access: 'read' });
+      await expect.poll(() => server.logs.some((line) => line.includes('"redis connected"'))).toBe(true);
+      relay.hang();
+      const started = Date.now();
+      for (let i = 0; i < 10; i++) expect((await api.get('/v1/functions', { token: agent.token })).status).toBe(200);
+      const seconds = Math.ceil((Date.now() - started) / 1000);
+      // Each agent request takes one bucket command when Redis is asked; ten requests would be ten.
+      expect(relay.swallowed()).toBeGreaterThanOrEqual(1);
+      expect(relay.swallowed()).toBeLessThanOrEqual(seconds + 1);
     } finally {
       await server.close();
       await relay.close();

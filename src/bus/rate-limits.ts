@@ -42,22 +42,33 @@ return { allowed, tostring(tokens) }
 type BucketCommand = (key: string, rate: number, burst: number, count: number) => Promise<[number, string]>;
 
 /**
+ * After a bucket command fails (Redis down, or slower than the 500 ms command timeout), this
+ * long passes before the next one is sent: a Redis that hangs with its connection open would
+ * otherwise cost every request the whole timeout (README "What instances share").
+ */
+const PAUSE_AFTER_FAILURE_MS = 1000;
+
+/**
  * The shared limiter. While Redis is down (or slower than the command timeout) each call is
  * answered by `fallback`, this instance's in-memory buckets, and counted with `onFallback`:
- * the limits then hold per instance, as without Redis, and requests go on.
+ * the limits then hold per instance, as without Redis, and requests go on. After a failed
+ * command the limiter asks Redis again only PAUSE_AFTER_FAILURE_MS later, so at most one
+ * request per pause waits on a hung Redis.
  */
 export function createRedisRateLimiter(redis: RedisConnection, deps: { fallback: RateLimiter; onFallback: () => void }): RateLimiter {
   // defineCommand sends EVALSHA and the script itself on NOSCRIPT (a restarted Redis has forgotten it).
   redis.commands.defineCommand('dfcTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
   // The command is added at run time, so ioredis's types cannot name it.
   const bucket = (redis.commands as unknown as { dfcTokenBucket: BucketCommand }).dfcTokenBucket.bind(redis.commands);
+  let pausedUntil = 0;
 
   const ask = async (key: string, rule: BucketRule, count: number) => {
-    if (!redis.canSend()) return undefined;
+    if (!redis.canSend() || performance.now() < pausedUntil) return undefined;
     try {
       const [allowed, tokens] = await bucket(`${redis.prefix}bucket:${key}`, rule.ratePerSecond, rule.burst, count);
       return { allowed: allowed === 1, tokens: Number(tokens) };
     } catch {
+      pausedUntil = performance.now() + PAUSE_AFTER_FAILURE_MS;
       return undefined;
     }
   };
