@@ -28,8 +28,10 @@ const STATEMENTS = {
    * Owner events (the workspace event journal) written at or before `before`, the start of
    * the replay window; oldest ids first, so what is kept is always the journal's newest part
    * (a resumption from before it learns that events were lost: README "Owner events").
+   * Ids grow with time, so the batch is the oldest ids' due rows, read in rowid order: the
+   * journal keeps no index on `created_at` (migration 0021), every journal row would pay for it.
    */
-  workspaceEvents: 'DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events WHERE created_at <= ? ORDER BY id LIMIT ?)',
+  workspaceEvents: 'DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events ORDER BY id LIMIT ?2) AND created_at <= ?1',
   /** Idempotency records created at or before `before` (the end of their replay window). */
   idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
   /** Webhook deliveries finished (delivered, failed or cancelled) at or before `before`. */
