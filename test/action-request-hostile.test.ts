@@ -214,6 +214,22 @@ describe('the action request on two instances of one libSQL server', () => {
     expect(await pending(lamp.id)).toBe(1);
   }, 60_000);
 
+  it.each(['owner', 'user'] as const)(
+    'answers a keyed request under an %s-approval grant with the waiting action as stored, and queues nothing',
+    async (approval) => {
+      await freshWorkspace();
+      await grant(apiA, owner, agent.principal, lamp.id, ['set_power'], undefined, approval);
+      const body = { capability: 'set_power', arguments: { on: true }, idempotencyKey: `wait-${randomUUID()}` };
+      const answers = await Promise.all([requestAction(apiA, agent.token, lamp.id, body), requestAction(apiB, agent.token, lamp.id, body)]);
+      const stored = await apiA.get(`/v1/actions/${answers[0]!.body.data.id}`, { token: agent.token });
+      expect(stored.body.data).toMatchObject({ status: 'awaiting_approval', approval: { mode: approval, decision: null } });
+      for (const answer of answers) expect(answer.body.data).toEqual(stored.body.data);
+      const queued = await a.service.db.all(`SELECT id FROM actions WHERE device_id = ? AND status = 'queued'`, [lamp.id]);
+      expect(queued).toEqual([]);
+    },
+    60_000,
+  );
+
   it('replaces a key record older than 24 hours: the new request creates its action and the key replays it', async () => {
     await freshWorkspace();
     const key = `expired-${randomUUID()}`;
