@@ -7,7 +7,7 @@ import { dispatchWebhookEvents } from '../src/domain/webhook-delivery.js';
 import { readDispatchWindow } from '../src/store/webhooks.js';
 import type { Db } from '../src/store/driver.js';
 import { openDb } from '../src/store/open.js';
-import { childrenOf, grant, hubManifest, requestAction } from './helpers/actions.js';
+import { childrenOf, grant, hubManifest, next, requestAction } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -226,6 +226,37 @@ describe('the action request on two instances of one libSQL server', () => {
       for (const answer of answers) expect(answer.body.data).toEqual(stored.body.data);
       const queued = await a.service.db.all(`SELECT id FROM actions WHERE device_id = ? AND status = 'queued'`, [lamp.id]);
       expect(queued).toEqual([]);
+    },
+    60_000,
+  );
+
+  it.each(['the agent connection', 'the grant', 'the device'])(
+    'hands out nothing requested around the moment %s is revoked, with requests racing over both instances',
+    async (what) => {
+      await freshWorkspace();
+      const revoke = () =>
+        what === 'the agent connection'
+          ? apiA.post(`/v1/agent-connections/${agent.id}/revoke`, { token: owner })
+          : what === 'the grant'
+            ? apiA.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } })
+            : apiA.post(`/v1/devices/${lamp.id}/revoke`, { token: owner });
+      const requests = Array.from({ length: 12 }, (_, i) =>
+        requestAction(i % 2 ? apiA : apiB, agent.token, lamp.id, {
+          capability: 'set_power',
+          arguments: { on: true },
+          ...(i % 3 ? { idempotencyKey: `around-${i}-${randomUUID()}` } : {}),
+        }),
+      );
+      const [revoked] = await Promise.all([revoke(), ...requests]);
+      expect(revoked.status).toBeLessThan(300);
+      // Whatever was accepted before or after the revocation, the device is never handed it.
+      if (what !== 'the device') {
+        for (let i = 0; i < 4; i++) expect((await next(i % 2 ? apiA : apiB, lamp)).body.data).toBeNull();
+      }
+      // And none is left waiting to run: the revocation withdrew what was queued before it, the
+      // hand-out cancels what a request that had passed its checks queued after it.
+      const left = await a.service.db.all<{ status: string }>(`SELECT status FROM actions WHERE device_id = ? AND status NOT IN ('cancelled')`, [lamp.id]);
+      expect(left).toEqual([]);
     },
     60_000,
   );
