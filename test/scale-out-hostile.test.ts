@@ -50,6 +50,7 @@ async function startHangingRelay(targetPort: number, scheme = 'redis') {
   let hung = false;
   let connections = 0;
   let swallowed = 0;
+  let swallowedScripts = 0;
   const open = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     connections += 1;
@@ -62,7 +63,10 @@ async function startHangingRelay(targetPort: number, scheme = 'redis') {
     socket.on('close', () => upstream.destroy());
     socket.on('data', (data) => {
       if (!hung) upstream.write(data);
-      else swallowed += 1;
+      else {
+        swallowed += 1;
+        swallowedScripts += data.toString('latin1').match(/evalsha/gi)?.length ?? 0;
+      }
     });
     upstream.on('data', (data) => {
       if (!hung) socket.write(data);
@@ -82,6 +86,8 @@ async function startHangingRelay(targetPort: number, scheme = 'redis') {
     connections: () => connections,
     /** Writes from the client that reached the relay while it was hung (each command a write, at least). */
     swallowed: () => swallowed,
+    /** Script commands (the rate limiter's bucket) among them: several can share one write. */
+    swallowedScripts: () => swallowedScripts,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of open) socket.destroy();
@@ -160,6 +166,37 @@ describe('Redis hung: connections open, no answers', () => {
       // Each agent request takes one bucket command when Redis is asked; ten requests would be ten.
       expect(relay.swallowed()).toBeGreaterThanOrEqual(1);
       expect(relay.swallowed()).toBeLessThanOrEqual(seconds + 1);
+    } finally {
+      await server.close();
+      await relay.close();
+    }
+  }, 30_000);
+  it('after the first failure, asks the hung Redis once a second even when requests arrive together', async () => {
+    const relay = await startHangingRelay(redis.port);
+    const server = await startTestServer({ env: { REDIS_URL: relay.url } });
+    try {
+      const api = client(server.url);
+      const owner = await server.ownerToken('owner-hung-burst');
+      const agent = await createAgent(api, owner, { name: 'hung-burst', access: 'read' });
+      await expect.poll(() => server.logs.some((line) => line.includes('"redis connected"'))).toBe(true);
+      relay.hang();
+      const burst = async () => {
+        for (const answer of await Promise.all(Array.from({ length: 10 }, () => api.get('/v1/functions', { token: agent.token })))) {
+          expect(answer.status).toBe(200);
+        }
+      };
+      // The first burst finds out that Redis hangs: each of its requests may have asked.
+      await burst();
+      const before = relay.swallowedScripts();
+      const started = Date.now();
+      for (let round = 0; round < 3; round++) {
+        // Each burst comes after the pause has passed: Redis may be asked again, once.
+        await new Promise((resolve) => setTimeout(resolve, 1100));
+        await burst();
+      }
+      const seconds = Math.ceil((Date.now() - started) / 1000);
+      // Ten requests a burst: without one asker at a time, every burst after a pause sends ten.
+      expect(relay.swallowedScripts() - before).toBeLessThanOrEqual(seconds + 1);
     } finally {
       await server.close();
       await relay.close();

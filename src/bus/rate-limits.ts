@@ -52,24 +52,33 @@ const PAUSE_AFTER_FAILURE_MS = 1000;
  * The shared limiter. While Redis is down (or slower than the command timeout) each call is
  * answered by `fallback`, this instance's in-memory buckets, and counted with `onFallback`:
  * the limits then hold per instance, as without Redis, and requests go on. After a failed
- * command the limiter asks Redis again only PAUSE_AFTER_FAILURE_MS later, so at most one
- * request per pause waits on a hung Redis.
+ * command the limiter asks Redis again only PAUSE_AFTER_FAILURE_MS later, and then with one
+ * request at a time until a command succeeds (the others fall back meanwhile), so at most one
+ * request per pause waits on a hung Redis, however many arrive together.
  */
 export function createRedisRateLimiter(redis: RedisConnection, deps: { fallback: RateLimiter; onFallback: () => void }): RateLimiter {
   // defineCommand sends EVALSHA and the script itself on NOSCRIPT (a restarted Redis has forgotten it).
   redis.commands.defineCommand('dfcTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
   // The command is added at run time, so ioredis's types cannot name it.
   const bucket = (redis.commands as unknown as { dfcTokenBucket: BucketCommand }).dfcTokenBucket.bind(redis.commands);
-  let pausedUntil = 0;
+  /** Set by a failed command: until then, no command; after it, one at a time until one succeeds. */
+  let pausedUntil: number | null = null;
+  let probing = false;
 
   const ask = async (key: string, rule: BucketRule, count: number) => {
-    if (!redis.canSend() || performance.now() < pausedUntil) return undefined;
+    if (!redis.canSend()) return undefined;
+    const probe = pausedUntil !== null;
+    if (probe && (performance.now() < pausedUntil! || probing)) return undefined;
+    if (probe) probing = true;
     try {
       const [allowed, tokens] = await bucket(`${redis.prefix}bucket:${key}`, rule.ratePerSecond, rule.burst, count);
+      if (probe) pausedUntil = null;
       return { allowed: allowed === 1, tokens: Number(tokens) };
     } catch {
       pausedUntil = performance.now() + PAUSE_AFTER_FAILURE_MS;
       return undefined;
+    } finally {
+      if (probe) probing = false;
     }
   };
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../store/driver.js';
+import type { Db, Statement } from '../store/driver.js';
 import {
   advanceDispatchCursor,
   claimDueDeliveries,
@@ -43,6 +43,13 @@ export interface WebhookDeliverySettings {
 /** Journal events read per dispatcher batch, and batches per poll. */
 const DISPATCH_BATCH = 200;
 const DISPATCH_BATCHES = 10;
+/**
+ * The payload bytes one write batch carries at most (it always takes a window's first event
+ * whole). A window of 200 events of a few KB to 20 webhooks is tens of MB in one batch, and
+ * over the WebSocket transport sqld closes the socket on a message that large, so the same
+ * window failed on every poll: no webhook heard of anything again.
+ */
+const DISPATCH_BATCH_BYTES = 4 * 1024 * 1024;
 /** A claim outlives the attempt's deadline by this much before another instance may take it over. */
 const LEASE_MARGIN_MS = 30_000;
 const MAX_ERROR_LENGTH = 300;
@@ -67,17 +74,30 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
     if (rows.length === 0) break;
     const now = deps.clock.now();
     const payloads = new Map<number, string>();
-    const inserts = rows.flatMap((row) => {
-      if (row.webhookId === null) return [];
+    const inserts: Statement[] = [];
+    let bytes = 0;
+    let last = rows[0]!;
+    let cut = false;
+    for (const row of rows) {
+      // Cut only between events: the cursor moves past an event once all its deliveries are written.
+      if (row.id !== last.id && bytes >= DISPATCH_BATCH_BYTES) {
+        cut = true;
+        break;
+      }
+      last = row;
+      if (row.webhookId === null) continue;
+      // An event's first row carries its data (readDispatchWindow); the rest reuse its payload.
       let payload = payloads.get(row.id);
       if (payload === undefined) payloads.set(row.id, (payload = JSON.stringify(toWorkspaceEvent(row))));
-      return [deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type, payload }, now)];
-    });
-    const last = rows[rows.length - 1]!;
+      bytes += Buffer.byteLength(payload);
+      inserts.push(
+        deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type, payload }, now),
+      );
+    }
     // Guarded: another instance that dispatched the same events first wrote the same rows.
     const results = await deps.db.batch([...inserts, advanceDispatchCursor(last.cursor, last.id)]);
     written += results.slice(0, -1).reduce((sum, result) => sum + result.changes, 0);
-    if (new Set(rows.map((row) => row.id)).size < DISPATCH_BATCH) break;
+    if (!cut && new Set(rows.map((row) => row.id)).size < DISPATCH_BATCH) break;
   }
   return written;
 }

@@ -129,6 +129,9 @@ export interface DispatchRow extends WorkspaceEventRow {
  * The next `limit` journal events past the dispatcher's cursor, each joined with the live
  * webhooks of its workspace that subscribe to its type and were registered before it (a row
  * per pair; one row with a null webhook for an event none wants, whose data is not read).
+ * An event's data comes once, on its first row (the rows of one event are in webhook order):
+ * repeated on every webhook's row, a window of 200 events of a few KB to 20 webhooks passed
+ * sqld's 10 MB answer limit, and the read failed on every poll from then on.
  * One read (a SELECT: `WITH` would make the drivers treat it as a write), outside any
  * transaction: an idle poll, or events no webhook wants, take no write
  * lock until the cursor moves (docs/performance.md "On a libSQL server (sqld)").
@@ -136,13 +139,14 @@ export interface DispatchRow extends WorkspaceEventRow {
 export function readDispatchWindow(db: Queryable, limit: number): Promise<DispatchRow[]> {
   return db.all<DispatchRow>(
     `SELECT d.last_event_id AS cursor, e.id, e.workspace_id AS workspaceId, e.type, e.subject_id AS subjectId,
-            CASE WHEN w.id IS NULL THEN '' ELSE e.data END AS data, e.created_at AS createdAt, w.id AS webhookId
+            CASE WHEN w.id IS NULL OR row_number() OVER (PARTITION BY e.id ORDER BY w.id) > 1 THEN '' ELSE e.data END AS data,
+            e.created_at AS createdAt, w.id AS webhookId
      FROM webhook_dispatch d
      JOIN (SELECT * FROM workspace_events WHERE id > (SELECT last_event_id FROM webhook_dispatch WHERE id = 1) ORDER BY id LIMIT ?) e
      LEFT JOIN webhooks w ON w.workspace_id = e.workspace_id AND w.revoked_at IS NULL AND w.after_event_id < e.id
        AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE json_each.value = e.type)
      WHERE d.id = 1
-     ORDER BY e.id`,
+     ORDER BY e.id, w.id`,
     [limit],
   );
 }
