@@ -12,10 +12,10 @@ import {
   requestRecall,
   exportActions,
   getAction,
-  insertAction,
   guardedActionInsert,
   insertActionIfAllowed,
   newActionRow,
+  type QueueLimits,
   recentActions,
   recentActionsOf,
   type ActionRow,
@@ -99,11 +99,23 @@ async function plannedAction(db: Queryable, ctx: Context, agent: CredentialOf<'a
   };
 }
 
-/** Checks and creates one action inside a transaction, where nothing it read can change before it commits. */
+/**
+ * Checks and creates one action inside a transaction, where nothing it read can change before
+ * it commits. The insert is the guarded one too: what the reads do not check, the requesting
+ * connection (revoked or expired since it authenticated this request), it refuses, so a
+ * revoked credential creates nothing even in the window between its lookup and the insert.
+ */
 async function queueAction(tx: Queryable, ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
   const planned = await plannedAction(tx, ctx, agent, request, now);
   await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
-  return insertAction(tx, planned);
+  const created = await insertActionIfAllowed(tx, planned, queueLimits(ctx));
+  if (!created) throw fail.unauthorized('This credential was revoked or expired while the request ran.');
+  return created;
+}
+
+function queueLimits(ctx: Context): QueueLimits {
+  const capacity = ctx.settings.capacity;
+  return { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace };
 }
 
 /**
@@ -124,8 +136,7 @@ async function queueActionOptimistically(
   key?: { scope: IdempotencyScope; hash: string },
 ): Promise<ActionRow | undefined> {
   const planned = await plannedAction(ctx.db, ctx, agent, request, now);
-  const capacity = ctx.settings.capacity;
-  const limits = { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace };
+  const limits = queueLimits(ctx);
   if (!key) return insertActionIfAllowed(ctx.db, planned, limits);
   const created = newActionRow(planned);
   const response = JSON.stringify(toActionRecord(created));
