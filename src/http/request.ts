@@ -12,8 +12,8 @@ export interface HttpEnv {
     credential: Context['credential'] | undefined;
     /** The error code of a failed request's envelope, for the request line. */
     errorCode: string | undefined;
-    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
-    clientAddress: string | undefined;
+    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS); resolved on first call. */
+    clientAddress: () => string | undefined;
     /** Builds the domain context for this request once the credential is known. */
     context: (credential: Context['credential'], surface: Surface) => Context;
   };
@@ -50,17 +50,19 @@ export function peerAddress(c: HonoContext, trustedProxyHops: number): string | 
 
 /** The request's client address, resolved once per request (see `peerAddress`). */
 export function clientAddress(c: HonoContext): string | undefined {
-  return (c as HonoContext<HttpEnv>).get('clientAddress');
+  return (c as HonoContext<HttpEnv>).get('clientAddress')?.();
 }
 
 /**
  * A `Response` a handler builds itself (the MCP SDK's answer, a cached tools/list) skips the
- * headers set on the Hono context, the request id among them: this adds it. Not done for
- * every answer in the middleware, because reading the headers of @hono/node-server's
- * lightweight responses makes it build them in full, a cost every answer would pay.
+ * headers set on the Hono context, the request id among them: this adds it. On Node the
+ * middleware has put the id on the ServerResponse (src/http/observe.ts), which every answer
+ * is written through, so the answer is left as it is: reading the headers of
+ * @hono/node-server's lightweight responses would make it build them in full.
  */
-export function withRequestId(response: Response, requestId: string): Response {
-  if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', requestId);
+export function withRequestId(c: HonoContext<HttpEnv>, response: Response): Response {
+  if ((c.env as Partial<HttpBindings> | undefined)?.outgoing) return response;
+  if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', c.get('requestId'));
   return response;
 }
 

@@ -298,7 +298,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
   }
 
-  app.all('/mcp', async (c) => withRequestId(await answer(c), c.get('requestId')));
+  app.all('/mcp', async (c) => withRequestId(c, await answer(c)));
 
   async function answer(c: HonoContext<HttpEnv>): Promise<Response> {
     const localPort = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.localPort;
