@@ -1,5 +1,6 @@
 import type { HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context as HonoContext } from 'hono';
 import type { Context, Surface } from '../domain/context.js';
 import { readLimitedBody, readLimitedNodeBody } from './body.js';
@@ -64,6 +65,23 @@ export function withRequestId(c: HonoContext<HttpEnv>, response: Response): Resp
   if ((c.env as Partial<HttpBindings> | undefined)?.outgoing) return response;
   if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', c.get('requestId'));
   return response;
+}
+
+/**
+ * A 200 answer whose body is already bytes in parts (a cached tools/list: a large cached
+ * buffer between two small ones). On Node the parts are written to the ServerResponse as they
+ * are — one system call, no copy of the large part — and @hono/node-server is told the answer
+ * is sent; elsewhere they are joined into one `Response`.
+ */
+export function answerInParts(c: HonoContext, headers: Record<string, string>, parts: Buffer[]): Response {
+  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  if (!outgoing) return new Response(Buffer.concat(parts), { status: 200, headers });
+  let length = 0;
+  for (const part of parts) length += part.length;
+  outgoing.writeHead(200, { ...headers, 'content-length': String(length) });
+  for (const part of parts.slice(0, -1)) outgoing.write(part);
+  outgoing.end(parts.at(-1));
+  return RESPONSE_ALREADY_SENT;
 }
 
 /** The body bytes (16 KiB at most), from the Node request when the app runs on @hono/node-server. */
