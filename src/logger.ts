@@ -23,6 +23,7 @@ export function createLogger(level: LogLevel, write?: (line: string) => void): L
     : pino.destination({ dest: 1, sync: false, maxLength: MAX_BUFFERED_BYTES });
   const logger = pino({ level, base: undefined, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: (label) => ({ level: label }) } }, destination);
   return {
+    enabled: (at) => logger.isLevelEnabled(at),
     debug: (record) => logger.debug(record),
     info: (record) => logger.info(record),
     warn: (record) => logger.warn(record),

@@ -46,6 +46,8 @@ export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
 /** Levels as README "Logs" defines them: debug (diagnosis), info (what happened), warn (degraded, needs an operator soon), error (failed). */
 export interface Logger {
+  /** Whether a record at `level` would be written; absent means always (a caller then builds the record regardless). */
+  enabled?(level: 'debug' | 'info' | 'warn' | 'error'): boolean;
   debug(record: Record<string, unknown>): void;
   info(record: Record<string, unknown>): void;
   warn(record: Record<string, unknown>): void;

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import type { HttpBindings } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Context, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
@@ -90,8 +91,8 @@ export interface ObserveDeps {
 
 /**
  * What every request on every surface gets, installed once on the app: a request id
- * (`requestIdFrom`, echoed on every answer made through the context; a handler that builds
- * its own `Response` stamps it with `withRequestId`), the client address, the domain context factory, one JSON log line and the
+ * (`requestIdFrom`, echoed on every answer: on Node it is set on the ServerResponse; elsewhere
+ * a handler that builds its own `Response` stamps it with `withRequestId`), the client address, the domain context factory, one JSON log line and the
  * metrics; plus the error envelope for unknown routes and for anything a handler throws.
  */
 export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
@@ -100,22 +101,33 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     const started = performance.now();
     const id = requestIdFrom(c.req.header('x-request-id'));
     c.set('requestId', id);
-    c.header('X-Request-Id', id);
-    c.set('clientAddress', peerAddress(c, trustProxyHops));
+    // On Node the id goes on the ServerResponse itself: Node merges it into whatever headers
+    // the answer is written with, so every answer carries it — a handler's own `Response` too —
+    // and a JSON answer keeps @hono/node-server's plain-object header path instead of building
+    // a Fetch `Headers` for one header (issue 19's /healthz profile).
+    const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+    if (outgoing) outgoing.setHeader('X-Request-Id', id);
+    else c.header('X-Request-Id', id);
+    // Resolved when a limit first asks for it (most requests never do), once.
+    let address: { value: string | undefined } | undefined;
+    c.set('clientAddress', () => (address ??= { value: peerAddress(c, trustProxyHops) }).value);
     c.set('context', (credential, surface) => deps.context(credential, surface, id));
     if (unreadBody(c.req.method, c.req.path, c.req.header('content-length'), c.req.header('transfer-encoding'))) await requestBody(c);
     await next();
     const seconds = (performance.now() - started) / 1000;
-    deps.observeRequest(c.req.method, c.req.routePath, c.res.status, seconds);
+    const status = c.res.status;
+    deps.observeRequest(c.req.method, c.req.routePath, status, seconds);
+    // The line's fields are gathered only when it will be written (LOG_LEVEL at info or below).
+    if (log.enabled?.('info') === false) return;
     log.info(
       requestLine({
         requestId: id,
         method: c.req.method,
         route: c.req.routePath,
-        status: c.res.status,
+        status,
         seconds,
         actor: actorFields(c.get('credential')),
-        errorCode: c.res.status >= 400 ? c.get('errorCode') : undefined,
+        errorCode: status >= 400 ? c.get('errorCode') : undefined,
       }),
     );
   });

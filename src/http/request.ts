@@ -1,5 +1,6 @@
 import type { HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context as HonoContext } from 'hono';
 import type { Context, Surface } from '../domain/context.js';
 import { readLimitedBody, readLimitedNodeBody } from './body.js';
@@ -12,8 +13,8 @@ export interface HttpEnv {
     credential: Context['credential'] | undefined;
     /** The error code of a failed request's envelope, for the request line. */
     errorCode: string | undefined;
-    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS). */
-    clientAddress: string | undefined;
+    /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS); resolved on first call. */
+    clientAddress: () => string | undefined;
     /** Builds the domain context for this request once the credential is known. */
     context: (credential: Context['credential'], surface: Surface) => Context;
   };
@@ -50,18 +51,37 @@ export function peerAddress(c: HonoContext, trustedProxyHops: number): string | 
 
 /** The request's client address, resolved once per request (see `peerAddress`). */
 export function clientAddress(c: HonoContext): string | undefined {
-  return (c as HonoContext<HttpEnv>).get('clientAddress');
+  return (c as HonoContext<HttpEnv>).get('clientAddress')?.();
 }
 
 /**
  * A `Response` a handler builds itself (the MCP SDK's answer, a cached tools/list) skips the
- * headers set on the Hono context, the request id among them: this adds it. Not done for
- * every answer in the middleware, because reading the headers of @hono/node-server's
- * lightweight responses makes it build them in full, a cost every answer would pay.
+ * headers set on the Hono context, the request id among them: this adds it. On Node the
+ * middleware has put the id on the ServerResponse (src/http/observe.ts), which every answer
+ * is written through, so the answer is left as it is: reading the headers of
+ * @hono/node-server's lightweight responses would make it build them in full.
  */
-export function withRequestId(response: Response, requestId: string): Response {
-  if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', requestId);
+export function withRequestId(c: HonoContext<HttpEnv>, response: Response): Response {
+  if ((c.env as Partial<HttpBindings> | undefined)?.outgoing) return response;
+  if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', c.get('requestId'));
   return response;
+}
+
+/**
+ * A 200 answer whose body is already bytes in parts (a cached tools/list: a large cached
+ * buffer between two small ones). On Node the parts are written to the ServerResponse as they
+ * are — one system call, no copy of the large part — and @hono/node-server is told the answer
+ * is sent; elsewhere they are joined into one `Response`.
+ */
+export function answerInParts(c: HonoContext, headers: Record<string, string>, parts: Buffer[]): Response {
+  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  if (!outgoing) return new Response(Buffer.concat(parts), { status: 200, headers });
+  let length = 0;
+  for (const part of parts) length += part.length;
+  outgoing.writeHead(200, { ...headers, 'content-length': String(length) });
+  for (const part of parts.slice(0, -1)) outgoing.write(part);
+  outgoing.end(parts.at(-1));
+  return RESPONSE_ALREADY_SENT;
 }
 
 /** The body bytes (16 KiB at most), from the Node request when the app runs on @hono/node-server. */

@@ -11,7 +11,7 @@ import { credentialBucket, rateLimited, type RateLimiter } from '../domain/rate-
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
-import { bearerToken, clientAddress, requestBody, withRequestId, type HttpEnv } from '../http/request.js';
+import { answerInParts, bearerToken, clientAddress, requestBody, withRequestId, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
 import { createInflightCalls } from './cancellation.js';
@@ -298,7 +298,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
   }
 
-  app.all('/mcp', async (c) => withRequestId(await answer(c), c.get('requestId')));
+  app.all('/mcp', async (c) => withRequestId(c, await answer(c)));
 
   async function answer(c: HonoContext<HttpEnv>): Promise<Response> {
     const localPort = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.localPort;
@@ -370,7 +370,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       const cached = toolLists.answer(key, { version, now }, cacheable.id);
       if (cached) {
         metrics.observeMcp('tools/list', 'cache');
-        return cached;
+        return answerInParts(c, cached.headers, cached.parts);
       }
       listState = { key, version, validUntil: await callableFunctionsValidUntil(ctx.db, credential, now) };
     }

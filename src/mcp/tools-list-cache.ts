@@ -43,12 +43,18 @@ interface Entry {
   validUntil: number;
   /** `JSON.stringify(result)` of the SDK's answer, UTF-8 encoded once. */
   result: Buffer;
-  headers: [string, string][];
+  headers: Record<string, string>;
+}
+
+/** A cached answer: its headers and its body in parts, the cached bytes among them, never copied into one buffer. */
+export interface CachedAnswer {
+  headers: Record<string, string>;
+  parts: Buffer[];
 }
 
 export interface ToolsListCache {
   /** The cached answer for this request id, when the entry is still valid. */
-  answer(key: string, state: { version: number; now: number }, id: string | number): Response | undefined;
+  answer(key: string, state: { version: number; now: number }, id: string | number): CachedAnswer | undefined;
   /** Keeps the SDK's answer (a 200 JSON-RPC success) for `key`; returns it for sending. */
   keep(key: string, state: { version: number; validUntil: number }, response: Response): Promise<Response>;
 }
@@ -76,15 +82,15 @@ export function createToolsListCache(maxEntries = 1000): ToolsListCache {
       // Least recently used goes first when the map is full.
       entries.delete(key);
       entries.set(key, entry);
-      // One copy of bytes encoded once, not a new multi-megabyte string per request.
-      const body = Buffer.concat([RESULT_HEAD, entry.result, Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(id)}}`)]);
-      return new Response(body, { status: 200, headers: entry.headers });
+      // The bytes encoded once, sent as they are: no new multi-megabyte string, and no copy
+      // into one buffer either (src/http/request.ts `answerInParts`).
+      return { headers: entry.headers, parts: [RESULT_HEAD, entry.result, Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(id)}}`)] };
     },
     async keep(key, state, response) {
       const type = response.headers.get('content-type') ?? '';
       if (response.status !== 200 || !type.includes('application/json')) return response;
       const text = await response.text();
-      const headers = [...response.headers].filter(([name]) => name !== 'content-length');
+      const headers = Object.fromEntries([...response.headers].filter(([name]) => name !== 'content-length'));
       try {
         const message = JSON.parse(text) as { result?: unknown; error?: unknown };
         if (isObject(message.result) && message.error === undefined) {

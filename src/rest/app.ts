@@ -12,6 +12,8 @@ function honoPath(path: string): string {
 
 function firstQueryValues(c: HonoContext): Record<string, string> {
   const values: Record<string, string> = {};
+  // Most requests have no query string: nothing to parse then.
+  if (!c.req.url.includes('?')) return values;
   for (const [key, list] of Object.entries(c.req.queries())) if (list[0] !== undefined) values[key] = list[0];
   return values;
 }
@@ -30,6 +32,7 @@ function nextLink(requestUrl: string, cursor: string): string {
 /** Mounts every route of the table: authenticate, assemble input, invoke, answer. */
 export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: Authenticator): void {
   for (const route of routes) {
+    const headerFields = Object.entries(route.headers ?? {});
     const handler = async (c: HonoContext<HttpEnv>) => {
       // A public operation (health, board enrollment) ignores any Authorization header: a
       // stale token in a client's default headers must not turn it into a 401.
@@ -43,7 +46,7 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       assertOAuthSurface(route.operation, ctx);
       const body = route.method === 'POST' ? parseJsonObject(await requestBody(c)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
-      for (const [header, field] of Object.entries(route.headers ?? {})) {
+      for (const [header, field] of headerFields) {
         const value = c.req.header(header);
         if (value !== undefined) fromHeaders[field] = value;
       }

@@ -1,0 +1,37 @@
+/**
+ * The `/healthz` floor of `npm run bench` (scripts/bench.ts): a bare `node:http` server that
+ * answers `GET /healthz` with the same JSON document the service answers (README "Probes":
+ * service name, protocol version, whether auth is configured, the kill switch), encoded per
+ * request as the service encodes it, and nothing else: no framework, no request id, no log
+ * line, no metrics. The service's /healthz rate as a share of this one's, in the same run on
+ * the same core at the same concurrency, is what the service's own per-request HTTP layer
+ * costs (issue 19's target: at least 80 %). A measuring device, nothing else uses it.
+ */
+import http from 'node:http';
+
+const settings = { service: 'dfc', protocolVersion: 1, authConfigured: false, deviceControlsEnabled: true };
+
+const server = http.createServer((req, res) => {
+  if (req.method === 'GET' && req.url === '/healthz') {
+    const text = JSON.stringify(settings);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+    return;
+  }
+  res.writeHead(404, { 'content-type': 'application/json' });
+  res.end('{"error":"not found"}');
+});
+
+server.keepAliveTimeout = 30_000;
+server.listen(0, '127.0.0.1', () => {
+  const { port } = server.address() as { port: number };
+  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}`, pid: process.pid });
+});
+
+process.on('message', (message: { type: string }) => {
+  if (message.type === 'cpu') process.send!({ type: 'cpu', usage: process.cpuUsage() });
+  if (message.type === 'stop') {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+  }
+});
