@@ -39,12 +39,6 @@ export class EmbeddedDb implements Db {
     // NORMAL is durable in WAL mode against process crashes (only an OS crash can lose the
     // last transactions); facts.md measured 30 kill -9 runs with no acknowledged write lost.
     this.#db.pragma('synchronous = NORMAL');
-    // Checkpoint the WAL every 4,000 pages (16 MiB) instead of SQLite's 1,000: a checkpoint
-    // copies each changed page once however often it was rewritten and syncs the file, on
-    // the request that crosses the mark. The event journal's rows made every action commit
-    // write more pages; fewer, larger checkpoints cut the round trip's write cost by about a
-    // tenth (docs/performance.md "Winning back the embedded round trip (issue 15 item 5)").
-    this.#db.pragma('wal_autocheckpoint = 4000');
     this.#db.pragma('foreign_keys = ON');
   }
 
