@@ -142,46 +142,47 @@ describe('the webhook dispatcher on a libSQL server', () => {
 const PER_PRINCIPAL = 3;
 const WORKSPACE_QUEUE = 5;
 
+/**
+ * Two instances of the service on this file's sqld, over ws:// (what libsql:// takes), started
+ * before the calling describe's tests and closed after them.
+ */
+function twoInstances(env: Record<string, string> = {}): { a: TestServer; b: TestServer; apiA: Client; apiB: Client } {
+  const two = {} as { a: TestServer; b: TestServer; apiA: Client; apiB: Client };
+  beforeAll(async () => {
+    const full = { DATABASE_URL: sqld.url.replace(/^http/, 'ws'), ...env };
+    two.a = await startTestServer({ env: full });
+    two.b = await startTestServer({ env: full });
+    two.apiA = client(two.a.url);
+    two.apiB = client(two.b.url);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([two.a?.close(), two.b?.close()]);
+  });
+  return two;
+}
+
 describe('the action request on two instances of one libSQL server', () => {
-  let a: TestServer;
-  let b: TestServer;
-  let apiA: Client;
-  let apiB: Client;
+  const two = twoInstances({ DEVICE_QUEUE_PER_PRINCIPAL: String(PER_PRINCIPAL), WORKSPACE_MAX_QUEUED_ACTIONS: String(WORKSPACE_QUEUE) });
   let owner: string;
   let agent: { id: string; token: string; principal: string };
   let lamp: AttachedDevice;
 
-  beforeAll(async () => {
-    // ws://: the transport libsql:// now takes.
-    const env = {
-      DATABASE_URL: sqld.url.replace(/^http/, 'ws'),
-      DEVICE_QUEUE_PER_PRINCIPAL: String(PER_PRINCIPAL),
-      WORKSPACE_MAX_QUEUED_ACTIONS: String(WORKSPACE_QUEUE),
-    };
-    a = await startTestServer({ env });
-    b = await startTestServer({ env });
-    apiA = client(a.url);
-    apiB = client(b.url);
-  }, 60_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-  });
-
   async function freshWorkspace() {
-    owner = await a.ownerToken(`hostile-${randomUUID()}`);
-    agent = await createAgent(apiA, owner, { access: 'act', principal: 'agent:hostile' });
-    lamp = await attachDevice(apiA, owner, { name: 'Lamp' });
-    await grant(apiA, owner, agent.principal, lamp.id, ['set_power']);
+    owner = await two.a.ownerToken(`hostile-${randomUUID()}`);
+    agent = await createAgent(two.apiA, owner, { access: 'act', principal: 'agent:hostile' });
+    lamp = await attachDevice(two.apiA, owner, { name: 'Lamp' });
+    await grant(two.apiA, owner, agent.principal, lamp.id, ['set_power']);
   }
 
   const pending = async (deviceId: string) =>
-    (await a.service.db.all<{ id: string }>(`SELECT id FROM actions WHERE device_id = ? AND status IN ('queued', 'awaiting_approval')`, [deviceId])).length;
+    (await two.a.service.db.all<{ id: string }>(`SELECT id FROM actions WHERE device_id = ? AND status IN ('queued', 'awaiting_approval')`, [deviceId])).length;
 
   it('keeps a principal’s share of the device queue when 24 requests race over both instances', async () => {
     await freshWorkspace();
     const answers = await Promise.all(
-      Array.from({ length: 24 }, (_, i) => requestAction(i % 2 ? apiA : apiB, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } })),
+      Array.from({ length: 24 }, (_, i) =>
+        requestAction(i % 2 ? two.apiA : two.apiB, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } }),
+      ),
     );
     const created = answers.filter((answer) => answer.status === 201);
     expect(created.length).toBe(PER_PRINCIPAL);
@@ -191,11 +192,13 @@ describe('the action request on two instances of one libSQL server', () => {
 
   it('keeps the workspace queue when four principals race on one device over both instances', async () => {
     await freshWorkspace();
-    const others = await Promise.all([1, 2, 3].map((n) => createAgent(apiA, owner, { access: 'act', principal: `agent:hostile-${n}` })));
-    for (const other of others) await grant(apiA, owner, other.principal, lamp.id, ['set_power']);
+    const others = await Promise.all([1, 2, 3].map((n) => createAgent(two.apiA, owner, { access: 'act', principal: `agent:hostile-${n}` })));
+    for (const other of others) await grant(two.apiA, owner, other.principal, lamp.id, ['set_power']);
     const answers = await Promise.all(
       [agent, ...others].flatMap((who, n) =>
-        Array.from({ length: 4 }, (_, i) => requestAction((n + i) % 2 ? apiA : apiB, who.token, lamp.id, { capability: 'set_power', arguments: { on: true } })),
+        Array.from({ length: 4 }, (_, i) =>
+          requestAction((n + i) % 2 ? two.apiA : two.apiB, who.token, lamp.id, { capability: 'set_power', arguments: { on: true } }),
+        ),
       ),
     );
     expect(answers.filter((answer) => answer.status === 201).length).toBe(WORKSPACE_QUEUE);
@@ -205,11 +208,11 @@ describe('the action request on two instances of one libSQL server', () => {
   it('creates one action for one key raced over both instances, and every answer is the action as stored', async () => {
     await freshWorkspace();
     const body = { capability: 'set_power', arguments: { on: false }, idempotencyKey: `race-${randomUUID()}` };
-    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => requestAction(i % 2 ? apiA : apiB, agent.token, lamp.id, body)));
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => requestAction(i % 2 ? two.apiA : two.apiB, agent.token, lamp.id, body)));
     for (const answer of answers) expect(answer.status, JSON.stringify(answer.body)).toBe(201);
     const ids = new Set(answers.map((answer) => answer.body.data.id as string));
     expect(ids.size).toBe(1);
-    const stored = await apiB.get(`/v1/actions/${[...ids][0]}`, { token: agent.token });
+    const stored = await two.apiB.get(`/v1/actions/${[...ids][0]}`, { token: agent.token });
     for (const answer of answers) expect(answer.body.data).toEqual(stored.body.data);
     expect(await pending(lamp.id)).toBe(1);
   }, 60_000);
@@ -218,13 +221,13 @@ describe('the action request on two instances of one libSQL server', () => {
     'answers a keyed request under an %s-approval grant with the waiting action as stored, and queues nothing',
     async (approval) => {
       await freshWorkspace();
-      await grant(apiA, owner, agent.principal, lamp.id, ['set_power'], undefined, approval);
+      await grant(two.apiA, owner, agent.principal, lamp.id, ['set_power'], undefined, approval);
       const body = { capability: 'set_power', arguments: { on: true }, idempotencyKey: `wait-${randomUUID()}` };
-      const answers = await Promise.all([requestAction(apiA, agent.token, lamp.id, body), requestAction(apiB, agent.token, lamp.id, body)]);
-      const stored = await apiA.get(`/v1/actions/${answers[0]!.body.data.id}`, { token: agent.token });
+      const answers = await Promise.all([requestAction(two.apiA, agent.token, lamp.id, body), requestAction(two.apiB, agent.token, lamp.id, body)]);
+      const stored = await two.apiA.get(`/v1/actions/${answers[0]!.body.data.id}`, { token: agent.token });
       expect(stored.body.data).toMatchObject({ status: 'awaiting_approval', approval: { mode: approval, decision: null } });
       for (const answer of answers) expect(answer.body.data).toEqual(stored.body.data);
-      const queued = await a.service.db.all(`SELECT id FROM actions WHERE device_id = ? AND status = 'queued'`, [lamp.id]);
+      const queued = await two.a.service.db.all(`SELECT id FROM actions WHERE device_id = ? AND status = 'queued'`, [lamp.id]);
       expect(queued).toEqual([]);
     },
     60_000,
@@ -236,12 +239,12 @@ describe('the action request on two instances of one libSQL server', () => {
       await freshWorkspace();
       const revoke = () =>
         what === 'the agent connection'
-          ? apiA.post(`/v1/agent-connections/${agent.id}/revoke`, { token: owner })
+          ? two.apiA.post(`/v1/agent-connections/${agent.id}/revoke`, { token: owner })
           : what === 'the grant'
-            ? apiA.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } })
-            : apiA.post(`/v1/devices/${lamp.id}/revoke`, { token: owner });
+            ? two.apiA.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } })
+            : two.apiA.post(`/v1/devices/${lamp.id}/revoke`, { token: owner });
       const requests = Array.from({ length: 12 }, (_, i) =>
-        requestAction(i % 2 ? apiA : apiB, agent.token, lamp.id, {
+        requestAction(i % 2 ? two.apiA : two.apiB, agent.token, lamp.id, {
           capability: 'set_power',
           arguments: { on: true },
           ...(i % 3 ? { idempotencyKey: `around-${i}-${randomUUID()}` } : {}),
@@ -251,11 +254,11 @@ describe('the action request on two instances of one libSQL server', () => {
       expect(revoked.status).toBeLessThan(300);
       // Whatever was accepted before or after the revocation, the device is never handed it.
       if (what !== 'the device') {
-        for (let i = 0; i < 4; i++) expect((await next(i % 2 ? apiA : apiB, lamp)).body.data).toBeNull();
+        for (let i = 0; i < 4; i++) expect((await next(i % 2 ? two.apiA : two.apiB, lamp)).body.data).toBeNull();
       }
       // And none is left waiting to run: the revocation withdrew what was queued before it, the
       // hand-out cancels what a request that had passed its checks queued after it.
-      const left = await a.service.db.all<{ status: string }>(`SELECT status FROM actions WHERE device_id = ? AND status NOT IN ('cancelled')`, [lamp.id]);
+      const left = await two.a.service.db.all<{ status: string }>(`SELECT status FROM actions WHERE device_id = ? AND status NOT IN ('cancelled')`, [lamp.id]);
       expect(left).toEqual([]);
     },
     60_000,
@@ -264,8 +267,8 @@ describe('the action request on two instances of one libSQL server', () => {
   it('replaces a key record older than 24 hours: the new request creates its action and the key replays it', async () => {
     await freshWorkspace();
     const key = `expired-${randomUUID()}`;
-    const workspaceId = (await a.service.db.get<{ id: string }>('SELECT workspace_id AS id FROM devices WHERE id = ?', [lamp.id]))!.id;
-    await a.service.db.run('INSERT INTO idempotency_keys (workspace_id, principal, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
+    const workspaceId = (await two.a.service.db.get<{ id: string }>('SELECT workspace_id AS id FROM devices WHERE id = ?', [lamp.id]))!.id;
+    await two.a.service.db.run('INSERT INTO idempotency_keys (workspace_id, principal, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
       workspaceId,
       agent.principal,
       key,
@@ -274,9 +277,9 @@ describe('the action request on two instances of one libSQL server', () => {
       Date.now() - 25 * 3600_000,
     ]);
     const body = { capability: 'set_power', arguments: { on: true }, idempotencyKey: key };
-    const first = await requestAction(apiA, agent.token, lamp.id, body);
+    const first = await requestAction(two.apiA, agent.token, lamp.id, body);
     expect(first.status, JSON.stringify(first.body)).toBe(201);
-    const again = await requestAction(apiB, agent.token, lamp.id, body);
+    const again = await requestAction(two.apiB, agent.token, lamp.id, body);
     expect(again.body.data).toEqual(first.body.data);
     expect(await pending(lamp.id)).toBe(1);
   }, 60_000);
@@ -285,63 +288,49 @@ describe('the action request on two instances of one libSQL server', () => {
     await freshWorkspace();
     const body = { capability: 'set_power', arguments: { on: true }, idempotencyKey: `refused-${randomUUID()}` };
     expect(
-      (await apiA.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } })).status,
+      (await two.apiA.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } })).status,
     ).toBeLessThan(300);
-    const refused = await Promise.all([requestAction(apiA, agent.token, lamp.id, body), requestAction(apiB, agent.token, lamp.id, body)]);
+    const refused = await Promise.all([requestAction(two.apiA, agent.token, lamp.id, body), requestAction(two.apiB, agent.token, lamp.id, body)]);
     for (const answer of refused) expect(answer.body.error.code).toBe('grant_required');
-    await grant(apiA, owner, agent.principal, lamp.id, ['set_power']);
-    const created = await requestAction(apiB, agent.token, lamp.id, body);
+    await grant(two.apiA, owner, agent.principal, lamp.id, ['set_power']);
+    const created = await requestAction(two.apiB, agent.token, lamp.id, body);
     expect(created.status, JSON.stringify(created.body)).toBe(201);
   }, 60_000);
 });
 
 describe('the one-read access check on gateway children (two instances, one libSQL server)', () => {
-  let a: TestServer;
-  let b: TestServer;
-  let apiA: Client;
-  let apiB: Client;
-  beforeAll(async () => {
-    const env = { DATABASE_URL: sqld.url.replace(/^http/, 'ws') };
-    a = await startTestServer({ env });
-    b = await startTestServer({ env });
-    apiA = client(a.url);
-    apiB = client(b.url);
-  }, 60_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-  });
+  const two = twoInstances();
 
   it('targets the gateway for a child and a service, refuses a detached child, a revoked gateway’s children and another workspace’s device', async () => {
-    const owner = await a.ownerToken(`access-${randomUUID()}`);
-    const agent = await createAgent(apiA, owner, { access: 'act', principal: 'agent:access' });
-    const hub = await attachDevice(apiA, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
-    const { Bulb: bulb, Cloud: cloud } = (await childrenOf(apiA, owner, hub.id)) as { Bulb: string; Cloud: string };
-    await grant(apiA, owner, agent.principal, bulb, ['set_power']);
-    await grant(apiA, owner, agent.principal, cloud, ['cloud_sync']);
-    const onBulb = await requestAction(apiB, agent.token, bulb, { capability: 'set_power', arguments: { on: true } });
-    const onCloud = await requestAction(apiA, agent.token, cloud, { capability: 'cloud_sync' });
+    const owner = await two.a.ownerToken(`access-${randomUUID()}`);
+    const agent = await createAgent(two.apiA, owner, { access: 'act', principal: 'agent:access' });
+    const hub = await attachDevice(two.apiA, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
+    const { Bulb: bulb, Cloud: cloud } = (await childrenOf(two.apiA, owner, hub.id)) as { Bulb: string; Cloud: string };
+    await grant(two.apiA, owner, agent.principal, bulb, ['set_power']);
+    await grant(two.apiA, owner, agent.principal, cloud, ['cloud_sync']);
+    const onBulb = await requestAction(two.apiB, agent.token, bulb, { capability: 'set_power', arguments: { on: true } });
+    const onCloud = await requestAction(two.apiA, agent.token, cloud, { capability: 'cloud_sync' });
     expect([onBulb.status, onCloud.status]).toEqual([201, 201]);
-    const targets = await a.service.db.all<{ targetId: string }>('SELECT target_id AS targetId FROM actions WHERE id IN (?, ?)', [
+    const targets = await two.a.service.db.all<{ targetId: string }>('SELECT target_id AS targetId FROM actions WHERE id IN (?, ?)', [
       onBulb.body.data.id,
       onCloud.body.data.id,
     ]);
     expect(targets).toEqual([{ targetId: hub.id }, { targetId: hub.id }]);
 
     // Another workspace's agent naming this workspace's device: not found, not "no grant".
-    const stranger = await createAgent(apiA, await a.ownerToken(`stranger-${randomUUID()}`), { access: 'act', principal: agent.principal });
-    expect((await requestAction(apiB, stranger.token, bulb, { capability: 'set_power', arguments: { on: true } })).body.error.code).toBe('not_found');
+    const stranger = await createAgent(two.apiA, await two.a.ownerToken(`stranger-${randomUUID()}`), { access: 'act', principal: agent.principal });
+    expect((await requestAction(two.apiB, stranger.token, bulb, { capability: 'set_power', arguments: { on: true } })).body.error.code).toBe('not_found');
 
     // The bulb leaves the manifest: detached, so not found.
     const withoutBulb = { ...hubManifest, children: hubManifest.children.filter((child) => child.key !== 'bulb') };
-    expect((await apiA.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: withoutBulb })).status).toBe(200);
-    expect((await requestAction(apiB, agent.token, bulb, { capability: 'set_power', arguments: { on: true } })).body.error.code).toBe('not_found');
+    expect((await two.apiA.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: withoutBulb })).status).toBe(200);
+    expect((await requestAction(two.apiB, agent.token, bulb, { capability: 'set_power', arguments: { on: true } })).body.error.code).toBe('not_found');
 
     // The gateway revoked: its service child moves nothing.
-    expect((await apiA.post(`/v1/devices/${hub.id}/revoke`, { token: owner })).status).toBe(200);
-    const refused = await requestAction(apiB, agent.token, cloud, { capability: 'cloud_sync' });
+    expect((await two.apiA.post(`/v1/devices/${hub.id}/revoke`, { token: owner })).status).toBe(200);
+    const refused = await requestAction(two.apiB, agent.token, cloud, { capability: 'cloud_sync' });
     expect(['grant_required', 'forbidden']).toContain(refused.body.error.code);
-    const created = await a.service.db.all('SELECT id FROM actions WHERE device_id IN (?, ?)', [bulb, cloud]);
+    const created = await two.a.service.db.all('SELECT id FROM actions WHERE device_id IN (?, ?)', [bulb, cloud]);
     expect(created.length).toBe(2);
   }, 60_000);
 });
