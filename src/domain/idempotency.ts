@@ -60,6 +60,6 @@ export async function once<T>(
   const previous = await previousAnswer<T>(tx, scope, hash, now);
   if (previous !== undefined) return { value: previous, replayed: true };
   const value = await create();
-  await saveIdempotent(tx, scope, { requestHash: hash, response: JSON.stringify(value), createdAt: now });
+  await saveIdempotent(tx, scope, { requestHash: hash, response: JSON.stringify(value), createdAt: now }, now - IDEMPOTENCY_WINDOW_MS);
   return { value, replayed: false };
 }

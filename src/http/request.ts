@@ -79,6 +79,8 @@ export function answerInParts(c: HonoContext, headers: Record<string, string>, p
   let length = 0;
   for (const part of parts) length += part.length;
   outgoing.writeHead(200, { ...headers, 'content-length': String(length) });
+  // Corked: the head and the parts leave together when `end` uncorks.
+  outgoing.cork();
   for (const part of parts.slice(0, -1)) outgoing.write(part);
   outgoing.end(parts.at(-1));
   return RESPONSE_ALREADY_SENT;

@@ -19,13 +19,19 @@ export function findIdempotent(
   );
 }
 
-/** Stores the answer; an expired record under the same key is replaced. Run in the transaction that created the actions. */
-export async function saveIdempotent(db: Queryable, scope: { workspaceId: string; principal: string; key: string }, record: IdempotencyRecord): Promise<void> {
-  await db.run(
-    `INSERT INTO idempotency_keys (workspace_id, principal, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?)
-     ON CONFLICT (workspace_id, principal, key) DO UPDATE SET request_hash = excluded.request_hash, response = excluded.response, created_at = excluded.created_at`,
-    [scope.workspaceId, scope.principal, scope.key, record.requestHash, record.response, record.createdAt],
-  );
+/**
+ * Stores the answer; an expired record under the same key is replaced. Run in the transaction
+ * that created the actions, after `findIdempotent` found no live record: the same statement as
+ * `claimIdempotencyKey`.
+ */
+export async function saveIdempotent(
+  db: Queryable,
+  scope: { workspaceId: string; principal: string; key: string },
+  record: IdempotencyRecord,
+  notBefore: number,
+): Promise<void> {
+  const { sql, args } = claimIdempotencyKey(scope, record, notBefore);
+  await db.run(sql, args);
 }
 
 /**
