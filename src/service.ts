@@ -70,7 +70,7 @@ export interface ServiceOptions {
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<RunningService> {
   const log = options.log ?? createLogger(config.logLevel);
   const clock = options.clock ?? { now: () => Date.now() };
-  const db = await openDatabase(config);
+  const db = await openDatabase(config, log);
   // Before anything answers: grants are matched against fingerprints migration 0014 cannot compute in SQL.
   await backfillSchemaFingerprints(db);
   // With REDIS_URL every instance shares events and rate limits through Redis (README "What
@@ -205,9 +205,11 @@ const withoutCredentials = (text: string, authToken: string | undefined) => {
 };
 
 /** Opens DATABASE_URL; any failure is a StartupError naming it (README "Deploy"). */
-async function openDatabase(config: Config): Promise<Db> {
+async function openDatabase(config: Config, log: Logger): Promise<Db> {
   try {
-    return await openDb(config.databaseUrl, config.databaseAuthToken);
+    return await openDb(config.databaseUrl, config.databaseAuthToken, {
+      onCheckpointerFailure: (reason) => log.warn({ msg: 'background checkpoints stopped; commits checkpoint the log themselves', error: reason }),
+    });
   } catch (error) {
     const remote = !config.databaseUrl.startsWith('file:');
     const fix = remote ? 'check DATABASE_URL and DATABASE_AUTH_TOKEN' : 'check that DATABASE_URL names a file in a folder this user can write';

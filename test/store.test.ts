@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/store/driver.js';
+import { BACKSTOP_PAGES } from '../src/store/checkpointer.js';
 import { EmbeddedDb } from '../src/store/embedded.js';
 import { loadMigrations, migrate } from '../src/store/migrate.js';
 import { openDb } from '../src/store/open.js';
@@ -202,6 +203,63 @@ describe('the embedded driver under concurrent requests', () => {
     await expect(failing).rejects.toThrow('roll back');
     await outside;
     expect(await db.all('SELECT id FROM workspaces')).toEqual([{ id: 'out' }]);
+  });
+});
+
+describe('background checkpoints (embedded driver)', () => {
+  const PAGE = 4096;
+  const fileBytes = (file: string) => fs.statSync(file).size;
+  const walBytes = (file: string) => (fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0);
+
+  /** A table of `rows` rows of `pages` pages each (overflow pages), every row its own commit. */
+  async function writeRows(db: Db, rows: number, pages = 1): Promise<void> {
+    await db.run('CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, body BLOB)');
+    for (let i = 0; i < rows; i++) await db.run('INSERT INTO pages (body) VALUES (zeroblob(?))', [pages * PAGE]);
+  }
+
+  async function waitFor(check: () => boolean, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline) {
+      if (check()) return true;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return check();
+  }
+
+  it('copies committed pages into the database file without any commit doing it', async () => {
+    // 300 pages: far below both autocheckpoint marks, so only the worker can copy them.
+    const file = path.join(tempDir(), 'background.db');
+    const db = track(new EmbeddedDb(file));
+    await writeRows(db, 300);
+    expect(await waitFor(() => fileBytes(file) >= 300 * PAGE, 5000)).toBe(true);
+  });
+
+  it('with background checkpoints off, the same pages stay in the log until the autocheckpoint mark', async () => {
+    const file = path.join(tempDir(), 'inline.db');
+    const db = track(new EmbeddedDb(file, { backgroundCheckpoints: false }));
+    await writeRows(db, 300);
+    expect(await waitFor(() => fileBytes(file) >= 300 * PAGE, 300)).toBe(false);
+    expect(walBytes(file)).toBeGreaterThanOrEqual(300 * PAGE);
+  });
+
+  it('keeps the log bounded under continuous writes (the backstop restarts it)', async () => {
+    // 16,000 commits of two pages each: a log never restarted would hold all ~125 MiB; the
+    // backstop restarts it at 32 MiB.
+    const file = path.join(tempDir(), 'bounded.db');
+    const db = track(new EmbeddedDb(file));
+    await writeRows(db, 16_000, 2);
+    expect(fileBytes(file) + walBytes(file)).toBeGreaterThanOrEqual(32_000 * PAGE);
+    expect(walBytes(file)).toBeLessThan(1.5 * BACKSTOP_PAGES * PAGE);
+  });
+
+  it('close() ends the worker: none of its resources outlives the database', async () => {
+    const ports = () => process.getActiveResourcesInfo().filter((resource) => resource === 'MessagePort').length;
+    const before = ports();
+    const db = new EmbeddedDb(path.join(tempDir(), 'closed.db'));
+    await writeRows(db, 50);
+    expect(ports()).toBe(before + 1);
+    await db.close();
+    expect(ports()).toBe(before);
   });
 });
 

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'libsql';
+import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
 import {
   guarded,
   isWriteStatement,
@@ -13,6 +14,13 @@ import {
 } from './driver.js';
 
 type Statement = Database.Statement<unknown[]>;
+
+export interface EmbeddedOptions {
+  /** Checkpoints in a worker thread (the default for a file); off, SQLite's own autocheckpoint does it all. */
+  backgroundCheckpoints?: boolean;
+  /** Told why the background checkpointer stopped; the backstop carries on without it. */
+  onCheckpointerFailure?: (message: string) => void;
+}
 
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -30,8 +38,9 @@ export class EmbeddedDb implements Db {
   readonly #statements = new Map<string, Statement>();
   #tail: Promise<unknown> = Promise.resolve();
   #inTransaction = false;
+  readonly #checkpointer: Checkpointer | undefined;
 
-  constructor(file: string) {
+  constructor(file: string, options: EmbeddedOptions = {}) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     this.#db = new Database(file);
     this.#db.pragma('journal_mode = WAL');
@@ -40,6 +49,10 @@ export class EmbeddedDb implements Db {
     // last transactions); facts.md measured 30 kill -9 runs with no acknowledged write lost.
     this.#db.pragma('synchronous = NORMAL');
     this.#db.pragma('foreign_keys = ON');
+    if ((options.backgroundCheckpoints ?? true) && !this.#db.memory) {
+      this.#db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+      this.#checkpointer = startCheckpointer(file, options.onCheckpointerFailure ?? (() => {}));
+    }
   }
 
   #statement(sql: string): Statement {
@@ -161,6 +174,7 @@ export class EmbeddedDb implements Db {
 
   async close(): Promise<void> {
     await this.#tail;
+    await this.#checkpointer?.stop();
     this.#statements.clear();
     this.#db.close();
   }
