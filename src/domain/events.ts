@@ -83,18 +83,53 @@ export interface ActionWatch {
   close(): void;
 }
 
+type ChangeListener = (action: ActionRecord) => void;
+
 /**
- * Watches one action's published changes from now until `close`, keeping those nobody has
- * asked for yet. Watch first, then read the state: a change that commits between the two is
- * both in the read and among the changes, never lost.
+ * The watches of one hub, found by action id (or, before the action exists, by who requested
+ * it): one hub listener hands each change to the watches it concerns, so a change costs a map
+ * lookup however many calls are waiting, not one listener call per waiting call.
  */
-export function watchAction(hub: EventHub, actionId: string): ActionWatch {
-  const pending: ActionRecord[] = [];
+interface Watches {
+  byAction: Map<string, Set<ChangeListener>>;
+  byRequester: Map<string, Set<ChangeListener>>;
+}
+
+const hubWatches = new WeakMap<EventHub, Watches>();
+
+const requesterKey = (workspaceId: string, principal: string) => `${workspaceId}\n${principal}`;
+
+function add(index: Map<string, Set<ChangeListener>>, key: string, listener: ChangeListener): () => void {
+  let set = index.get(key);
+  if (!set) index.set(key, (set = new Set()));
+  set.add(listener);
+  return () => {
+    set.delete(listener);
+    if (set.size === 0 && index.get(key) === set) index.delete(key);
+  };
+}
+
+function watchesOf(hub: EventHub): Watches {
+  let watches = hubWatches.get(hub);
+  if (!watches) {
+    const made: Watches = { byAction: new Map(), byRequester: new Map() };
+    // Lives as long as the hub, like the hub's other long-lived listeners.
+    hub.subscribe((event) => {
+      if (event.type !== 'action') return;
+      for (const listener of made.byAction.get(event.action.id) ?? []) listener(event.action);
+      for (const listener of made.byRequester.get(requesterKey(event.workspaceId, event.action.principal)) ?? []) listener(event.action);
+    });
+    hubWatches.set(hub, (watches = made));
+  }
+  return watches;
+}
+
+/** A watch over the changes `listen` hands it, starting with `pending`. */
+function changeWatch(listen: (listener: ChangeListener) => () => void, pending: ActionRecord[]): ActionWatch {
   let waiter: ((action: ActionRecord | undefined) => void) | undefined;
-  const unsubscribe = hub.subscribe((event) => {
-    if (event.type !== 'action' || event.action.id !== actionId) return;
-    if (waiter) waiter(event.action);
-    else pending.push(event.action);
+  const unsubscribe = listen((action) => {
+    if (waiter) waiter(action);
+    else pending.push(action);
   });
   return {
     next({ timeoutMs, signal }) {
@@ -114,8 +149,45 @@ export function watchAction(hub: EventHub, actionId: string): ActionWatch {
         waiter = finish;
       });
     },
-    close: () => {
-      unsubscribe();
+    close: unsubscribe,
+  };
+}
+
+/**
+ * Watches one action's published changes from now until `close`, keeping those nobody has
+ * asked for yet. Watch first, then read the state: a change that commits between the two is
+ * both in the read and among the changes, never lost.
+ */
+export function watchAction(hub: EventHub, actionId: string): ActionWatch {
+  const { byAction } = watchesOf(hub);
+  return changeWatch((listener) => add(byAction, actionId, listener), []);
+}
+
+/** A watch started before its action exists: `of` names the action once it does. */
+export interface ComingActionWatch {
+  /** The watch of `actionId`, holding every change of it published since this watch began. */
+  of(actionId: string): ActionWatch;
+  close(): void;
+}
+
+/**
+ * Watches the changes of an action `principal` is about to request, from before it exists:
+ * every change of it is published after this, so the watch sees them all, and the caller needs
+ * no read to learn what happened between the insert and the watch. Until `of` names the
+ * action, the principal's changes are kept; `of` keeps that action's and drops the rest.
+ */
+export function watchComingAction(hub: EventHub, workspaceId: string, principal: string): ComingActionWatch {
+  const { byAction, byRequester } = watchesOf(hub);
+  const seen: ActionRecord[] = [];
+  const stop = add(byRequester, requesterKey(workspaceId, principal), (action) => seen.push(action));
+  return {
+    of(actionId) {
+      stop();
+      return changeWatch(
+        (listener) => add(byAction, actionId, listener),
+        seen.filter((action) => action.id === actionId),
+      );
     },
+    close: stop,
   };
 }

@@ -42,16 +42,21 @@ export function createInflightCalls(events: EventHub): InflightCalls {
   });
   return {
     track(caller, id, requestSignal) {
+      if (id === undefined) return { signal: requestSignal, release: () => {} };
+      // One controller that the request's abort is forwarded to (not AbortSignal.any, which
+      // costs a signal and its bookkeeping more on every call): either one aborts the call.
       const controller = new AbortController();
-      const signal = AbortSignal.any([requestSignal, controller.signal]);
-      if (id === undefined) return { signal, release: () => {} };
+      const forward = () => controller.abort(requestSignal.reason);
+      if (requestSignal.aborted) forward();
+      else requestSignal.addEventListener('abort', forward, { once: true });
       const key = keyOf(caller, id);
       const calls = running.get(key) ?? new Set();
       calls.add(controller);
       running.set(key, calls);
       return {
-        signal,
+        signal: controller.signal,
         release() {
+          requestSignal.removeEventListener('abort', forward);
           calls.delete(controller);
           if (calls.size === 0 && running.get(key) === calls) running.delete(key);
         },

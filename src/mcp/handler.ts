@@ -230,9 +230,8 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   async function gateToolCalls(c: HonoContext<HttpEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]): Promise<Gate> {
     const methods = messages.map((m) => m.method);
     const calls = messages.filter((m) => m.method === 'tools/call' && typeof m.params?.name === 'string').map((m) => m.params!.name as string);
-    const caller = callerKey(credential);
-    const signal = c.req.raw.signal;
-    const session: McpSession = { ctx, credential, tools: undefined, cancellation: (id) => inflight.track(caller, id, signal) };
+    // The request's signal and the caller's key are made only for a call that waits (a device tool).
+    const session: McpSession = { ctx, credential, tools: undefined, cancellation: (id) => inflight.track(callerKey(credential), id, c.req.raw.signal) };
 
     for (const name of calls) {
       const operation = fixedToolOperation(name);

@@ -21,7 +21,7 @@ import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/act
 import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
-import { watchAction } from '../domain/events.js';
+import { watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
 import type { CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
@@ -419,10 +419,12 @@ function summary(fn: CallableFunction, action: ActionRecord): string {
 /**
  * Waits for the action to settle, up to `waitMs`, telling the client each state change as
  * progress (awaiting_approval 1/4 → queued 2/4 → received 3/4 → done 4/4) when it asked for
- * progress; an action approved during the wait is then waited for as any queued one. It watches the
- * action's changes first and then reads its state once, so a change that lands between the
- * insert and the watch is in the read and none after it is missed; from then on the
- * published changes (each a full Action, in commit order) are the state. Aborting `signal`
+ * progress; an action approved during the wait is then waited for as any queued one. The
+ * published changes (each a full Action, in commit order) are the state. `coming` is a watch
+ * begun before the call created `first`: it holds every change since, so `first` is the state
+ * to start from. Otherwise (an idempotent replay answers an Action created earlier) it watches
+ * the action's changes first and then reads its state once, so a change that lands between
+ * the insert and the watch is in the read and none after it is missed. Aborting `signal`
  * (the client went away or cancelled) ends the wait; the caller then withdraws the action.
  */
 async function awaitSettled(
@@ -431,16 +433,20 @@ async function awaitSettled(
   waitMs: number,
   signal: AbortSignal,
   progress: (action: ActionRecord) => Promise<void>,
+  coming: ComingActionWatch | undefined,
 ): Promise<ActionRecord> {
   const { ctx } = session;
   const deadline = Date.now() + waitMs;
   const read = async () => (await invoke(operations.getAction, ctx, { actionId: first.id })) as ActionRecord;
   await progress(first);
   if (ACTION_STATES[first.status].terminal) return first;
-  const changes = watchAction(ctx.events, first.id);
+  const changes = coming ? coming.of(first.id) : watchAction(ctx.events, first.id);
   try {
-    let current = await read();
-    await progress(current);
+    let current = first;
+    if (!coming) {
+      current = await read();
+      await progress(current);
+    }
     while (!ACTION_STATES[current.status].terminal && !signal.aborted) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
@@ -615,6 +621,12 @@ export async function callDeviceTool(
       // The client went away between the check and the send: the wait ends on the abort.
     }
   };
+  // A call without an idempotency key always creates its action: watched from before the
+  // insert, its changes need no read after it (awaitSettled). A key may replay an older Action.
+  const coming =
+    confirmed || call.meta?.[IDEMPOTENCY_META_KEY] !== undefined
+      ? undefined
+      : watchComingAction(ctx.events, session.credential.workspaceId, session.credential.principal);
   try {
     let queued: ActionRecord;
     try {
@@ -630,7 +642,7 @@ export async function callDeviceTool(
     } catch (error) {
       throw atMetaKeys(error);
     }
-    const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress);
+    const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress, coming);
     if (signal.aborted) {
       const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
       ctx.log.info({ msg: 'mcp call cancelled by its client', requestId: ctx.requestId, actionId: action.id, withdrawn: withdrawn?.status ?? null });
@@ -643,6 +655,8 @@ export async function callDeviceTool(
   } catch (error) {
     return toolError(error, ctx, { structured: true });
   } finally {
+    // Stops keeping the principal's changes if the action was never created (a no-op once named).
+    coming?.close();
     cancellation.release();
   }
 }
