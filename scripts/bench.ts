@@ -18,13 +18,17 @@
  *      and the tools/list answer's size from memory on it. It tells how much of the gap to
  *      the ideal is the machine and how much is the service's own code.
  *   6. Server RSS with 10,000 idle device WebSockets (a fresh server process).
+ *   7. Wake latency queue → frame with 1,000 device wake sockets under load (a fresh server
+ *      process): the REST round trip of phase 2, driven by as many agent loops as phase 2
+ *      has (`--devices`), each taking its turn over its share of the 1,000 devices, so every
+ *      socket is woken; issue 19's target is p99 < 10 ms.
  *
  * The server runs in a child process (scripts/bench-server.ts) on a temp libSQL file; with
  * `taskset` present the server is pinned to core 0 and this load generator to core 1, so
  * neither starves the other. Rate limits and the workspace device cap are raised through the
  * environment (the bench measures the service, not its limiter).
  *
- *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets --json out.json --log-level info]
+ *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets,wake --json out.json --log-level info]
  *   npm run bench -- --database sqld [--instances 2] [--transport ws|http] [--only mcp,rest]
  *
  * `--database sqld` adds, after the embedded phases (the baseline of the same run), the MCP
@@ -66,6 +70,7 @@ const { values: opts } = parseArgs({
     duration: { type: 'string', default: '8' },
     devices: { type: 'string', default: '100' },
     sockets: { type: 'string', default: '10000' },
+    'wake-sockets': { type: 'string', default: '1000' },
     functions: { type: 'string', default: '1000' },
     profile: { type: 'boolean', default: false },
     'no-pin': { type: 'boolean', default: false },
@@ -85,8 +90,9 @@ const INSTANCES = Number(opts.instances);
 const DURATION_S = Number(opts.duration);
 const DEVICES = Number(opts.devices);
 const SOCKETS = Number(opts.sockets);
+const WAKE_SOCKETS = Number(opts['wake-sockets']);
 const FUNCTIONS = Number(opts.functions);
-const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,floor,sockets').split(','));
+const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,floor,sockets,wake').split(','));
 const ROOT = path.resolve(import.meta.dirname, '..');
 const MODERN = '2026-07-28';
 
@@ -362,15 +368,15 @@ interface Fleet {
 }
 
 /**
- * 100 devices on wake sockets. Each wake frame announces one queued action, so a device
+ * `count` devices (100, `--devices`, for the round-trip phases) on wake sockets. Each wake frame announces one queued action, so a device
  * answers each frame with one `next` and its `result`, frames one after another: exactly the
  * three requests of the round trip as the issue defines it (the device SDK also polls once
  * more after a drain to be sure the queue is empty; a bench device with one outstanding
  * action at a time does not need to). Empty `next` answers are counted: they should not occur.
  */
-async function startFleet(servers: ServerProcess[], owner: string): Promise<Fleet> {
+async function startFleet(servers: ServerProcess[], owner: string, count = DEVICES): Promise<Fleet> {
   const server = servers[0]!;
-  const devices = await attachDevices(server.url, owner, DEVICES, 'bench lamp');
+  const devices = await attachDevices(server.url, owner, count, 'bench lamp');
   devices.forEach((device, i) => (device.base = servers[i % servers.length]!.url));
   await pool(devices, 32, (device) => call(server.url, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
   const agent = await call(server.url, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
@@ -423,24 +429,27 @@ interface LoadFigures {
 }
 
 /**
- * Runs one agent loop per device for the warm-up and then `DURATION_S`, counting round trips
- * completed inside the window, and joins each wake frame's arrival with the server's record of
- * when the action was queued.
+ * Runs `agents` agent loops (by default one per device) for the warm-up and then `seconds`,
+ * counting round trips completed inside the window, and joins each wake frame's arrival with
+ * the server's record of when the action was queued. Loop l takes the devices l, l + agents,
+ * l + 2·agents… in turn: every device is used, and none has two actions outstanding.
  */
 async function roundTripLoad(
   servers: ServerProcess[],
   fleet: Fleet,
   roundTrip: (device: BenchDevice, i: number) => Promise<void>,
   seconds: number,
+  agents = fleet.devices.length,
 ): Promise<LoadFigures> {
   let running = true;
   let windowStart = Infinity;
   let windowEnd = Infinity;
   const latencies: number[] = [];
-  const loops = fleet.devices.map(async (device, d) => {
+  const shares = Array.from({ length: Math.min(agents, fleet.devices.length) }, (_, l) => fleet.devices.filter((_, d) => d % agents === l));
+  const loops = shares.map(async (devices, l) => {
     for (let i = 0; running; i++) {
       const t0 = nowMs();
-      await roundTrip(device, d * 1_000_000 + i);
+      await roundTrip(devices[i % devices.length]!, l * 1_000_000 + i);
       const t1 = nowMs();
       if (t0 >= windowStart && t1 <= windowEnd) latencies.push(t1 - t0);
     }
@@ -640,6 +649,26 @@ async function idleSockets() {
 }
 
 /**
+ * A fresh server; WAKE_SOCKETS devices on wake sockets (the round-trip phases' fleet, larger),
+ * and the REST round trip driven by CONCURRENCY agent loops spread over all of them: the wake
+ * latency queue → frame with that many sockets open under the round-trip phases' load.
+ */
+async function wakeUnderLoad() {
+  const server = await startServer();
+  try {
+    const owner = await signDevelopmentSession(server.config, 'bench-wake');
+    const fleet = await startFleet([server], owner, WAKE_SOCKETS);
+    const load = await phase(server, 'wake', () => roundTripLoad([server], fleet, restRoundTrip(fleet), DURATION_S, CONCURRENCY));
+    for (const socket of fleet.sockets) socket.close();
+    const figure = { sockets: WAKE_SOCKETS, agentLoops: Math.min(CONCURRENCY, WAKE_SOCKETS), requestsPerRoundTrip: 4, ...load };
+    results.wake = figure;
+    return figure;
+  } finally {
+    await server.stop();
+  }
+}
+
+/**
  * The floor (scripts/bench-floor-server.ts): the same round trip's irreducible work on a bare
  * Node server pinned the same way, loaded the same way (one agent loop per device, the
  * device's `next` waiting for work), and the same number of bytes as the tools/list answer
@@ -818,6 +847,7 @@ try {
   }
   if (PHASES.has('floor')) await floor((results.toolsList as { responseBytes?: number } | undefined)?.responseBytes ?? 945_000);
   if (PHASES.has('sockets')) await idleSockets();
+  if (PHASES.has('wake')) await wakeUnderLoad();
 } finally {
   await dispatcher.close();
   for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
@@ -834,6 +864,7 @@ const seq = results.sequential as Awaited<ReturnType<typeof sequential>> | undef
 const tl = results.toolsList as Awaited<ReturnType<typeof toolsList>> | undefined;
 const so = results.sockets as Awaited<ReturnType<typeof idleSockets>> | undefined;
 const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
+const wk = results.wake as Awaited<ReturnType<typeof wakeUnderLoad>> | undefined;
 
 type Row = [string, string, string, string, string];
 type SqldFigures = { instances: number; mcp?: LoadFigures; rest?: LoadFigures };
@@ -961,6 +992,15 @@ if (so) {
     `${so.rssBeforeSocketsMb} MB before sockets`,
     `+${so.perSocketKb} KB/socket`,
     `< 300 MB: ${mark(so.rssMb < 300)}`,
+  ]);
+}
+if (wk) {
+  rows.push([
+    `wake queue → frame, ${wk.sockets.toLocaleString('en-US')} sockets under load`,
+    `p50 ${wk.wake.p50Ms} ms, p99 ${wk.wake.p99Ms} ms`,
+    `${wk.wake.samples} wakes, ${wk.roundTripsPerSecond} REST round trips/s`,
+    `server CPU ${wk.serverCpuPercent} %`,
+    `p99 < 10 ms: ${mark(wk.wake.p99Ms < 10)}`,
   ]);
 }
 
