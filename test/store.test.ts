@@ -206,6 +206,102 @@ describe('the embedded driver under concurrent requests', () => {
   });
 });
 
+describe('group commit (embedded driver)', () => {
+  /** The database under test, and a second connection to the same file that sees only what is committed. */
+  async function pair(name: string): Promise<{ db: EmbeddedDb; observer: EmbeddedDb }> {
+    const file = path.join(tempDir(), name);
+    const db = track(new EmbeddedDb(file));
+    await db.script(`CREATE TABLE items (id TEXT PRIMARY KEY, value TEXT);
+      CREATE TABLE parents (id TEXT PRIMARY KEY);
+      CREATE TABLE children (id TEXT PRIMARY KEY, parent_id TEXT REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED);`);
+    return { db, observer: track(new EmbeddedDb(file, { backgroundCheckpoints: false })) };
+  }
+  const committedIds = async (observer: Db) => (await observer.all<{ id: string }>('SELECT id FROM items ORDER BY id')).map((row) => row.id);
+
+  it('commits the writes of one event-loop turn together, and answers none before that commit', async () => {
+    const { db, observer } = await pair('turn.db');
+    const ids = Array.from({ length: 20 }, (_, i) => `i${String(i).padStart(2, '0')}`);
+    const seenAtFirstAnswer: string[][] = [];
+    const writes = ids.map((id, i) =>
+      db.run('INSERT INTO items (id) VALUES (?)', [id]).then(async () => {
+        if (i === 0) seenAtFirstAnswer.push(await committedIds(observer));
+      }),
+    );
+    // Still the same turn: all twenty ran, none is committed yet.
+    expect(await committedIds(observer)).toEqual([]);
+    await Promise.all(writes);
+    expect(seenAtFirstAnswer).toEqual([ids]);
+  });
+
+  it('a statement that fails on its own fails alone: the rest of its group commits', async () => {
+    const { db, observer } = await pair('alone.db');
+    await db.run("INSERT INTO items (id) VALUES ('taken')");
+    const results = await Promise.allSettled([
+      db.run("INSERT INTO items (id) VALUES ('a')"),
+      db.run("INSERT INTO items (id) VALUES ('taken')"),
+      db.run("INSERT INTO items (id) VALUES ('b')"),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(await committedIds(observer)).toEqual(['a', 'b', 'taken']);
+  });
+
+  it('a read in an open group answers only once what it saw is committed', async () => {
+    const { db, observer } = await pair('read.db');
+    const write = db.run("INSERT INTO items (id) VALUES ('x')");
+    const read = db.all<{ id: string }>('SELECT id FROM items').then(async (rows) => ({ rows, committed: await committedIds(observer) }));
+    await write;
+    expect(await read).toEqual({ rows: [{ id: 'x' }], committed: ['x'] });
+  });
+
+  it('a group its commit refuses fails every statement in it, keeps nothing, and the next write works', async () => {
+    const { db, observer } = await pair('refused.db');
+    // The deferred foreign key is checked at COMMIT: the statement succeeds, the group's commit fails.
+    const results = await Promise.allSettled([
+      db.run("INSERT INTO items (id) VALUES ('lost')"),
+      db.run("INSERT INTO children (id, parent_id) VALUES ('orphan', 'nobody')"),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((results[0] as PromiseRejectedResult).reason).toBeInstanceOf(Error);
+    expect(await committedIds(observer)).toEqual([]);
+    await db.run("INSERT INTO items (id) VALUES ('after')");
+    expect(await committedIds(observer)).toEqual(['after']);
+  });
+
+  it('statements queued behind a transaction share one group once it ends, not one turn each', async () => {
+    const { db, observer } = await pair('queued.db');
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const open = db.transaction(async (tx) => {
+      await tx.run("INSERT INTO items (id) VALUES ('first')");
+      await gate;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    const ids = Array.from({ length: 20 }, (_, i) => `q${String(i).padStart(2, '0')}`);
+    const seenAtFirstAnswer: string[][] = [];
+    const writes = ids.map((id, i) =>
+      db.run('INSERT INTO items (id) VALUES (?)', [id]).then(async () => {
+        if (i === 0) seenAtFirstAnswer.push(await committedIds(observer));
+      }),
+    );
+    release();
+    await open;
+    await Promise.all(writes);
+    expect(seenAtFirstAnswer).toEqual([['first', ...ids]]);
+  });
+
+  it('an interactive transaction begins after the open group commits, and its rollback takes only its own writes', async () => {
+    const { db, observer } = await pair('transaction.db');
+    const grouped = db.run("INSERT INTO items (id) VALUES ('grouped')");
+    const failing = db.transaction(async (tx) => {
+      await tx.run("INSERT INTO items (id) VALUES ('in-transaction')");
+      throw new Error('roll back');
+    });
+    await grouped;
+    await expect(failing).rejects.toThrow('roll back');
+    expect(await committedIds(observer)).toEqual(['grouped']);
+  });
+});
+
 describe('background checkpoints (embedded driver)', () => {
   const PAGE = 4096;
   const fileBytes = (file: string) => fs.statSync(file).size;

@@ -15,6 +15,13 @@ import {
 
 type Statement = Database.Statement<unknown[]>;
 
+/** A transaction shared by the standalone statements of one event-loop turn. */
+interface Group {
+  /** Settles when the group ends: resolved once committed, rejected when rolled back. */
+  committed: Promise<void>;
+  settle(error?: unknown): void;
+}
+
 export interface EmbeddedOptions {
   /** Checkpoints in a worker thread (the default for a file); off, SQLite's own autocheckpoint does it all. */
   backgroundCheckpoints?: boolean;
@@ -31,6 +38,13 @@ const BUSY_TIMEOUT_MS = 5000;
  * The connection is shared by every request, so a transaction whose body awaits would let
  * another request's statement run inside it. `#exclusive` queues everything that arrives
  * while a transaction is open until it commits or rolls back.
+ *
+ * Standalone writes are committed in groups (docs/performance.md "Group commit"): the first
+ * write of an event-loop turn opens a transaction, every statement of the same turn runs in
+ * it, and one COMMIT at the end of the turn (`setImmediate`) ends it. Nothing is answered
+ * before its group commits: each statement's promise settles only then, reads that ran in
+ * the group included (they may have seen the group's uncommitted writes), and a group that
+ * fails to commit, or that a statement's error rolled back, fails every statement in it.
  */
 export class EmbeddedDb implements Db {
   readonly mode = 'embedded' as const;
@@ -38,6 +52,8 @@ export class EmbeddedDb implements Db {
   readonly #statements = new Map<string, Statement>();
   #tail: Promise<unknown> = Promise.resolve();
   #inTransaction = false;
+  /** The open group of standalone statements, committed at the end of this event-loop turn. */
+  #group: Group | undefined;
   readonly #checkpointer: Checkpointer | undefined;
 
   constructor(file: string, options: EmbeddedOptions = {}) {
@@ -113,8 +129,68 @@ export class EmbeddedDb implements Db {
   }
 
   #one<T>(sql: string, call: (q: Queryable) => Promise<T>): Promise<T> {
-    if (this.#inTransaction) return this.#exclusive(() => call(this.#direct));
-    return isWriteStatement(sql) ? this.#transaction(call) : call(this.#direct);
+    if (this.#inTransaction) {
+      // Behind an open (or waiting) transaction, then as any statement: its turn ends once it
+      // has run, not once its group commits, so the statements queued behind it share a group.
+      let answer!: Promise<T>;
+      return this.#exclusive(async () => {
+        answer = this.#one(sql, call);
+        answer.catch(() => {});
+      }).then(() => answer);
+    }
+    return isWriteStatement(sql) || this.#group ? this.#grouped(call) : call(this.#direct);
+  }
+
+  /**
+   * Runs `call` in this turn's group, opening it (`BEGIN IMMEDIATE`, the lock taken before
+   * any write: the libsql busy pitfall above) if it is the turn's first, and answers once
+   * the group has committed.
+   */
+  async #grouped<T>(call: (q: Queryable) => Promise<T>): Promise<T> {
+    const group = this.#group ?? this.#openGroup();
+    let value: T;
+    try {
+      value = await call(this.#direct);
+    } catch (error) {
+      // A failed statement changed nothing, unless its error ended the transaction: then
+      // everything the group had done is gone, and every statement in it fails.
+      if (!this.#db.inTransaction && this.#group === group) this.#endGroup(group, error);
+      throw error;
+    }
+    await group.committed;
+    return value;
+  }
+
+  #openGroup(): Group {
+    this.#db.exec('BEGIN IMMEDIATE');
+    let settle!: (error?: unknown) => void;
+    const committed = new Promise<void>((resolve, reject) => (settle = (error) => (error === undefined ? resolve() : reject(error))));
+    // Each statement awaits it; a group whose every statement failed on its own has no one to.
+    committed.catch(() => {});
+    const group: Group = { committed, settle };
+    this.#group = group;
+    setImmediate(() => this.#commitGroup(group));
+    return group;
+  }
+
+  #commitGroup(group: Group): void {
+    if (this.#group !== group) return;
+    try {
+      this.#db.exec('COMMIT');
+      this.#endGroup(group);
+    } catch (error) {
+      try {
+        if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+      } catch {
+        // Runs in a timer, where a throw would end the process: the next BEGIN reports the state.
+      }
+      this.#endGroup(group, error);
+    }
+  }
+
+  #endGroup(group: Group, error?: unknown): void {
+    this.#group = undefined;
+    group.settle(error);
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
@@ -123,8 +199,17 @@ export class EmbeddedDb implements Db {
 
   #transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     return this.#exclusive(async () => {
-      this.#db.exec('BEGIN IMMEDIATE');
+      // Statements arriving from now on queue behind this transaction; the group already
+      // open commits first (its statements cannot share this transaction's rollback).
       this.#inTransaction = true;
+      try {
+        // The group's failure is its own statements' to report.
+        while (this.#group) await this.#group.committed.catch(() => {});
+        this.#db.exec('BEGIN IMMEDIATE');
+      } catch (error) {
+        this.#inTransaction = false;
+        throw error;
+      }
       try {
         const result = await fn(this.#direct);
         this.#db.exec('COMMIT');
@@ -174,6 +259,7 @@ export class EmbeddedDb implements Db {
 
   async close(): Promise<void> {
     await this.#tail;
+    if (this.#group) await this.#group.committed.catch(() => {});
     await this.#checkpointer?.stop();
     this.#statements.clear();
     this.#db.close();
