@@ -267,6 +267,12 @@ describe('group commit (embedded driver)', () => {
     expect(await committedIds(observer)).toEqual(['after']);
   });
 
+  it('the schema has no deferred constraint, so no write of one request can make the commit of its group fail', async () => {
+    const db = track(await openDb(`file:${path.join(tempDir(), 'schema.db')}`));
+    const deferred = await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE sql LIKE '%DEFERRABLE%'");
+    expect(deferred).toEqual([]);
+  });
+
   it('statements queued behind a transaction share one group once it ends, not one turn each', async () => {
     const { db, observer } = await pair('queued.db');
     let release!: () => void;

@@ -45,6 +45,8 @@ const BUSY_TIMEOUT_MS = 5000;
  * before its group commits: each statement's promise settles only then, reads that ran in
  * the group included (they may have seen the group's uncommitted writes), and a group that
  * fails to commit, or that a statement's error rolled back, fails every statement in it.
+ * Only database-level trouble can do either while the schema has no DEFERRABLE constraint
+ * (one request's write checked at COMMIT would fail its whole group).
  */
 export class EmbeddedDb implements Db {
   readonly mode = 'embedded' as const;
