@@ -267,6 +267,21 @@ describe('group commit (embedded driver)', () => {
     expect(await committedIds(observer)).toEqual(['after']);
   });
 
+  it('a statement whose error ends the transaction fails its group, and the statements after it in the turn run in a new group', async () => {
+    const { db, observer } = await pair('ended.db');
+    await db.run("INSERT INTO items (id) VALUES ('taken')");
+    // OR ROLLBACK stands for any error SQLite answers by rolling the transaction back (disk full, I/O).
+    const results = await Promise.allSettled([
+      db.run("INSERT INTO items (id) VALUES ('rolled-back')"),
+      db.run("INSERT OR ROLLBACK INTO items (id) VALUES ('taken')"),
+      db.run("INSERT INTO items (id) VALUES ('after')"),
+    ]);
+    const committed = await committedIds(observer);
+    // Whatever a statement was answered, the database must agree with it.
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled']);
+    expect(committed).toEqual(['after', 'taken']);
+  });
+
   it('the schema has no deferred constraint, so no write of one request can make the commit of its group fail', async () => {
     const db = track(await openDb(`file:${path.join(tempDir(), 'schema.db')}`));
     const deferred = await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE sql LIKE '%DEFERRABLE%'");
