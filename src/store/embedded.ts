@@ -150,15 +150,20 @@ export class EmbeddedDb implements Db {
    */
   async #grouped<T>(call: (q: Queryable) => Promise<T>): Promise<T> {
     const group = this.#group ?? this.#openGroup();
-    let value: T;
-    try {
-      value = await call(this.#direct);
-    } catch (error) {
-      // A failed statement changed nothing, unless its error ended the transaction: then
-      // everything the group had done is gone, and every statement in it fails.
-      if (!this.#db.inTransaction && this.#group === group) this.#endGroup(group, error);
-      throw error;
+    // `call` runs the statement before it returns. A failed statement changed nothing, unless
+    // its error ended the transaction (SQLite rolls back on some, disk full among them): then
+    // everything the group had done is gone and every statement in it fails. The group ends
+    // now, not once this promise settles: a statement issued in between would otherwise run
+    // outside any transaction, be committed, and be answered as failed with the group.
+    const ran = call(this.#direct);
+    if (!this.#db.inTransaction && this.#group === group) {
+      this.#group = undefined;
+      ran.then(
+        () => group.settle(new Error('the group transaction ended before its commit')),
+        (error: unknown) => group.settle(error),
+      );
     }
+    const value = await ran;
     await group.committed;
     return value;
   }
