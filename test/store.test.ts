@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -280,6 +281,27 @@ describe('group commit (embedded driver)', () => {
     // Whatever a statement was answered, the database must agree with it.
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled']);
     expect(committed).toEqual(['after', 'taken']);
+  });
+
+  it('close() lets a write issued while it waits commit, and the process lives on', () => {
+    // A request's second write, issued once its first is answered, lands while close() is
+    // under way; libsql aborts the process (a panic, not an exception) when a closed
+    // connection is asked anything, so this runs in a process of its own.
+    const script = `
+      import { EmbeddedDb } from './src/store/embedded.ts';
+      const db = new EmbeddedDb(process.env.DB_FILE, { backgroundCheckpoints: false });
+      await db.script('CREATE TABLE items (id TEXT PRIMARY KEY)');
+      const first = db.run("INSERT INTO items (id) VALUES ('first')");
+      const second = first.then(() => db.run("INSERT INTO items (id) VALUES ('second')"));
+      await db.close();
+      console.log(await second.then(() => 'second committed', (error) => error.message));`;
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '--eval', script], {
+      cwd: path.resolve(import.meta.dirname, '..'),
+      env: { ...process.env, DB_FILE: path.join(tempDir(), 'closing.db') },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect({ status: child.status, stdout: child.stdout.trim() }).toEqual({ status: 0, stdout: 'second committed' });
   });
 
   it('the schema has no deferred constraint, so no write of one request can make the commit of its group fail', async () => {
