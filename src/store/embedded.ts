@@ -265,9 +265,18 @@ export class EmbeddedDb implements Db {
   }
 
   async close(): Promise<void> {
-    await this.#tail;
-    if (this.#group) await this.#group.committed.catch(() => {});
     await this.#checkpointer?.stop();
+    // Closes only once no transaction or group is open: a statement answered while this waits
+    // can be followed by its request's next one, which opens a new group, and a group whose
+    // connection closed under it would ask the closed connection `inTransaction` (a libsql
+    // panic: the process aborts). The last check and the close run in one synchronous step.
+    for (;;) {
+      const tail = this.#tail;
+      await tail;
+      const group = this.#group;
+      if (group) await group.committed.catch(() => {});
+      else if (tail === this.#tail) break;
+    }
     this.#statements.clear();
     this.#db.close();
   }
