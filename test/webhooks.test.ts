@@ -4,10 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
 import { EVENT_TYPES } from '../src/domain/workspace-events.js';
-import { createLogger } from '../src/logger.js';
-import { startService } from '../src/service.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, queue } from './helpers/actions.js';
+import { startChildService, testIdentity } from './helpers/child-service.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -412,7 +411,12 @@ describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
 
 describe('webhook delivery with two instances on one database', () => {
   it('sends each event once', async () => {
-    const second = await startService(server.config, { log: createLogger('silent') });
+    // The second instance is a process of its own, as instances are: one embedded connection
+    // per process (README "Volumes"). Two in one process would hold each other up, since a
+    // commit group keeps the write lock until the end of its event-loop turn while the other
+    // connection's BEGIN waits synchronously on that same loop.
+    const identity = await testIdentity(server.dir);
+    const second = await startChildService({ ...WEBHOOK_ENV, ...identity.env, PORT: '0', DATABASE_URL: server.config.databaseUrl });
     try {
       const { owner, lamp } = await workspace('webhooks-two-instances');
       const hook = await register(owner, '/two', ['grant.created']);
@@ -429,7 +433,8 @@ describe('webhook delivery with two instances on one database', () => {
       expect(new Set(received.map((r) => r.headers['webhook-id'])).size).toBe(principals.length);
       expect(received.map((r) => JSON.parse(r.body).data.grant.principal).sort()).toEqual([...principals].sort());
     } finally {
-      await second.close();
+      second.process.kill('SIGTERM');
+      await second.exited;
     }
   });
 });
