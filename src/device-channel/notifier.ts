@@ -1,4 +1,4 @@
-import type { EventHub } from '../domain/events.js';
+import { addKeyedListener, type EventHub } from '../domain/events.js';
 
 /** The wake frame, exactly as sent on the socket (README "Wake channel"). */
 export interface WakeFrame {
@@ -68,15 +68,7 @@ export function createLocalNotifier(events: EventHub): DeviceNotifier {
     }
   });
   return {
-    listen(deviceId, listener) {
-      let set = listeners.get(deviceId);
-      if (!set) listeners.set(deviceId, (set = new Set()));
-      set.add(listener);
-      return () => {
-        set.delete(listener);
-        if (set.size === 0 && listeners.get(deviceId) === set) listeners.delete(deviceId);
-      };
-    },
+    listen: (deviceId, listener) => addKeyedListener(listeners, deviceId, listener),
     close() {
       unsubscribe();
       listeners.clear();

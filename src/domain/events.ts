@@ -99,7 +99,11 @@ const hubWatches = new WeakMap<EventHub, Watches>();
 
 const requesterKey = (workspaceId: string, principal: string) => `${workspaceId}\n${principal}`;
 
-function add(index: Map<string, Set<ChangeListener>>, key: string, listener: ChangeListener): () => void {
+/**
+ * Adds `listener` to the set kept under `key`, and answers its removal, which drops the set
+ * once empty: the listener registries by key here and in the wake channel.
+ */
+export function addKeyedListener<L>(index: Map<string, Set<L>>, key: string, listener: L): () => void {
   let set = index.get(key);
   if (!set) index.set(key, (set = new Set()));
   set.add(listener);
@@ -160,7 +164,7 @@ function changeWatch(listen: (listener: ChangeListener) => () => void, pending: 
  */
 export function watchAction(hub: EventHub, actionId: string): ActionWatch {
   const { byAction } = watchesOf(hub);
-  return changeWatch((listener) => add(byAction, actionId, listener), []);
+  return changeWatch((listener) => addKeyedListener(byAction, actionId, listener), []);
 }
 
 /** A watch started before its action exists: `of` names the action once it does. */
@@ -179,12 +183,12 @@ export interface ComingActionWatch {
 export function watchComingAction(hub: EventHub, workspaceId: string, principal: string): ComingActionWatch {
   const { byAction, byRequester } = watchesOf(hub);
   const seen: ActionRecord[] = [];
-  const stop = add(byRequester, requesterKey(workspaceId, principal), (action) => seen.push(action));
+  const stop = addKeyedListener(byRequester, requesterKey(workspaceId, principal), (action) => seen.push(action));
   return {
     of(actionId) {
       stop();
       return changeWatch(
-        (listener) => add(byAction, actionId, listener),
+        (listener) => addKeyedListener(byAction, actionId, listener),
         seen.filter((action) => action.id === actionId),
       );
     },
