@@ -3,7 +3,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { getAction, guardedActionInsert, insertActionIfAllowed, type NewActionRow } from '../src/store/actions.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../src/store/idempotency.js';
 import { client, type Client } from './helpers/api.js';
-import { grant, queue, requestAction } from './helpers/actions.js';
+import { authorizedFromListing, authorizeFunction, listCallableFunctionsOnDevices } from '../src/domain/functions.js';
+import { childrenOf, grant, hubManifest, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -155,5 +156,42 @@ describe('the action request with an idempotency key', () => {
     expect([claimed!.changes, inserted!.changes]).toEqual([0, 0]);
     expect(await getAction(server.service.db, workspaceId, row.id)).toBeUndefined();
     expect(await server.service.db.get('SELECT response FROM idempotency_keys WHERE key = ?', [scope.key])).toEqual({ response: '{"first":true}' });
+  });
+});
+
+/**
+ * An MCP device tool call hands the action request the access its gate read in the same
+ * request (`Context.callable`) instead of a second read (docs/performance.md "One access read
+ * per MCP call"). That is sound only if the listing says exactly what the access check says;
+ * the guarded insert above then checks both the same way.
+ */
+describe('the access an agent’s listing shows for a function', () => {
+  async function bothReads(deviceId: string, capability: string) {
+    const credential = { kind: 'agent' as const, workspaceId, connectionId: agent.id, principal: agent.principal, access: 'act' as const };
+    const now = Date.now();
+    const listed = (await listCallableFunctionsOnDevices(server.service.db, credential, now, deviceId)).find(
+      (fn) => fn.deviceId === deviceId && fn.capability === capability,
+    );
+    const checked = await authorizeFunction(server.service.db, credential, deviceId, capability, now);
+    return { fromListing: authorizedFromListing(listed!), checked };
+  }
+
+  it('is the access check’s own answer for a device’s function, without and with the owner’s approval', async () => {
+    const plain = await bothReads(lamp.id, 'set_power');
+    expect(plain.fromListing).toEqual({ deviceId: lamp.id, capability: 'set_power', fn: plain.checked });
+    expect(plain.checked).toMatchObject({ targetId: lamp.id, kind: 'control', approval: 'none' });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], undefined, 'owner');
+    const strict = await bothReads(lamp.id, 'set_power');
+    expect(strict.fromListing).toEqual({ deviceId: lamp.id, capability: 'set_power', fn: strict.checked });
+    expect(strict.checked.approval).toBe('owner');
+  });
+
+  it('is the access check’s own answer for a gateway child’s function, which its gateway fetches', async () => {
+    const hub = await attachDevice(api, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
+    const bulb = (await childrenOf(api, owner, hub.id)).Bulb!;
+    await grant(api, owner, agent.principal, bulb, ['set_power'], undefined, 'user');
+    const { fromListing, checked } = await bothReads(bulb, 'set_power');
+    expect(fromListing).toEqual({ deviceId: bulb, capability: 'set_power', fn: checked });
+    expect(checked).toMatchObject({ targetId: hub.id, approval: 'user' });
   });
 });

@@ -70,8 +70,18 @@ interface ActionRequest {
  * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
  * agent's user confirmed this call (`ctx.userConfirmed`), which REST never does; `none` queues it.
  */
-async function plannedAction(db: Queryable, ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<NewActionRow> {
-  const fn = await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
+async function plannedAction(
+  db: Queryable,
+  ctx: Context,
+  agent: CredentialOf<'agent'>,
+  request: ActionRequest,
+  now: number,
+  known?: Context['callable'],
+): Promise<NewActionRow> {
+  const fn =
+    known && known.deviceId === request.deviceId && known.capability === request.capability
+      ? known.fn
+      : await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
   const confirmed = fn.approval === 'user' && ctx.userConfirmed === true;
@@ -135,7 +145,9 @@ async function queueActionOptimistically(
   now: number,
   key?: { scope: IdempotencyScope; hash: string },
 ): Promise<ActionRow | undefined> {
-  const planned = await plannedAction(ctx.db, ctx, agent, request, now);
+  // The insert below checks again whatever the access read found, so a read this request made
+  // already (ctx.callable) serves as well; the transaction after a refusal reads afresh.
+  const planned = await plannedAction(ctx.db, ctx, agent, request, now, ctx.callable);
   const limits = queueLimits(ctx);
   if (!key) return insertActionIfAllowed(ctx.db, planned, limits);
   const created = newActionRow(planned);

@@ -1,4 +1,5 @@
 import type { Db } from '../store/driver.js';
+import type { ApprovalMode } from '../store/grants.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './events.js';
 import type { DependencyCheck } from './readiness.js';
@@ -112,6 +113,15 @@ export interface LiveStreams {
   closeAll(): void;
 }
 
+export interface AuthorizedFunction {
+  /** Who fetches the command: the device itself, or its gateway. */
+  targetId: string;
+  kind: 'read' | 'control';
+  argumentSchema: string;
+  /** Whose yes the call needs first (docs/rules.md "Approvals"). */
+  approval: ApprovalMode;
+}
+
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */
 export type Surface = 'rest' | 'mcp';
 
@@ -137,4 +147,12 @@ export interface Context {
    * mode then queues the action instead of holding it for the owner.
    */
   userConfirmed?: boolean;
+  /**
+   * A function this request already found callable by a live read (the MCP gate resolves a
+   * device tool's name from the caller's callable functions): the action request for exactly
+   * that device function takes it instead of reading the same access again. Its guarded insert
+   * checks, as for any read before it, what could have changed since (docs/performance.md
+   * "One access read per MCP call").
+   */
+  callable?: { deviceId: string; capability: string; fn: AuthorizedFunction };
 }

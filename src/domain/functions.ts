@@ -10,7 +10,7 @@ import {
   type FunctionRow,
 } from '../store/grants.js';
 import { functionsVersion } from '../store/workspaces.js';
-import type { Access, CredentialOf } from './context.js';
+import type { Access, AuthorizedFunction, Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { definePagedOperation } from './operation.js';
 import { FUNCTION_KEY } from './paging.js';
@@ -104,13 +104,18 @@ export const listFunctions = definePagedOperation({
   },
 });
 
-export interface AuthorizedFunction {
-  /** Who fetches the command: the device itself, or its gateway. */
-  targetId: string;
-  kind: 'read' | 'control';
-  argumentSchema: string;
-  /** Whose yes the call needs first (docs/rules.md "Approvals"). */
-  approval: ApprovalMode;
+/**
+ * What an agent's listing of its callable functions already established about one of them
+ * (the same live grant, ceiling and usable device `authorizeFunction` checks), for
+ * `Context.callable`. Undefined for an owner's listing, which names no approval mode.
+ */
+export function authorizedFromListing(fn: CallableFunction): Context['callable'] {
+  if (fn.approval === undefined) return undefined;
+  return {
+    deviceId: fn.deviceId,
+    capability: fn.capability,
+    fn: { targetId: fn.parentId ?? fn.deviceId, kind: fn.kind, argumentSchema: JSON.stringify(fn.arguments), approval: fn.approval },
+  };
 }
 
 type Agent = { workspaceId: string; principal: string; access: Access };

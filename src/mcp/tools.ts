@@ -22,7 +22,7 @@ import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
 import { watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
-import type { CallableFunction } from '../domain/functions.js';
+import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { PAGE_MAX } from '../domain/paging.js';
@@ -631,8 +631,13 @@ export async function callDeviceTool(
     let queued: ActionRecord;
     try {
       // A confirmed call: the user said yes to exactly this one (a copy of the context, so
-      // nothing else on this request is taken as confirmed), once (the idempotency key).
-      queued = (await invoke(operations.requestAction, confirmed ? { ...ctx, userConfirmed: true } : ctx, {
+      // nothing else on this request is taken as confirmed), once (the idempotency key). Any
+      // other call runs right after the gate found its function callable in this request, so
+      // the action request need not read that access again (a copy of the context too); a
+      // confirmed one may have waited minutes for the user, and reads afresh.
+      const callable = confirmed ? undefined : authorizedFromListing(fn);
+      const callCtx = confirmed ? { ...ctx, userConfirmed: true } : callable ? { ...ctx, callable } : ctx;
+      queued = (await invoke(operations.requestAction, callCtx, {
         deviceId: fn.deviceId,
         capability: fn.capability,
         arguments: args ?? {},
