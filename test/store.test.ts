@@ -384,14 +384,14 @@ describe('background checkpoints (embedded driver)', () => {
   it('keeps the log bounded under continuous writes (the backstop restarts it)', async () => {
     // 16,000 commits of two pages each: a log never restarted would hold all ~125 MiB; the
     // backstop restarts it at 32 MiB. A backstop skipped while the worker's checkpoint syncs
-    // lets the log grow by what is written meanwhile: 47 MiB once in CI on a loaded disk
-    // (docs/performance.md "A checkpoint off the event loop"), so the bound is twice the mark,
-    // still half of a log that never restarted.
+    // lets the log grow by what is written meanwhile: 47 MiB once in CI, 50 MiB on a machine
+    // at load 8 (docs/performance.md "A checkpoint off the event loop"), so the bound is 2.5
+    // times the mark, 80 MiB, well below the 125 MiB of a log never restarted.
     const file = path.join(tempDir(), 'bounded.db');
     const db = track(new EmbeddedDb(file));
     await writeRows(db, 16_000, 2);
     expect(fileBytes(file) + walBytes(file)).toBeGreaterThanOrEqual(32_000 * PAGE);
-    expect(walBytes(file)).toBeLessThan(2 * BACKSTOP_PAGES * PAGE);
+    expect(walBytes(file)).toBeLessThan(2.5 * BACKSTOP_PAGES * PAGE);
   });
 
   it('close() ends the worker: none of its resources outlives the database', async () => {
