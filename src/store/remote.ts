@@ -1,4 +1,4 @@
-import { createClient, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
+import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
 import {
   DatabaseUnavailable,
@@ -10,6 +10,7 @@ import {
   type RunResult,
   type SqlValue,
   type Statement,
+  unavailableFrom,
 } from './driver.js';
 
 /**
@@ -90,6 +91,31 @@ async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) =>
   }
 }
 
+/** A standalone write waiting in a group (`RemoteDb#grouped`) for its answer. */
+interface Member {
+  stmt: InStatement;
+  resolve(result: ResultSet): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * At most this many statements go in one group. Bodies are at most 16 KiB (README "Errors"),
+ * so a group's request and answer stay far below sqld's 10 MB answer limit, which would fail
+ * the whole group (docs/performance.md "Statements per request": a too large batch made sqld
+ * close the WebSocket). Twenty device loops fill a group with about 20.
+ */
+const GROUP_LIMIT = 100;
+
+/**
+ * Which member of a failed group batch failed on its own: a statement the server refused
+ * (a constraint, bad SQL) with `@libsql/client`'s index. Anything else (the server out of
+ * reach, busy, out of disk, the transaction ended otherwise) is the whole group's.
+ */
+function failedAlone(error: unknown): number | undefined {
+  if (!(error instanceof LibsqlBatchError) || error.code === 'TRANSACTION_CLOSED') return undefined;
+  return unavailableFrom(error, answeredByServer) === undefined ? error.statementIndex : undefined;
+}
+
 /**
  * Which transport a URL takes. `libsql://`, `ws://` and `wss://` go over the Hrana WebSocket
  * transport: one socket, each statement a frame on it, measured about 4× faster per statement
@@ -123,6 +149,7 @@ export class RemoteDb implements Db {
   readonly #connect: () => Client;
   readonly #webSocket: boolean;
   readonly #direct: Queryable;
+  readonly #groupedWrites: Queryable;
   readonly #ready: Promise<unknown>;
   /**
    * This instance's writes, one at a time. sqld refuses a second writer with SQLITE_BUSY at
@@ -133,6 +160,12 @@ export class RemoteDb implements Db {
    * only other instances' writers are met as SQLITE_BUSY. Reads never wait.
    */
   #writes: Promise<unknown> = Promise.resolve();
+  /**
+   * The group of standalone writes still taking statements (docs/performance.md "Group commit
+   * on a libSQL server (issue 19)"): it is sent once its turn in `#oneWriter` comes and the
+   * event-loop turn of its first statement has ended.
+   */
+  #group: Member[] | undefined;
 
   #oneWriter<T>(fn: () => Promise<T>): Promise<T> {
     const previous = this.#writes;
@@ -170,7 +203,8 @@ export class RemoteDb implements Db {
         ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
       });
     this.#client = this.#connect();
-    this.#direct = queryable({ execute: (stmt: InStatement) => whileBusy(() => this.#bounded(this.#client.execute(stmt))) });
+    this.#direct = queryable({ execute: (stmt: InStatement) => this.#execute(stmt) });
+    this.#groupedWrites = queryable({ execute: (stmt: InStatement) => this.#grouped(stmt) });
     this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
     // A failure surfaces on the first statement that awaits it, not as an unhandled rejection.
     this.#ready.catch(() => undefined);
@@ -198,19 +232,99 @@ export class RemoteDb implements Db {
     return Promise.race([call, timedOut]).finally(() => clearTimeout(timer));
   }
 
+  /** One statement on its own stream, autocommitted; refused as busy, it is sent again. */
+  #execute(stmt: InStatement): Promise<ResultSet> {
+    return whileBusy(() => this.#bounded(this.#client.execute(stmt)));
+  }
+
+  // Reads go straight to the server: they see only what is committed, so they never wait for
+  // a group. Writes go in the turn's group.
   async all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
     await this.#ready;
-    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.all<T>(sql, args)) : this.#direct.all<T>(sql, args);
+    return (isWriteStatement(sql) ? this.#groupedWrites : this.#direct).all<T>(sql, args);
   }
 
   async get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
     await this.#ready;
-    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.get<T>(sql, args)) : this.#direct.get<T>(sql, args);
+    return (isWriteStatement(sql) ? this.#groupedWrites : this.#direct).get<T>(sql, args);
   }
 
   async run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
     await this.#ready;
-    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.run(sql, args)) : this.#direct.run(sql, args);
+    return (isWriteStatement(sql) ? this.#groupedWrites : this.#direct).run(sql, args);
+  }
+
+  /**
+   * Group commit (docs/performance.md "Group commit on a libSQL server (issue 19)"). sqld
+   * commits one write at a time, each a network round trip, so the standalone writes that
+   * arrive while the writer queue is busy, and those of one event-loop turn, are sent
+   * together: one batch, one transaction, one round trip, one commit. Each is answered only
+   * once the batch has committed.
+   */
+  #grouped(stmt: InStatement): Promise<ResultSet> {
+    let group = this.#group;
+    if (!group || group.length >= GROUP_LIMIT) {
+      const opened: Member[] = [];
+      group = opened;
+      this.#group = opened;
+      this.#oneWriter(async () => {
+        // The rest of this turn joins, as does everything that arrived while earlier writes held the queue.
+        await new Promise((resolve) => setImmediate(resolve));
+        this.#closeGroup(opened);
+        await this.#commitGroup(opened);
+      }).catch((error: unknown) => {
+        // The queue gave up waiting (`#oneWriter`'s bound): nothing of the group was sent.
+        this.#closeGroup(opened);
+        for (const member of opened) member.reject(error);
+      });
+    }
+    const members = group;
+    return new Promise<ResultSet>((resolve, reject) => members.push({ stmt, resolve, reject }));
+  }
+
+  #closeGroup(group: Member[]): void {
+    if (this.#group === group) this.#group = undefined;
+  }
+
+  /**
+   * Sends a group and answers each member. A lone statement goes as it always did
+   * (autocommit, one round trip). Several go as `@libsql/client`'s batch: BEGIN IMMEDIATE,
+   * the statements, COMMIT, all in one request; the server runs each statement only if the
+   * one before it succeeded, and rolls back otherwise. A statement the server refused on its
+   * own (a constraint) then fails alone: it is taken out and the others are sent again, so
+   * they commit exactly as if it had run by itself and changed nothing. Whatever else fails
+   * a batch (the server out of reach or busy past the busy timeout, disk trouble) fails
+   * every member; none of them was answered before.
+   */
+  async #commitGroup(group: Member[]): Promise<void> {
+    let pending = group;
+    while (pending.length > 0) {
+      if (pending.length === 1) {
+        const [only] = pending as [Member];
+        await this.#execute(only.stmt).then(only.resolve, only.reject);
+        return;
+      }
+      try {
+        const results = await whileBusy(() =>
+          this.#bounded(
+            this.#client.batch(
+              pending.map((member) => member.stmt),
+              'write',
+            ),
+          ),
+        );
+        pending.forEach((member, index) => member.resolve(results[index]!));
+        return;
+      } catch (error) {
+        const alone = failedAlone(error);
+        if (alone === undefined || alone >= pending.length) {
+          for (const member of pending) member.reject(error);
+          return;
+        }
+        pending[alone]!.reject(error);
+        pending = pending.filter((_, index) => index !== alone);
+      }
+    }
   }
 
   /**
@@ -305,7 +419,10 @@ export class RemoteDb implements Db {
     ];
   }
 
+  /** Closes once the writes already issued are answered (each is bounded, README "Errors"), the open group's included. */
   async close(): Promise<void> {
+    while (this.#group) await this.#writes;
+    await this.#writes;
     this.#client.close();
   }
 }
