@@ -121,6 +121,16 @@ describe('reads of one turn', () => {
     });
   });
 
+  it.each(transports)("are each answered over $transport when together they pass sqld's 10 MB answer limit", async ({ transport, url }) => {
+    await withDbs(url(), async (db) => {
+      const id = `${transport}-large`;
+      await insert(db, id, transport.slice(0, 1).repeat(4_000_000));
+      const read = () => db.get<{ externalId: string }>('SELECT external_id AS externalId FROM workspaces WHERE id = ?', [id]);
+      const rows = await Promise.all([read(), read(), read()]);
+      expect(rows.map((row) => row?.externalId.length)).toEqual([4_000_000, 4_000_000, 4_000_000]);
+    });
+  });
+
   it.each(transports)('are answered over $transport while a write transaction holds the writer queue', async ({ transport, url }) => {
     await withDbs(url(), async (db) => {
       const id = `${transport}-read-beside`;

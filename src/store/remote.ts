@@ -288,6 +288,7 @@ export class RemoteDb implements Db {
       };
       const failed = (error: unknown) => {
         // The writer queue gave up waiting (`#oneWriter`'s bound): nothing of the group was sent.
+        // (`#commitGroup` answers every member itself otherwise.)
         this.#closeGroup(opened);
         for (const member of opened) member.reject(error);
       };
@@ -340,6 +341,14 @@ export class RemoteDb implements Db {
         pending.forEach((member, index) => member.resolve(results[index]!));
         return;
       } catch (error) {
+        if (mode === 'read' && error instanceof LibsqlError && error.code === 'RESPONSE_TOO_LARGE') {
+          // sqld limits a whole batch's answer to 10 MB, where each read alone stays within it
+          // (measured: three 4 MB reads fail together, each alone is answered). Reads change
+          // nothing, so each is simply sent by itself. A write group cannot reach the limit
+          // (GROUP_LIMIT).
+          await Promise.all(pending.map((member) => this.#execute(member.stmt).then(member.resolve, member.reject)));
+          return;
+        }
         const alone = failedAlone(error);
         if (alone === undefined || alone >= pending.length) {
           for (const member of pending) member.reject(error);
