@@ -1,4 +1,4 @@
-import { createClient, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
+import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
 import {
   DatabaseUnavailable,
@@ -10,6 +10,7 @@ import {
   type RunResult,
   type SqlValue,
   type Statement,
+  unavailableFrom,
 } from './driver.js';
 
 /**
@@ -90,6 +91,33 @@ async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) =>
   }
 }
 
+/** A standalone statement waiting in a group (`RemoteDb#grouped`) for its answer. */
+interface Member {
+  stmt: InStatement;
+  resolve(result: ResultSet): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * At most this many statements go in one group. Bodies are at most 16 KiB (README "Errors"),
+ * so a group's request and answer stay far below sqld's 10 MB answer limit, which would fail
+ * the whole group (docs/performance.md "Statements per request": a too large batch made sqld
+ * close the WebSocket). Twenty device loops fill a group with about 20.
+ */
+const GROUP_LIMIT = 100;
+
+const isReadStatement = (sql: string) => /^\s*SELECT\b/i.test(sql);
+
+/**
+ * Which member of a failed group batch failed on its own: a statement the server refused
+ * (a constraint, bad SQL) with `@libsql/client`'s index. Anything else (the server out of
+ * reach, busy, out of disk, the transaction ended otherwise) is the whole group's.
+ */
+function failedAlone(error: unknown): number | undefined {
+  if (!(error instanceof LibsqlBatchError) || error.code === 'TRANSACTION_CLOSED') return undefined;
+  return unavailableFrom(error, answeredByServer) === undefined ? error.statementIndex : undefined;
+}
+
 /**
  * Which transport a URL takes. `libsql://`, `ws://` and `wss://` go over the Hrana WebSocket
  * transport: one socket, each statement a frame on it, measured about 4× faster per statement
@@ -123,6 +151,8 @@ export class RemoteDb implements Db {
   readonly #connect: () => Client;
   readonly #webSocket: boolean;
   readonly #direct: Queryable;
+  readonly #groupedWrites: Queryable;
+  readonly #groupedReads: Queryable;
   readonly #ready: Promise<unknown>;
   /**
    * This instance's writes, one at a time. sqld refuses a second writer with SQLITE_BUSY at
@@ -133,6 +163,14 @@ export class RemoteDb implements Db {
    * only other instances' writers are met as SQLITE_BUSY. Reads never wait.
    */
   #writes: Promise<unknown> = Promise.resolve();
+  /**
+   * The groups of standalone writes and of reads still taking statements (docs/performance.md
+   * "Group commit on a libSQL server (issue 19)"), sent by `#grouped`.
+   */
+  #writeGroup: Member[] | undefined;
+  #readGroup: Member[] | undefined;
+  /** Read groups not yet answered, for `close()`. */
+  readonly #readsInFlight = new Set<Promise<void>>();
 
   #oneWriter<T>(fn: () => Promise<T>): Promise<T> {
     const previous = this.#writes;
@@ -170,7 +208,9 @@ export class RemoteDb implements Db {
         ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
       });
     this.#client = this.#connect();
-    this.#direct = queryable({ execute: (stmt: InStatement) => whileBusy(() => this.#bounded(this.#client.execute(stmt))) });
+    this.#direct = queryable({ execute: (stmt: InStatement) => this.#execute(stmt) });
+    this.#groupedWrites = queryable({ execute: (stmt: InStatement) => this.#grouped(stmt, 'write') });
+    this.#groupedReads = queryable({ execute: (stmt: InStatement) => this.#grouped(stmt, 'read') });
     this.#ready = local ? this.#client.execute('PRAGMA journal_mode = WAL') : Promise.resolve();
     // A failure surfaces on the first statement that awaits it, not as an unhandled rejection.
     this.#ready.catch(() => undefined);
@@ -198,19 +238,126 @@ export class RemoteDb implements Db {
     return Promise.race([call, timedOut]).finally(() => clearTimeout(timer));
   }
 
+  /** One statement on its own stream, autocommitted; refused as busy, it is sent again. */
+  #execute(stmt: InStatement): Promise<ResultSet> {
+    return whileBusy(() => this.#bounded(this.#client.execute(stmt)));
+  }
+
+  // Writes and reads of one event-loop turn go to the server in one batch each (`#grouped`).
   async all<T>(sql: string, args?: readonly SqlValue[]): Promise<T[]> {
     await this.#ready;
-    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.all<T>(sql, args)) : this.#direct.all<T>(sql, args);
+    return this.#queryableFor(sql).all<T>(sql, args);
   }
 
   async get<T>(sql: string, args?: readonly SqlValue[]): Promise<T | undefined> {
     await this.#ready;
-    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.get<T>(sql, args)) : this.#direct.get<T>(sql, args);
+    return this.#queryableFor(sql).get<T>(sql, args);
   }
 
   async run(sql: string, args?: readonly SqlValue[]): Promise<RunResult> {
     await this.#ready;
-    return isWriteStatement(sql) ? this.#oneWriter(() => this.#direct.run(sql, args)) : this.#direct.run(sql, args);
+    return this.#queryableFor(sql).run(sql, args);
+  }
+
+  /** Anything neither a write nor a SELECT (the migrations' CREATE, a test's DROP) goes alone, as before. */
+  #queryableFor(sql: string): Queryable {
+    return isWriteStatement(sql) ? this.#groupedWrites : isReadStatement(sql) ? this.#groupedReads : this.#direct;
+  }
+
+  /**
+   * Group commit (docs/performance.md "Group commit on a libSQL server (issue 19)"). sqld
+   * spends about 1.5 ms of CPU on every stream it opens for this schema, and `@libsql/client`
+   * opens one per statement, where a statement inside a stream costs it about 0.1 ms; and it
+   * commits one write at a time. So the standalone statements of one event-loop turn go
+   * together: the writes as one batch in one transaction (one stream, one round trip, one
+   * commit), sent once their turn in `#oneWriter` comes, so that the writes arriving while
+   * earlier ones hold the queue join them; the reads as one read-only batch, sent at the end
+   * of the turn without waiting for any write (they see only what is committed). Each
+   * statement is answered only once its batch has committed.
+   */
+  #grouped(stmt: InStatement, mode: 'write' | 'read'): Promise<ResultSet> {
+    let group = mode === 'write' ? this.#writeGroup : this.#readGroup;
+    if (!group || group.length >= GROUP_LIMIT) {
+      const opened: Member[] = [];
+      group = opened;
+      const send = async () => {
+        // The rest of this turn joins, as do, for writes, those that arrived while earlier writes held the queue.
+        await new Promise((resolve) => setImmediate(resolve));
+        this.#closeGroup(opened);
+        await this.#commitGroup(opened, mode);
+      };
+      const failed = (error: unknown) => {
+        // The writer queue gave up waiting (`#oneWriter`'s bound): nothing of the group was sent.
+        // (`#commitGroup` answers every member itself otherwise.)
+        this.#closeGroup(opened);
+        for (const member of opened) member.reject(error);
+      };
+      if (mode === 'write') {
+        this.#writeGroup = opened;
+        this.#oneWriter(send).catch(failed);
+      } else {
+        this.#readGroup = opened;
+        const sent = send().catch(failed);
+        this.#readsInFlight.add(sent);
+        void sent.finally(() => this.#readsInFlight.delete(sent));
+      }
+    }
+    const members = group;
+    return new Promise<ResultSet>((resolve, reject) => members.push({ stmt, resolve, reject }));
+  }
+
+  #closeGroup(group: Member[]): void {
+    if (this.#writeGroup === group) this.#writeGroup = undefined;
+    if (this.#readGroup === group) this.#readGroup = undefined;
+  }
+
+  /**
+   * Sends a group and answers each member. A lone statement goes as it always did
+   * (autocommit, one round trip). Several go as `@libsql/client`'s batch: BEGIN (IMMEDIATE for
+   * writes), the statements, COMMIT, all in one request; the server runs each statement only
+   * if the one before it succeeded, and rolls back otherwise. A statement the server refused
+   * on its own (a constraint, bad SQL) then fails alone: it is taken out and the others are
+   * sent again, so they commit exactly as if it had run by itself and changed nothing.
+   * Whatever else fails a batch (the server out of reach or busy past the busy timeout, disk
+   * trouble) fails every member; none of them was answered before.
+   */
+  async #commitGroup(group: Member[], mode: 'write' | 'read'): Promise<void> {
+    let pending = group;
+    while (pending.length > 0) {
+      if (pending.length === 1) {
+        const [only] = pending as [Member];
+        await this.#execute(only.stmt).then(only.resolve, only.reject);
+        return;
+      }
+      try {
+        const results = await whileBusy(() =>
+          this.#bounded(
+            this.#client.batch(
+              pending.map((member) => member.stmt),
+              mode,
+            ),
+          ),
+        );
+        pending.forEach((member, index) => member.resolve(results[index]!));
+        return;
+      } catch (error) {
+        if (mode === 'read' && error instanceof LibsqlError && error.code === 'RESPONSE_TOO_LARGE') {
+          // sqld limits a whole batch's answer to 10 MB, where each read alone stays within it
+          // (measured: three 4 MB reads fail together, each alone is answered). Reads change
+          // nothing, so each is simply sent by itself. A write group cannot reach the limit
+          // (GROUP_LIMIT).
+          await Promise.all(pending.map((member) => this.#execute(member.stmt).then(member.resolve, member.reject)));
+          return;
+        }
+        const alone = failedAlone(error);
+        if (alone === undefined || alone >= pending.length) {
+          for (const member of pending) member.reject(error);
+          return;
+        }
+        pending[alone]!.reject(error);
+        pending = pending.filter((_, index) => index !== alone);
+      }
+    }
   }
 
   /**
@@ -305,7 +452,10 @@ export class RemoteDb implements Db {
     ];
   }
 
+  /** Closes once the statements already issued are answered (each is bounded, README "Errors"), the open groups' included. */
   async close(): Promise<void> {
+    while (this.#writeGroup || this.#readsInFlight.size > 0) await Promise.all([this.#writes, ...this.#readsInFlight]);
+    await this.#writes;
     this.#client.close();
   }
 }
