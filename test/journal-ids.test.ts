@@ -57,6 +57,11 @@ async function grantEventId(server: TestServer, owner: string, deviceId: string,
   return Number(event.id);
 }
 
+/** The workspace a device was attached to (devices name it by routing id). */
+async function workspaceId(server: TestServer, routingId: string): Promise<string> {
+  return (await server.service.db.get<{ id: string }>('SELECT id FROM workspaces WHERE routing_id = ?', [routingId]))!.id;
+}
+
 describe.each([
   { driver: 'embedded', env: (): Record<string, string> => ({}) },
   { driver: 'sqld', env: (): Record<string, string> => ({ DATABASE_URL: sqld.url }) },
@@ -89,10 +94,6 @@ describe.each([
     }
   });
 });
-
-async function workspaceId(server: TestServer, routingId: string): Promise<string> {
-  return (await server.service.db.get<{ id: string }>('SELECT id FROM workspaces WHERE routing_id = ?', [routingId]))!.id;
-}
 
 describe('a Last-Event-ID older than the replay window, after pruning everything and a restart', () => {
   it('still begins with a reset event (events_lost), and the stream goes on with newer ids', async () => {
@@ -147,9 +148,19 @@ async function journalAt0021(db: Db): Promise<void> {
 const kept = async (db: Db) => (await listWorkspaceEvents(db, 'w', 0, 100)).map((row) => [row.id, row.subjectId]);
 const nextId = (db: Db) => appendWorkspaceEvent(db, { workspaceId: 'w', type: 'grant.created', subjectId: 'next', data: {}, createdAt: 10 });
 
+/** sqld holds one database per server: each migration case gets a server of its own. */
+const extraSqld: TestSqld[] = [];
+async function startSqldFor(): Promise<TestSqld> {
+  const server = await startSqld();
+  extraSqld.push(server);
+  return server;
+}
+afterAll(async () => {
+  await Promise.all(extraSqld.map((server) => server.stop()));
+});
+
 describe.each([
   { driver: 'embedded', open: () => new EmbeddedDb(path.join(tempDir(), 'service.db')) },
-  // sqld holds one database per server: each case gets a server of its own.
   { driver: 'sqld', open: async () => new RemoteDb((await startSqldFor()).url, undefined) },
 ])('migration 0022 on a journal written at 0021 ($driver)', ({ open }) => {
   it('keeps every id and event, and continues after the newest', async () => {
@@ -197,16 +208,6 @@ describe.each([
       await db.close();
     }
   });
-});
-
-const extraSqld: TestSqld[] = [];
-async function startSqldFor(): Promise<TestSqld> {
-  const server = await startSqld();
-  extraSqld.push(server);
-  return server;
-}
-afterAll(async () => {
-  await Promise.all(extraSqld.map((server) => server.stop()));
 });
 
 /** A webhook endpoint that records the bodies it is sent. */
