@@ -14,8 +14,8 @@ import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
  * reads the journal after its last sent id whenever a service event of its workspace is
  * published (on this instance, or on any with a shared bus), and at least every poll
  * interval, so a change the hub never announced (another instance without a shared bus)
- * still arrives. Ids are given in commit order (the journal's AUTOINCREMENT is written
- * under the database's single write lock), so reading `id > last sent` never skips one.
+ * still arrives. Ids are given in commit order (a journal id is max(id) + 1, taken under the
+ * database's single write lock), so reading `id > last sent` never skips one.
  */
 
 /** Rows read per journal query: a long replay goes out in bounded batches. */

@@ -30,8 +30,12 @@ const STATEMENTS = {
    * (a resumption from before it learns that events were lost: README "Owner events").
    * Ids grow with time, so the batch is the oldest ids' due rows, read in rowid order: the
    * journal keeps no index on `created_at` (migration 0021), every journal row would pay for it.
+   * Deleting the newest row leaves a tombstone in its place, so its id is never given again
+   * (migration 0022); a tombstone goes once a newer row exists, and is otherwise left alone
+   * (deleting it would only put it back). README "Owner events".
    */
-  workspaceEvents: 'DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events ORDER BY id LIMIT ?2) AND created_at <= ?1',
+  workspaceEvents: `DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events ORDER BY id LIMIT ?2) AND created_at <= ?1
+     AND (workspace_id <> '' OR id < (SELECT max(id) FROM workspace_events))`,
   /** Idempotency records created at or before `before` (the end of their replay window). */
   idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
   /** Webhook deliveries finished (delivered, failed or cancelled) at or before `before`. */

@@ -1,7 +1,7 @@
 import type { Queryable } from './driver.js';
 
 /**
- * The workspace event journal (migration 0016): rows written by triggers in the transaction
+ * The workspace event journal (migrations 0016 and 0022): rows written by triggers in the transaction
  * of the change they report, or by `appendWorkspaceEvent` for what no write reveals (a device
  * going quiet). `data` is a JSON snapshot in the store's column names: an `ActionRow` for
  * `action.*` and `approval.*`, the grant's or device's columns otherwise.
@@ -27,14 +27,18 @@ export function listWorkspaceEvents(db: Queryable, workspaceId: string, afterId:
 }
 
 /**
- * The journal's kept range across the service: `first`, its oldest kept id (one past `last`
- * when pruning emptied it), and `last`, the newest id ever given (AUTOINCREMENT's counter,
- * which pruning never lowers; 0 before the first event). A resumption after an id below
- * `first - 1` has lost the pruned events in between.
+ * The journal's kept range across the service: `first`, its oldest kept event (one past `last`
+ * when pruning emptied it), and `last`, the newest id ever given (0 before the first event).
+ * A resumption after an id below `first - 1` has lost the pruned events in between.
+ *
+ * Ids are the rowid (max(id) + 1, migration 0022). Pruning never lowers max(id): deleting the
+ * newest row leaves a tombstone in its place (workspace id '', read by no one), so `last` is
+ * max(id) and `first` the oldest row that is not a tombstone, read in rowid order (a
+ * tombstone older than a kept event is at most the first row: the next pruning deletes it).
  */
 export async function journalBounds(db: Queryable): Promise<{ first: number; last: number }> {
   const row = await db.get<{ first: number | null; last: number | null }>(
-    `SELECT (SELECT min(id) FROM workspace_events) AS first, (SELECT seq FROM sqlite_sequence WHERE name = 'workspace_events') AS last`,
+    `SELECT (SELECT id FROM workspace_events WHERE workspace_id <> '' ORDER BY id LIMIT 1) AS first, (SELECT max(id) FROM workspace_events) AS last`,
   );
   const last = row?.last ?? 0;
   return { first: row?.first ?? last + 1, last };
