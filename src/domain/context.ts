@@ -113,6 +113,7 @@ export interface LiveStreams {
   closeAll(): void;
 }
 
+/** A device function an agent may call now, as the live access check found it (docs/rules.md "Access"). */
 export interface AuthorizedFunction {
   /** Who fetches the command: the device itself, or its gateway. */
   targetId: string;
