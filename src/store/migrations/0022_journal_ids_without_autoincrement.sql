@@ -19,15 +19,8 @@
 -- name, and the rows come back; the triggers are left as they are. When the newest ids were
 -- pruned already, `sqlite_sequence` is above every kept id: a tombstone at that id keeps the
 -- next id above it.
-CREATE TABLE workspace_events_copy (
-  id           INTEGER PRIMARY KEY,
-  workspace_id TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  subject_id   TEXT NOT NULL,
-  data         TEXT NOT NULL,
-  created_at   INTEGER NOT NULL
-);
-INSERT INTO workspace_events_copy (id, workspace_id, type, subject_id, data, created_at)
+-- The copy only carries the rows across: it needs no key or constraint of its own.
+CREATE TABLE workspace_events_copy AS
 SELECT id, workspace_id, type, subject_id, data, created_at FROM workspace_events;
 INSERT INTO workspace_events_copy (id, workspace_id, type, subject_id, data, created_at)
 SELECT seq, '', 'pruned', '', '{}', 0 FROM sqlite_sequence
