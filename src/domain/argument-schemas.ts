@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { Ajv, type AnySchemaObject, type Options, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
@@ -48,7 +48,7 @@ function compileIsolated(dialect: Dialect, schema: AnySchemaObject): ValidateFun
   return addFormats(ajv).compile(schema);
 }
 
-const keyOf = (schemaText: string) => createHash('sha256').update(schemaText).digest('hex');
+const keyOf = (schemaText: string) => hash('sha256', schemaText, 'hex');
 
 type Compiled = { validate: ValidateFunction } | { issues: ErrorIssue[] };
 
