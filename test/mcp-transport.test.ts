@@ -5,6 +5,7 @@ import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, envelope, MODERN, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
+import { createHostPolicy } from '../src/mcp/hosts.js';
 
 let server: TestServer;
 let api: Client;
@@ -215,6 +216,25 @@ describe('Host and Origin (DNS rebinding)', () => {
     const h = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, v.replace('$PORT', port)]));
     const res = await call(h);
     expect(res.status, JSON.stringify(h)).toBe(200);
+  });
+  it('gives a name the same answer every time, also after hundreds of other names were asked about', () => {
+    const policy = createHostPolicy('https://mcp.example.test', ['proxy.internal:8443']);
+    const ask = () => ({
+      evil: policy.refusal('evil.example.com', undefined, 8787),
+      wrongPort: policy.refusal('localhost:1', undefined, 8787),
+      loopback: policy.refusal('localhost:8787', undefined, 8787),
+      sameNameOtherPort: policy.refusal('localhost:8787', undefined, 9000),
+      proxied: policy.refusal('proxy.internal:8443', 'https://mcp.example.test', 8787),
+      badOrigin: policy.refusal('mcp.example.test', 'http://mcp.example.test:8443', 8787),
+    });
+    const first = ask();
+    expect(first).toMatchObject({ loopback: undefined, proxied: undefined });
+    expect(first.evil).toMatch(/not a name/);
+    expect(first.wrongPort).toMatch(/not a name/);
+    expect(first.sameNameOtherPort).toMatch(/not a name/);
+    expect(first.badOrigin).toMatch(/Origin/);
+    for (let i = 0; i < 1000; i++) policy.refusal(`host-${i}.example.com`, undefined, 8787);
+    expect(ask()).toEqual(first);
   });
 });
 

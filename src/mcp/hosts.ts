@@ -12,6 +12,8 @@
  * the bound port also refuses a page served by another local program on another port.
  */
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+/** Host and Origin answers remembered per policy (`createHostPolicy`). */
+const MAX_REMEMBERED = 256;
 
 export interface HostPolicy {
   /** Why the request must be refused, or undefined when its Host and Origin are acceptable. */
@@ -32,12 +34,26 @@ function parseHost(value: string): URL | undefined {
 export function createHostPolicy(publicBaseUrl: string, extraHosts: readonly string[]): HostPolicy {
   const exact = new Set([new URL(publicBaseUrl).host.toLowerCase(), ...extraHosts.map((h) => h.toLowerCase())]);
 
-  const hostAllowed = (host: string, scheme: 'http:' | 'https:', localPort: number | undefined): boolean => {
+  const decide = (host: string, scheme: 'http:' | 'https:', localPort: number | undefined): boolean => {
     const url = parseHost(host);
     if (!url) return false;
     if (exact.has(url.host.toLowerCase())) return true;
     const port = url.port || (scheme === 'https:' ? '443' : '80');
     return LOOPBACK.has(url.hostname.toLowerCase()) && localPort !== undefined && port === String(localPort);
+  };
+  // Every MCP request asks about the same one or two names, and parsing one as a URL was
+  // about 0.6 % of an MCP round trip (docs/performance.md "Issue 19, session 10"). The answer
+  // depends only on the three inputs, so it is remembered; the Host header is the client's,
+  // so at most MAX_REMEMBERED answers are kept and anything past them is decided afresh.
+  const remembered = new Map<string, boolean>();
+  const hostAllowed = (host: string, scheme: 'http:' | 'https:', localPort: number | undefined): boolean => {
+    const key = `${scheme}${localPort ?? ''} ${host}`;
+    let allowed = remembered.get(key);
+    if (allowed === undefined) {
+      allowed = decide(host, scheme, localPort);
+      if (remembered.size < MAX_REMEMBERED) remembered.set(key, allowed);
+    }
+    return allowed;
   };
 
   return {
