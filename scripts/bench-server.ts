@@ -17,10 +17,18 @@
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
-import { parseConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { createLocalNotifier } from '../src/device-channel/notifier.js';
-import { startService } from '../src/service.js';
+import type * as ConfigModule from '../src/config.js';
+import type * as LoggerModule from '../src/logger.js';
+import type * as NotifierModule from '../src/device-channel/notifier.js';
+import type * as ServiceModule from '../src/service.js';
+
+// The service as `npm start` runs it: the tsc build in dist/, which scripts/bench.ts makes
+// before it starts this process (the types are the sources').
+const built = <T>(module: string) => import(path.join(import.meta.dirname, '..', 'dist', module)) as Promise<T>;
+const { parseConfig } = await built<typeof ConfigModule>('config.js');
+const { createLogger } = await built<typeof LoggerModule>('logger.js');
+const { createLocalNotifier } = await built<typeof NotifierModule>('device-channel/notifier.js');
+const { startService } = await built<typeof ServiceModule>('service.js');
 
 type Request =
   | { type: 'published'; since: number }
