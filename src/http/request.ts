@@ -86,6 +86,35 @@ export function answerInParts(c: HonoContext, headers: Record<string, string>, p
   return RESPONSE_ALREADY_SENT;
 }
 
+/** Calls `listener` once if the client goes away before this request's answer is written; the returned function stops that. */
+export type ClientGone = (listener: () => void) => () => void;
+
+/**
+ * The client went away before the answer was written: on Node, the `ServerResponse` closed
+ * unfinished (what @hono/node-server's request signal aborts on, without the AbortController
+ * and EventTarget it builds for that signal: ~0.8 % of an MCP round trip, docs/performance.md
+ * "Issue 19, session 10"); elsewhere the request's own signal.
+ */
+export function whenClientGone(c: HonoContext): ClientGone {
+  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  if (outgoing) {
+    return (listener) => {
+      const closed = () => {
+        if (!outgoing.writableFinished) listener();
+      };
+      if (outgoing.closed) closed();
+      else outgoing.once('close', closed);
+      return () => outgoing.off('close', closed);
+    };
+  }
+  const signal = c.req.raw.signal;
+  return (listener) => {
+    if (signal.aborted) listener();
+    else signal.addEventListener('abort', listener, { once: true });
+    return () => signal.removeEventListener('abort', listener);
+  };
+}
+
 /** The body bytes (16 KiB at most), from the Node request when the app runs on @hono/node-server. */
 export function requestBody(c: HonoContext): Promise<Uint8Array> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;

@@ -1,11 +1,12 @@
 import type { EventHub } from '../domain/events.js';
+import type { ClientGone } from '../http/request.js';
 
 /**
  * Client cancellation of device tool calls (docs/rules.md "MCP", issue 14 rule 3).
  *
  * A call ends, and its action is withdrawn, when its client goes away or cancels it:
- *   - the HTTP request's signal aborts when the response or connection is closed before the
- *     answer was written (2026-07-28: this is how a client cancels; also any 2025 stream);
+ *   - the response or connection is closed before the answer was written (`whenClientGone`,
+ *     src/http/request.ts; 2026-07-28: this is how a client cancels; also any 2025 stream);
  *   - a 2025-era `notifications/cancelled` names the call's JSON-RPC id. The service is
  *     stateless, so that notification is a POST of its own, served by another per-request
  *     server that knows nothing of the call, maybe on another instance: it is published on
@@ -24,8 +25,8 @@ export interface CallCancellation {
 }
 
 export interface InflightCalls {
-  /** Tracks one call while it runs; `requestSignal` is its HTTP request's. */
-  track(caller: string, id: string | number | undefined, requestSignal: AbortSignal): CallCancellation;
+  /** Tracks one call while it runs; `clientGone` tells when its HTTP client went away. */
+  track(caller: string, id: string | number | undefined, clientGone: ClientGone): CallCancellation;
   /** A `notifications/cancelled` for `id` from `caller`: aborts the calls it names, if running, on any instance. */
   cancel(caller: string, id: unknown): void;
 }
@@ -41,14 +42,12 @@ export function createInflightCalls(events: EventHub): InflightCalls {
     for (const controller of running.get(event.key) ?? []) controller.abort();
   });
   return {
-    track(caller, id, requestSignal) {
-      if (id === undefined) return { signal: requestSignal, release: () => {} };
-      // One controller that the request's abort is forwarded to (not AbortSignal.any, which
-      // costs a signal and its bookkeeping more on every call): either one aborts the call.
+    track(caller, id, clientGone) {
+      // One controller that the client's going away and a notification both abort (not
+      // AbortSignal.any over two signals, which costs a signal and its bookkeeping more).
       const controller = new AbortController();
-      const forward = () => controller.abort(requestSignal.reason);
-      if (requestSignal.aborted) forward();
-      else requestSignal.addEventListener('abort', forward, { once: true });
+      const stopWatching = clientGone(() => controller.abort(new Error('the client went away before the answer')));
+      if (id === undefined) return { signal: controller.signal, release: stopWatching };
       const key = keyOf(caller, id);
       const calls = running.get(key) ?? new Set();
       calls.add(controller);
@@ -56,7 +55,7 @@ export function createInflightCalls(events: EventHub): InflightCalls {
       return {
         signal: controller.signal,
         release() {
-          requestSignal.removeEventListener('abort', forward);
+          stopWatching();
           calls.delete(controller);
           if (calls.size === 0 && running.get(key) === calls) running.delete(key);
         },

@@ -11,7 +11,7 @@ import { credentialBucket, rateLimited, type RateLimiter } from '../domain/rate-
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
-import { answerInParts, bearerToken, clientAddress, requestBody, withRequestId, type HttpEnv } from '../http/request.js';
+import { answerInParts, bearerToken, clientAddress, requestBody, whenClientGone, withRequestId, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
 import { createInflightCalls } from './cancellation.js';
@@ -231,7 +231,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const methods = messages.map((m) => m.method);
     const calls = messages.filter((m) => m.method === 'tools/call' && typeof m.params?.name === 'string').map((m) => m.params!.name as string);
     // The request's signal and the caller's key are made only for a call that waits (a device tool).
-    const session: McpSession = { ctx, credential, tools: undefined, cancellation: (id) => inflight.track(callerKey(credential), id, c.req.raw.signal) };
+    const session: McpSession = { ctx, credential, tools: undefined, cancellation: (id) => inflight.track(callerKey(credential), id, whenClientGone(c)) };
 
     for (const name of calls) {
       const operation = fixedToolOperation(name);
