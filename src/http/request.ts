@@ -93,7 +93,7 @@ export type ClientGone = (listener: () => void) => () => void;
  * The client went away before the answer was written: on Node, the `ServerResponse` closed
  * unfinished (what @hono/node-server's request signal aborts on, without the AbortController
  * and EventTarget it builds for that signal: ~0.8 % of an MCP round trip, docs/performance.md
- * "Issue 19, session 10"); elsewhere the request's own signal.
+ * "Three costs every MCP request paid"); elsewhere the request's own signal.
  */
 export function whenClientGone(c: HonoContext): ClientGone {
   const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;

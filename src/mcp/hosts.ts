@@ -42,9 +42,9 @@ export function createHostPolicy(publicBaseUrl: string, extraHosts: readonly str
     return LOOPBACK.has(url.hostname.toLowerCase()) && localPort !== undefined && port === String(localPort);
   };
   // Every MCP request asks about the same one or two names, and parsing one as a URL was
-  // about 0.6 % of an MCP round trip (docs/performance.md "Issue 19, session 10"). The answer
-  // depends only on the three inputs, so it is remembered; the Host header is the client's,
-  // so at most MAX_REMEMBERED answers are kept and anything past them is decided afresh.
+  // about 0.9 % of an MCP round trip (docs/performance.md "Three costs every MCP request
+  // paid"). The answer depends only on the three inputs, so it is remembered; the Host header
+  // is the client's, so at most MAX_REMEMBERED answers are kept and the rest decided afresh.
   const remembered = new Map<string, boolean>();
   const hostAllowed = (host: string, scheme: 'http:' | 'https:', localPort: number | undefined): boolean => {
     const key = `${scheme}${localPort ?? ''} ${host}`;
