@@ -230,7 +230,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   async function gateToolCalls(c: HonoContext<HttpEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]): Promise<Gate> {
     const methods = messages.map((m) => m.method);
     const calls = messages.filter((m) => m.method === 'tools/call' && typeof m.params?.name === 'string').map((m) => m.params!.name as string);
-    // The request's signal and the caller's key are made only for a call that waits (a device tool).
+    // The watch on the client and the caller's key are made only for a call that waits (a device tool).
     const session: McpSession = { ctx, credential, tools: undefined, cancellation: (id) => inflight.track(callerKey(credential), id, whenClientGone(c)) };
 
     for (const name of calls) {
