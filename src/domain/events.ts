@@ -75,11 +75,14 @@ export function createEventHub(): EventHub {
 }
 
 export interface ActionWatch {
+  /** The next published change of the action (oldest first), or undefined once the wait was ended (`end`) and none is left. */
+  next(): Promise<ActionRecord | undefined>;
   /**
-   * The next published change of the action (oldest first), or undefined when the timeout
-   * passes or the signal aborts first.
+   * Ends the wait: a waiting `next` answers undefined, and so does every later one once the
+   * changes kept are taken. The waiter sets its own deadline and cancellation around the
+   * whole watch, one timer and one listener rather than one of each per change.
    */
-  next(options: { timeoutMs: number; signal?: AbortSignal }): Promise<ActionRecord | undefined>;
+  end(): void;
   close(): void;
 }
 
@@ -131,27 +134,26 @@ function watchesOf(hub: EventHub): Watches {
 /** A watch over the changes `listen` hands it, starting with `pending`. */
 function changeWatch(listen: (listener: ChangeListener) => () => void, pending: ActionRecord[]): ActionWatch {
   let waiter: ((action: ActionRecord | undefined) => void) | undefined;
+  let ended = false;
+  const answer = (action: ActionRecord | undefined) => {
+    const waiting = waiter;
+    waiter = undefined;
+    waiting?.(action);
+  };
   const unsubscribe = listen((action) => {
-    if (waiter) waiter(action);
+    if (waiter) answer(action);
     else pending.push(action);
   });
   return {
-    next({ timeoutMs, signal }) {
+    next() {
       const queued = pending.shift();
       if (queued) return Promise.resolve(queued);
-      if (signal?.aborted) return Promise.resolve(undefined);
-      return new Promise((resolve) => {
-        const finish = (value: ActionRecord | undefined) => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          waiter = undefined;
-          resolve(value);
-        };
-        const onAbort = () => finish(undefined);
-        const timer = setTimeout(() => finish(undefined), timeoutMs);
-        signal?.addEventListener('abort', onAbort, { once: true });
-        waiter = finish;
-      });
+      if (ended) return Promise.resolve(undefined);
+      return new Promise((resolve) => (waiter = resolve));
+    },
+    end() {
+      ended = true;
+      answer(undefined);
     },
     close: unsubscribe,
   };

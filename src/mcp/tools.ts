@@ -441,6 +441,10 @@ async function awaitSettled(
   await progress(first);
   if (ACTION_STATES[first.status].terminal) return first;
   const changes = coming ? coming.of(first.id) : watchAction(ctx.events, first.id);
+  // One deadline and one abort listener for the whole wait, however many changes it sees.
+  const timer = setTimeout(() => changes.end(), Math.max(0, deadline - Date.now()));
+  const onAbort = () => changes.end();
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
     let current = first;
     if (!coming) {
@@ -448,9 +452,8 @@ async function awaitSettled(
       await progress(current);
     }
     while (!ACTION_STATES[current.status].terminal && !signal.aborted) {
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) break;
-      const change = await changes.next({ timeoutMs: remaining, signal });
+      if (deadline - Date.now() <= 0) break;
+      const change = await changes.next();
       if (!change) {
         // Timed out or aborted: one last read so the answer is the state as of now.
         if (!signal.aborted) current = await read();
@@ -463,6 +466,8 @@ async function awaitSettled(
     }
     return current;
   } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
     changes.close();
   }
 }
