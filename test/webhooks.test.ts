@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
+import { passOverDispatch, readDispatchState } from '../src/store/webhooks.js';
 import { EVENT_TYPES } from '../src/domain/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, queue } from './helpers/actions.js';
@@ -96,8 +97,8 @@ function expectedSignature(secret: string, received: Received): string {
 
 const signaturesOf = (received: Received) => String(received.headers['webhook-signature']).split(' ');
 
-async function deliveries(owner: string, webhookId: string) {
-  const res = await api.get(`/v1/webhooks/${webhookId}/deliveries`, { token: owner });
+async function deliveries(owner: string, webhookId: string, target: Client = api) {
+  const res = await target.get(`/v1/webhooks/${webhookId}/deliveries`, { token: owner });
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return res.body.data as {
     id: string;
@@ -406,6 +407,47 @@ describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
     expect(deleted.webhookDeliveries).toBeGreaterThanOrEqual(1);
     expect(deleted.revokedWebhooks).toBeGreaterThanOrEqual(1);
     expect((await hourlyApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).status).toBe(404);
+  });
+});
+
+describe('the dispatcher while no webhook is live', () => {
+  let quiet: TestServer;
+  let quietApi: Client;
+
+  beforeAll(async () => {
+    quiet = await startTestServer({ env: WEBHOOK_ENV });
+    quietApi = client(quiet.url);
+  });
+  afterAll(() => quiet.close());
+
+  it('moves its cursor past the journal without writing a delivery', async () => {
+    const owner = await quiet.ownerToken('webhooks-none-live');
+    const lamp = await attachDevice(quietApi, owner);
+    for (const principal of ['agent:none-1', 'agent:none-2', 'agent:none-3']) await grant(quietApi, owner, principal, lamp.id, ['set_power']);
+
+    await waitFor(async () => {
+      const state = await readDispatchState(quiet.service.db);
+      expect(state.newest).toBeGreaterThan(0);
+      expect(state.cursor).toBe(state.newest);
+    });
+    expect(await quiet.service.db.get('SELECT count(*) AS n FROM webhook_deliveries')).toEqual({ n: 0 });
+  });
+
+  it('keeps its cursor when a webhook went live after the poll read that none was, and delivers what follows', async () => {
+    const owner = await quiet.ownerToken('webhooks-went-live');
+    const lamp = await attachDevice(quietApi, owner);
+    const before = await readDispatchState(quiet.service.db);
+    expect(before.anyLive).toBe(0);
+    const hook = await register(owner, '/went-live', ['grant.created'], quietApi);
+    await grant(quietApi, owner, 'agent:went-live', lamp.id, ['set_power']);
+
+    // The poll's read said no webhook was live; its move, made now, must not skip the new grant.
+    const stale = await readDispatchState(quiet.service.db);
+    expect(await passOverDispatch(quiet.service.db, stale.cursor, stale.newest)).toBe(false);
+
+    await waitFor(() => expect(receiver.at('/went-live')).toHaveLength(1));
+    expect(JSON.parse(receiver.at('/went-live')[0]!.body).data.grant.principal).toBe('agent:went-live');
+    expect(await deliveries(owner, hook.id, quietApi)).toHaveLength(1);
   });
 });
 

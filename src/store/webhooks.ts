@@ -168,6 +168,39 @@ export function deliveryInsert(
   };
 }
 
+/** Where the dispatcher stands: its cursor, the journal's newest event, and whether any webhook is live (1) or none (0). */
+export interface DispatchState {
+  cursor: number;
+  newest: number;
+  anyLive: number;
+}
+
+/** One read, outside any transaction, so that an idle poll takes no write lock (see `readDispatchWindow`). */
+export async function readDispatchState(db: Queryable): Promise<DispatchState> {
+  return (await db.get<DispatchState>(
+    `SELECT last_event_id AS cursor, (SELECT coalesce(max(id), 0) FROM workspace_events) AS newest,
+            EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL) AS anyLive
+     FROM webhook_dispatch WHERE id = 1`,
+  ))!;
+}
+
+/**
+ * Moves the dispatcher's cursor from `from` to `to` without reading the events between, while
+ * no webhook is live: none of them can be owed to anyone, since a webhook registered later
+ * only receives events after the newest one when it was written (`insertWebhook`). Guarded
+ * by that condition in the same statement, so a webhook that went live after
+ * `readDispatchState` keeps the cursor where it is and the next poll reads the window.
+ * Answers whether the cursor moved.
+ */
+export async function passOverDispatch(db: Queryable, from: number, to: number): Promise<boolean> {
+  const result = await db.run(
+    `UPDATE webhook_dispatch SET last_event_id = ?
+     WHERE id = 1 AND last_event_id = ? AND NOT EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL)`,
+    [to, from],
+  );
+  return result.changes === 1;
+}
+
 /**
  * Moves the dispatcher's cursor from `from` to `to`; changes nothing when another instance
  * moved it first (its deliveries for these events are then the same rows: see `deliveryInsert`).
