@@ -381,7 +381,10 @@ interface Fleet {
   /** Frame arrival per action id, while recording. */
   frames: Map<string, number>;
   recording: { on: boolean };
-  /** Resolvers for REST agents waiting for their action's result to be reported. */
+  /**
+   * Resolvers of REST agents waiting for their device to report, by device id: a bench device
+   * has at most one action outstanding, since each agent loop takes its own devices.
+   */
   reported: Map<string, () => void>;
   /** `next` calls that found nothing (a wake frame with no command behind it). */
   emptyNexts: number;
@@ -414,8 +417,9 @@ async function startFleet(servers: ServerProcess[], owner: string, count = DEVIC
         return;
       }
       await call(device.base, 'POST', `/v1/device/${device.id}/result`, device.token, { actionId: command.id, ok: true, result: { on: command.args.on } });
-      fleet.reported.get(command.id)?.();
-      fleet.reported.delete(command.id);
+      const waiting = fleet.reported.get(device.id);
+      fleet.reported.delete(device.id);
+      waiting?.();
     };
     return openSocket(device.base, device, (actionId, at) => {
       if (fleet.recording.on) fleet.frames.set(actionId, at);
@@ -515,22 +519,17 @@ function mcpRoundTrip(fleet: Fleet) {
 
 function restRoundTrip(fleet: Fleet) {
   return async (device: BenchDevice, i: number) => {
-    // The device may report before this POST's answer arrives: wait on the id from then on.
-    let reported!: () => void;
-    const done = new Promise<void>((resolve) => (reported = resolve));
-    const action = await call(device.base, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, {
+    // REST has no waiting GET, so the bench device tells the agent when it has reported, and
+    // the agent reads the action once: the four requests of the round trip. Registered before
+    // the POST, so a report that arrives before the POST's answer is not missed.
+    const reported = new Promise<void>((resolve) => fleet.reported.set(device.id, resolve));
+    const queued = await call(device.base, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, {
       capability: 'set_power',
       arguments: { on: i % 2 === 0 },
     });
-    fleet.reported.set(action.id, reported);
-    const state = await call(device.base, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
-    if (state.status !== 'succeeded') {
-      await done;
-      const final = await call(device.base, 'GET', `/v1/actions/${action.id}`, fleet.agentToken);
-      if (final.status !== 'succeeded') throw new Error(`REST round trip ended ${final.status}`);
-    } else {
-      fleet.reported.delete(action.id);
-    }
+    await reported;
+    const action = await call(device.base, 'GET', `/v1/actions/${queued.id}`, fleet.agentToken);
+    if (action.status !== 'succeeded') throw new Error(`REST round trip ended ${action.status}`);
   };
 }
 
