@@ -14,6 +14,7 @@ import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunc
 import { answerInParts, bearerToken, clientAddress, requestBody, whenClientGone, withRequestId, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
+import { callGateKey, createCallGateCache } from './call-gate-cache.js';
 import { createInflightCalls } from './cancellation.js';
 import { CONFIRMATION_TTL_SECONDS } from './confirmation.js';
 import { createLegacyElicitation } from './legacy-elicitation.js';
@@ -22,7 +23,16 @@ import { createHostPolicy } from './hosts.js';
 import { cacheableToolsList, createToolsListCache, toolsListKey } from './tools-list-cache.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
-import { callDeviceTool, DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames, fixedToolOperation, registerTools, type McpSession } from './tools.js';
+import {
+  callDeviceTool,
+  DEVICE_TOOL_PATTERN,
+  deviceIdPrefixOf,
+  deviceToolNames,
+  fixedToolOperation,
+  registerTools,
+  type DeviceTool,
+  type McpSession,
+} from './tools.js';
 
 export interface McpDeps {
   config: Config;
@@ -179,6 +189,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   };
 
   const toolLists = createToolsListCache();
+  const callGate = createCallGateCache();
   // Device tool calls still waiting, for a 2025-era notifications/cancelled (cancellation.ts).
   const inflight = createInflightCalls(deps.events);
   // 2025-era elicitation over stateless HTTP: capabilities from initialize, answers to asks (legacy-elicitation.ts).
@@ -244,9 +255,17 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
     const now = ctx.clock.now();
     const listing = methods.includes('tools/list');
-    // A call alone looks only at the functions on the devices its tool name can point at.
-    const callable = async (agent: CredentialOf<'agent'>, name: string) =>
-      deviceToolNames(await listCallableFunctionsOnDevices(ctx.db, agent, now, deviceIdPrefixOf(name)));
+    // A call alone looks only at the functions on the devices its tool name can point at,
+    // kept while nothing they depend on has changed (call-gate-cache.ts).
+    const callable = async (agent: CredentialOf<'agent'>, name: string): Promise<readonly DeviceTool[]> => {
+      const prefix = deviceIdPrefixOf(name);
+      const key = callGateKey(agent.workspaceId, agent.principal, agent.access, prefix);
+      const version = await callableFunctionsVersion(ctx.db, agent);
+      const kept = callGate.tools(key, { version, now });
+      if (kept) return kept;
+      const validUntil = await callableFunctionsValidUntil(ctx.db, agent, now);
+      return callGate.keep(key, { version, validUntil, tools: deviceToolNames(await listCallableFunctionsOnDevices(ctx.db, agent, now, prefix)) });
+    };
     const tools = listing ? deviceToolNames(await listCallableFunctions(ctx.db, credential, now)) : [];
     for (const name of deviceCalls) {
       const found = (listing ? tools : await callable(credential, name)).find((t) => t.name === name);
