@@ -167,7 +167,7 @@ describe('the action request with an idempotency key', () => {
  */
 describe('the access an agent’s listing shows for a function', () => {
   async function bothReads(deviceId: string, capability: string) {
-    const credential = { kind: 'agent' as const, workspaceId, connectionId: agent.id, principal: agent.principal, access: 'act' as const };
+    const credential = { kind: 'agent' as const, workspaceId, connectionId: agent.id, principal: agent.principal, access: 'act' as const, functionsVersion: 0 };
     const now = Date.now();
     const listed = (await listCallableFunctionsOnDevices(server.service.db, credential, now, deviceId)).find(
       (fn) => fn.deviceId === deviceId && fn.capability === capability,

@@ -56,7 +56,14 @@ export function createAuthenticator(deps: {
         if (!row || row.purpose !== purpose || row.revokedAt !== null) throw invalid();
         if (row.expiresAt !== null && row.expiresAt <= now()) throw invalid();
         return kind === 'agent'
-          ? { kind: 'agent', workspaceId: row.workspaceId, connectionId: row.id, principal: row.principal, access: row.access }
+          ? {
+              kind: 'agent',
+              workspaceId: row.workspaceId,
+              connectionId: row.id,
+              principal: row.principal,
+              access: row.access,
+              functionsVersion: row.functionsVersion,
+            }
           : { kind: 'setup', workspaceId: row.workspaceId, connectionId: row.id };
       }
       if (kind === 'oauth') {

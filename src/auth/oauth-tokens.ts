@@ -26,6 +26,7 @@ export async function resolveOAuthAccessToken(db: Db, bearer: string, now: numbe
     connectionId: row.connectionId,
     principal: row.principal,
     access,
+    functionsVersion: row.functionsVersion,
     oauth: { clientId: row.clientId, scopes: scopesOf(access), expiresAt: row.expiresAt, resource: row.resource },
   };
 }

@@ -16,7 +16,21 @@ export type Credential =
       /** When the session token stops authenticating (its `exp`): a live stream ends then (README "Owner events"). */
       expiresAt?: number;
     }
-  | { kind: 'agent'; workspaceId: string; connectionId: string; principal: string; access: Access; oauth?: OAuthTokenInfo }
+  | {
+      kind: 'agent';
+      workspaceId: string;
+      connectionId: string;
+      principal: string;
+      access: Access;
+      /**
+       * The workspace's functions_version, read in the statement that found the token: what the
+       * caller's callable functions were derived from when it authenticated. An answer built
+       * from them is current while this number is the one it was built at
+       * (src/domain/functions.ts `callableFunctionsValidUntil`).
+       */
+      functionsVersion: number;
+      oauth?: OAuthTokenInfo;
+    }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
   | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string; /** As read while authenticating. */ lastSeenAt: number | null };
 

@@ -9,7 +9,6 @@ import {
   type ApprovalMode,
   type FunctionRow,
 } from '../store/grants.js';
-import { functionsVersion } from '../store/workspaces.js';
 import type { Access, AuthorizedFunction, Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { definePagedOperation } from './operation.js';
@@ -67,16 +66,12 @@ export async function listCallableFunctionsOnDevices(
 }
 
 /**
- * What an agent's callable functions depend on, read before they are listed: a list built
- * after these reads stays the agent's list while `callableFunctionsVersion` still answers the
- * same number and the clock is before `callableFunctionsValidUntil` (the next expiry among its
- * live grants). A write between these reads and the listing makes the recorded version stale,
- * which costs a rebuild, never a stale answer.
+ * Until when an agent's callable functions, listed after its credential was read, stay its
+ * list: while a later request's credential carries the same `functionsVersion` (the
+ * workspace's, bumped with every write to grants, capabilities and devices) and the clock is
+ * before this, the next expiry among its live grants. A write between the credential's read
+ * and the listing makes the recorded version stale, which costs a rebuild, never a stale answer.
  */
-export function callableFunctionsVersion(db: Queryable, credential: CredentialOf<'agent'>): Promise<number> {
-  return functionsVersion(db, credential.workspaceId);
-}
-
 export async function callableFunctionsValidUntil(db: Queryable, credential: CredentialOf<'agent'>, now: number): Promise<number> {
   return (await nextGrantExpiry(db, credential.workspaceId, credential.principal, now)) ?? Number.POSITIVE_INFINITY;
 }

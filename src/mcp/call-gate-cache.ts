@@ -8,8 +8,8 @@ import type { DeviceTool } from './tools.js';
  *   - the workspace's functions_version, bumped by trigger with every write to grants,
  *     capabilities and devices, is the one read before the entry was built, and
  *   - the clock is before the earliest expiry among the caller's live grants.
- * A version read is one indexed row, the listing it replaces a four-table join. The gate's
- * answer is the listing's answer; the permission itself is checked again, live, by the
+ * The version comes with the caller's credential, read in the statement that found its token
+ * (`functionsVersion`), so a hit reads nothing. The gate's answer is the listing's answer; the permission itself is checked again, live, by the
  * guarded insert that creates the action, and by the claim that hands it out (docs/rules.md
  * "Access"), whatever the gate found.
  *

@@ -10,7 +10,7 @@ import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import { credentialBucket, rateLimited, type RateLimiter } from '../domain/rate-limits.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
-import { callableFunctionsValidUntil, callableFunctionsVersion, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
+import { callableFunctionsValidUntil, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import { answerInParts, bearerToken, clientAddress, requestBody, whenClientGone, withRequestId, type HttpEnv } from '../http/request.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
@@ -260,7 +260,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const callable = async (agent: CredentialOf<'agent'>, name: string): Promise<readonly DeviceTool[]> => {
       const prefix = deviceIdPrefixOf(name);
       const key = callGateKey(agent.workspaceId, agent.principal, agent.access, prefix);
-      const version = await callableFunctionsVersion(ctx.db, agent);
+      const version = agent.functionsVersion;
       const kept = callGate.tools(key, { version, now });
       if (kept) return kept;
       const validUntil = await callableFunctionsValidUntil(ctx.db, agent, now);
@@ -383,7 +383,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     let listState: { key: string; version: number; validUntil: number } | undefined;
     if (cacheable) {
       const now = ctx.clock.now();
-      const version = await callableFunctionsVersion(ctx.db, credential);
+      const version = credential.functionsVersion;
       const key = toolsListKey(credential.workspaceId, credential.principal, credential.access, ctx.settings.deviceControlsEnabled, cacheable.cursor);
       const cached = toolLists.answer(key, { version, now }, cacheable.id);
       if (cached) {

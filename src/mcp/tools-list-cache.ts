@@ -9,7 +9,8 @@ import { isObject, plainModernRequest } from './modern-requests.js';
  * its `result` is kept, serialised once. A hit answers the same bytes with the request's id.
  * An entry is used only while
  *   - the workspace's functions_version (bumped by trigger with every write to grants,
- *     capabilities and devices, migration 0006) is the one read before the entry was built,
+ *     capabilities and devices, migration 0006) is the one read before the entry was built
+ *     (with the caller's credential: `functionsVersion`),
  *   - the clock is before the earliest expiry among the caller's live grants, and
  *   - the key matches: workspace, principal, access ceiling (an OAuth token's scope is
  *     already part of its ceiling) and whether device controls are enabled.

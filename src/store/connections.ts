@@ -118,8 +118,17 @@ export async function revokeConnection(
   return getConnection(db, workspaceId, purpose, id);
 }
 
-export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<CredentialConnectionRow | undefined> {
-  return db.get<CredentialConnectionRow>(`SELECT ${BASE_COLUMNS} FROM connections c WHERE c.token_hash = ?`, [tokenHash]);
+/** A token's connection, with its workspace's functions_version read in the same statement (the agent credential's `functionsVersion`). */
+export interface TokenConnectionRow extends CredentialConnectionRow {
+  functionsVersion: number;
+}
+
+export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<TokenConnectionRow | undefined> {
+  return db.get<TokenConnectionRow>(
+    `SELECT ${BASE_COLUMNS}, (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion
+     FROM connections c WHERE c.token_hash = ?`,
+    [tokenHash],
+  );
 }
 
 /**

@@ -272,9 +272,10 @@ export function findToken(db: Queryable, tokenHash: string): Promise<TokenRow | 
   return db.get<TokenRow>(`SELECT ${tokenColumns('t')} FROM oauth_tokens t WHERE t.token_hash = ?`, [tokenHash]);
 }
 
-/** An access token with what the authenticator needs of its connection, in one read. */
+/** An access token with what the authenticator needs of its connection and workspace, in one read. */
 export interface AccessTokenView extends TokenRow {
   principal: string;
+  functionsVersion: number;
   connectionAccess: 'read' | 'act';
   connectionRevokedAt: number | null;
   connectionExpiresAt: number | null;
@@ -283,7 +284,8 @@ export interface AccessTokenView extends TokenRow {
 export function findAccessToken(db: Queryable, tokenHash: string): Promise<AccessTokenView | undefined> {
   return db.get<AccessTokenView>(
     `SELECT ${tokenColumns('t')}, c.principal, c.access AS connectionAccess,
-       c.revoked_at AS connectionRevokedAt, c.expires_at AS connectionExpiresAt
+       c.revoked_at AS connectionRevokedAt, c.expires_at AS connectionExpiresAt,
+       (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion
      FROM oauth_tokens t JOIN connections c ON c.id = t.connection_id
      WHERE t.token_hash = ? AND t.kind = 'access'`,
     [tokenHash],

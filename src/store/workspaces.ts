@@ -43,12 +43,3 @@ export async function workspaceUsage(db: Queryable, workspaceId: string): Promis
   );
   return row!;
 }
-
-/**
- * Bumped (by trigger, migration 0006) with every write to the workspace's grants,
- * capabilities and devices: what its principals may call is unchanged while it is.
- */
-export async function functionsVersion(db: Queryable, workspaceId: string): Promise<number> {
-  const row = await db.get<{ version: number }>('SELECT functions_version AS version FROM workspaces WHERE id = ?', [workspaceId]);
-  return row?.version ?? -1;
-}
