@@ -443,7 +443,8 @@ describe('the dispatcher while no webhook is live', () => {
 
     // The poll's read said no webhook was live; its move, made now, must not skip the new grant.
     const stale = await readDispatchState(quiet.service.db);
-    expect(await passOverDispatch(quiet.service.db, stale.cursor, stale.newest)).toBe(false);
+    const [moved] = await quiet.service.db.batch([passOverDispatch(stale.cursor, stale.newest)]);
+    expect(moved!.changes).toBe(0);
 
     await waitFor(() => expect(receiver.at('/went-live')).toHaveLength(1));
     expect(JSON.parse(receiver.at('/went-live')[0]!.body).data.grant.principal).toBe('agent:went-live');

@@ -75,7 +75,7 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
   // With no live webhook the new events are owed to nobody: the cursor passes over them
   // unread, instead of joining every one of them with the webhooks table to find that out.
   if (state.anyLive === 0) {
-    await passOverDispatch(deps.db, state.cursor, state.newest);
+    await deps.db.batch([passOverDispatch(state.cursor, state.newest)]);
     return 0;
   }
   let written = 0;

@@ -190,15 +190,15 @@ export async function readDispatchState(db: Queryable): Promise<DispatchState> {
  * only receives events after the newest one when it was written (`insertWebhook`). Guarded
  * by that condition in the same statement, so a webhook that went live after
  * `readDispatchState` keeps the cursor where it is and the next poll reads the window.
- * Answers whether the cursor moved.
+ * A statement for `db.batch`, as the dispatcher's other writes: a batch holds the write lock
+ * for its own transaction only, not for a commit group's whole event-loop turn.
  */
-export async function passOverDispatch(db: Queryable, from: number, to: number): Promise<boolean> {
-  const result = await db.run(
-    `UPDATE webhook_dispatch SET last_event_id = ?
-     WHERE id = 1 AND last_event_id = ? AND NOT EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL)`,
-    [to, from],
-  );
-  return result.changes === 1;
+export function passOverDispatch(from: number, to: number): Statement {
+  return {
+    sql: `UPDATE webhook_dispatch SET last_event_id = ?
+          WHERE id = 1 AND last_event_id = ? AND NOT EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL)`,
+    args: [to, from],
+  };
 }
 
 /**
