@@ -32,6 +32,12 @@ async function queued(token: string, device: AttachedDevice, capability: string,
   expect(res.json.result.structuredContent.status).toBe('queued');
 }
 
+async function refused(token: string, device: AttachedDevice, capability: string, code: string): Promise<void> {
+  const res = await call(token, device, capability, { on: true });
+  expect(res.status).toBe(403);
+  expect(res.json.error.code).toBe(code);
+}
+
 async function setup(name: string) {
   const lamp = await attachDevice(api, owner, { name });
   const agent = await createAgent(api, owner, { name, access: 'act', principal: `agent:${name}` });
@@ -53,9 +59,7 @@ describe('POST /mcp tools/call through the kept gate', () => {
     await queued(agent.token, lamp, 'set_power', { on: true });
     const revoked = await api.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } });
     expect(revoked.status).toBe(200);
-    const res = await call(agent.token, lamp, 'set_power', { on: true });
-    expect(res.status).toBe(403);
-    expect(res.json.error.code).toBe('grant_required');
+    await refused(agent.token, lamp, 'set_power', 'grant_required');
   });
 
   it('refuses the next call once the grant expired, with no write in between', async () => {
@@ -63,9 +67,7 @@ describe('POST /mcp tools/call through the kept gate', () => {
     await grant(api, owner, agent.principal, lamp.id, ['set_power'], 60);
     await queued(agent.token, lamp, 'set_power', { on: true });
     clock.advance(61_000);
-    const res = await call(agent.token, lamp, 'set_power', { on: true });
-    expect(res.status).toBe(403);
-    expect(res.json.error.code).toBe('grant_required');
+    await refused(agent.token, lamp, 'set_power', 'grant_required');
   });
 
   it('checks the arguments against the schema the device republished, not the one it replaced', async () => {
@@ -94,9 +96,7 @@ describe('POST /mcp tools/call through the kept gate', () => {
     await grant(api, owner, agent.principal, lamp.id, ['set_power']);
     await queued(agent.token, lamp, 'set_power', { on: true });
     await server.service.db.run('UPDATE grants SET revoked_at = ? WHERE principal = ? AND device_id = ?', [clock.now(), agent.principal, lamp.id]);
-    const res = await call(agent.token, lamp, 'set_power', { on: true });
-    expect(res.status).toBe(403);
-    expect(res.json.error.code).toBe('grant_required');
+    await refused(agent.token, lamp, 'set_power', 'grant_required');
   });
 
   it('refuses the next call to a revoked device', async () => {
@@ -104,9 +104,7 @@ describe('POST /mcp tools/call through the kept gate', () => {
     await grant(api, owner, agent.principal, lamp.id, ['set_power']);
     await queued(agent.token, lamp, 'set_power', { on: true });
     expect((await api.post(`/v1/devices/${lamp.id}/revoke`, { token: owner })).status).toBe(200);
-    const res = await call(agent.token, lamp, 'set_power', { on: true });
-    expect(res.status).toBe(403);
-    expect(res.json.error.code).toBe('grant_required');
+    await refused(agent.token, lamp, 'set_power', 'grant_required');
   });
 
   it("keeps ceilings apart: a read connection of the same principal is refused what the act connection's call was allowed", async () => {
@@ -114,9 +112,7 @@ describe('POST /mcp tools/call through the kept gate', () => {
     const reader = await createAgent(api, owner, { name: 'gate-ceiling-reader', access: 'read', principal: agent.principal });
     await grant(api, owner, agent.principal, lamp.id, ['set_power']);
     await queued(agent.token, lamp, 'set_power', { on: true });
-    const res = await call(reader.token, lamp, 'set_power', { on: true });
-    expect(res.status).toBe(403);
-    expect(res.json.error.code).toBe('insufficient_access');
+    await refused(reader.token, lamp, 'set_power', 'insufficient_access');
   });
 });
 
