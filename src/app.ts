@@ -6,6 +6,7 @@ import type { DependencyCheck } from './domain/readiness.js';
 import { mountConsole } from './console/app.js';
 import type { WebhookTransport } from './domain/webhook-transport.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
+import { mountFrontDoor } from './http/front-door.js';
 import { observe } from './http/observe.js';
 import type { HttpEnv } from './http/request.js';
 import { mountRoutes } from './rest/app.js';
@@ -54,6 +55,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);
+  mountFrontDoor(app);
   mountRoutes(app, routes, authenticator);
   app.route('/', createOAuthApp({ config, db, authenticator, limiter, clock, log }));
   mountConsole(app, { config, db, authenticator, limiter, clock, log });

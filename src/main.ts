@@ -1,5 +1,7 @@
 import { ConfigError, parseConfig, StartupError } from './config.js';
 import { oneLine } from './domain/errors.js';
+import { SERVICE_URLS } from './http/front-door.js';
+import { createLogger } from './logger.js';
 import { displayDatabaseUrl, startService } from './service.js';
 
 /**
@@ -24,16 +26,17 @@ try {
   failStart(error);
 }
 
-const service = await startService(config).catch(failStart);
-console.log(
-  JSON.stringify({
-    time: new Date().toISOString(),
-    level: 'info',
-    msg: 'listening',
-    url: service.url,
-    database: displayDatabaseUrl(config.databaseUrl),
-  }),
-);
+// One logger for the service and the lines below, so that LOG_LEVEL=silent silences them too.
+const log = createLogger(config.logLevel);
+const service = await startService(config, { log }).catch(failStart);
+log.info({
+  msg: 'listening',
+  url: service.url,
+  console: `${service.url}${SERVICE_URLS.console}`,
+  apiReference: `${service.url}${SERVICE_URLS.apiReference}`,
+  mcp: `${service.url}${SERVICE_URLS.mcp}`,
+  database: displayDatabaseUrl(config.databaseUrl),
+});
 
 // The last line of defence (issue 13): every entry point contains its own failures, so a
 // rejection that reaches here is a bug. A rejected promise nobody awaited has left no
@@ -50,6 +53,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (stopping) return;
     stopping = true;
-    void service.close().then(() => process.exit(0));
+    void service.close().then(() => {
+      log.info({ msg: 'stopped', signal });
+      process.exit(0);
+    });
   });
 }

@@ -7,7 +7,7 @@ import type { AnyOperation } from '../domain/operation.js';
 import { credentialBucket } from '../domain/rate-limits.js';
 import { httpStatus } from '../http/errors.js';
 import { readForm } from '../http/form.js';
-import { readOwnerSessionCookie, sameOrigin } from '../http/owner-session.js';
+import { formOriginRefusal, readOwnerSessionCookie } from '../http/owner-session.js';
 import type { HttpEnv } from '../http/request.js';
 import type { ConsoleDeps, Owner } from './deps.js';
 import { Page, type Viewer } from './layout.js';
@@ -97,7 +97,7 @@ export function createGuards(deps: ConsoleDeps) {
       return async (c: C) => {
         const signed = await signedIn(c);
         if (signed instanceof Response) return signed;
-        if (!signed) return c.text('Not signed in.', 401);
+        if (!signed) return c.text('Not signed in.\n', 401);
         const feed = new AbortController();
         c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
         try {
@@ -106,7 +106,7 @@ export function createGuards(deps: ConsoleDeps) {
           feed.abort();
           if (!(error instanceof DomainError)) throw error;
           if (error.details.retryAfterSeconds !== undefined) c.header('Retry-After', String(error.details.retryAfterSeconds));
-          return c.text(error.message, httpStatus[error.code] as 400);
+          return c.text(`${error.message}\n`, httpStatus[error.code] as 400);
         }
       };
     },
@@ -114,7 +114,8 @@ export function createGuards(deps: ConsoleDeps) {
     /** A form post of the signed-in owner: same origin, a live session, its CSRF token. */
     action(handler: (c: C, signed: Signed, form: URLSearchParams) => Response | Promise<Response>) {
       return async (c: C) => {
-        if (!sameOrigin(c, base)) return errorPage(c, 'Refused', "This form can only be posted from this service's own pages.", 403);
+        const refusal = formOriginRefusal(c, config);
+        if (refusal) return errorPage(c, 'Refused', refusal, 403);
         const signed = await signedIn(c);
         if (signed instanceof Response) return signed;
         if (!signed) return errorPage(c, 'Signed out', 'Your sign-in has ended. Sign in again and repeat what you did.', 403);

@@ -5,8 +5,8 @@ import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '..
 import { readForm } from '../http/form.js';
 import {
   clearOwnerSessionCookie,
+  formOriginRefusal,
   readOwnerSessionCookie,
-  sameOrigin,
   secureCookies,
   setOwnerSessionCookie,
   SIGN_IN_STATUS,
@@ -104,7 +104,10 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
     </Page>
   );
 
-  const refusedPost = (c: C) => guards.errorPage(c, 'Refused', "This form can only be posted from this service's own pages.", 403);
+  const refusedPost = (c: C) => {
+    const refusal = formOriginRefusal(c, config);
+    return refusal === undefined ? undefined : guards.errorPage(c, 'Refused', refusal, 403);
+  };
   const readSignInForm = (c: C) => readForm(c.req.raw, (message, status) => guards.errorPage(c, 'This form cannot be read', message, status));
 
   app.get('/console/sign-in', async (c) => {
@@ -113,7 +116,8 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
   });
 
   app.post('/console/sign-in/token', async (c) => {
-    if (!sameOrigin(c, base)) return refusedPost(c);
+    const refused = refusedPost(c);
+    if (refused) return refused;
     const form = await readSignInForm(c);
     if (form instanceof Response) return form;
     const outcome = await startOwnerSession(c, signIn, (form.get('token') ?? '').trim());
@@ -126,7 +130,8 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
 
   if (development) {
     app.post('/console/sign-in/development', async (c) => {
-      if (!sameOrigin(c, base)) return refusedPost(c);
+      const refused = refusedPost(c);
+      if (refused) return refused;
       const form = await readSignInForm(c);
       if (form instanceof Response) return form;
       const subject = (form.get('sub') ?? '').trim();
@@ -190,7 +195,8 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
 
   app.post('/console/sign-out', async (c) => {
     // No CSRF token needed to end one's own session, but a cross-site page may not do it either.
-    if (!sameOrigin(c, base)) return refusedPost(c);
+    const refused = refusedPost(c);
+    if (refused) return refused;
     await endOwnerSession({ db, clock }, readOwnerSessionCookie(c, base));
     clearOwnerSessionCookie(c, base);
     return c.redirect('/console/sign-in', 303);

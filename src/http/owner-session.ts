@@ -20,15 +20,60 @@ export const ownerSessionCookie = (publicBaseUrl: string) => (secureCookies(publ
 
 export const readOwnerSessionCookie = (c: HonoContext, publicBaseUrl: string) => getCookie(c, ownerSessionCookie(publicBaseUrl));
 
+/** Which origins may post the browser forms (README "Signing in"). */
+export interface FormOrigins {
+  publicBaseUrl: string;
+  /** PUBLIC_BASE_URL was set: it is the only origin, whatever the request's Host. */
+  publicBaseUrlSet: boolean;
+}
+
 /**
- * A form post from a browser must come from this origin: a cross-site-post and login-CSRF guard
- * besides SameSite=Strict. A browser that sends no Origin (an old one, or a same-origin GET
- * turned POST by a user agent that omits it) is let through: SameSite and the form's token hold.
+ * Host names that no one else can hold in public DNS: an IP address, `localhost`, a name of one
+ * label (a container or a machine on the LAN) or one under a special-use or local-network suffix.
+ * A web page cannot re-point such a name at this service (DNS rebinding), so in the unconfigured
+ * mode a form posted from a page served under one of them is this service's own page.
  */
-export const sameOrigin = (c: HonoContext, publicBaseUrl: string) => {
+const PRIVATE_NAME = /^(?:\[[0-9a-f:.]+\]|[0-9.]+|[^.]+|.+\.(?:localhost|local|lan|home|internal|home\.arpa))$/i;
+
+const CROSS_SITE = "This form can only be posted from this service's own pages.";
+
+/** The request's own origin: its scheme and its `Host` header. */
+function requestOrigin(c: HonoContext): URL | undefined {
+  const host = c.req.header('host');
+  if (!host) return undefined;
+  try {
+    return new URL(`${new URL(c.req.url).protocol}//${host}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A form post from a browser must come from this service's pages: a cross-site-post and
+ * login-CSRF guard besides SameSite=Strict. The answer is undefined when the post may go on, or
+ * the refusal's message, which names the cause and the setting that fixes it.
+ *
+ * With PUBLIC_BASE_URL set, its origin is the only one. Without it, the service is reached under
+ * whatever address the newcomer typed (127.0.0.1, localhost, a LAN address, a container's name),
+ * and the default `http://localhost:PORT` is only a guess: the request's own origin is trusted
+ * when it matches its `Host` and that host is a private name (PRIVATE_NAME).
+ *
+ * A browser that sends no Origin (an old one, or a same-origin GET turned POST by a user agent
+ * that omits it) is let through: SameSite and the form's token hold.
+ */
+export function formOriginRefusal(c: HonoContext, origins: FormOrigins): string | undefined {
   const origin = c.req.header('origin');
-  return origin === undefined || origin === new URL(publicBaseUrl).origin;
-};
+  if (origin === undefined) return undefined;
+  const expected = new URL(origins.publicBaseUrl).origin;
+  if (origin === expected) return undefined;
+  if (origins.publicBaseUrlSet) {
+    return `${CROSS_SITE} It came from ${origin}, and PUBLIC_BASE_URL is ${expected}: open the console at ${expected}, or set PUBLIC_BASE_URL to the address you use.`;
+  }
+  const own = requestOrigin(c);
+  if (own === undefined || origin !== own.origin) return CROSS_SITE;
+  if (PRIVATE_NAME.test(own.hostname)) return undefined;
+  return `${CROSS_SITE} ${own.host} is a public name, and without PUBLIC_BASE_URL this service cannot tell its own pages under it from another site's: set PUBLIC_BASE_URL=${own.origin} and restart.`;
+}
 
 /** Sets the session cookie: HttpOnly, SameSite=Strict, never outliving the session. */
 export function setOwnerSessionCookie(c: HonoContext, publicBaseUrl: string, session: { token: string; expiresAt: number }, now: number): void {

@@ -63,7 +63,7 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
   // Every page and answer of the authorization server: never framed (clickjacking on the
   // consent page), never cached, no referrer to other sites (authorization URLs carry state
   // and codes). `same-origin`, not `no-referrer`: with the latter browsers send `Origin: null`
-  // on form posts, and the posts check their Origin (browser.tsx, sameOrigin).
+  // on form posts, and the posts check their Origin (browser.tsx, originRefusal).
   app.use('/oauth/*', async (c, next) => {
     await next();
     if (!c.res.headers.has('Content-Security-Policy')) c.header('Content-Security-Policy', PAGE_CSP);

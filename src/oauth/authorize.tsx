@@ -3,7 +3,7 @@ import { approveAuthorization, checkAuthorizationRequest, consentView, type Auth
 import { DomainError } from '../domain/errors.js';
 import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
 import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
-import { PAGE_CSP, pageForm, sameOrigin, sessionToken } from './browser.js';
+import { originRefusal, PAGE_CSP, pageForm, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ConsentPage, ErrorPage } from './pages.js';
 
@@ -68,7 +68,8 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
   });
 
   app.post('/oauth/authorize', async (c) => {
-    if (!sameOrigin(deps, c)) return errorPage(c, "The decision can only be posted from this service's consent page.", 403);
+    const refusal = originRefusal(deps, c);
+    if (refusal) return errorPage(c, refusal, 403);
     const form = await pageForm(c);
     if (form instanceof Response) return form;
     const token = sessionToken(deps, c);

@@ -1,6 +1,6 @@
 import type { Context as HonoContext } from 'hono';
 import { getCookie } from 'hono/cookie';
-import { sameOrigin as sameOriginPost } from '../http/owner-session.js';
+import { formOriginRefusal } from '../http/owner-session.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { readForm } from '../http/form.js';
 import { ErrorPage } from './pages.js';
@@ -15,8 +15,9 @@ export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-act
 
 export const sessionToken = (deps: OAuthEndpointDeps, c: HonoContext) => getCookie(c, deps.sessionCookie);
 
-/** Form posts must come from this origin: a login-CSRF and cross-site-post guard besides SameSite. */
-export const sameOrigin = (deps: OAuthEndpointDeps, c: HonoContext) => sameOriginPost(c, deps.oauth.issuer);
+/** Form posts must come from this service's pages: a login-CSRF and cross-site-post guard besides SameSite. */
+export const originRefusal = (deps: OAuthEndpointDeps, c: HonoContext) =>
+  formOriginRefusal(c, { publicBaseUrl: deps.oauth.issuer, publicBaseUrlSet: deps.config.publicBaseUrlSet });
 
 /** A form post the browser's pages make: a refusal is an HTML page, like every other answer there. */
 export const pageForm = (c: HonoContext) =>

@@ -2,7 +2,7 @@ import type { Hono, Context as HonoContext } from 'hono';
 import { endOwnerSession } from '../domain/oauth/sessions.js';
 import { clearOwnerSessionCookie, SIGN_IN_STATUS, startOwnerSession } from '../http/owner-session.js';
 import { bearerToken } from '../http/request.js';
-import { pageForm, sameOrigin, sessionToken } from './browser.js';
+import { originRefusal, pageForm, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ErrorPage, SignedInPage, SignInPage } from './pages.js';
 
@@ -31,7 +31,8 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
   app.get('/oauth/sign-in', (c) => c.html(<SignInPage next={safeNext(c.req.query('next'))} mode={config.owner.mode} />));
 
   app.post('/oauth/sign-in', async (c) => {
-    if (!sameOrigin(deps, c)) return c.html(<ErrorPage title="Refused" message="This form can only be posted from this service's own pages." />, 403);
+    const refusal = originRefusal(deps, c);
+    if (refusal) return c.html(<ErrorPage title="Refused" message={refusal} />, 403);
     const form = await pageForm(c);
     if (form instanceof Response) return form;
     const next = safeNext(form.get('next') ?? undefined);
@@ -57,7 +58,8 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
   });
 
   app.post('/oauth/sign-out', async (c) => {
-    if (!sameOrigin(deps, c)) return c.html(<ErrorPage title="Refused" message="This form can only be posted from this service's own pages." />, 403);
+    const refusal = originRefusal(deps, c);
+    if (refusal) return c.html(<ErrorPage title="Refused" message={refusal} />, 403);
     await endOwnerSession(oauth, sessionToken(deps, c));
     clearOwnerSessionCookie(c, oauth.issuer);
     return c.body(null, 204);

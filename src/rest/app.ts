@@ -78,7 +78,9 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
           },
         );
       }
-      return c.json(route.unwrapped ? answer.data : { data: answer.data }, route.status ?? 200);
+      // The probes' bare documents end with a newline, as text a person reads with curl does.
+      if (route.unwrapped) return c.body(`${JSON.stringify(answer.data)}\n`, route.status ?? 200, { 'Content-Type': 'application/json' });
+      return c.json({ data: answer.data }, route.status ?? 200);
     };
     if (route.method === 'GET') app.get(honoPath(route.path), handler);
     else app.post(honoPath(route.path), handler);

@@ -49,14 +49,14 @@ export interface ChildService {
 }
 
 /**
- * Starts `src/main.ts` with `env` on top of the test defaults (loopback, relaxed limits,
- * silent request log) and resolves once it logs that it listens. Rejects if it exits first
+ * Starts `src/main.ts` with `env` on top of the test defaults (loopback, relaxed limits, the
+ * log at `info`, the level of the line it waits for) and resolves once it logs that it listens. Rejects if it exits first
  * (a port still taken, a bad configuration): the message carries its output.
  */
 export function startChildService(env: Record<string, string>): Promise<ChildService> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...RELAXED_LIMITS, ...env },
+    env: { ...process.env, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...RELAXED_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let text = '';
