@@ -201,7 +201,7 @@ async function* follow(ctx: Context, credential: CredentialOf<'owner'>, start: S
       flag.lower();
       const rows = await listWorkspaceEvents(ctx.db, workspaceId, after, BATCH);
       for (const row of rows) {
-        if (slot.signal.aborted) break;
+        if (slot.signal.aborted || remaining() <= 0) break;
         after = row.id;
         yield { id: String(row.id), event: row.type, data: toWorkspaceEvent(row) };
         lastSent = performance.now();
