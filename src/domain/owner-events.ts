@@ -244,7 +244,7 @@ export const streamOwnerEvents = defineLiveOperation({
   output: ownerStreamEvent,
   live: {
     format:
-      'Server-Sent Events: per event `id: <id>`, `event: <type>`, `data: <the event as JSON>` and a blank line; `: heartbeat` comment lines while nothing happens.',
+      'Server-Sent Events: per event `id: <id>`, `event: <type>`, `data: <the event as JSON>` and a blank line; `: heartbeat` comment lines while nothing happens; a stream that ends on its own (`credential_expired`, `session_ended`, `shutdown`) ends with a `: end <reason>: <message>` comment.',
   },
   async run({ ctx, credential, input, signal }) {
     const slot = ctx.streams.open(credential.workspaceId, ctx.settings.ownerEvents, signal);
