@@ -51,7 +51,14 @@ export function createGuards(deps: ConsoleDeps) {
     const token = readOwnerSessionCookie(c, base);
     const session = await ownerSession({ db, clock }, token);
     if (!session || !token) return undefined;
-    const owner: Owner = { kind: 'owner', workspaceId: session.workspaceId, subject: session.subject };
+    // The session's expiry and hash go with the credential: a live feed ends with the session.
+    const owner: Owner = {
+      kind: 'owner',
+      workspaceId: session.workspaceId,
+      subject: session.subject,
+      expiresAt: session.expiresAt,
+      sessionHash: session.tokenHash,
+    };
     const bucket = credentialBucket(owner, config.rateLimits)!;
     const taken = await limiter.take(bucket.key, bucket.rule, clock.now());
     if (!taken.allowed) {

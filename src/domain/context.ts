@@ -13,8 +13,13 @@ export type Credential =
       kind: 'owner';
       workspaceId: string;
       subject: string;
-      /** When the session token stops authenticating (its `exp`): a live stream ends then (README "Owner events"). */
+      /** When the session token stops authenticating (its `exp`): a live stream ends then (docs/event-streams.md). */
       expiresAt?: number;
+      /**
+       * The hash of the console session this credential came from: a live stream re-reads that
+       * session and ends once it is gone (signed out, on any instance) or expired.
+       */
+      sessionHash?: string;
     }
   | {
       kind: 'agent';
@@ -106,6 +111,8 @@ export interface OwnerEventSettings {
   pollMs: number;
   /** Open streams per workspace on one instance; 429 beyond. */
   maxStreamsPerWorkspace: number;
+  /** Open streams on one instance, all workspaces together; 503 beyond. */
+  maxStreams: number;
   /** How long events are kept for resumption (housekeeping prunes older ones). */
   retentionMs: number;
 }
@@ -121,8 +128,11 @@ export interface StreamSlot {
  * once when the service shuts down, so none holds `close()` past its grace period.
  */
 export interface LiveStreams {
-  /** Takes a place, or throws 429 `capacity_exceeded`; the slot ends when `caller` aborts. */
-  open(workspaceId: string, limit: number, caller: AbortSignal): StreamSlot;
+  /**
+   * Takes a place, or throws 429 `capacity_exceeded` (the workspace's limit) or 503
+   * `unavailable` (the instance's); the slot ends when `caller` aborts.
+   */
+  open(workspaceId: string, limits: Pick<OwnerEventSettings, 'maxStreams' | 'maxStreamsPerWorkspace'>, caller: AbortSignal): StreamSlot;
   /** Ends every open stream and refuses new ones (503): the service is shutting down. */
   closeAll(): void;
 }

@@ -147,10 +147,10 @@ async function* checkedItems(operation: AnyOperation, schema: z.ZodType, items: 
   }
 }
 
-/** A live feed's events checked against the operation's output as they are sent; heartbeats pass as they are. */
+/** A live feed's events checked against the operation's output as they are sent; heartbeats and the end pass as they are. */
 async function* checkedEvents(operation: AnyOperation, items: AsyncIterable<LiveItem>): AsyncIterable<LiveItem> {
   for await (const item of items) {
-    if ('heartbeat' in item) {
+    if ('heartbeat' in item || 'ended' in item) {
       yield item;
       continue;
     }

@@ -148,7 +148,13 @@ export interface StreamedOperation<
 }
 
 /** One item of a live feed: an event with its id and type, or a beat that says the feed is alive while nothing happens. */
-export type LiveItem = { id: string; event: string; data: unknown } | { heartbeat: true };
+/** Why a live feed ended on its own, told to the client last (the client going away needs no word). */
+export interface FeedEnd {
+  reason: 'credential_expired' | 'session_ended' | 'shutdown';
+  message: string;
+}
+
+export type LiveItem = { id: string; event: string; data: unknown } | { heartbeat: true } | { ended: FeedEnd };
 
 /**
  * A feed that does not end: `run` answers an async iterable that yields events as they

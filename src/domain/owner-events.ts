@@ -1,8 +1,9 @@
 import { z } from 'zod';
+import { findSession } from '../store/oauth.js';
 import { journalBounds, listWorkspaceEvents } from '../store/workspace-events.js';
-import type { Context, LiveStreams, StreamSlot } from './context.js';
+import type { Context, CredentialOf, LiveStreams, StreamSlot } from './context.js';
 import { DomainError } from './errors.js';
-import { defineLiveOperation, type LiveItem } from './operation.js';
+import { defineLiveOperation, type FeedEnd, type LiveItem } from './operation.js';
 import { timestamp } from './schemas.js';
 import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
 
@@ -37,22 +38,42 @@ export const resetEvent = z.object({
 
 export const ownerStreamEvent = z.union([workspaceEvent, resetEvent]);
 
+/** How long a client refused for a full instance or workspace waits before trying again. */
+const RETRY_AFTER_SECONDS = 5;
+
 export function createLiveStreams(): LiveStreams {
   const open = new Map<string, Set<AbortController>>();
+  let total = 0;
   let closed = false;
   return {
-    open(workspaceId, limit, caller) {
-      if (closed) throw new DomainError('unavailable', 'The service is shutting down: connect again.');
+    open(workspaceId, limits, caller) {
+      if (closed) throw new DomainError('unavailable', 'The service is shutting down: connect again.', { retryAfterSeconds: RETRY_AFTER_SECONDS });
       const slots = open.get(workspaceId) ?? new Set<AbortController>();
-      if (slots.size >= limit) {
-        throw new DomainError('capacity_exceeded', `This workspace already has ${limit} open event streams (EVENTS_MAX_STREAMS_PER_WORKSPACE).`, {
-          retryAfterSeconds: 5,
-        });
+      if (slots.size >= limits.maxStreamsPerWorkspace) {
+        throw new DomainError(
+          'capacity_exceeded',
+          `This workspace already has ${limits.maxStreamsPerWorkspace} open event streams (EVENTS_MAX_STREAMS_PER_WORKSPACE).`,
+          { retryAfterSeconds: RETRY_AFTER_SECONDS },
+        );
+      }
+      // Every stream holds a socket, a subscription and a journal read per poll: the instance
+      // bounds them all together, so many workspaces each under their own limit cannot exhaust it.
+      if (total >= limits.maxStreams) {
+        throw new DomainError(
+          'unavailable',
+          `This instance already serves ${limits.maxStreams} event streams (EVENTS_MAX_STREAMS): connect again in ${RETRY_AFTER_SECONDS} s, to another instance if there is one.`,
+          { retryAfterSeconds: RETRY_AFTER_SECONDS },
+        );
       }
       const controller = new AbortController();
       slots.add(controller);
       open.set(workspaceId, slots);
+      total += 1;
+      let released = false;
       const release = () => {
+        if (released) return;
+        released = true;
+        total -= 1;
         caller.removeEventListener('abort', release);
         controller.abort();
         slots.delete(controller);
@@ -64,9 +85,35 @@ export function createLiveStreams(): LiveStreams {
     },
     closeAll() {
       closed = true;
-      for (const slots of open.values()) for (const controller of slots) controller.abort();
+      for (const slots of open.values()) for (const controller of slots) controller.abort(SHUTDOWN);
     },
   };
+}
+
+/** The abort reason of a stream the service ended because it shuts down. */
+const SHUTDOWN = 'shutdown';
+
+const ENDS = {
+  credential_expired: {
+    reason: 'credential_expired',
+    message: 'The owner token or console session that opened this stream expired: reconnect with a fresh one.',
+  },
+  session_ended: { reason: 'session_ended', message: 'The console session that opened this stream was signed out: sign in again.' },
+  shutdown: { reason: 'shutdown', message: 'This instance is shutting down: reconnect with Last-Event-ID to resume.' },
+} as const satisfies Record<string, FeedEnd>;
+
+/**
+ * Whether the credential that opened a stream still holds: its expiry passed, or the console
+ * session it came from is gone from the database (signed out on any instance) or expired.
+ * The database is the fact; nothing announced is believed.
+ */
+async function credentialEnd(ctx: Context, credential: CredentialOf<'owner'>): Promise<FeedEnd | undefined> {
+  const now = ctx.clock.now();
+  if (credential.expiresAt !== undefined && credential.expiresAt <= now) return ENDS.credential_expired;
+  if (credential.sessionHash === undefined) return undefined;
+  const session = await findSession(ctx.db, credential.sessionHash);
+  if (!session) return ENDS.session_ended;
+  return session.expiresAt <= now ? ENDS.credential_expired : undefined;
 }
 
 /** A flag that a waiter can sleep on until it is raised or a timeout passes. */
@@ -122,8 +169,9 @@ async function startingPoint(ctx: Context, resumeAfter: number | undefined): Pro
   };
 }
 
-async function* follow(ctx: Context, workspaceId: string, start: Start, slot: StreamSlot, until: number | undefined): AsyncGenerator<LiveItem> {
+async function* follow(ctx: Context, credential: CredentialOf<'owner'>, start: Start, slot: StreamSlot): AsyncGenerator<LiveItem> {
   const { heartbeatMs, pollMs } = ctx.settings.ownerEvents;
+  const { workspaceId, expiresAt } = credential;
   const flag = wakeFlag();
   // Subscribed before the first read: a change committed during the read raises the flag
   // and is read on the next round, never missed.
@@ -134,15 +182,26 @@ async function* follow(ctx: Context, workspaceId: string, start: Start, slot: St
   slot.signal.addEventListener('abort', onEnd, { once: true });
   try {
     let lastSent = performance.now();
+    // The credential was checked at connect; it is checked again once per poll interval, so
+    // a sign-out on any instance ends the stream within EVENTS_POLL_SECONDS.
+    let checkAt = performance.now() + pollMs;
     if (start.reset) yield { id: start.reset.id, event: 'reset', data: start.reset };
     let after = start.after;
-    // A stream ends when the token that opened it expires: an EventSource reconnects with a fresh one.
-    const remaining = () => (until === undefined ? Infinity : until - ctx.clock.now());
-    while (!slot.signal.aborted && remaining() > 0) {
+    // The stream wakes at its credential's expiry, however quiet it is.
+    const remaining = () => (expiresAt === undefined ? Infinity : expiresAt - ctx.clock.now());
+    while (!slot.signal.aborted) {
+      if (performance.now() >= checkAt || remaining() <= 0) {
+        const ended = await credentialEnd(ctx, credential);
+        if (ended) {
+          yield { ended };
+          return;
+        }
+        checkAt = performance.now() + pollMs;
+      }
       flag.lower();
       const rows = await listWorkspaceEvents(ctx.db, workspaceId, after, BATCH);
       for (const row of rows) {
-        if (slot.signal.aborted) return;
+        if (slot.signal.aborted || remaining() <= 0) break;
         after = row.id;
         yield { id: String(row.id), event: row.type, data: toWorkspaceEvent(row) };
         lastSent = performance.now();
@@ -154,8 +213,9 @@ async function* follow(ctx: Context, workspaceId: string, start: Start, slot: St
         lastSent = performance.now();
         continue;
       }
-      await flag.wait(Math.min(pollMs, heartbeatMs - quietFor, remaining()));
+      await flag.wait(Math.max(0, Math.min(pollMs, heartbeatMs - quietFor, remaining())));
     }
+    if (slot.signal.reason === SHUTDOWN) yield { ended: ENDS.shutdown };
   } finally {
     unsubscribe();
     slot.signal.removeEventListener('abort', onEnd);
@@ -172,7 +232,7 @@ export const streamOwnerEvents = defineLiveOperation({
   name: 'events.stream',
   title: 'Stream workspace events',
   description:
-    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (README "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; the stream ends when the owner token that opened it expires (reconnect with a fresh one); 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams.',
+    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (README "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; the stream ends when the owner token that opened it expires (reconnect with a fresh one), with a last `: end <reason>: <message>` comment (docs/event-streams.md); 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams of the workspace, 503 beyond EVENTS_MAX_STREAMS on the instance.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
@@ -184,14 +244,14 @@ export const streamOwnerEvents = defineLiveOperation({
   output: ownerStreamEvent,
   live: {
     format:
-      'Server-Sent Events: per event `id: <id>`, `event: <type>`, `data: <the event as JSON>` and a blank line; `: heartbeat` comment lines while nothing happens.',
+      'Server-Sent Events: per event `id: <id>`, `event: <type>`, `data: <the event as JSON>` and a blank line; `: heartbeat` comment lines while nothing happens; a stream that ends on its own (`credential_expired`, `session_ended`, `shutdown`) ends with a `: end <reason>: <message>` comment.',
   },
   async run({ ctx, credential, input, signal }) {
-    const slot = ctx.streams.open(credential.workspaceId, ctx.settings.ownerEvents.maxStreamsPerWorkspace, signal);
+    const slot = ctx.streams.open(credential.workspaceId, ctx.settings.ownerEvents, signal);
     try {
       const resumeAfter = input.lastEventIdHeader ?? input.lastEventId;
       const start = await startingPoint(ctx, resumeAfter === undefined ? undefined : Number(resumeAfter));
-      return follow(ctx, credential.workspaceId, start, slot, credential.expiresAt);
+      return follow(ctx, credential, start, slot);
     } catch (error) {
       slot.release();
       throw error;

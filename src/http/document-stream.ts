@@ -1,5 +1,6 @@
 import type { Answer } from '../domain/invoke.js';
 import type { Logger } from '../domain/context.js';
+import type { LiveItem } from '../domain/operation.js';
 
 type Streamed = Extract<Answer, { kind: 'stream' }>;
 
@@ -26,6 +27,8 @@ export function documentStream(answer: Streamed, format: 'json' | 'ndjson', log:
   const encoder = new TextEncoder();
   const items = answer.items[Symbol.asyncIterator]();
   let count = 0;
+  // Set when the client goes away: a read already under way then finishes into nothing.
+  let cancelled = false;
   let text =
     format === 'ndjson'
       ? `${JSON.stringify(answer.head)}\n`
@@ -36,6 +39,7 @@ export function documentStream(answer: Streamed, format: 'json' | 'ndjson', log:
         try {
           while (text.length < CHUNK_CHARS) {
             const next = await items.next();
+            if (cancelled) return;
             if (next.done) {
               const counted = JSON.stringify({ [answer.countKey]: count });
               text += format === 'ndjson' ? `${counted}\n` : `],${counted.slice(1, -1)}}}`;
@@ -49,11 +53,13 @@ export function documentStream(answer: Streamed, format: 'json' | 'ndjson', log:
           controller.enqueue(encoder.encode(text));
           text = '';
         } catch (error) {
+          if (cancelled) return;
           log.error({ msg: 'streamed answer failed', requestId, error: error instanceof Error ? error.message : String(error) });
           controller.error(error);
         }
       },
       async cancel() {
+        cancelled = true;
         await items.return?.();
       },
     },
@@ -67,16 +73,21 @@ type Live = Extract<Answer, { kind: 'live' }>;
 export const EVENT_STREAM = 'text/event-stream';
 
 /**
- * Writes a live feed as Server-Sent Events (README "Owner events"), pulled by the socket
+ * Writes a live feed as Server-Sent Events (docs/event-streams.md), pulled by the socket
  * like `documentStream`: each event as `id:`, `event:` and one `data:` line of JSON (JSON
- * text holds no line break), a heartbeat as a comment line. It opens with a comment, so the
- * client has the status and headers at once rather than with the first event. `end` is
- * called once the stream is over for whatever reason (the client went away, the feed ended
- * or failed): it aborts the signal the feed was started with.
+ * text holds no line break), a heartbeat as a comment line, and a feed that ends on its own
+ * (its credential expired or its session ended) says why in a last `: end <reason>` comment.
+ * It opens with a comment, so the client has the status and headers at once rather than
+ * with the first event. `end` is called once the stream is over for whatever reason (the
+ * client went away, the feed ended or failed): it aborts the signal the feed was started with.
+ *
+ * A client going away is how every stream ends sooner or later, not a failure: the read under
+ * way then finishes into nothing, and nothing is logged.
  */
 export function eventStream(answer: Live, end: () => void, log: Logger, requestId: string): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const items = answer.items[Symbol.asyncIterator]();
+  let cancelled = false;
   return new ReadableStream<Uint8Array>(
     {
       start(controller) {
@@ -85,25 +96,32 @@ export function eventStream(answer: Live, end: () => void, log: Logger, requestI
       async pull(controller) {
         try {
           const next = await items.next();
+          if (cancelled) return;
           if (next.done) {
             end();
             controller.close();
             return;
           }
-          const item = next.value;
-          const text = 'heartbeat' in item ? ': heartbeat\n\n' : `id: ${item.id}\nevent: ${item.event}\ndata: ${JSON.stringify(item.data)}\n\n`;
-          controller.enqueue(encoder.encode(text));
+          controller.enqueue(encoder.encode(sseText(next.value)));
         } catch (error) {
           end();
+          if (cancelled) return;
           log.error({ msg: 'event stream failed', requestId, error: error instanceof Error ? error.message : String(error) });
           controller.error(error);
         }
       },
       async cancel() {
+        cancelled = true;
         end();
         await items.return?.();
       },
     },
     { highWaterMark: 0 },
   );
+}
+
+function sseText(item: LiveItem): string {
+  if ('heartbeat' in item) return ': heartbeat\n\n';
+  if ('ended' in item) return `: end ${item.ended.reason}: ${item.ended.message}\n\n`;
+  return `id: ${item.id}\nevent: ${item.event}\ndata: ${JSON.stringify(item.data)}\n\n`;
 }

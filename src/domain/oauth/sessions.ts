@@ -17,6 +17,12 @@ export interface OwnerSession {
   subject: string;
 }
 
+/** A session as a request finds it: who, until when, and the hash it is stored under. */
+export interface LiveOwnerSession extends OwnerSession {
+  expiresAt: number;
+  tokenHash: string;
+}
+
 /** What sessions need of the OAuth deps: the console, which has no other use for them, hands in just these. */
 export type SessionStoreDeps = Pick<OAuthDeps, 'db' | 'clock'>;
 
@@ -46,11 +52,11 @@ export async function createOwnerSessionForIdentity(
   return createOwnerSession(deps, { workspaceId: workspace.id, subject: identity.subject }, notAfter);
 }
 
-export async function ownerSession(deps: SessionStoreDeps, token: string | undefined): Promise<OwnerSession | undefined> {
+export async function ownerSession(deps: SessionStoreDeps, token: string | undefined): Promise<LiveOwnerSession | undefined> {
   if (!token) return undefined;
   const row = await findSession(deps.db, hashToken(token));
   if (!row || row.expiresAt <= deps.clock.now()) return undefined;
-  return { workspaceId: row.workspaceId, subject: row.subject };
+  return { workspaceId: row.workspaceId, subject: row.subject, expiresAt: row.expiresAt, tokenHash: row.tokenHash };
 }
 
 export async function endOwnerSession(deps: SessionStoreDeps, token: string | undefined): Promise<void> {
