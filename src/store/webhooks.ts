@@ -245,12 +245,14 @@ const SENDABLE_WEBHOOK = 'w.revoked_at IS NULL AND w.disabled_at IS NULL AND (w.
 
 /**
  * Whether any delivery of a sendable webhook is due at `now`: read first, so an idle poll, or
- * one with only backed-off endpoints' deliveries waiting, takes no write lock.
+ * one with only backed-off or disabled endpoints' deliveries waiting, takes no write lock. The
+ * first test, one probe of the due index, answers an idle poll without reading the webhooks.
  */
 export async function hasDueDeliveries(db: Queryable, now: number): Promise<boolean> {
   const row = await db.get<{ due: number }>(
-    `SELECT EXISTS (SELECT 1 FROM webhooks w WHERE ${SENDABLE_WEBHOOK}
-       AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= ?1)) AS due`,
+    `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?1)
+        AND EXISTS (SELECT 1 FROM webhooks w WHERE ${SENDABLE_WEBHOOK}
+          AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= ?1)) AS due`,
     [now],
   );
   return row!.due === 1;
