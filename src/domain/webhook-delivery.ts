@@ -202,8 +202,10 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     const reason = `Every attempt failed since ${new Date(streak.failingSince).toISOString()} (${streak.failureCount} in a row); the last: ${error}`;
     const disabled = await deps.db.transaction(async (tx) => {
       const row = await disableWebhook(tx, delivery.webhookId, now, reason);
-      if (row) await appendWorkspaceEvent(tx, { workspaceId: row.workspaceId, type: 'webhook.disabled', subjectId: row.id, data: webhookSnapshot(row), createdAt: now });
-      return row !== undefined;
+      // Another instance's attempt disabled it first, and wrote the event.
+      if (!row) return false;
+      await appendWorkspaceEvent(tx, { workspaceId: row.workspaceId, type: 'webhook.disabled', subjectId: row.id, data: webhookSnapshot(row), createdAt: now });
+      return true;
     });
     if (disabled) deps.log.warn({ msg: 'webhook disabled', webhookId: delivery.webhookId, workspaceId: delivery.workspaceId, reason });
   }

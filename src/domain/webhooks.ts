@@ -48,7 +48,9 @@ export const webhook = z.object({
   revoked: z.boolean(),
   revokedAt: timestamp.nullable(),
   previousSecretValidUntil: timestamp.nullable().describe('Until then, deliveries also carry a signature made with the secret the last rotation replaced.'),
-  disabled: z.boolean().describe('Disabled after its endpoint failed for too long: nothing is sent until the owner enables it (`POST /v1/webhooks/{webhookId}/enable`).'),
+  disabled: z
+    .boolean()
+    .describe('Disabled after its endpoint failed for too long: nothing is sent until the owner enables it (`POST /v1/webhooks/{webhookId}/enable`).'),
   disabledAt: timestamp.nullable(),
   disabledReason: z.string().nullable().describe('Why it was disabled: since when every attempt failed, how many in a row, and the last error.'),
   consecutiveFailures: z.number().int().describe('Failed attempts in a row; 0 once the endpoint answers 2xx.'),
