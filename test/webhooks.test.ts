@@ -551,13 +551,21 @@ describe('webhook delivery with two instances on one database', () => {
   });
 });
 
+const METRICS_TOKEN = 'metrics-secret-for-webhook-tests-0123';
+
 describe('an endpoint that keeps failing is disabled, until its owner enables it', () => {
   let strict: TestServer;
   let strictApi: Client;
 
   beforeAll(async () => {
     strict = await startTestServer({
-      env: { ...WEBHOOK_ENV, WEBHOOK_RETRY_SECONDS: '0.05,0.05,0.05,0.05,0.05', WEBHOOK_DISABLE_AFTER_FAILURES: '3', WEBHOOK_DISABLE_AFTER_HOURS: '0' },
+      env: {
+        ...WEBHOOK_ENV,
+        WEBHOOK_RETRY_SECONDS: '0.05,0.05,0.05,0.05,0.05',
+        WEBHOOK_DISABLE_AFTER_FAILURES: '3',
+        WEBHOOK_DISABLE_AFTER_HOURS: '0',
+        METRICS_TOKEN,
+      },
     });
     strictApi = client(strict.url);
   });
@@ -593,6 +601,10 @@ describe('an endpoint that keeps failing is disabled, until its owner enables it
     await waitFor(() => expect(receiver.at('/disabled-witness')).toHaveLength(2));
     expect(receiver.at('/disabled')).toHaveLength(3);
     expect(await deliveries(owner, hook.id, strictApi)).toEqual([expect.objectContaining({ status: 'pending', attempts: 3 })]);
+
+    const metrics = await (await fetch(`${strict.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    expect(metrics).toContain('dfc_webhooks_disabled_total 1');
+    expect(metrics).toContain('dfc_webhook_attempts_total{outcome="pending"} 3');
   });
 
   it('sends again once the owner enables it: its pending delivery, then the events from then on', async () => {

@@ -75,11 +75,21 @@ const DISPATCH_BATCH_BYTES = 4 * 1024 * 1024;
 const LEASE_MARGIN_MS = 30_000;
 const MAX_ERROR_LENGTH = 300;
 
+/** An attempt's outcome: `pending` when it failed and the delivery will be retried. */
+export type AttemptOutcome = 'delivered' | 'pending' | 'failed';
+
+/** What the sender tells the metrics (src/metrics.ts). */
+export interface WebhookDeliveryObserver {
+  attempted(outcome: AttemptOutcome): void;
+  disabled(): void;
+}
+
 interface Deps {
   db: Db;
   clock: Clock;
   log: Logger;
   transport: WebhookTransport;
+  observer?: WebhookDeliveryObserver;
 }
 
 /**
@@ -181,11 +191,12 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const error = delivered ? null : 'error' in outcome ? outcome.error.slice(0, MAX_ERROR_LENGTH) : `HTTP ${statusCode}`;
     const delay = delivered ? undefined : retryDelay(settings.retryDelaysMs, delivery.attempts);
-    const status = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
+    const status: AttemptOutcome = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
     await recordAttempt(deps.db, { id: delivery.id, leaseToken }, { status, statusCode, error, nextAttemptAt: delay === undefined ? null : now + delay, now });
     const line = { msg: 'webhook attempt', deliveryId: delivery.id, webhookId: delivery.webhookId, attempt: delivery.attempts, status, statusCode, error };
     if (status === 'failed') deps.log.warn(line);
     else deps.log.debug(line);
+    deps.observer?.attempted(status);
     if (delivered) {
       if (delivery.failureCount > 0) await recordEndpointSuccess(deps.db, delivery.webhookId);
     } else if (!stopping.signal.aborted) {
@@ -207,7 +218,9 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
       await appendWorkspaceEvent(tx, { workspaceId: row.workspaceId, type: 'webhook.disabled', subjectId: row.id, data: webhookSnapshot(row), createdAt: now });
       return true;
     });
-    if (disabled) deps.log.warn({ msg: 'webhook disabled', webhookId: delivery.webhookId, workspaceId: delivery.workspaceId, reason });
+    if (!disabled) return;
+    deps.observer?.disabled();
+    deps.log.warn({ msg: 'webhook disabled', webhookId: delivery.webhookId, workspaceId: delivery.workspaceId, reason });
   }
 
   async function poll(): Promise<void> {
