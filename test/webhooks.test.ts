@@ -647,11 +647,11 @@ describe('an endpoint that keeps failing is disabled, until its owner enables it
 });
 
 /** A workspace of `count` webhooks pointed at the hanging endpoint, and events of its own for them. */
-async function hangingWorkspace(instance: TestServer, target: Client, hanging: HangingReceiver, count: number) {
+async function hangingWorkspace(instance: TestServer, target: Client, hanging: HangingReceiver, count: number, events = 2) {
   const owner = await instance.ownerToken('webhooks-hanging');
   const lamp = await attachDevice(target, owner);
   for (let i = 0; i < count; i++) await registerAt(hanging.url, owner, ['grant.created'], target);
-  for (const principal of ['agent:hanging-1', 'agent:hanging-2']) await grant(target, owner, principal, lamp.id, ['set_power']);
+  for (let i = 0; i < events; i++) await grant(target, owner, `agent:hanging-${i}`, lamp.id, ['set_power']);
 }
 
 /** A fresh workspace's one delivery to the live receiver arrives within a few seconds. */
@@ -679,6 +679,23 @@ describe('fair delivery: a workspace whose endpoints hang holds only its share o
       await arrivesPromptly(fair, fairApi, '/fair-one-instance');
       // WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE (4) of the instance's 16 slots, never more.
       expect(hanging.mostOpen).toBe(4);
+    } finally {
+      await fair.close();
+      await hanging.close();
+    }
+  });
+
+  it('holds one webhook to WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK attempts at once, however many of its deliveries are due', async () => {
+    const hanging = new HangingReceiver();
+    await hanging.start();
+    const fair = await startTestServer({ env: HANGING_ENV });
+    try {
+      const fairApi = client(fair.url);
+      await hangingWorkspace(fair, fairApi, hanging, 1, 6);
+      await waitFor(() => expect(hanging.open).toBe(2));
+
+      await arrivesPromptly(fair, fairApi, '/fair-one-webhook');
+      expect(hanging.mostOpen).toBe(2);
     } finally {
       await fair.close();
       await hanging.close();
