@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
 import { EmbeddedDb } from '../src/store/embedded.js';
 import { loadMigrations, migrate } from '../src/store/migrate.js';
-import { passOverDispatch, readDispatchState } from '../src/store/webhooks.js';
+import { claimDueDeliveries, passOverDispatch, readDispatchState } from '../src/store/webhooks.js';
 import { EVENT_TYPES } from '../src/domain/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, queue } from './helpers/actions.js';
@@ -859,6 +859,44 @@ describe('deliveries pending across migration 0023', () => {
       expect(await migrated.service.db.all('SELECT event_id AS eventId FROM webhook_payloads')).toEqual([{ eventId: 7 }]);
     } finally {
       await migrated.close();
+    }
+  });
+});
+
+describe('claims go round the workspaces', () => {
+  it('claims every workspace’s oldest due delivery before any workspace’s second, whatever their age', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-webhooks-claims-'));
+    const db = new EmbeddedDb(path.join(dir, 'service.db'));
+    try {
+      await migrate(db);
+      const deliveriesOf = async (workspaceId: string, count: number, dueFrom: number) => {
+        const webhookId = randomUUID();
+        await db.run(
+          `INSERT INTO webhooks (id, workspace_id, url, events, secret, after_event_id, created_by, created_at)
+           VALUES (?, ?, 'https://hooks.test.invalid/', '["grant.created"]', 'whsec_', 0, 'owner', 0)`,
+          [webhookId, workspaceId],
+        );
+        for (let i = 0; i < count; i++) {
+          const eventId = dueFrom + i;
+          await db.run('INSERT INTO webhook_payloads (event_id, payload) VALUES (?, ?) ON CONFLICT DO NOTHING', [eventId, `{"id":"${eventId}"}`]);
+          await db.run(
+            `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, next_attempt_at, created_at)
+             VALUES (?, ?, ?, ?, 'grant.created', ?, 0)`,
+            [randomUUID(), webhookId, workspaceId, eventId, eventId],
+          );
+        }
+      };
+      // The busy workspace's ten deliveries to each of its three webhooks are all older than the others'.
+      for (let i = 0; i < 3; i++) await deliveriesOf('busy', 10, 1 + i * 10);
+      await deliveriesOf('quiet-a', 1, 100);
+      await deliveriesOf('quiet-b', 1, 101);
+
+      const caps = { perWebhook: 10, perWorkspace: 10 };
+      const claimed = await claimDueDeliveries(db, 'lease', 1_000, 60_000, 3, caps);
+      expect(claimed.map((delivery) => delivery.workspaceId).sort()).toEqual(['busy', 'quiet-a', 'quiet-b']);
+      expect(claimed.find((delivery) => delivery.workspaceId === 'busy')!.payload).toBe('{"id":"1"}');
+    } finally {
+      await db.close();
     }
   });
 });
