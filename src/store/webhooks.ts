@@ -335,21 +335,19 @@ export async function claimDueDeliveries(
     [now, leaseToken, now + leaseMs, limit, caps.perWebhook, caps.perWorkspace],
   );
   if (claimed.length === 0) return [];
-  type Endpoint = Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'failureCount'>;
-  const webhooks = new Map<string, Endpoint>();
-  for (const webhookId of new Set(claimed.map((row) => row.webhookId))) {
-    const row = await db.get<Endpoint>(
-      `SELECT url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil, failure_count AS failureCount
-       FROM webhooks WHERE id = ?`,
-      [webhookId],
-    );
-    if (row) webhooks.set(webhookId, row);
-  }
-  const payloads = new Map<number, string>();
-  for (const eventId of new Set(claimed.map((row) => row.eventId))) {
-    const row = await db.get<{ payload: string }>('SELECT payload FROM webhook_payloads WHERE event_id = ?', [eventId]);
-    if (row) payloads.set(eventId, row.payload);
-  }
+  // What sending needs, read once for all the claimed deliveries: on a libSQL server each read is a round trip.
+  type Endpoint = Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'failureCount'> & { id: string };
+  const endpoints = await db.all<Endpoint>(
+    `SELECT id, url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil, failure_count AS failureCount
+     FROM webhooks WHERE id IN (SELECT value FROM json_each(?))`,
+    [JSON.stringify([...new Set(claimed.map((row) => row.webhookId))])],
+  );
+  const webhooks = new Map(endpoints.map(({ id, ...endpoint }) => [id, endpoint]));
+  const stored = await db.all<{ eventId: number; payload: string }>(
+    'SELECT event_id AS eventId, payload FROM webhook_payloads WHERE event_id IN (SELECT value FROM json_each(?))',
+    [JSON.stringify([...new Set(claimed.map((row) => row.eventId))])],
+  );
+  const payloads = new Map(stored.map((row) => [row.eventId, row.payload]));
   return claimed
     .filter((row) => webhooks.has(row.webhookId) && payloads.has(row.eventId))
     .map(({ eventId, ...row }) => ({ ...row, ...webhooks.get(row.webhookId)!, payload: payloads.get(eventId)! }));
