@@ -198,6 +198,8 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     else deps.log.debug(line);
     deps.observer?.attempted(status);
     if (delivered) {
+      // Only a streak seen at the claim costs a write. One that began while this attempt was
+      // in flight is ended by the next success, which will see it.
       if (delivery.failureCount > 0) await recordEndpointSuccess(deps.db, delivery.webhookId);
     } else if (!stopping.signal.aborted) {
       // An attempt cut by the shutdown says nothing about the endpoint.
