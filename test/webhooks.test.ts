@@ -429,6 +429,8 @@ describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
 
   it('backs the failing endpoint off as a whole: its next delivery waits out the delay too, shown on the webhook', async () => {
     const { owner, lamp, hook, list } = await failedOnce('hourly-backoff');
+    // The streak is written just after the attempt: wait for it, so the later event finds the endpoint backed off.
+    await waitFor(async () => expect((await hourlyApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).body.data.consecutiveFailures).toBe(1));
     const witness = await register(owner, '/hourly-backoff-witness', ['grant.created'], hourlyApi);
     await grant(hourlyApi, owner, 'agent:hourly-backoff-later', lamp.id, ['set_power']);
 
