@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { CapacityLimits, OwnerEventSettings } from './domain/context.js';
 import type { RateLimitSettings } from './domain/rate-limits.js';
+import type { WebhookDeliverySettings } from './domain/webhook-delivery.js';
 import type { LogLevel } from './domain/context.js';
 
 /**
@@ -90,6 +91,10 @@ export const configSchema = z
       .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'must be a comma-separated list of delays in seconds')
       .default('5,30,120,600,3600,10800,21600,21600,21600,21600'),
     WEBHOOK_MAX_IN_FLIGHT: positiveInt.default(16),
+    WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK: positiveInt.default(2),
+    WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: positiveInt.default(4),
+    WEBHOOK_DISABLE_AFTER_FAILURES: positiveInt.default(10),
+    WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().min(0).default(24),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -161,7 +166,7 @@ export interface Config {
   /** Bearer token for GET /metrics; metrics are off without it. */
   metricsToken: string | undefined;
   /** Webhook delivery (README "Webhooks"). */
-  webhooks: { pollMs: number; timeoutMs: number; retryDelaysMs: number[]; maxInFlight: number };
+  webhooks: WebhookDeliverySettings;
 }
 
 export class ConfigError extends Error {}
@@ -275,6 +280,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       timeoutMs: e.WEBHOOK_TIMEOUT_SECONDS * 1000,
       retryDelaysMs: e.WEBHOOK_RETRY_SECONDS.split(',').map((delay) => Math.round(Number(delay) * 1000)),
       maxInFlight: e.WEBHOOK_MAX_IN_FLIGHT,
+      maxInFlightPerWebhook: e.WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK,
+      maxInFlightPerWorkspace: e.WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE,
+      disableAfterFailures: e.WEBHOOK_DISABLE_AFTER_FAILURES,
+      disableAfterMs: e.WEBHOOK_DISABLE_AFTER_HOURS * 3_600_000,
     },
   };
 }

@@ -3,6 +3,7 @@ import type { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ACTION_STATUSES } from './domain/action-states.js';
 import type { EventHub } from './domain/events.js';
+import type { AttemptOutcome, WebhookDeliveryObserver } from './domain/webhook-delivery.js';
 import { DomainError } from './domain/errors.js';
 import { bearerToken, type HttpEnv } from './http/request.js';
 import { countAllQueued } from './store/metrics.js';
@@ -34,10 +35,13 @@ export interface Metrics {
   watchRedis(up: () => boolean): void;
   /** Work done without Redis while it was down: an event not sent to the other instances, a rate limit taken from this instance's buckets. */
   countRedisFallback(what: RedisFallback): void;
+  /** Webhook attempts by outcome, and webhooks disabled after failing too long (docs/webhooks.md). */
+  webhooks: WebhookDeliveryObserver;
 }
 
 export type RedisFallback = 'event' | 'rate_limit';
 const REDIS_FALLBACKS: readonly RedisFallback[] = ['event', 'rate_limit'];
+const ATTEMPT_OUTCOMES: readonly AttemptOutcome[] = ['delivered', 'pending', 'failed'];
 
 /**
  * Prometheus metrics on a registry of this service's own (not prom-client's global one),
@@ -107,6 +111,18 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
     help: 'Failed fetches of the owner key set (OWNER_JWKS_URL). While they fail, owner requests that need a fetch answer 503.',
     registers: [registry],
   });
+  const webhookAttempts = new Counter({
+    name: 'dfc_webhook_attempts_total',
+    help: 'Webhook delivery attempts this instance made, by outcome: delivered, pending (failed, to be retried) or failed (for good).',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  for (const outcome of ATTEMPT_OUTCOMES) webhookAttempts.inc({ outcome }, 0);
+  const webhooksDisabled = new Counter({
+    name: 'dfc_webhooks_disabled_total',
+    help: 'Webhooks this instance disabled because their endpoint kept failing; each waits for its owner to enable it.',
+    registers: [registry],
+  });
   let identityProviderOk: () => boolean = () => true;
   new Gauge({
     name: 'dfc_identity_provider_up',
@@ -156,6 +172,10 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
       for (const what of REDIS_FALLBACKS) redisFallbacks.inc({ what }, 0);
     },
     countRedisFallback: (what) => redisFallbacks?.inc({ what }),
+    webhooks: {
+      attempted: (outcome) => webhookAttempts.inc({ outcome }),
+      disabled: () => webhooksDisabled.inc(),
+    },
   };
 }
 

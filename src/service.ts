@@ -130,7 +130,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
   const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, { eventsRetentionMs: config.ownerEvents.retentionMs });
-  const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks }, config.webhooks);
+  const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks, observer: metrics.webhooks }, config.webhooks);
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {

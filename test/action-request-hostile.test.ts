@@ -86,8 +86,8 @@ describe('the webhook dispatcher on a libSQL server', () => {
         const { workspaceId, webhookIds, eventIds } = await journal(a, { webhooks: 20, events: 250, bytes: 6000 });
         await Promise.all([dispatchWebhookEvents({ db: a, clock }), dispatchWebhookEvents({ db: b, clock })]);
         const pairs = await a.all<{ webhookId: string; eventId: number; count: number; payloadBytes: number }>(
-          `SELECT webhook_id AS webhookId, event_id AS eventId, count(*) AS count, length(payload) AS payloadBytes
-           FROM webhook_deliveries WHERE workspace_id = ? GROUP BY webhook_id, event_id`,
+          `SELECT d.webhook_id AS webhookId, d.event_id AS eventId, count(*) AS count, length(p.payload) AS payloadBytes
+           FROM webhook_deliveries d JOIN webhook_payloads p ON p.event_id = d.event_id WHERE d.workspace_id = ? GROUP BY d.webhook_id, d.event_id`,
           [workspaceId],
         );
         expect(pairs.length).toBe(webhookIds.length * eventIds.length);

@@ -1,14 +1,20 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
-import { passOverDispatch, readDispatchState } from '../src/store/webhooks.js';
+import { EmbeddedDb } from '../src/store/embedded.js';
+import { loadMigrations, migrate } from '../src/store/migrate.js';
+import { claimDueDeliveries, passOverDispatch, readDispatchState } from '../src/store/webhooks.js';
 import { EVENT_TYPES } from '../src/domain/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, queue } from './helpers/actions.js';
 import { startChildService, testIdentity } from './helpers/child-service.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
+import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // Webhooks (README "Webhooks"): registered by the owner, delivered to a real HTTP receiver this
@@ -62,6 +68,30 @@ class Receiver {
   }
 }
 
+/** An endpoint that takes every request and never answers, as a dead server behind a live proxy does. */
+class HangingReceiver {
+  /** Requests whose connection is still open, and the most there ever were at once. */
+  open = 0;
+  mostOpen = 0;
+  readonly server = http.createServer((request, response) => {
+    request.resume();
+    this.open++;
+    this.mostOpen = Math.max(this.mostOpen, this.open);
+    response.on('close', () => this.open--);
+  });
+  url = '';
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hang`;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
 let server: TestServer;
 let api: Client;
 const receiver = new Receiver();
@@ -83,7 +113,11 @@ interface Registered {
 }
 
 async function register(owner: string, path: string, events: string[], target: Client = api): Promise<Registered> {
-  const res = await target.post('/v1/webhooks', { token: owner, body: { url: `${receiver.url}${path}`, events } });
+  return registerAt(`${receiver.url}${path}`, owner, events, target);
+}
+
+async function registerAt(url: string, owner: string, events: string[], target: Client): Promise<Registered> {
+  const res = await target.post('/v1/webhooks', { token: owner, body: { url, events } });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body.data as Registered;
 }
@@ -382,7 +416,7 @@ describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
     await grant(hourlyApi, owner, `agent:${name}`, lamp.id, ['set_power']);
     const list = async () => (await hourlyApi.get(`/v1/webhooks/${hook.id}/deliveries`, { token: owner })).body.data;
     await waitFor(async () => expect((await list())[0]).toMatchObject({ status: 'pending', attempts: 1, lastStatusCode: 500 }));
-    return { owner, hook, list };
+    return { owner, lamp, hook, list };
   }
 
   it('shows a failed attempt pending with its next attempt after the delay, plus up to 20% jitter', async () => {
@@ -391,6 +425,43 @@ describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
     expect(delivery.nextAttemptAt - delivery.lastAttemptAt).toBeGreaterThanOrEqual(3_600_000);
     expect(delivery.nextAttemptAt - delivery.lastAttemptAt).toBeLessThanOrEqual(4_320_000);
     expect(delivery).toMatchObject({ lastError: 'HTTP 500', finishedAt: null });
+  });
+
+  it('backs the failing endpoint off as a whole: its next delivery waits out the delay too, shown on the webhook', async () => {
+    const { owner, lamp, hook, list } = await failedOnce('hourly-backoff');
+    // The streak is written just after the attempt: wait for it, so the later event finds the endpoint backed off.
+    await waitFor(async () => expect((await hourlyApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).body.data.consecutiveFailures).toBe(1));
+    const witness = await register(owner, '/hourly-backoff-witness', ['grant.created'], hourlyApi);
+    await grant(hourlyApi, owner, 'agent:hourly-backoff-later', lamp.id, ['set_power']);
+
+    // The witness got the later event: it was dispatched and claims ran since, passing the backed-off endpoint by.
+    await waitFor(() => expect(receiver.at('/hourly-backoff-witness')).toHaveLength(1));
+    await waitFor(async () => expect(await list()).toHaveLength(2));
+    const [later, first] = await list();
+    expect(later).toMatchObject({ status: 'pending', attempts: 0 });
+    expect(receiver.at('/hourly-backoff')).toHaveLength(1);
+    const shown = (await hourlyApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).body.data;
+    expect(shown).toMatchObject({ disabled: false, consecutiveFailures: 1 });
+    expect(shown.failingSince).toBeGreaterThanOrEqual(first.lastAttemptAt);
+    expect(shown.backedOffUntil - shown.failingSince).toBeGreaterThanOrEqual(3_600_000);
+    expect((await hourlyApi.get(`/v1/webhooks/${witness.id}`, { token: owner })).body.data).toMatchObject({ consecutiveFailures: 0, backedOffUntil: null });
+  });
+
+  it('sends the same bytes on a retry after the journal has been pruned', async () => {
+    const { hook, list } = await failedOnce('hourly-pruned');
+    const [delivery] = await list();
+    await runHousekeeping({ db: hourly.service.db, clock: { now: () => Date.now() + 60_000 } }, { eventsRetentionMs: 1 });
+    expect(await hourly.service.db.get("SELECT count(*) AS n FROM workspace_events WHERE id = ? AND workspace_id <> ''", [Number(delivery.eventId)])).toEqual({
+      n: 0,
+    });
+    // The hour has passed: the delivery and its endpoint are due again.
+    await hourly.service.db.run('UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE id = ?', [delivery.id]);
+    await hourly.service.db.run('UPDATE webhooks SET paused_until = NULL WHERE id = ?', [hook.id]);
+
+    await waitFor(async () => expect((await list())[0]).toMatchObject({ status: 'delivered', attempts: 2 }));
+    const [before, after] = receiver.at('/hourly-pruned');
+    expect(after!.body).toBe(before!.body);
+    expect(after!.headers['webhook-id']).toBe(before!.headers['webhook-id']);
   });
 
   it('cancels the pending deliveries of a webhook when it is revoked', async () => {
@@ -478,6 +549,357 @@ describe('webhook delivery with two instances on one database', () => {
     } finally {
       second.process.kill('SIGTERM');
       await second.exited;
+    }
+  });
+});
+
+const METRICS_TOKEN = 'metrics-secret-for-webhook-tests-0123';
+
+describe('an endpoint that keeps failing is disabled, until its owner enables it', () => {
+  let strict: TestServer;
+  let strictApi: Client;
+
+  beforeAll(async () => {
+    strict = await startTestServer({
+      env: {
+        ...WEBHOOK_ENV,
+        WEBHOOK_RETRY_SECONDS: '0.05,0.05,0.05,0.05,0.05',
+        WEBHOOK_DISABLE_AFTER_FAILURES: '3',
+        WEBHOOK_DISABLE_AFTER_HOURS: '0',
+        METRICS_TOKEN,
+      },
+    });
+    strictApi = client(strict.url);
+  });
+  afterAll(() => strict.close());
+
+  it('disables it after WEBHOOK_DISABLE_AFTER_FAILURES failed attempts, with the reason shown and a webhook.disabled event', async () => {
+    const owner = await strict.ownerToken('webhooks-disabled');
+    const lamp = await attachDevice(strictApi, owner);
+    receiver.scripts.set('/disabled', [500, 500, 500]);
+    const hook = await register(owner, '/disabled', ['grant.created'], strictApi);
+    const watcher = await register(owner, '/disabled-watcher', ['webhook.disabled'], strictApi);
+    await register(owner, '/disabled-witness', ['grant.created'], strictApi);
+    await grant(strictApi, owner, 'agent:disabled-1', lamp.id, ['set_power']);
+
+    await waitFor(() => expect(receiver.at('/disabled-watcher')).toHaveLength(1));
+    const [event] = receiver.at('/disabled-watcher');
+    expect(signaturesOf(event!)).toEqual([expectedSignature(watcher.secret, event!)]);
+    const disabled = JSON.parse(event!.body);
+    expect(disabled).toMatchObject({
+      type: 'webhook.disabled',
+      data: {
+        webhook: { id: hook.id, url: hook.url, events: ['grant.created'], disabledAt: expect.any(Number), disabledReason: expect.stringContaining('HTTP 500') },
+      },
+    });
+    expect(JSON.stringify(disabled)).not.toContain(hook.secret);
+    const shown = (await strictApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).body.data;
+    expect(shown).toMatchObject({ disabled: true, disabledAt: disabled.data.webhook.disabledAt, consecutiveFailures: 3 });
+    expect(shown.disabledReason).toMatch(/^Every attempt failed since \S+ \(3 in a row\); the last: HTTP 500$/);
+    expect(receiver.at('/disabled')).toHaveLength(3);
+
+    // Nothing is sent to it while it is disabled, though the witness beside it hears the event.
+    await grant(strictApi, owner, 'agent:disabled-2', lamp.id, ['set_power']);
+    await waitFor(() => expect(receiver.at('/disabled-witness')).toHaveLength(2));
+    expect(receiver.at('/disabled')).toHaveLength(3);
+    expect(await deliveries(owner, hook.id, strictApi)).toEqual([expect.objectContaining({ status: 'pending', attempts: 3 })]);
+
+    const metrics = await (await fetch(`${strict.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    expect(metrics).toContain('dfc_webhooks_disabled_total 1');
+    expect(metrics).toContain('dfc_webhook_attempts_total{outcome="pending"} 3');
+  });
+
+  it('sends again once the owner enables it: its pending delivery, then the events from then on', async () => {
+    const owner = await strict.ownerToken('webhooks-enabled');
+    const lamp = await attachDevice(strictApi, owner);
+    receiver.scripts.set('/enabled', [500, 500, 500]);
+    const hook = await register(owner, '/enabled', ['grant.created'], strictApi);
+    await grant(strictApi, owner, 'agent:enabled-1', lamp.id, ['set_power']);
+    await waitFor(async () => expect((await strictApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).body.data.disabled).toBe(true));
+    await grant(strictApi, owner, 'agent:enabled-while-disabled', lamp.id, ['set_power']);
+
+    const enabled = await strictApi.post(`/v1/webhooks/${hook.id}/enable`, { token: owner });
+    expect(enabled.status).toBe(200);
+    expect(enabled.body.data).toMatchObject({ disabled: false, disabledAt: null, disabledReason: null, consecutiveFailures: 0, failingSince: null });
+    await grant(strictApi, owner, 'agent:enabled-2', lamp.id, ['set_power']);
+
+    await waitFor(() => expect(receiver.at('/enabled')).toHaveLength(5));
+    const principals = receiver.at('/enabled').map((received) => JSON.parse(received.body).data.grant.principal);
+    // The pending delivery's fourth attempt and the later event may go out together, in either order.
+    expect(principals.slice(0, 3)).toEqual(['agent:enabled-1', 'agent:enabled-1', 'agent:enabled-1']);
+    expect(principals.slice(3).sort()).toEqual(['agent:enabled-1', 'agent:enabled-2']);
+    await waitFor(async () =>
+      expect((await deliveries(owner, hook.id, strictApi)).map((d) => [d.status, d.attempts])).toEqual([
+        ['delivered', 1],
+        ['delivered', 4],
+      ]),
+    );
+  });
+
+  it('changes nothing when enabling an enabled webhook, and answers 409 for a revoked one', async () => {
+    const owner = await strict.ownerToken('webhooks-enable-twice');
+    const hook = await register(owner, '/enable-twice', ['grant.created'], strictApi);
+    const again = await strictApi.post(`/v1/webhooks/${hook.id}/enable`, { token: owner });
+    expect(again.status).toBe(200);
+    expect(again.body.data).toMatchObject({ id: hook.id, disabled: false, consecutiveFailures: 0 });
+    expect((await strictApi.post(`/v1/webhooks/${hook.id}/revoke`, { token: owner })).status).toBe(200);
+    const revoked = await strictApi.post(`/v1/webhooks/${hook.id}/enable`, { token: owner });
+    expect(revoked.status).toBe(409);
+    expect(revoked.body.error.code).toBe('conflict');
+  });
+});
+
+/** A workspace of `count` webhooks pointed at the hanging endpoint, and events of its own for them. */
+async function hangingWorkspace(instance: TestServer, target: Client, hanging: HangingReceiver, count: number, events = 2) {
+  const owner = await instance.ownerToken('webhooks-hanging');
+  const lamp = await attachDevice(target, owner);
+  for (let i = 0; i < count; i++) await registerAt(hanging.url, owner, ['grant.created'], target);
+  for (let i = 0; i < events; i++) await grant(target, owner, `agent:hanging-${i}`, lamp.id, ['set_power']);
+}
+
+/** A fresh workspace's one delivery to the live receiver arrives within a few seconds. */
+async function arrivesPromptly(instance: TestServer, target: Client, path: string): Promise<void> {
+  const owner = await instance.ownerToken(`webhooks-${path.slice(1)}`);
+  const lamp = await attachDevice(target, owner);
+  await register(owner, path, ['grant.created'], target);
+  await grant(target, owner, `agent:${path.slice(1)}`, lamp.id, ['set_power']);
+  await vi.waitFor(() => expect(receiver.at(path)).toHaveLength(1), { timeout: 5_000, interval: 50 });
+}
+
+describe('fair delivery: a workspace whose endpoints hang holds only its share of the slots', () => {
+  // Attempts wait a minute for an answer: each hanging one holds its slot that long.
+  const HANGING_ENV = { ...WEBHOOK_ENV, WEBHOOK_TIMEOUT_SECONDS: '60' };
+
+  it('delivers another workspace’s event within seconds while 19 webhooks of one hang (one instance)', async () => {
+    const hanging = new HangingReceiver();
+    await hanging.start();
+    const fair = await startTestServer({ env: HANGING_ENV });
+    try {
+      const fairApi = client(fair.url);
+      await hangingWorkspace(fair, fairApi, hanging, 19);
+      await waitFor(() => expect(hanging.open).toBe(4));
+
+      await arrivesPromptly(fair, fairApi, '/fair-one-instance');
+      // WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE (4) of the instance's 16 slots, never more.
+      expect(hanging.mostOpen).toBe(4);
+    } finally {
+      await fair.close();
+      await hanging.close();
+    }
+  });
+
+  it('holds one webhook to WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK attempts at once, however many of its deliveries are due', async () => {
+    const hanging = new HangingReceiver();
+    await hanging.start();
+    const fair = await startTestServer({ env: HANGING_ENV });
+    try {
+      const fairApi = client(fair.url);
+      await hangingWorkspace(fair, fairApi, hanging, 1, 6);
+      await waitFor(() => expect(hanging.open).toBe(2));
+
+      await arrivesPromptly(fair, fairApi, '/fair-one-webhook');
+      expect(hanging.mostOpen).toBe(2);
+    } finally {
+      await fair.close();
+      await hanging.close();
+    }
+  });
+
+  describe('with two instances on one libSQL server', () => {
+    let sqld: TestSqld;
+    beforeAll(async () => {
+      sqld = await startSqld();
+    }, 30_000);
+    afterAll(() => sqld?.stop());
+
+    it('delivers another workspace’s event within seconds, the hanging workspace held to its share across both', async () => {
+      const hanging = new HangingReceiver();
+      await hanging.start();
+      const env = { ...HANGING_ENV, DATABASE_URL: sqld.url };
+      // One after another: the first brings the schema up to date.
+      const first = await startTestServer({ env });
+      const second = await startTestServer({ env });
+      try {
+        const firstApi = client(first.url);
+        await hangingWorkspace(first, firstApi, hanging, 19);
+        await waitFor(() => expect(hanging.open).toBe(4));
+
+        await arrivesPromptly(first, firstApi, '/fair-two-instances');
+        expect(hanging.mostOpen).toBe(4);
+      } finally {
+        await Promise.all([first.close(), second.close()]);
+        await hanging.close();
+      }
+    });
+  });
+});
+
+describe('an event stored once for all its deliveries', () => {
+  let sized: TestServer;
+  let sizedApi: Client;
+  const noteManifest = {
+    capabilities: [
+      {
+        name: 'write_note',
+        kind: 'control',
+        arguments: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'], additionalProperties: false },
+      },
+    ],
+  };
+
+  beforeAll(async () => {
+    sized = await startTestServer({ env: WEBHOOK_ENV });
+    sizedApi = client(sized.url);
+  });
+  afterAll(() => sized.close());
+
+  /** Bytes in use by the database file (pages in use times the page size). */
+  async function bytesInUse(): Promise<number> {
+    const row = await sized.service.db.get<{ bytes: number }>(
+      'SELECT (p.page_count - f.freelist_count) * s.page_size AS bytes FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s',
+    );
+    return row!.bytes;
+  }
+
+  /** How much one action with 14 KB of arguments adds to the database with `webhooks` webhooks, once dispatched. */
+  async function growthOfOneAction(name: string, webhooks: number): Promise<{ bytes: number; eventIds: number[] }> {
+    const owner = await sized.ownerToken(name);
+    const device = await attachDevice(sizedApi, owner, { manifest: noteManifest });
+    const agent = await createAgent(sizedApi, owner);
+    await grant(sizedApi, owner, agent.principal, device.id, ['write_note']);
+    for (let i = 0; i < webhooks; i++) await register(owner, `/${name}`, Object.keys(EVENT_TYPES), sizedApi);
+    await waitFor(async () => {
+      const state = await readDispatchState(sized.service.db);
+      expect(state.cursor).toBe(state.newest);
+    });
+
+    const before = await bytesInUse();
+    const newestBefore = (await readDispatchState(sized.service.db)).newest;
+    await queue(sizedApi, agent.token, device.id, { capability: 'write_note', arguments: { text: 'x'.repeat(14_000) } });
+    await waitFor(async () => {
+      const state = await readDispatchState(sized.service.db);
+      expect(state.newest).toBeGreaterThan(newestBefore);
+      expect(state.cursor).toBe(state.newest);
+    });
+    const events = await sized.service.db.all<{ id: number }>('SELECT id FROM workspace_events WHERE id > ? ORDER BY id', [newestBefore]);
+    return { bytes: (await bytesInUse()) - before, eventIds: events.map((event) => event.id) };
+  }
+
+  it('grows the database by about the same for one action with 20 webhooks as with none, one payload per event', async () => {
+    const without = await growthOfOneAction('webhooks-size-none', 0);
+    const with20 = await growthOfOneAction('webhooks-size-twenty', 20);
+
+    const placeholders = with20.eventIds.map(() => '?').join(', ');
+    const deliveryRows = await sized.service.db.get<{ n: number }>(
+      `SELECT count(*) AS n FROM webhook_deliveries WHERE event_id IN (${placeholders})`,
+      with20.eventIds,
+    );
+    expect(deliveryRows!.n).toBe(20 * with20.eventIds.length);
+    const payloads = await sized.service.db.all<{ bytes: number }>(
+      `SELECT length(payload) AS bytes FROM webhook_payloads WHERE event_id IN (${placeholders})`,
+      with20.eventIds,
+    );
+    expect(payloads).toHaveLength(with20.eventIds.length);
+    for (const payload of payloads) expect(payload.bytes).toBeLessThan(2 * 14_000);
+    // A copy of the 14 KB per webhook would be 20 times that.
+    expect(with20.bytes - without.bytes).toBeLessThan(with20.eventIds.length * 3 * 14_000);
+  });
+
+  it('lets housekeeping delete a payload once none of its deliveries is pending, and keep one that still is', async () => {
+    const owner = await sized.ownerToken('webhooks-payload-retention');
+    const lamp = await attachDevice(sizedApi, owner);
+    receiver.scripts.set(
+      '/payload-pending',
+      Array.from({ length: 20 }, () => 500),
+    );
+    const done = await register(owner, '/payload-done', ['grant.created'], sizedApi);
+    await register(owner, '/payload-pending', ['grant.revoked'], sizedApi);
+    const [given] = await grant(sizedApi, owner, 'agent:payload', lamp.id, ['set_power']);
+    expect((await sizedApi.post('/v1/grants/revoke', { token: owner, body: { grantId: given!.id } })).status).toBe(200);
+    await waitFor(async () => expect((await deliveries(owner, done.id, sizedApi))[0]).toMatchObject({ status: 'delivered' }));
+    await waitFor(() => expect(receiver.at('/payload-pending').length).toBeGreaterThan(0));
+    const [created] = await deliveries(owner, done.id, sizedApi);
+    const payloadOf = (eventId: number) => sized.service.db.get('SELECT event_id FROM webhook_payloads WHERE event_id = ?', [eventId]);
+    const revokedEvent = JSON.parse(receiver.at('/payload-pending')[0]!.body).id as string;
+    expect(await payloadOf(Number(created!.eventId))).toBeDefined();
+
+    await runHousekeeping({ db: sized.service.db, clock: { now: () => Date.now() } });
+    expect(await payloadOf(Number(created!.eventId))).toBeUndefined();
+    expect(await payloadOf(Number(revokedEvent))).toBeDefined();
+  });
+});
+
+describe('deliveries pending across migration 0023', () => {
+  it('sends a delivery written before the migration with the payload it was written with', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-webhooks-0023-'));
+    const db = new EmbeddedDb(path.join(dir, 'service.db'));
+    await migrate(
+      db,
+      loadMigrations().filter((migration) => migration.version < 23),
+    );
+    const payload = JSON.stringify({ id: '7', type: 'grant.created', createdAt: 1, data: { grant: { id: 'before-the-migration' } } });
+    await db.run(
+      `INSERT INTO webhooks (id, workspace_id, url, events, secret, after_event_id, created_by, created_at)
+       VALUES ('9f0c8d0e-0000-4000-8000-000000000023', 'ws-0023', ?, '["grant.created"]', ?, 0, 'owner', 1)`,
+      [`${receiver.url}/migrated`, 'whsec_' + Buffer.alloc(32, 7).toString('base64')],
+    );
+    for (const [id, status] of [
+      ['9f0c8d0e-0000-4000-8000-000000000001', 'pending'],
+      ['9f0c8d0e-0000-4000-8000-000000000002', 'delivered'],
+    ] as const) {
+      await db.run(
+        `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, payload, status, next_attempt_at, created_at)
+         VALUES (?, '9f0c8d0e-0000-4000-8000-000000000023', 'ws-0023', ?, 'grant.created', ?, ?, 0, 1)`,
+        [id, status === 'pending' ? 7 : 6, status === 'pending' ? payload : '{}', status],
+      );
+    }
+    await db.close();
+
+    const migrated = await startTestServer({ dir, env: WEBHOOK_ENV });
+    try {
+      await waitFor(() => expect(receiver.at('/migrated')).toHaveLength(1));
+      expect(receiver.at('/migrated')[0]!.body).toBe(payload);
+      expect(await migrated.service.db.all('SELECT event_id AS eventId FROM webhook_payloads')).toEqual([{ eventId: 7 }]);
+    } finally {
+      await migrated.close();
+    }
+  });
+});
+
+describe('claims go round the workspaces', () => {
+  it('claims every workspace’s oldest due delivery before any workspace’s second, whatever their age', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-webhooks-claims-'));
+    const db = new EmbeddedDb(path.join(dir, 'service.db'));
+    try {
+      await migrate(db);
+      const deliveriesOf = async (workspaceId: string, count: number, dueFrom: number) => {
+        const webhookId = randomUUID();
+        await db.run(
+          `INSERT INTO webhooks (id, workspace_id, url, events, secret, after_event_id, created_by, created_at)
+           VALUES (?, ?, 'https://hooks.test.invalid/', '["grant.created"]', 'whsec_', 0, 'owner', 0)`,
+          [webhookId, workspaceId],
+        );
+        for (let i = 0; i < count; i++) {
+          const eventId = dueFrom + i;
+          await db.run('INSERT INTO webhook_payloads (event_id, payload) VALUES (?, ?) ON CONFLICT DO NOTHING', [eventId, `{"id":"${eventId}"}`]);
+          await db.run(
+            `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, next_attempt_at, created_at)
+             VALUES (?, ?, ?, ?, 'grant.created', ?, 0)`,
+            [randomUUID(), webhookId, workspaceId, eventId, eventId],
+          );
+        }
+      };
+      // The busy workspace's ten deliveries to each of its three webhooks are all older than the others'.
+      for (let i = 0; i < 3; i++) await deliveriesOf('busy', 10, 1 + i * 10);
+      await deliveriesOf('quiet-a', 1, 100);
+      await deliveriesOf('quiet-b', 1, 101);
+
+      const caps = { perWebhook: 10, perWorkspace: 10 };
+      const claimed = await claimDueDeliveries(db, 'lease', 1_000, 60_000, 3, caps);
+      expect(claimed.map((delivery) => delivery.workspaceId).sort()).toEqual(['busy', 'quiet-a', 'quiet-b']);
+      expect(claimed.find((delivery) => delivery.workspaceId === 'busy')!.payload).toBe('{"id":"1"}');
+    } finally {
+      await db.close();
     }
   });
 });

@@ -26,7 +26,9 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  *   that comes back later registers again (or its document is fetched again).
  * - Webhook deliveries: 7 days after they finished (delivered, failed or cancelled), so the
  *   owner can look back at a week of `GET /v1/webhooks/{id}/deliveries`; pending ones stay
- *   until they finish. A revoked webhook goes once its deliveries have (README "Webhooks").
+ *   until they finish. A revoked webhook goes once its deliveries have (docs/webhooks.md).
+ * - An event's webhook payload: once none of its deliveries is pending (a delivery that
+ *   finished never sends again; what it was is in its row).
  */
 export const CODE_RETENTION_MS = 3_600_000;
 export const UNAPPROVED_CLIENT_RETENTION_MS = 24 * 3_600_000;
@@ -47,6 +49,7 @@ export function deadlines(now: number, eventsRetentionMs = EVENTS_RETENTION_MS):
     unapprovedClients: now - UNAPPROVED_CLIENT_RETENTION_MS,
     webhookDeliveries: now - WEBHOOK_DELIVERY_RETENTION_MS,
     revokedWebhooks: now - WEBHOOK_DELIVERY_RETENTION_MS,
+    webhookPayloads: now,
   };
 }
 

@@ -23,6 +23,7 @@ import type { AnyOperation } from './operation.js';
 import { streamOwnerEvents } from './owner-events.js';
 import {
   createWebhook,
+  enableWorkspaceWebhook,
   getWorkspaceWebhook,
   listWebhookDeliveries,
   listWorkspaceWebhooks,
@@ -73,6 +74,7 @@ export const operations = {
   getWebhook: getWorkspaceWebhook,
   rotateWebhookSecret: rotateWebhookSecretOperation,
   revokeWebhook: revokeWorkspaceWebhook,
+  enableWebhook: enableWorkspaceWebhook,
   listWebhookDeliveries,
 } satisfies Record<string, AnyOperation>;
 

@@ -4,30 +4,41 @@ import {
   advanceDispatchCursor,
   claimDueDeliveries,
   deliveryInsert,
+  disableWebhook,
   hasDueDeliveries,
   passOverDispatch,
+  payloadInsert,
   readDispatchState,
   readDispatchWindow,
   recordAttempt,
+  recordEndpointFailure,
+  recordEndpointSuccess,
   type ClaimedDelivery,
 } from '../store/webhooks.js';
+import { appendWorkspaceEvent } from '../store/workspace-events.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
 import type { WebhookTransport } from './webhook-transport.js';
-import { signDelivery } from './webhooks.js';
+import { signDelivery, webhookSnapshot } from './webhooks.js';
 import { toWorkspaceEvent } from './workspace-events.js';
 
 /**
  * Webhook delivery (README "Webhooks"), run by every instance:
  *
  * - the dispatcher follows the workspace event journal from a cursor kept in the database
- *   and writes one pending delivery per (webhook, event) for the live webhooks that
- *   subscribe to the event's type — the outbox, which survives restarts;
+ *   and writes, per event, its payload once and one pending delivery per live webhook that
+ *   subscribes to the event's type — the outbox, which survives restarts;
  * - the sender claims due deliveries with one guarded UPDATE and a lease, so no two instances
  *   send the same delivery at once and a crashed instance's claims are sent again once the
- *   lease runs out, POSTs them signed, and records each attempt: delivered on 2xx, otherwise
- *   retried after the next delay of the schedule (with up to 20% jitter, so a receiver coming
- *   back is not hit by every retry at once), failed once the schedule is spent.
+ *   lease runs out; the claim is fair (per-webhook and per-workspace caps on what is in flight
+ *   across instances, round the workspaces: `claimDueDeliveries`). It POSTs them signed, and
+ *   records each attempt: delivered on 2xx, otherwise retried after the next delay of the
+ *   schedule (with up to 20% jitter, so a receiver coming back is not hit by every retry at
+ *   once), failed once the schedule is spent;
+ * - an endpoint that fails is backed off as a whole (none of its deliveries is tried before
+ *   the schedule's delay for its streak of failures has passed), and once its streak is long
+ *   enough in attempts and in time it is disabled, with a `webhook.disabled` event, until its
+ *   owner enables it again (docs/webhooks.md).
  *
  * Delivery is at least once: a receiver deduplicates by the `webhook-id` header.
  */
@@ -40,6 +51,14 @@ export interface WebhookDeliverySettings {
   retryDelaysMs: number[];
   /** Attempts in flight at once per instance (WEBHOOK_MAX_IN_FLIGHT). */
   maxInFlight: number;
+  /** Attempts in flight at once to one webhook, across instances (WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK). */
+  maxInFlightPerWebhook: number;
+  /** Attempts in flight at once for one workspace, across instances (WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE). */
+  maxInFlightPerWorkspace: number;
+  /** A webhook is disabled after this many failed attempts in a row (WEBHOOK_DISABLE_AFTER_FAILURES)… */
+  disableAfterFailures: number;
+  /** …once its first failure of the streak is at least this old (WEBHOOK_DISABLE_AFTER_HOURS). */
+  disableAfterMs: number;
 }
 
 /** Journal events read per dispatcher batch, and batches per poll. */
@@ -56,11 +75,21 @@ const DISPATCH_BATCH_BYTES = 4 * 1024 * 1024;
 const LEASE_MARGIN_MS = 30_000;
 const MAX_ERROR_LENGTH = 300;
 
+/** An attempt's outcome: `pending` when it failed and the delivery will be retried. */
+export type AttemptOutcome = 'delivered' | 'pending' | 'failed';
+
+/** What the sender tells the metrics (src/metrics.ts). */
+export interface WebhookDeliveryObserver {
+  attempted(outcome: AttemptOutcome): void;
+  disabled(): void;
+}
+
 interface Deps {
   db: Db;
   clock: Clock;
   log: Logger;
   transport: WebhookTransport;
+  observer?: WebhookDeliveryObserver;
 }
 
 /**
@@ -83,8 +112,10 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
     const rows = await readDispatchWindow(deps.db, DISPATCH_BATCH);
     if (rows.length === 0) break;
     const now = deps.clock.now();
-    const payloads = new Map<number, string>();
+    const payloads = new Set<number>();
     const inserts: Statement[] = [];
+    // Which of `inserts` write a delivery (the others write a payload): what the poll reports.
+    const deliveries: boolean[] = [];
     let bytes = 0;
     let last = rows[0]!;
     let cut = false;
@@ -96,17 +127,20 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
       }
       last = row;
       if (row.webhookId === null) continue;
-      // An event's first row carries its data (readDispatchWindow); the rest reuse its payload.
-      let payload = payloads.get(row.id);
-      if (payload === undefined) payloads.set(row.id, (payload = JSON.stringify(toWorkspaceEvent(row))));
-      bytes += Buffer.byteLength(payload);
-      inserts.push(
-        deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type, payload }, now),
-      );
+      // An event's first row carries its data (readDispatchWindow): its payload, written once for all its deliveries.
+      if (!payloads.has(row.id)) {
+        payloads.add(row.id);
+        const payload = JSON.stringify(toWorkspaceEvent(row));
+        bytes += Buffer.byteLength(payload);
+        inserts.push(payloadInsert(row.id, payload));
+        deliveries.push(false);
+      }
+      deliveries.push(true);
+      inserts.push(deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type }, now));
     }
     // Guarded: another instance that dispatched the same events first wrote the same rows.
     const results = await deps.db.batch([...inserts, advanceDispatchCursor(last.cursor, last.id)]);
-    written += results.slice(0, -1).reduce((sum, result) => sum + result.changes, 0);
+    written += results.reduce((sum, result, i) => sum + (deliveries[i] ? result.changes : 0), 0);
     if (!cut && new Set(rows.map((row) => row.id)).size < DISPATCH_BATCH) break;
   }
   return written;
@@ -157,11 +191,38 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const error = delivered ? null : 'error' in outcome ? outcome.error.slice(0, MAX_ERROR_LENGTH) : `HTTP ${statusCode}`;
     const delay = delivered ? undefined : retryDelay(settings.retryDelaysMs, delivery.attempts);
-    const status = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
+    const status: AttemptOutcome = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
     await recordAttempt(deps.db, { id: delivery.id, leaseToken }, { status, statusCode, error, nextAttemptAt: delay === undefined ? null : now + delay, now });
     const line = { msg: 'webhook attempt', deliveryId: delivery.id, webhookId: delivery.webhookId, attempt: delivery.attempts, status, statusCode, error };
     if (status === 'failed') deps.log.warn(line);
     else deps.log.debug(line);
+    deps.observer?.attempted(status);
+    if (delivered) {
+      // Only a streak seen at the claim costs a write. One that began while this attempt was
+      // in flight is ended by the next success, which will see it.
+      if (delivery.failureCount > 0) await recordEndpointSuccess(deps.db, delivery.webhookId);
+    } else if (!stopping.signal.aborted) {
+      // An attempt cut by the shutdown says nothing about the endpoint.
+      await endpointFailed(delivery, error ?? '', now);
+    }
+  }
+
+  /** Backs the endpoint off for its streak's delay of the schedule; disables it once the streak is long enough in attempts and time. */
+  async function endpointFailed(delivery: ClaimedDelivery, error: string, now: number): Promise<void> {
+    const pause = retryDelay(settings.retryDelaysMs, Math.min(delivery.failureCount + 1, settings.retryDelaysMs.length)) ?? 0;
+    const streak = await recordEndpointFailure(deps.db, delivery.webhookId, now, now + pause);
+    if (!streak || streak.failureCount < settings.disableAfterFailures || now - streak.failingSince < settings.disableAfterMs) return;
+    const reason = `Every attempt failed since ${new Date(streak.failingSince).toISOString()} (${streak.failureCount} in a row); the last: ${error}`;
+    const disabled = await deps.db.transaction(async (tx) => {
+      const row = await disableWebhook(tx, delivery.webhookId, now, reason);
+      // Another instance's attempt disabled it first, and wrote the event.
+      if (!row) return false;
+      await appendWorkspaceEvent(tx, { workspaceId: row.workspaceId, type: 'webhook.disabled', subjectId: row.id, data: webhookSnapshot(row), createdAt: now });
+      return true;
+    });
+    if (!disabled) return;
+    deps.observer?.disabled();
+    deps.log.warn({ msg: 'webhook disabled', webhookId: delivery.webhookId, workspaceId: delivery.workspaceId, reason });
   }
 
   async function poll(): Promise<void> {
@@ -171,7 +232,10 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     const now = deps.clock.now();
     if (free <= 0 || stopping.signal.aborted || !(await hasDueDeliveries(deps.db, now))) return;
     const leaseToken = randomUUID();
-    const claimed = await claimDueDeliveries(deps.db, leaseToken, now, settings.timeoutMs + LEASE_MARGIN_MS, free);
+    const claimed = await claimDueDeliveries(deps.db, leaseToken, now, settings.timeoutMs + LEASE_MARGIN_MS, free, {
+      perWebhook: settings.maxInFlightPerWebhook,
+      perWorkspace: settings.maxInFlightPerWorkspace,
+    });
     for (const delivery of claimed) {
       const running: Promise<void> = attempt(delivery, leaseToken)
         .catch((error: unknown) => logSweepFailure(deps.log, `webhook attempt ${delivery.id} failed`, error))

@@ -2,6 +2,7 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Queryable } from '../store/driver.js';
 import {
+  enableWebhook,
   getWebhook,
   insertWebhook,
   listDeliveries,
@@ -16,7 +17,7 @@ import { fail } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
-import { eventType, EVENT_TYPES } from './workspace-events.js';
+import { eventType, EVENT_TYPES, type eventWebhook } from './workspace-events.js';
 
 /**
  * Webhooks (README "Webhooks"): the owner's events, delivered to an HTTPS endpoint of theirs
@@ -47,6 +48,14 @@ export const webhook = z.object({
   revoked: z.boolean(),
   revokedAt: timestamp.nullable(),
   previousSecretValidUntil: timestamp.nullable().describe('Until then, deliveries also carry a signature made with the secret the last rotation replaced.'),
+  disabled: z
+    .boolean()
+    .describe('Disabled after its endpoint failed for too long: nothing is sent until the owner enables it (`POST /v1/webhooks/{webhookId}/enable`).'),
+  disabledAt: timestamp.nullable(),
+  disabledReason: z.string().nullable().describe('Why it was disabled: since when every attempt failed, how many in a row, and the last error.'),
+  consecutiveFailures: z.number().int().describe('Failed attempts in a row; 0 once the endpoint answers 2xx.'),
+  failingSince: timestamp.nullable().describe('When the current streak of failures began.'),
+  backedOffUntil: timestamp.nullable().describe('Until then none of its deliveries is tried: the endpoint is backed off after a failure.'),
   createdAt: timestamp,
 });
 
@@ -81,7 +90,25 @@ function toWebhook(row: WebhookRow, now: number): z.input<typeof webhook> {
     revoked: row.revokedAt !== null,
     revokedAt: row.revokedAt,
     previousSecretValidUntil: row.previousSecret !== null && row.previousSecretUntil !== null && row.previousSecretUntil > now ? row.previousSecretUntil : null,
+    disabled: row.disabledAt !== null,
+    disabledAt: row.disabledAt,
+    disabledReason: row.disabledReason,
+    consecutiveFailures: row.failureCount,
+    failingSince: row.failingSince,
+    backedOffUntil: row.pausedUntil !== null && row.pausedUntil > now ? row.pausedUntil : null,
     createdAt: row.createdAt,
+  };
+}
+
+/** The webhook as the journal records it (`webhook.disabled`): never its secret. */
+export function webhookSnapshot(row: WebhookRow): z.infer<typeof eventWebhook> {
+  return {
+    id: row.id,
+    url: row.url,
+    description: row.description,
+    events: JSON.parse(row.events) as string[],
+    disabledAt: row.disabledAt,
+    disabledReason: row.disabledReason,
   };
 }
 
@@ -227,6 +254,29 @@ export const revokeWorkspaceWebhook = defineOperation({
     const row = await ctx.db.transaction(async (tx) => {
       await found(tx, credential.workspaceId, input.webhookId);
       await revokeWebhook(tx, credential.workspaceId, input.webhookId, now);
+      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+    });
+    return toWebhook(row, now);
+  },
+});
+
+export const enableWorkspaceWebhook = defineOperation({
+  name: 'webhooks.enable',
+  title: 'Enable a webhook',
+  description:
+    'Enable a webhook that was disabled after its endpoint failed for too long: its failure record is cleared, its pending deliveries are tried again, and events from now on are delivered (none from while it was disabled). Enabling an enabled webhook changes nothing; 409 on a revoked one.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/enable' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: webhook,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const row = await ctx.db.transaction(async (tx) => {
+      const current = await found(tx, credential.workspaceId, input.webhookId);
+      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      await enableWebhook(tx, credential.workspaceId, input.webhookId);
       return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
     });
     return toWebhook(row, now);

@@ -7,8 +7,8 @@ import { approvalMode, timestamp, uuid } from './schemas.js';
 
 /**
  * The owner's event catalogue (README "Owner events"): what `GET /v1/events` streams and
- * webhooks deliver. Each event is about one action, grant or device, and carries its record
- * as it was when the event happened.
+ * webhooks deliver. Each event is about one action, grant, device or webhook, and carries its
+ * record as it was when the event happened.
  */
 export const EVENT_TYPES = {
   'action.created': 'an agent requested an action (`data.action`)',
@@ -19,6 +19,7 @@ export const EVENT_TYPES = {
   'device.online': 'a device called in after being offline (`data.device`)',
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
+  'webhook.disabled': 'a webhook was disabled after its endpoint failed for too long, with the reason (`data.webhook`)',
 } as const;
 
 export type EventType = keyof typeof EVENT_TYPES;
@@ -50,11 +51,21 @@ export const eventDevice = z.object({
   lastSeenAt: timestamp.nullable().optional(),
 });
 
+/** A webhook as the journal saw it; never its secret. */
+export const eventWebhook = z.object({
+  id: uuid,
+  url: z.string(),
+  description: z.string().nullable(),
+  events: z.array(z.string()),
+  disabledAt: timestamp.nullable(),
+  disabledReason: z.string().nullable(),
+});
+
 export const workspaceEvent = z.object({
   id: z.string().describe('Increasing across the service; send it back as `Last-Event-ID` to resume after it.'),
   type: eventType,
   createdAt: timestamp,
-  data: z.object({ action: action.optional(), grant: eventGrant.optional(), device: eventDevice.optional() }),
+  data: z.object({ action: action.optional(), grant: eventGrant.optional(), device: eventDevice.optional(), webhook: eventWebhook.optional() }),
 });
 
 export type WorkspaceEvent = z.infer<typeof workspaceEvent>;
@@ -78,5 +89,6 @@ export function toWorkspaceEvent(row: WorkspaceEventRow): WorkspaceEvent {
   const base = { id: String(row.id), type, createdAt: row.createdAt };
   if (type.startsWith('action.') || type.startsWith('approval.')) return { ...base, data: { action: toActionRecord(snapshot as ActionRow) } };
   if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
+  if (type.startsWith('webhook.')) return { ...base, data: { webhook: snapshot as z.infer<typeof eventWebhook> } };
   return { ...base, data: { device: snapshot as z.infer<typeof eventDevice> } };
 }

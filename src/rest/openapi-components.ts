@@ -67,6 +67,12 @@ const webhookExample = {
   revoked: false,
   revokedAt: null,
   previousSecretValidUntil: null,
+  disabled: false,
+  disabledAt: null,
+  disabledReason: null,
+  consecutiveFailures: 0,
+  failingSince: null,
+  backedOffUntil: null,
   createdAt: T,
 };
 

@@ -40,6 +40,14 @@ const STATEMENTS = {
   idempotencyKeys: 'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)',
   /** Webhook deliveries finished (delivered, failed or cancelled) at or before `before`. */
   webhookDeliveries: `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries WHERE status <> 'pending' AND finished_at <= ? LIMIT ?)`,
+  /**
+   * Webhook payloads of events none of whose deliveries is pending any more (migration 0023):
+   * a payload goes as soon as its last delivery finished, so `before` plays no part (the
+   * `?1 IS NOT NULL` only takes the argument every statement here is given).
+   */
+  webhookPayloads: `DELETE FROM webhook_payloads WHERE event_id IN (
+     SELECT p.event_id FROM webhook_payloads p
+      WHERE ?1 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = p.event_id AND d.status = 'pending') LIMIT ?2)`,
   /** Webhooks revoked at or before `before` whose deliveries are all gone. */
   revokedWebhooks: `DELETE FROM webhooks WHERE rowid IN (
      SELECT w.rowid FROM webhooks w WHERE w.revoked_at <= ?1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id) LIMIT ?2)`,

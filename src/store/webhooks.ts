@@ -14,10 +14,16 @@ export interface WebhookRow {
   previousSecretUntil: number | null;
   createdAt: number;
   revokedAt: number | null;
+  failureCount: number;
+  failingSince: number | null;
+  pausedUntil: number | null;
+  disabledAt: number | null;
+  disabledReason: string | null;
 }
 
 const WEBHOOK_COLUMNS = `id, workspace_id AS workspaceId, url, description, events, secret, previous_secret AS previousSecret,
-  previous_secret_until AS previousSecretUntil, created_at AS createdAt, revoked_at AS revokedAt`;
+  previous_secret_until AS previousSecretUntil, created_at AS createdAt, revoked_at AS revokedAt, failure_count AS failureCount,
+  failing_since AS failingSince, paused_until AS pausedUntil, disabled_at AS disabledAt, disabled_reason AS disabledReason`;
 
 /** Writes a webhook that receives the journal's events after the newest one committed now. */
 export async function insertWebhook(
@@ -80,6 +86,21 @@ export async function revokeWebhook(db: Queryable, workspaceId: string, id: stri
   return true;
 }
 
+/**
+ * Enables a disabled webhook again, with a clean record: it receives the events after the
+ * newest one committed now, as a new webhook does, and its pending deliveries are tried again.
+ * Answers whether a disabled, live webhook was changed.
+ */
+export async function enableWebhook(db: Queryable, workspaceId: string, id: string): Promise<boolean> {
+  const { changes } = await db.run(
+    `UPDATE webhooks SET disabled_at = NULL, disabled_reason = NULL, failure_count = 0, failing_since = NULL, paused_until = NULL,
+       after_event_id = max(after_event_id, (SELECT coalesce(max(id), 0) FROM workspace_events))
+     WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL AND disabled_at IS NOT NULL`,
+    [workspaceId, id],
+  );
+  return changes === 1;
+}
+
 // The outbox.
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled';
@@ -127,8 +148,10 @@ export interface DispatchRow extends WorkspaceEventRow {
 
 /**
  * The next `limit` journal events past the dispatcher's cursor, each joined with the live
- * webhooks of its workspace that subscribe to its type and were registered before it (a row
- * per pair; one row with a null webhook for an event none wants, whose data is not read).
+ * webhooks of its workspace that subscribe to its type and were registered (or enabled again)
+ * before it (a row per pair; one row with a null webhook for an event none wants, whose data
+ * is not read). A disabled webhook is not live: what happens while it is disabled is not owed
+ * to it.
  * An event's data comes once, on its first row (the rows of one event are in webhook order):
  * repeated on every webhook's row, a window of 200 events of a few KB to 20 webhooks passed
  * sqld's 10 MB answer limit, and the read failed on every poll from then on.
@@ -143,7 +166,7 @@ export function readDispatchWindow(db: Queryable, limit: number): Promise<Dispat
             e.created_at AS createdAt, w.id AS webhookId
      FROM webhook_dispatch d
      JOIN (SELECT * FROM workspace_events WHERE id > (SELECT last_event_id FROM webhook_dispatch WHERE id = 1) ORDER BY id LIMIT ?) e
-     LEFT JOIN webhooks w ON w.workspace_id = e.workspace_id AND w.revoked_at IS NULL AND w.after_event_id < e.id
+     LEFT JOIN webhooks w ON w.workspace_id = e.workspace_id AND w.revoked_at IS NULL AND w.disabled_at IS NULL AND w.after_event_id < e.id
        AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE json_each.value = e.type)
      WHERE d.id = 1
      ORDER BY e.id, w.id`,
@@ -152,19 +175,27 @@ export function readDispatchWindow(db: Queryable, limit: number): Promise<Dispat
 }
 
 /**
- * One pending delivery of an event to a webhook, unless that webhook was revoked since the
- * window was read. A (webhook, event) pair is written at most once, whichever instance
- * dispatches it: a statement for `db.batch`, with `advanceDispatchCursor`.
+ * An event's payload, the bytes every attempt of each of its deliveries sends: written once
+ * per event, in the batch that writes its deliveries (`deliveryInsert`), and kept while one of
+ * them is pending, however the journal is pruned (migration 0023). Another instance that
+ * dispatched the same event first wrote the same bytes.
  */
-export function deliveryInsert(
-  delivery: { id: string; webhookId: string; workspaceId: string; eventId: number; eventType: string; payload: string },
-  now: number,
-): Statement {
+export function payloadInsert(eventId: number, payload: string): Statement {
+  return { sql: 'INSERT INTO webhook_payloads (event_id, payload) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING', args: [eventId, payload] };
+}
+
+/**
+ * One pending delivery of an event to a webhook, unless that webhook was revoked or disabled
+ * since the window was read. A (webhook, event) pair is written at most once, whichever
+ * instance dispatches it: a statement for `db.batch`, after the event's `payloadInsert` and
+ * with `advanceDispatchCursor`.
+ */
+export function deliveryInsert(delivery: { id: string; webhookId: string; workspaceId: string; eventId: number; eventType: string }, now: number): Statement {
   return {
-    sql: `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, payload, next_attempt_at, created_at)
-          SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ? AND revoked_at IS NULL)
+    sql: `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, next_attempt_at, created_at)
+          SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ? AND revoked_at IS NULL AND disabled_at IS NULL)
           ON CONFLICT (webhook_id, event_id) DO NOTHING`,
-    args: [delivery.id, delivery.webhookId, delivery.workspaceId, delivery.eventId, delivery.eventType, delivery.payload, now, now, delivery.webhookId],
+    args: [delivery.id, delivery.webhookId, delivery.workspaceId, delivery.eventId, delivery.eventType, now, now, delivery.webhookId],
   };
 }
 
@@ -179,24 +210,24 @@ export interface DispatchState {
 export async function readDispatchState(db: Queryable): Promise<DispatchState> {
   return (await db.get<DispatchState>(
     `SELECT last_event_id AS cursor, (SELECT coalesce(max(id), 0) FROM workspace_events) AS newest,
-            EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL) AS anyLive
+            EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL AND disabled_at IS NULL) AS anyLive
      FROM webhook_dispatch WHERE id = 1`,
   ))!;
 }
 
 /**
  * Moves the dispatcher's cursor from `from` to `to` without reading the events between, while
- * no webhook is live: none of them can be owed to anyone, since a webhook registered later
- * only receives events after the newest one when it was written (`insertWebhook`). Guarded
- * by that condition in the same statement, so a webhook that went live after
- * `readDispatchState` keeps the cursor where it is and the next poll reads the window.
+ * no webhook is live: none of them can be owed to anyone, since a webhook registered or enabled
+ * later only receives events after the newest one when it was written (`insertWebhook`,
+ * `enableWebhook`). Guarded by that condition in the same statement, so a webhook that went
+ * live after `readDispatchState` keeps the cursor where it is and the next poll reads the window.
  * A statement for `db.batch`, as the dispatcher's other writes: a batch holds the write lock
  * for its own transaction only, not for a commit group's whole event-loop turn.
  */
 export function passOverDispatch(from: number, to: number): Statement {
   return {
     sql: `UPDATE webhook_dispatch SET last_event_id = ?
-          WHERE id = 1 AND last_event_id = ? AND NOT EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL)`,
+          WHERE id = 1 AND last_event_id = ? AND NOT EXISTS (SELECT 1 FROM webhooks WHERE revoked_at IS NULL AND disabled_at IS NULL)`,
     args: [to, from],
   };
 }
@@ -209,53 +240,117 @@ export function advanceDispatchCursor(from: number, to: number): Statement {
   return { sql: 'UPDATE webhook_dispatch SET last_event_id = ? WHERE id = 1 AND last_event_id = ?', args: [to, from] };
 }
 
-/** Whether any delivery is due at `now`: read first, so an idle poll takes no write lock. */
+/** The webhooks whose deliveries may be tried at ?1: live, enabled, and not backed off. */
+const SENDABLE_WEBHOOK = 'w.revoked_at IS NULL AND w.disabled_at IS NULL AND (w.paused_until IS NULL OR w.paused_until <= ?1)';
+
+/**
+ * Whether any delivery of a sendable webhook is due at `now`: read first, so an idle poll, or
+ * one with only backed-off or disabled endpoints' deliveries waiting, takes no write lock. The
+ * first test, one probe of the due index, answers an idle poll without reading the webhooks.
+ */
 export async function hasDueDeliveries(db: Queryable, now: number): Promise<boolean> {
-  return (
-    (await db.get<{ due: number }>("SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?) AS due", [now]))!.due ===
-    1
+  const row = await db.get<{ due: number }>(
+    `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?1)
+        AND EXISTS (SELECT 1 FROM webhooks w WHERE ${SENDABLE_WEBHOOK}
+          AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= ?1)) AS due`,
+    [now],
   );
+  return row!.due === 1;
 }
 
 /** A claimed delivery, with what sending it needs. */
 export interface ClaimedDelivery {
   id: string;
   webhookId: string;
+  workspaceId: string;
   attempts: number;
   payload: string;
   url: string;
   secret: string;
   previousSecret: string | null;
   previousSecretUntil: number | null;
+  /** The endpoint's failed attempts in a row when it was claimed (0: it is healthy). */
+  failureCount: number;
+}
+
+/** How many attempts may be in flight at once, across all instances. */
+export interface InFlightCaps {
+  perWebhook: number;
+  perWorkspace: number;
 }
 
 /**
- * Claims up to `limit` due deliveries of live webhooks for `leaseMs`: pending, due, and not
- * claimed by anyone, or claimed by an instance whose lease ran out (it crashed or stalled).
- * One guarded UPDATE, so two instances never claim the same delivery at once; the claim
- * counts as an attempt.
+ * Claims up to `limit` due deliveries for `leaseMs`, fairly: pending, due, and not claimed by
+ * anyone (or claimed by an instance whose lease ran out: it crashed or stalled), of webhooks
+ * that are live, enabled and not backed off. No webhook and no workspace gets more than its cap
+ * in flight, counting every instance's unexpired leases, and the claim goes round the
+ * workspaces: each one's next delivery in line before any one's second (the slot it would take
+ * in its workspace orders the claim, then how long it has been due). So one workspace's dead
+ * endpoints hold at most its own share of the slots, and another workspace's delivery takes
+ * the next free one.
+ *
+ * One guarded UPDATE, so two instances never claim the same delivery at once, and each sees
+ * the other's claims in the counts; the claim counts as an attempt. A webhook's candidates are
+ * its oldest due deliveries, at most its cap, read from its index: a backlog is not scanned.
  */
-export async function claimDueDeliveries(db: Queryable, leaseToken: string, now: number, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
-  const claimed = await db.all<{ id: string; webhookId: string; attempts: number; payload: string }>(
+export async function claimDueDeliveries(
+  db: Queryable,
+  leaseToken: string,
+  now: number,
+  leaseMs: number,
+  limit: number,
+  caps: InFlightCaps,
+): Promise<ClaimedDelivery[]> {
+  const claimed = await db.all<{ id: string; webhookId: string; workspaceId: string; eventId: number; attempts: number }>(
     `UPDATE webhook_deliveries SET lease_token = ?2, lease_until = ?3, attempts = attempts + 1, last_attempt_at = ?1
      WHERE id IN (
-       SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-       WHERE d.status = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1) AND w.revoked_at IS NULL
-       ORDER BY d.next_attempt_at LIMIT ?4)
+       SELECT id FROM (
+         SELECT c.id, c.next_attempt_at,
+                c.workspace_busy + row_number() OVER (PARTITION BY c.workspace_id ORDER BY c.webhook_slot, c.next_attempt_at, c.id) AS workspace_slot
+         FROM (
+           SELECT d.id, d.next_attempt_at, e.workspace_id, e.workspace_busy,
+                  e.busy + row_number() OVER (PARTITION BY e.id ORDER BY d.next_attempt_at, d.id) AS webhook_slot
+           FROM (
+             SELECT w.id, w.workspace_id,
+                    (SELECT count(*) FROM webhook_deliveries x
+                      WHERE x.webhook_id = w.id AND x.status = 'pending' AND x.lease_until > ?1) AS busy,
+                    (SELECT count(*) FROM webhook_deliveries x
+                      WHERE x.workspace_id = w.workspace_id AND x.status = 'pending' AND x.lease_until > ?1) AS workspace_busy
+             FROM webhooks w
+             WHERE ${SENDABLE_WEBHOOK}
+               AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.webhook_id = w.id AND x.status = 'pending' AND x.next_attempt_at <= ?1)
+           ) e
+           JOIN webhook_deliveries d ON d.id IN (
+             SELECT x.id FROM webhook_deliveries x
+             WHERE x.webhook_id = e.id AND x.status = 'pending' AND x.next_attempt_at <= ?1 AND (x.lease_until IS NULL OR x.lease_until <= ?1)
+             ORDER BY x.next_attempt_at LIMIT ?5)
+           WHERE e.busy < ?5 AND e.workspace_busy < ?6
+         ) c
+         WHERE c.webhook_slot <= ?5)
+       WHERE workspace_slot <= ?6
+       ORDER BY workspace_slot, next_attempt_at
+       LIMIT ?4)
        AND status = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
-     RETURNING id, webhook_id AS webhookId, attempts, payload`,
-    [now, leaseToken, now + leaseMs, limit],
+     RETURNING id, webhook_id AS webhookId, workspace_id AS workspaceId, event_id AS eventId, attempts`,
+    [now, leaseToken, now + leaseMs, limit, caps.perWebhook, caps.perWorkspace],
   );
   if (claimed.length === 0) return [];
-  const webhooks = new Map<string, Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil'>>();
-  for (const webhookId of new Set(claimed.map((row) => row.webhookId))) {
-    const row = await db.get<Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil'>>(
-      'SELECT url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil FROM webhooks WHERE id = ?',
-      [webhookId],
-    );
-    if (row) webhooks.set(webhookId, row);
-  }
-  return claimed.filter((row) => webhooks.has(row.webhookId)).map((row) => ({ ...row, ...webhooks.get(row.webhookId)! }));
+  // What sending needs, read once for all the claimed deliveries: on a libSQL server each read is a round trip.
+  type Endpoint = Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'failureCount'> & { id: string };
+  const endpoints = await db.all<Endpoint>(
+    `SELECT id, url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil, failure_count AS failureCount
+     FROM webhooks WHERE id IN (SELECT value FROM json_each(?))`,
+    [JSON.stringify([...new Set(claimed.map((row) => row.webhookId))])],
+  );
+  const webhooks = new Map(endpoints.map(({ id, ...endpoint }) => [id, endpoint]));
+  const stored = await db.all<{ eventId: number; payload: string }>(
+    'SELECT event_id AS eventId, payload FROM webhook_payloads WHERE event_id IN (SELECT value FROM json_each(?))',
+    [JSON.stringify([...new Set(claimed.map((row) => row.eventId))])],
+  );
+  const payloads = new Map(stored.map((row) => [row.eventId, row.payload]));
+  return claimed
+    .filter((row) => webhooks.has(row.webhookId) && payloads.has(row.eventId))
+    .map(({ eventId, ...row }) => ({ ...row, ...webhooks.get(row.webhookId)!, payload: payloads.get(eventId)! }));
 }
 
 /**
@@ -275,4 +370,38 @@ export async function recordAttempt(
     [outcome.status, outcome.statusCode, outcome.error, outcome.nextAttemptAt, finished, claim.id, claim.leaseToken],
   );
   return changes === 1;
+}
+
+/** An endpoint answered 2xx: its failure streak and backoff end. */
+export async function recordEndpointSuccess(db: Queryable, webhookId: string): Promise<void> {
+  await db.run('UPDATE webhooks SET failure_count = 0, failing_since = NULL, paused_until = NULL WHERE id = ? AND failure_count > 0', [webhookId]);
+}
+
+/**
+ * An attempt to an enabled endpoint failed: one more in its streak, and none of its deliveries
+ * is tried before `pausedUntil`. Answers the streak as it now stands (undefined when the
+ * webhook was revoked or disabled meanwhile).
+ */
+export function recordEndpointFailure(
+  db: Queryable,
+  webhookId: string,
+  now: number,
+  pausedUntil: number,
+): Promise<{ failureCount: number; failingSince: number } | undefined> {
+  return db.get(
+    `UPDATE webhooks SET failure_count = failure_count + 1, failing_since = coalesce(failing_since, ?1), paused_until = max(coalesce(paused_until, 0), ?2)
+     WHERE id = ?3 AND revoked_at IS NULL AND disabled_at IS NULL
+     RETURNING failure_count AS failureCount, failing_since AS failingSince`,
+    [now, pausedUntil, webhookId],
+  );
+}
+
+/** Disables a live, enabled webhook with the reason shown to its owner; answers the webhook when this call disabled it. */
+export function disableWebhook(db: Queryable, webhookId: string, now: number, reason: string): Promise<WebhookRow | undefined> {
+  return db.get<WebhookRow>(
+    `UPDATE webhooks SET disabled_at = ?, disabled_reason = ?, paused_until = NULL
+     WHERE id = ? AND revoked_at IS NULL AND disabled_at IS NULL
+     RETURNING ${WEBHOOK_COLUMNS}`,
+    [now, reason, webhookId],
+  );
 }
