@@ -168,6 +168,14 @@ async function cleanUp(): Promise<void> {
   fs.rmSync(sqld.dir, { recursive: true, force: true });
 }
 
+// Ctrl-C, or a CI runner giving up: what the soak started must not outlive it.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`soak: ${signal}; stopping`);
+    void cleanUp().finally(() => process.exit(130));
+  });
+}
+
 let exitCode = 1;
 try {
   // One after the other: the first brings the schema up to date.

@@ -125,7 +125,7 @@ describe('npm run backup: a consistent copy of a running service', () => {
       const before = acks.filter((t) => t.at < began);
       return before.length ? [{ id, rank: Math.max(...before.map((t) => t.rank)) }] : [];
     });
-    expect(owed.length).toBeGreaterThan(100);
+    expect(owed.length).toBeGreaterThan(20);
     const missing = owed.filter(({ id }) => !found.has(id));
     const behind = owed.filter(({ id, rank }) => found.has(id) && RANK[found.get(id)!]! < rank);
     expect({ missing: missing.length, behind: behind.length }).toEqual({ missing: 0, behind: 0 });

@@ -16,11 +16,18 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 const TIMEOUT_MS = 240_000;
 
 function runSoak(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/soak.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Stopped (SIGTERM: it cleans up after itself) if it outlives the test.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/soak.ts', ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    signal: AbortSignal.timeout(TIMEOUT_MS - 10_000),
+    killSignal: 'SIGTERM',
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += String(chunk)));
   child.stderr.on('data', (chunk: Buffer) => (stderr += String(chunk)));
+  child.on('error', () => undefined); // the abort above; its exit follows
   return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
 }
 
