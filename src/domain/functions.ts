@@ -133,7 +133,13 @@ export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: s
   }
   if (access.parentRevoked === 1) throw fail.forbidden('The gateway of this device is revoked.');
   if (access.revokedAt !== null) throw fail.forbidden('The device is revoked.');
-  return { targetId: access.parentId ?? deviceId, kind: access.kind, argumentSchema: access.arguments, approval: access.approval };
+  return {
+    targetId: access.parentId ?? deviceId,
+    kind: access.kind,
+    argumentSchema: access.arguments,
+    approval: access.approval,
+    ...(access.grantId !== null ? { grantId: access.grantId } : {}),
+  };
 }
 
 export function agentOf(credential: CredentialOf<'agent'>): Agent {

@@ -22,14 +22,15 @@ import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
 import { watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
-import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
+import { agentOf, authorizedFromListing, authorizeFunction, type CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { PAGE_MAX } from '../domain/paging.js';
 import { allOperations, operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, functionForAgent, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import type { CallCancellation } from './cancellation.js';
-import { canElicitForm, confirmationStep } from './confirmation.js';
+import { canElicitForm, confirmationStep, promptLimitError } from './confirmation.js';
+import type { PromptRefusal } from './legacy-elicitation.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -47,9 +48,10 @@ export interface McpSession {
   era?: 'legacy' | 'modern';
   /**
    * On a 2025-era request: holds the per-request server as one waiting for its client's
-   * answer to an elicitation, until the server closes (legacy-elicitation.ts).
+   * answer to an elicitation, until the server closes (legacy-elicitation.ts); a refusal
+   * when too many asks wait already.
    */
-  awaitAnswer?: (server: McpServer) => void;
+  awaitAnswer?: (server: McpServer) => PromptRefusal | undefined;
 }
 
 export interface DeviceTool {
@@ -371,7 +373,7 @@ const APPROVAL_NOTES: Record<NonNullable<CallableFunction['approval']>, string> 
   none: '',
   owner:
     " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it (the answer may come back awaiting_approval; follow it with get_action).",
-  user: ' Your user is asked to confirm each call before the device is asked (README "User confirmation").',
+  user: ' Your user is asked to confirm each call before the device is asked; your MCP client asks and answers, and this service cannot verify that a person did (docs/confirmation.md).',
 };
 
 /** The progress message of each status: what the call is waiting for, in words. */
@@ -501,9 +503,10 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
 }
 
 /**
- * A device tool call under a `user`-mode grant (README "User confirmation"): asks the agent's
- * user first and queues the action only on a verified yes (confirmation.ts), with the
- * confirmation's id as its idempotency key and `userConfirmed` set for the domain.
+ * A device tool call under a `user`-mode grant (docs/confirmation.md): asks the agent's user
+ * through its client first and queues the action only on a verified yes (confirmation.ts),
+ * with the confirmation's id as its idempotency key and the grant it was asked under passed
+ * to the domain as `userConfirmation`.
  */
 async function confirmedDeviceCall(
   server: McpServer,
@@ -528,21 +531,35 @@ async function confirmedDeviceCall(
     }
     const step = await confirmationStep({
       ctx,
-      binding: { workspaceId: credential.workspaceId, principal: credential.principal, tool: name, deviceId: fn.deviceId, capability: fn.capability, args },
+      binding: {
+        workspaceId: credential.workspaceId,
+        principal: credential.principal,
+        connectionId: credential.connectionId,
+        tool: name,
+        deviceId: fn.deviceId,
+        capability: fn.capability,
+        args,
+      },
       message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
       canElicit: canElicitForm(capabilities),
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
+      liveGrantId: async () => {
+        const live = await authorizeFunction(ctx.db, agentOf(credential), fn.deviceId, fn.capability, ctx.clock.now());
+        if (live.grantId === undefined) throw new Error('authorizeFunction found a grant without its id');
+        return live.grantId;
+      },
     });
     switch (step.kind) {
-      case 'ask':
+      case 'ask': {
         // A 2025-era client answers in a POST of its own: this server waits for it there.
-        if (session.era === 'legacy' && session.awaitAnswer) session.awaitAnswer(server);
-        return step.result;
+        const refusal = session.era === 'legacy' && session.awaitAnswer ? session.awaitAnswer(server) : undefined;
+        return refusal ? toolError(promptLimitError(name, refusal), ctx, { structured: true }) : step.result;
+      }
       case 'refused':
         return toolError(step.error, ctx, { structured: true });
       case 'confirmed':
-        return callDeviceTool(session, fn, args, call, { idempotencyKey: step.idempotencyKey });
+        return callDeviceTool(session, fn, args, call, { idempotencyKey: step.idempotencyKey, grantId: step.grantId });
     }
   } catch (error) {
     return toolError(error, ctx, { structured: true });
@@ -601,7 +618,7 @@ export async function callDeviceTool(
   fn: CallableFunction,
   args: unknown,
   call: DeviceToolCall,
-  confirmed?: { idempotencyKey: string },
+  confirmed?: { idempotencyKey: string; grantId: string },
 ): Promise<CallToolResult> {
   const { ctx } = session;
   const { notify } = call;
@@ -641,7 +658,7 @@ export async function callDeviceTool(
       // the action request need not read that access again (a copy of the context too); a
       // confirmed one may have waited minutes for the user, and reads afresh.
       const callable = confirmed ? undefined : authorizedFromListing(fn);
-      const callCtx = confirmed ? { ...ctx, userConfirmed: true } : callable ? { ...ctx, callable } : ctx;
+      const callCtx = confirmed ? { ...ctx, userConfirmation: { grantId: confirmed.grantId } } : callable ? { ...ctx, callable } : ctx;
       queued = (await invoke(operations.requestAction, callCtx, {
         deviceId: fn.deviceId,
         capability: fn.capability,
