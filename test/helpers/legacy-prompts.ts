@@ -88,7 +88,9 @@ export async function startLegacyCall(url: string, token: string, name: string, 
       return posted.status;
     },
     async result() {
-      const message = await nextMessage();
+      // Notifications may come first (the SDK cancels its own ask when it times out).
+      let message = await nextMessage();
+      while (message.id !== id) message = await nextMessage();
       abort.abort();
       return message.result;
     },
