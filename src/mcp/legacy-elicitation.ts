@@ -21,6 +21,11 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  * elsewhere is treated as one that cannot elicit (a tool error, nothing queued); an answer
  * that lands elsewhere finds no one waiting and the call ends unconfirmed. 2026-07-28 clients
  * need none of this: their answer is a retry of the call, which any instance can check.
+ *
+ * A waiting ask costs its call's open stream and per-request server (about 125 KiB of heap,
+ * docs/confirmation.md "Limits"), so they are capped per connection and per instance, and each
+ * is released when it is answered, its server closes (the client dropped the call) or its
+ * wait ends.
  */
 
 /** The most connections whose capabilities are remembered; the oldest is forgotten first. */
