@@ -29,7 +29,7 @@ import { ACTION_STATUSES, TRANSITIONS, type ActionStatus, type CancelReason } fr
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
-import { agentOf, authorizeFunction } from './functions.js';
+import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
 import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
 import { defineOperation, definePagedOperation, defineStreamedOperation } from './operation.js';
 import { ROW_ORDER_KEY, type PageKey } from './paging.js';
@@ -87,7 +87,7 @@ async function plannedAction(
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
   const confirmation = fn.approval === 'user' ? ctx.userConfirmation : undefined;
   // The yes was given under one grant: after a revoke and re-grant it answers nothing.
-  if (confirmation && confirmation.grantId !== fn.grantId) {
+  if (confirmation && confirmation.grantId !== (await liveGrantId(db, agentOf(agent), request.deviceId, request.capability, now))) {
     throw new DomainError(
       'confirmation_invalid',
       'The confirmation was given under a grant that has since been revoked or replaced. Nothing was queued; call the tool again to be asked afresh.',

@@ -135,8 +135,6 @@ export interface AuthorizedFunction {
   argumentSchema: string;
   /** Whose yes the call needs first (docs/rules.md "Approvals"). */
   approval: ApprovalMode;
-  /** The live grant that allows it; absent when taken from a listing (`authorizedFromListing`). */
-  grantId?: string;
 }
 
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */

@@ -22,7 +22,7 @@ import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
 import { watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
-import { agentOf, authorizedFromListing, authorizeFunction, type CallableFunction } from '../domain/functions.js';
+import { agentOf, authorizedFromListing, liveGrantId, type CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { PAGE_MAX } from '../domain/paging.js';
@@ -545,9 +545,9 @@ async function confirmedDeviceCall(
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
       liveGrantId: async () => {
-        const live = await authorizeFunction(ctx.db, agentOf(credential), fn.deviceId, fn.capability, ctx.clock.now());
-        if (live.grantId === undefined) throw new Error('authorizeFunction found a grant without its id');
-        return live.grantId;
+        const id = await liveGrantId(ctx.db, agentOf(credential), fn.deviceId, fn.capability, ctx.clock.now());
+        if (id === undefined) throw new DomainError('grant_required', `Tool ${name} is not a device function you may call now: no live grant for it.`);
+        return id;
       },
     });
     switch (step.kind) {

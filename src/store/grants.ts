@@ -280,8 +280,8 @@ const STRICTEST_APPROVAL = approvalRank('g.approval');
  * What the live access check of one function call needs, in one read (docs/rules.md "Access"):
  * the device (attached to its gateway's latest manifest, else undefined) and whether it or its
  * gateway is revoked, the function as published (null when it is not), and the approval mode
- * and id of the principal's live grant for it that still matches the function as published
- * (the strictest, were there several; null when there is none).
+ * of the principal's live grant for it that still matches the function as published (the
+ * strictest, were there several; null when there is none).
  */
 export interface FunctionAccessRow {
   revokedAt: number | null;
@@ -291,14 +291,7 @@ export interface FunctionAccessRow {
   kind: 'read' | 'control' | null;
   arguments: string | null;
   approval: ApprovalMode | null;
-  /** The id of that grant: a re-grant writes a new one (`putGrant`). */
-  grantId: string | null;
 }
-
-/** The principal's live grant for function ?3 of device `d` that still matches it, strictest first (?1 workspace, ?2 principal, ?4 now). */
-const GRANT_FOR_CALL = `grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
-  WHERE g.workspace_id = ?1 AND g.principal = ?2 AND g.device_id = d.id AND g.capability = ?3 AND ${LIVE.replace('?', '?4')} AND ${GRANT_MATCHES_FUNCTION}
-  ORDER BY ${STRICTEST_APPROVAL}, g.id LIMIT 1`;
 
 export function functionAccess(
   db: Queryable,
@@ -312,12 +305,35 @@ export function functionAccess(
     `SELECT d.revoked_at AS revokedAt, d.parent_id AS parentId,
             CASE WHEN d.parent_id IS NULL THEN NULL WHEN p.id IS NULL OR p.revoked_at IS NOT NULL THEN 1 ELSE 0 END AS parentRevoked,
             f.kind, f.arguments,
-            lg.approval, lg.id AS grantId
-     FROM devices d LEFT JOIN devices p ON p.id = d.parent_id LEFT JOIN capabilities f ON f.device_id = d.id AND f.name = ?3
-     LEFT JOIN grants lg ON lg.id = (SELECT g.id FROM ${GRANT_FOR_CALL})
-     WHERE d.workspace_id = ?1 AND d.id = ?5 AND d.detached_at IS NULL`,
-    [workspaceId, principal, capability, now, deviceId],
+            (SELECT g.approval FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+             WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = d.id AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
+             ORDER BY ${STRICTEST_APPROVAL} LIMIT 1) AS approval
+     FROM devices d LEFT JOIN devices p ON p.id = d.parent_id LEFT JOIN capabilities f ON f.device_id = d.id AND f.name = ?
+     WHERE d.workspace_id = ? AND d.id = ? AND d.detached_at IS NULL`,
+    [workspaceId, principal, capability, now, capability, workspaceId, deviceId],
   );
+}
+
+/**
+ * The id of the grant `functionAccess` reads the approval mode of: the principal's live grant
+ * for the function that still matches it as published. A re-grant writes a new row (`putGrant`),
+ * so a changed id means the grant was revoked or replaced.
+ */
+export async function liveGrantId(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  deviceId: string,
+  capability: string,
+  now: number,
+): Promise<string | undefined> {
+  const row = await db.get<{ id: string }>(
+    `SELECT g.id FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
+     ORDER BY ${STRICTEST_APPROVAL} LIMIT 1`,
+    [workspaceId, principal, deviceId, capability, now],
+  );
+  return row?.id;
 }
 
 /** Capabilities published before migration 0014, which have no fingerprint yet. */
