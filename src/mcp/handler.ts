@@ -175,8 +175,10 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       session.awaitAnswer = (waiting) => legacyElicitation.hold(caller, waiting);
     }
     registerTools(server, session);
-    registerResources(server, session);
-    registerPrompts(server);
+    if (!session.deviceCallsOnly) {
+      registerResources(server, session);
+      registerPrompts(server);
+    }
     return server;
   };
 
@@ -279,6 +281,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
     session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));
+    session.deviceCallsOnly = deviceCalls.length === messages.length;
     return { session };
   }
 

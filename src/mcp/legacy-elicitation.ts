@@ -22,7 +22,7 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  * that lands elsewhere finds no one waiting and the call ends unconfirmed. 2026-07-28 clients
  * need none of this: their answer is a retry of the call, which any instance can check.
  *
- * A waiting ask costs its call's open stream and per-request server (about 125 KiB of heap,
+ * A waiting ask costs its call's open stream and per-request server (about 110 KiB of heap,
  * docs/confirmation.md "Limits"), so they are capped per connection and per instance, and each
  * is released when it is answered, its server closes (the client dropped the call) or its
  * wait ends.

@@ -44,6 +44,12 @@ export interface McpSession {
   tools: DeviceTool[] | undefined;
   /** Tracks a device tool call by its JSON-RPC id while it runs (cancellation.ts). */
   cancellation: (id: string | number | undefined) => CallCancellation;
+  /**
+   * Every message of the request calls a device tool: its per-request server needs those
+   * tools only. A 2025-era ask keeps that server while its user decides (legacy-elicitation.ts),
+   * so what it does not register it does not hold.
+   */
+  deviceCallsOnly?: boolean;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**
@@ -689,15 +695,18 @@ export async function callDeviceTool(
 }
 
 /**
- * Registers the caller's tools on its per-request server: the fixed tools, and one tool per
- * callable function when the gate loaded them (tools/list, tools/call). The kill switch hides
+ * Registers the caller's tools on its per-request server: the fixed tools (unless the request
+ * only calls device tools), and one tool per callable function when the gate loaded them
+ * (tools/list, tools/call). The kill switch hides
  * every device tool (each runs `actions.request`, which answers 503 then, read functions
  * included, docs/rules.md "Running") and the fixed tools that queue actions: tools/list shows
  * only what the caller may call now.
  */
 export function registerTools(server: McpServer, session: McpSession): void {
-  registerFixedTools(server, session);
-  pageToolsList(server);
+  if (!session.deviceCallsOnly) {
+    registerFixedTools(server, session);
+    pageToolsList(server);
+  }
   if (!session.tools || !session.ctx.settings.deviceControlsEnabled) return;
   for (const { name, fn } of session.tools) registerDeviceTool(server, session, name, fn);
 }
