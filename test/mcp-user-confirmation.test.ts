@@ -267,7 +267,7 @@ describe('the confirmation is performed by the client, and recorded so', () => {
     await mcp.close();
   });
 
-  it.each(['modern', 'legacy'] as const)('records a %s yes as confirmed by the client, on the action and in the history', async (era) => {
+  it.each(['modern', 'legacy'] as const)('records a %s yes as confirmed by the client, in the tool result and on the stored action', async (era) => {
     const { mcp } = await connectAs(agent.token, era, () => ({ action: 'accept', content: { confirm: true } }));
     const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
     await mcp.close();
