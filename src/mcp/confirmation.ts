@@ -157,6 +157,11 @@ export interface ConfirmationRound {
   canElicit: boolean;
   /** The echoed `requestState`, as received (untrusted). */
   requestState: unknown;
+  /**
+   * Takes a place for the ask among those waiting in this process (a 2025-era ask waits here
+   * for its answer: legacy-elicitation.ts), or says which bound is reached.
+   */
+  holdAsk: () => PromptRefusal | undefined;
   /** The id of the caller's live grant for the function, read when an ask is made. */
   liveGrantId: () => Promise<string>;
   /** The retry's `inputResponses`, as received (untrusted). */
@@ -180,6 +185,8 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
         ),
       };
     }
+    const refusal = round.holdAsk();
+    if (refusal) return { kind: 'refused', error: promptLimitError(binding.tool, refusal) };
     const { state } = mintState(key, binding, await round.liveGrantId(), ctx.clock.now());
     const result = inputRequired({
       inputRequests: {

@@ -29,7 +29,7 @@ import { PAGE_MAX } from '../domain/paging.js';
 import { allOperations, operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, functionForAgent, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import type { CallCancellation } from './cancellation.js';
-import { canElicitForm, confirmationStep, promptLimitError } from './confirmation.js';
+import { canElicitForm, confirmationStep } from './confirmation.js';
 import type { PromptRefusal } from './legacy-elicitation.js';
 import { toolError } from './errors.js';
 
@@ -550,6 +550,9 @@ async function confirmedDeviceCall(
       canElicit: canElicitForm(capabilities),
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
+      // A 2025-era client answers in a POST of its own: this server waits for it there. A
+      // 2026-07-28 answer is a retry of the call, and nothing waits.
+      holdAsk: () => (session.era === 'legacy' && session.awaitAnswer ? session.awaitAnswer(server) : undefined),
       liveGrantId: async () => {
         const id = await liveGrantId(ctx.db, agentOf(credential), fn.deviceId, fn.capability, ctx.clock.now());
         if (id === undefined) throw new DomainError('grant_required', `Tool ${name} is not a device function you may call now: no live grant for it.`);
@@ -557,11 +560,8 @@ async function confirmedDeviceCall(
       },
     });
     switch (step.kind) {
-      case 'ask': {
-        // A 2025-era client answers in a POST of its own: this server waits for it there.
-        const refusal = session.era === 'legacy' && session.awaitAnswer ? session.awaitAnswer(server) : undefined;
-        return refusal ? toolError(promptLimitError(name, refusal), ctx, { structured: true }) : step.result;
-      }
+      case 'ask':
+        return step.result;
       case 'refused':
         return toolError(step.error, ctx, { structured: true });
       case 'confirmed':
