@@ -90,7 +90,7 @@ async function plannedAction(
   if (confirmation && confirmation.grantId !== (await liveGrantId(db, agentOf(agent), request.deviceId, request.capability, now))) {
     throw new DomainError(
       'confirmation_invalid',
-      'The confirmation was given under a grant that has since been revoked or replaced. Nothing was queued; call the tool again to be asked afresh.',
+      'The confirmation was given under a grant that has since been revoked or replaced. Nothing was queued; call again to be asked afresh.',
     );
   }
   const confirmed = confirmation !== undefined;
