@@ -59,6 +59,9 @@ export const configSchema = z
       .string()
       .regex(/^\s*[A-Za-z0-9.:[\]-]+\s*(,\s*[A-Za-z0-9.:[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
       .optional(),
+    MCP_CONFIRMATIONS_PER_CONNECTION: positiveInt.default(10),
+    MCP_CONFIRMATIONS_PER_INSTANCE: positiveInt.default(1000),
+    MCP_CONFIRMATION_WAIT_SECONDS: positiveInt.max(300).default(300),
     TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
     WS_PING_SECONDS: positiveInt.default(15),
@@ -155,6 +158,8 @@ export interface Config {
   oauthCimdAllowLoopback: boolean;
   /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
   mcpAllowedHosts: string[];
+  /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/confirmation.md "Limits"). */
+  mcpConfirmations: { perConnection: number; perInstance: number; waitMs: number };
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
   rateLimits: RateLimitSettings;
@@ -247,6 +252,11 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       .split(',')
       .map((h) => h.trim().toLowerCase())
       .filter(Boolean),
+    mcpConfirmations: {
+      perConnection: e.MCP_CONFIRMATIONS_PER_CONNECTION,
+      perInstance: e.MCP_CONFIRMATIONS_PER_INSTANCE,
+      waitMs: e.MCP_CONFIRMATION_WAIT_SECONDS * 1000,
+    },
     wsPingMs: e.WS_PING_SECONDS * 1000,
     ownerEvents: {
       retentionMs: e.EVENTS_RETENTION_HOURS * 3_600_000,

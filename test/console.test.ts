@@ -301,3 +301,18 @@ describe('OWNER_OIDC_* configuration', () => {
     expect(() => parseConfig(env)).toThrow(message);
   });
 });
+
+describe('grant screen (/console/grants): what approval "user" is', () => {
+  it('says that the agent client asks and answers, and that the service cannot verify it', async () => {
+    const owner = await signDevelopmentSession(dev.config, 'uma');
+    const api = client(dev.url);
+    await attachDevice(api, owner, { name: 'Gate' });
+    const agent = await createAgent(api, owner, { name: 'gatekeeper' });
+    const cookie = await developmentSignIn('uma');
+    const html = await (await fetch(`${dev.issuer}/console/grants?principal=${encodeURIComponent(agent.principal)}`, { headers: { cookie } })).text();
+    expect(html).toContain('user: the agent&#39;s own MCP client asks its user');
+    const note = /<p class="muted" id="user-approval-note">([^<]*)<\/p>/.exec(html)?.[1];
+    expect(note).toContain('This service cannot verify that a person saw or answered it');
+    expect(note).toContain('the action records the client as the confirmer');
+  });
+});

@@ -257,3 +257,89 @@ describe('the confirmation requestState (2026-07-28 retries)', () => {
     expect(res.json.result.structuredContent).toMatchObject({ status: 'succeeded' });
   });
 });
+
+describe('the confirmation is performed by the client, and recorded so', () => {
+  it.each(['modern', 'legacy'] as const)('says in the %s tool description that the client asks and the service cannot verify it', async (era) => {
+    const { mcp } = await connectAs(agent.token, era, () => ({ action: 'accept', content: { confirm: true } }));
+    const description = (await mcp.listTools()).tools.find((t) => t.name === setPower)!.description!;
+    expect(description).toContain('your MCP client asks and answers');
+    expect(description).toContain('this service cannot verify that a person did');
+    await mcp.close();
+  });
+
+  it.each(['modern', 'legacy'] as const)('records a %s yes as confirmed by the client, in the tool result and on the stored action', async (era) => {
+    const { mcp } = await connectAs(agent.token, era, () => ({ action: 'accept', content: { confirm: true } }));
+    const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
+    await mcp.close();
+    expect(result.isError, JSON.stringify(result)).toBeFalsy();
+    const expected = { mode: 'user', decision: 'approved', decidedBy: agent.principal, confirmedBy: 'client', expiresAt: null };
+    expect(result.structuredContent.approval).toMatchObject(expected);
+    const stored = await api.get(`/v1/actions/${result.structuredContent.id}`, { token: owner });
+    expect(stored.body.data.approval).toMatchObject(expected);
+  });
+
+  it("records the owner's yes to a user-mode call made over REST as confirmed by the owner", async () => {
+    const waiting = await api.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'set_power', arguments: { on: true } } });
+    expect(waiting.body.data.status, JSON.stringify(waiting.body)).toBe('awaiting_approval');
+    expect(waiting.body.data.approval.confirmedBy).toBeNull();
+    const approved = await api.post(`/v1/actions/${waiting.body.data.id}/approve`, { token: owner, body: {} });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    expect(approved.body.data.approval).toMatchObject({ mode: 'user', decision: 'approved', confirmedBy: 'owner' });
+  });
+});
+
+describe('the confirmation state is bound to the live grant it was asked under', () => {
+  it('is refused after the grant was revoked and given again in user mode (2026-07-28 retry), and queues nothing', async () => {
+    const before = await actionIds();
+    const state = await ask(agent.token, { on: true });
+    expect(
+      (await api.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } })).status,
+    ).toBe(200);
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], undefined, 'user');
+    const res = await rawCall(agent.token, { on: true }, { inputResponses: accepted, requestState: state });
+    expect(res.json.result.isError, res.text).toBe(true);
+    const { error } = errorEnvelope(res.json.result);
+    expect(error.code).toBe('confirmation_invalid');
+    expect(error.message).toContain('revoked or replaced');
+    expect(await actionIds()).toEqual(before);
+    // Asked afresh under the new grant, the yes counts.
+    const fresh = await ask(agent.token, { on: true });
+    const again = await rawCall(agent.token, { on: true }, { inputResponses: accepted, requestState: fresh });
+    expect(again.json.result.isError, again.text).toBeFalsy();
+  });
+
+  it('is refused when the grant is replaced while a 2025-era ask waits, and queues nothing', async () => {
+    const before = await actionIds();
+    let answered = false;
+    const { mcp } = await connectAs(agent.token, 'legacy', () => ({ action: 'accept', content: { confirm: true } }));
+    // The owner gives the grant again while the user reads the ask; the user then says yes.
+    mcp.setRequestHandler('elicitation/create', async () => {
+      await grant(api, owner, agent.principal, lamp.id, ['set_power'], undefined, 'user');
+      answered = true;
+      return { action: 'accept', content: { confirm: true } };
+    });
+    const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
+    await mcp.close();
+    expect(answered).toBe(true);
+    expect(result.isError, JSON.stringify(result)).toBe(true);
+    expect(errorEnvelope(result).error.code).toBe('confirmation_invalid');
+    expect(await actionIds()).toEqual(before);
+  });
+});
+
+describe('the confirmation state is bound to the agent connection it was asked on', () => {
+  it('is refused on a sibling connection of the same principal once the asking connection is revoked', async () => {
+    const first = await createAgent(api, owner, { name: 'twin one', principal: 'agent:twins' });
+    const sibling = await createAgent(api, owner, { name: 'twin two', principal: 'agent:twins' });
+    await grant(api, owner, 'agent:twins', lamp.id, ['set_power'], undefined, 'user');
+    const before = await actionIds();
+    const state = await ask(first.token, { on: true });
+    expect((await api.post(`/v1/agent-connections/${first.id}/revoke`, { token: owner, body: {} })).status).toBe(200);
+    const res = await rawCall(sibling.token, { on: true }, { inputResponses: accepted, requestState: state });
+    expect(res.json.result.isError, res.text).toBe(true);
+    const { error } = errorEnvelope(res.json.result);
+    expect(error.code).toBe('confirmation_invalid');
+    expect(error.message).toContain("another of this agent's connections");
+    expect(await actionIds()).toEqual(before);
+  });
+});

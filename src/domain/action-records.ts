@@ -37,6 +37,12 @@ export const approvalRecord = z
       .describe("Who decided: the owner's subject, or for a `user` call confirmed in the MCP client, the principal whose user said yes."),
     decidedAt: timestamp.nullable(),
     reason: z.string().nullable().describe('The reason given with the decision.'),
+    confirmedBy: z
+      .enum(['owner', 'client'])
+      .nullable()
+      .describe(
+        "Who gave the yes: `owner` (in the console or over REST, as an owner credential the service verified), or `client` for a `user` call: the agent's MCP client reported that its user confirmed, which the service cannot verify. Null until a yes.",
+      ),
   })
   .describe('Present when the function needed a yes before the device was asked.');
 
@@ -95,12 +101,16 @@ function toApprovalRecord(row: ActionRow): z.infer<typeof approvalRecord> | null
   const mode = row.approval ?? 'none';
   if (mode === 'none') return null;
   const decidedAt = row.decidedAt ?? null;
+  const approved = decidedAt !== null && row.status !== 'rejected';
+  // A call the client confirmed never waited: it has no approval window (plannedAction).
+  const byClient = mode === 'user' && (row.approvalExpiresAt ?? null) === null;
   return {
     mode,
     expiresAt: row.approvalExpiresAt ?? null,
-    decision: decidedAt === null ? null : row.status === 'rejected' ? 'rejected' : 'approved',
+    decision: decidedAt === null ? null : approved ? 'approved' : 'rejected',
     decidedBy: row.decidedBy ?? null,
     decidedAt,
     reason: row.decisionReason ?? null,
+    confirmedBy: approved ? (byClient ? 'client' : 'owner') : null,
   };
 }

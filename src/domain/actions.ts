@@ -29,7 +29,7 @@ import { ACTION_STATUSES, TRANSITIONS, type ActionStatus, type CancelReason } fr
 import { assertQueueCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
-import { agentOf, authorizeFunction } from './functions.js';
+import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
 import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
 import { defineOperation, definePagedOperation, defineStreamedOperation } from './operation.js';
 import { ROW_ORDER_KEY, type PageKey } from './paging.js';
@@ -68,7 +68,8 @@ interface ActionRequest {
  * Checks access and arguments for one device and returns the action to create, without
  * creating it. The grant's approval mode decides where it starts (docs/rules.md "Approvals"):
  * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
- * agent's user confirmed this call (`ctx.userConfirmed`), which REST never does; `none` queues it.
+ * agent's client confirmed this call under this very grant (`ctx.userConfirmation`), which
+ * REST never does; `none` queues it.
  */
 async function plannedAction(
   db: Queryable,
@@ -84,7 +85,15 @@ async function plannedAction(
       : await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
-  const confirmed = fn.approval === 'user' && ctx.userConfirmed === true;
+  const confirmation = fn.approval === 'user' ? ctx.userConfirmation : undefined;
+  // The yes was given under one grant: after a revoke and re-grant it answers nothing.
+  if (confirmation && confirmation.grantId !== (await liveGrantId(db, agentOf(agent), request.deviceId, request.capability, now))) {
+    throw new DomainError(
+      'confirmation_invalid',
+      'The confirmation was given under a grant that has since been revoked or replaced. Nothing was queued; call again to be asked afresh.',
+    );
+  }
+  const confirmed = confirmation !== undefined;
   const waits = fn.approval !== 'none' && !confirmed;
   const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
   return {
@@ -181,7 +190,9 @@ async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, i
     const previous = await previousAnswer<ActionRecord>(ctx.db, scope, hash, now);
     if (previous !== undefined) return previous;
   }
-  const created = await queueActionOptimistically(ctx, agent, wanted, now, scope ? { scope, hash } : undefined);
+  // A confirmed call is bound to the grant it was asked under, which the guarded insert does
+  // not compare: it reads and creates inside one transaction, so no re-grant falls between.
+  const created = ctx.userConfirmation ? undefined : await queueActionOptimistically(ctx, agent, wanted, now, scope ? { scope, hash } : undefined);
   if (created) {
     publishActions(ctx, [created]);
     return toActionRecord(created);

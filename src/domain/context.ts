@@ -167,11 +167,12 @@ export interface Context {
   /** Checks webhook URLs against the SSRF guard (README "Webhooks"). */
   webhooks: WebhookTransport;
   /**
-   * The agent's own user said yes to this very call in the MCP client (a verified
-   * confirmation: docs/rules.md "Approvals"). Set by the MCP surface only; a grant in `user`
-   * mode then queues the action instead of holding it for the owner.
+   * The agent's MCP client reported that its user said yes to this very call, under the grant
+   * named here (a verified confirmation state: docs/confirmation.md). Set by the MCP surface
+   * only; a grant in `user` mode then queues the action, recorded as confirmed by the client,
+   * if it is still that grant; a revoke and re-grant since refuses the call.
    */
-  userConfirmed?: boolean;
+  userConfirmation?: { grantId: string };
   /**
    * A function this request already found callable by a live read (the MCP gate resolves a
    * device tool's name from the caller's callable functions): the action request for exactly

@@ -4,6 +4,7 @@ import {
   callableFunctions,
   callableFunctionsPage,
   functionAccess,
+  liveGrantId as liveGrantRow,
   nextGrantExpiry,
   workspaceFunctions,
   type ApprovalMode,
@@ -134,6 +135,14 @@ export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: s
   if (access.parentRevoked === 1) throw fail.forbidden('The gateway of this device is revoked.');
   if (access.revokedAt !== null) throw fail.forbidden('The device is revoked.');
   return { targetId: access.parentId ?? deviceId, kind: access.kind, argumentSchema: access.arguments, approval: access.approval };
+}
+
+/**
+ * The id of the agent's live grant for one function (the grant whose approval mode
+ * `authorizeFunction` reports), or undefined without one: what a user confirmation is bound to.
+ */
+export function liveGrantId(db: Queryable, agent: Agent, deviceId: string, capability: string, now: number): Promise<string | undefined> {
+  return liveGrantRow(db, agent.workspaceId, agent.principal, deviceId, capability, now);
 }
 
 export function agentOf(credential: CredentialOf<'agent'>): Agent {

@@ -3,21 +3,26 @@ import { inputRequired, inputResponse, type ClientCapabilities, type InputRequir
 import type { Context } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { confirmationKey } from '../domain/service-keys.js';
+import type { PromptRefusal } from './legacy-elicitation.js';
 
 // ---------------------------------------------------------------------------------------
-// User confirmation (README "User confirmation", docs/rules.md "Approvals"): a device tool
-// whose grant is in `user` mode asks the agent's own user before the action is queued. The
-// ask is a form elicitation (`confirm: boolean`); on the 2026-07-28 revision it rides an
+// User confirmation (docs/confirmation.md): a device tool whose grant is in `user` mode asks
+// the agent's user, through the agent's own MCP client, before the action is queued. The ask
+// is a form elicitation (`confirm: boolean`); on the 2026-07-28 revision it rides an
 // `input_required` result, on a 2025-era connection the SDK's legacy shim sends it as a real
 // `elicitation/create` request (legacy-elicitation.ts makes that work over stateless HTTP).
+// The client performs the ask and reports the answer: the service cannot tell a person's yes
+// from a client that answers by itself, so the action records the client as the confirmer.
 //
 // The `requestState` sent with the ask comes back from the client, so it is untrusted: it is
 // `c1.<claims>.<HMAC-SHA256>` under the service's confirmation key (kept in the database,
 // shared by every instance), and its claims bind it to the caller (workspace and principal),
-// the tool, the function it names and a digest of the canonical arguments, until an expiry.
-// A retry whose state fails any of these is refused and creates nothing. The state's id is
-// the queued action's idempotency key, so replaying an accepted answer returns the action it
-// already created instead of queueing another.
+// the agent connection it was asked on, the live grant it was asked under, the tool, the
+// function it names and a digest of the canonical arguments, until an expiry. A retry whose
+// state fails any of these is refused and creates nothing; the grant is compared again with
+// the live one where the action is created (a revoke and re-grant meanwhile refuses it). The
+// state's id is the queued action's idempotency key, so replaying an accepted answer returns
+// the action it already created instead of queueing another.
 // ---------------------------------------------------------------------------------------
 
 /** How long the user has to answer, in seconds: a state older than this is refused. */
@@ -34,6 +39,10 @@ interface Claims {
   id: string;
   /** Digest of the caller: workspace and principal. */
   sub: string;
+  /** Digest of the agent connection the ask was made on. */
+  con: string;
+  /** The id of the live grant the ask was made under. */
+  grant: string;
   /** The device tool's name. */
   tool: string;
   /** Digest of the function (device, capability) and the canonical arguments. */
@@ -64,22 +73,25 @@ const mac = (key: Buffer, body: string) =>
 export interface Binding {
   workspaceId: string;
   principal: string;
+  /** The agent connection (token or OAuth client) the call came on. */
+  connectionId: string;
   tool: string;
   deviceId: string;
   capability: string;
   args: unknown;
 }
 
-function bound(binding: Binding): Pick<Claims, 'sub' | 'tool' | 'call'> {
+function bound(binding: Binding): Pick<Claims, 'sub' | 'con' | 'tool' | 'call'> {
   return {
     sub: digest(JSON.stringify([binding.workspaceId, binding.principal])),
+    con: digest(JSON.stringify([binding.workspaceId, binding.connectionId])),
     tool: binding.tool,
     call: digest(canonicalJson([binding.deviceId, binding.capability, binding.args ?? {}])),
   };
 }
 
-export function mintState(key: Buffer, binding: Binding, nowMs: number): { state: string; id: string } {
-  const claims: Claims = { id: randomUUID(), ...bound(binding), exp: Math.floor(nowMs / 1000) + CONFIRMATION_TTL_SECONDS };
+export function mintState(key: Buffer, binding: Binding, grantId: string, nowMs: number): { state: string; id: string } {
+  const claims: Claims = { id: randomUUID(), ...bound(binding), grant: grantId, exp: Math.floor(nowMs / 1000) + CONFIRMATION_TTL_SECONDS };
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
   return { state: `${STATE_PREFIX}.${body}.${mac(key, body).toString('base64url')}`, id: claims.id };
 }
@@ -89,12 +101,13 @@ const REFUSALS = {
   malformed: 'it is not a confirmation state this service made',
   signature: 'its signature does not match (it was altered, or made by another service)',
   principal: 'it was made for another agent',
+  connection: "it was made on another of this agent's connections (each connection's confirmations are its own)",
   tool: 'it was made for another tool',
   arguments: 'it was made for other arguments',
   expired: `it expired (a confirmation is valid for ${CONFIRMATION_TTL_SECONDS} seconds)`,
 } as const;
 
-export type StateCheck = { ok: true; id: string } | { ok: false; reason: keyof typeof REFUSALS };
+export type StateCheck = { ok: true; id: string; grantId: string } | { ok: false; reason: keyof typeof REFUSALS };
 
 /** Checks an echoed state: signature first, then every binding and the expiry. */
 export function checkState(key: Buffer, state: string, binding: Binding, nowMs: number): StateCheck {
@@ -110,13 +123,14 @@ export function checkState(key: Buffer, state: string, binding: Binding, nowMs: 
   } catch {
     return { ok: false, reason: 'malformed' };
   }
-  if (typeof claims.id !== 'string' || typeof claims.exp !== 'number') return { ok: false, reason: 'malformed' };
+  if (typeof claims.id !== 'string' || typeof claims.grant !== 'string' || typeof claims.exp !== 'number') return { ok: false, reason: 'malformed' };
   const want = bound(binding);
   if (claims.sub !== want.sub) return { ok: false, reason: 'principal' };
+  if (claims.con !== want.con) return { ok: false, reason: 'connection' };
   if (claims.tool !== want.tool) return { ok: false, reason: 'tool' };
   if (claims.call !== want.call) return { ok: false, reason: 'arguments' };
   if (claims.exp * 1000 <= nowMs) return { ok: false, reason: 'expired' };
-  return { ok: true, id: claims.id };
+  return { ok: true, id: claims.id, grantId: claims.grant };
 }
 
 /** Whether a client's declared capabilities cover a form elicitation (an empty `elicitation` means form). */
@@ -130,7 +144,7 @@ export type ConfirmationStep =
   /** Ask the user: return this from the tool. */
   | { kind: 'ask'; result: InputRequiredResult }
   /** The user said yes to this very call: queue it under this idempotency key. */
-  | { kind: 'confirmed'; idempotencyKey: string }
+  | { kind: 'confirmed'; idempotencyKey: string; grantId: string }
   /** Nothing may be queued: answer this tool error. */
   | { kind: 'refused'; error: DomainError };
 
@@ -143,6 +157,13 @@ export interface ConfirmationRound {
   canElicit: boolean;
   /** The echoed `requestState`, as received (untrusted). */
   requestState: unknown;
+  /**
+   * Takes a place for the ask among those waiting in this process (a 2025-era ask waits here
+   * for its answer: legacy-elicitation.ts), or says which bound is reached.
+   */
+  holdAsk: () => PromptRefusal | undefined;
+  /** The id of the caller's live grant for the function, read when an ask is made. */
+  liveGrantId: () => Promise<string>;
   /** The retry's `inputResponses`, as received (untrusted). */
   inputResponses: Record<string, unknown> | undefined;
 }
@@ -154,7 +175,7 @@ export interface ConfirmationRound {
 export async function confirmationStep(round: ConfirmationRound): Promise<ConfirmationStep> {
   const { ctx, binding } = round;
   const key = await confirmationKey(ctx);
-  const ask = (): ConfirmationStep => {
+  const ask = async (): Promise<ConfirmationStep> => {
     if (!round.canElicit) {
       return {
         kind: 'refused',
@@ -164,7 +185,9 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
         ),
       };
     }
-    const { state } = mintState(key, binding, ctx.clock.now());
+    const refusal = round.holdAsk();
+    if (refusal) return { kind: 'refused', error: promptLimitError(binding.tool, refusal) };
+    const { state } = mintState(key, binding, await round.liveGrantId(), ctx.clock.now());
     const result = inputRequired({
       inputRequests: {
         [CONFIRM_KEY]: inputRequired.elicit({
@@ -200,7 +223,8 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
   const answer = inputResponse(round.inputResponses, CONFIRM_KEY);
   // A retry that lost its answer (or sent one of another kind) is asked again.
   if (answer.kind !== 'elicit') return ask();
-  if (answer.action === 'accept' && answer.content?.confirm === true) return { kind: 'confirmed', idempotencyKey: `mcp-confirmation:${check.id}` };
+  if (answer.action === 'accept' && answer.content?.confirm === true)
+    return { kind: 'confirmed', idempotencyKey: `mcp-confirmation:${check.id}`, grantId: check.grantId };
   return {
     kind: 'refused',
     error: new DomainError(
@@ -208,4 +232,16 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
       `The user ${answer.action === 'cancel' ? 'cancelled' : 'declined'} the call of ${binding.tool}. Nothing was queued; do not retry unless the user asks for it.`,
     ),
   };
+}
+
+/** The tool error for an ask past a bound on waiting 2025-era asks: what the agent can do about it. */
+export function promptLimitError(tool: string, refusal: PromptRefusal): DomainError {
+  const where =
+    refusal.scope === 'connection'
+      ? `this connection already has ${refusal.limit} confirmations waiting for its user (the most one connection may have)`
+      : `this service instance already has ${refusal.limit} confirmations waiting (the most it holds at once)`;
+  return new DomainError(
+    'capacity_exceeded',
+    `The call of ${tool} was not put to the user: ${where}. Nothing was queued. Wait until the user has answered or dismissed the open confirmations, then call again.`,
+  );
 }

@@ -16,7 +16,6 @@ import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
 import { callGateKey, createCallGateCache } from './call-gate-cache.js';
 import { createInflightCalls } from './cancellation.js';
-import { CONFIRMATION_TTL_SECONDS } from './confirmation.js';
 import { createLegacyElicitation } from './legacy-elicitation.js';
 import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
 import { createHostPolicy } from './hosts.js';
@@ -154,9 +153,9 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     if (!session) throw new Error('MCP server factory ran without an authenticated session');
     const server = new McpServer(serverInfo(session.ctx.settings.serviceName), {
       instructions: INSTRUCTIONS,
-      // A 2025-era client's user has as long to answer a confirmation as its state lives
-      // (README "User confirmation"), not the SDK's default of ten minutes.
-      inputRequired: { roundTimeoutMs: CONFIRMATION_TTL_SECONDS * 1000 },
+      // A 2025-era client's user has as long to answer a confirmation as its prompt is held
+      // (docs/confirmation.md "Limits"), not the SDK's default of ten minutes.
+      inputRequired: { roundTimeoutMs: config.mcpConfirmations.waitMs },
       // This server never emits list_changed (each request is a fresh server), so it says so.
       capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
       // Every list depends on the caller's live grants and may change on the next request:
@@ -173,18 +172,13 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     if (era === 'legacy') {
       const caller = callerKey(session.credential);
       legacyElicitation.prepare(caller, server);
-      session.awaitAnswer = (waiting) => {
-        const release = legacyElicitation.wait(caller, waiting, CONFIRMATION_TTL_SECONDS * 1000);
-        const closed = waiting.server.onclose;
-        waiting.server.onclose = () => {
-          release();
-          closed?.();
-        };
-      };
+      session.awaitAnswer = (waiting) => legacyElicitation.hold(caller, waiting);
     }
     registerTools(server, session);
-    registerResources(server, session);
-    registerPrompts(server);
+    if (!session.deviceCallsOnly) {
+      registerResources(server, session);
+      registerPrompts(server);
+    }
     return server;
   };
 
@@ -193,7 +187,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   // Device tool calls still waiting, for a 2025-era notifications/cancelled (cancellation.ts).
   const inflight = createInflightCalls(deps.events);
   // 2025-era elicitation over stateless HTTP: capabilities from initialize, answers to asks (legacy-elicitation.ts).
-  const legacyElicitation = createLegacyElicitation();
+  const legacyElicitation = createLegacyElicitation(config.mcpConfirmations);
 
   const handler = createMcpHandler(factory, {
     legacy: 'stateless',
@@ -287,6 +281,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
     session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));
+    session.deviceCallsOnly = deviceCalls.length === messages.length;
     return { session };
   }
 

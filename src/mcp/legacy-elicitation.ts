@@ -21,6 +21,11 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  * elsewhere is treated as one that cannot elicit (a tool error, nothing queued); an answer
  * that lands elsewhere finds no one waiting and the call ends unconfirmed. 2026-07-28 clients
  * need none of this: their answer is a retry of the call, which any instance can check.
+ *
+ * A waiting ask costs its call's open stream and per-request server (about 110 KiB of heap,
+ * docs/confirmation.md "Limits"), so they are capped per connection and per instance, and each
+ * is released when it is answered, its server closes (the client dropped the call) or its
+ * wait ends.
  */
 
 /** The most connections whose capabilities are remembered; the oldest is forgotten first. */
@@ -36,20 +41,39 @@ interface ServerInternals {
 
 const internals = (server: McpServer) => server.server as unknown as ServerInternals;
 
+/** How many 2025-era asks may wait for an answer at once, and for how long (docs/confirmation.md "Limits"). */
+export interface PendingPromptLimits {
+  perConnection: number;
+  perInstance: number;
+  waitMs: number;
+}
+
+/** Why an ask was not made: which bound it would pass, and that bound. */
+export interface PromptRefusal {
+  scope: 'connection' | 'instance';
+  limit: number;
+}
+
 export interface LegacyElicitation {
   /** Remembers what a 2025-era `initialize` declared for this connection. */
   remember(caller: string, capabilities: unknown): void;
   /** Readies a 2025-era per-request server: the connection's capabilities, random request ids. */
   prepare(caller: string, server: McpServer): void;
-  /** The server waits for an answer until `release` is called (or `ttlMs` passes). */
-  wait(caller: string, server: McpServer, ttlMs: number): () => void;
+  /**
+   * Holds the server as one waiting for its client's answer until it closes or `waitMs` passes;
+   * a refusal when the connection or the instance already has as many waiting as allowed.
+   */
+  hold(caller: string, server: McpServer): PromptRefusal | undefined;
   /** Delivers JSON-RPC responses to the caller's waiting servers; true when every one found its server. */
   deliver(caller: string, responses: readonly { id?: unknown }[]): boolean;
+  /** How many asks wait now, in all. */
+  pending(): number;
 }
 
-export function createLegacyElicitation(): LegacyElicitation {
+export function createLegacyElicitation(limits: PendingPromptLimits): LegacyElicitation {
   const capabilities = new Map<string, ClientCapabilities>();
   const waiting = new Map<string, Set<McpServer>>();
+  let pending = 0;
 
   return {
     remember(caller, declared) {
@@ -64,17 +88,28 @@ export function createLegacyElicitation(): LegacyElicitation {
       if (declared) sdk._clientCapabilities = declared;
       sdk._requestMessageId = randomInt(1, 2 ** 31);
     },
-    wait(caller, server, ttlMs) {
+    hold(caller, server) {
       const set = waiting.get(caller) ?? new Set();
+      // A server that asks again (an answer of the wrong kind) keeps the place it holds.
+      if (set.has(server)) return undefined;
+      if (set.size >= limits.perConnection) return { scope: 'connection', limit: limits.perConnection };
+      if (pending >= limits.perInstance) return { scope: 'instance', limit: limits.perInstance };
       waiting.set(caller, set.add(server));
+      pending += 1;
       const release = () => {
         clearTimeout(timer);
-        set.delete(server);
+        if (!set.delete(server)) return;
+        pending -= 1;
         if (set.size === 0 && waiting.get(caller) === set) waiting.delete(caller);
       };
-      const timer = setTimeout(release, ttlMs);
+      const timer = setTimeout(release, limits.waitMs);
       timer.unref();
-      return release;
+      const closed = server.server.onclose;
+      server.server.onclose = () => {
+        release();
+        closed?.();
+      };
+      return undefined;
     },
     deliver(caller, responses) {
       const servers = [...(waiting.get(caller) ?? [])];
@@ -87,5 +122,6 @@ export function createLegacyElicitation(): LegacyElicitation {
       }
       return all;
     },
+    pending: () => pending,
   };
 }

@@ -22,7 +22,7 @@ import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
 import { watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
-import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
+import { agentOf, authorizedFromListing, liveGrantId, type CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { PAGE_MAX } from '../domain/paging.js';
@@ -30,6 +30,7 @@ import { allOperations, operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, functionForAgent, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import type { CallCancellation } from './cancellation.js';
 import { canElicitForm, confirmationStep } from './confirmation.js';
+import type { PromptRefusal } from './legacy-elicitation.js';
 import { toolError } from './errors.js';
 
 /** What the gate in handler.ts resolved for this request, handed to the per-request server. */
@@ -43,13 +44,20 @@ export interface McpSession {
   tools: DeviceTool[] | undefined;
   /** Tracks a device tool call by its JSON-RPC id while it runs (cancellation.ts). */
   cancellation: (id: string | number | undefined) => CallCancellation;
+  /**
+   * Every message of the request calls a device tool: its per-request server needs those
+   * tools only. A 2025-era ask keeps that server while its user decides (legacy-elicitation.ts),
+   * so what it does not register it does not hold.
+   */
+  deviceCallsOnly?: boolean;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**
    * On a 2025-era request: holds the per-request server as one waiting for its client's
-   * answer to an elicitation, until the server closes (legacy-elicitation.ts).
+   * answer to an elicitation, until the server closes (legacy-elicitation.ts); a refusal
+   * when too many asks wait already.
    */
-  awaitAnswer?: (server: McpServer) => void;
+  awaitAnswer?: (server: McpServer) => PromptRefusal | undefined;
 }
 
 export interface DeviceTool {
@@ -371,7 +379,7 @@ const APPROVAL_NOTES: Record<NonNullable<CallableFunction['approval']>, string> 
   none: '',
   owner:
     " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it (the answer may come back awaiting_approval; follow it with get_action).",
-  user: ' Your user is asked to confirm each call before the device is asked (README "User confirmation").',
+  user: ' Your user is asked to confirm each call before the device is asked; your MCP client asks and answers, and this service cannot verify that a person did (docs/confirmation.md).',
 };
 
 /** The progress message of each status: what the call is waiting for, in words. */
@@ -501,9 +509,10 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
 }
 
 /**
- * A device tool call under a `user`-mode grant (README "User confirmation"): asks the agent's
- * user first and queues the action only on a verified yes (confirmation.ts), with the
- * confirmation's id as its idempotency key and `userConfirmed` set for the domain.
+ * A device tool call under a `user`-mode grant (docs/confirmation.md): asks the agent's user
+ * through its client first and queues the action only on a verified yes (confirmation.ts),
+ * with the confirmation's id as its idempotency key and the grant it was asked under passed
+ * to the domain as `userConfirmation`.
  */
 async function confirmedDeviceCall(
   server: McpServer,
@@ -528,21 +537,35 @@ async function confirmedDeviceCall(
     }
     const step = await confirmationStep({
       ctx,
-      binding: { workspaceId: credential.workspaceId, principal: credential.principal, tool: name, deviceId: fn.deviceId, capability: fn.capability, args },
+      binding: {
+        workspaceId: credential.workspaceId,
+        principal: credential.principal,
+        connectionId: credential.connectionId,
+        tool: name,
+        deviceId: fn.deviceId,
+        capability: fn.capability,
+        args,
+      },
       message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
       canElicit: canElicitForm(capabilities),
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
+      // A 2025-era client answers in a POST of its own: this server waits for it there. A
+      // 2026-07-28 answer is a retry of the call, and nothing waits.
+      holdAsk: () => (session.era === 'legacy' && session.awaitAnswer ? session.awaitAnswer(server) : undefined),
+      liveGrantId: async () => {
+        const id = await liveGrantId(ctx.db, agentOf(credential), fn.deviceId, fn.capability, ctx.clock.now());
+        if (id === undefined) throw new DomainError('grant_required', `Tool ${name} is not a device function you may call now: no live grant for it.`);
+        return id;
+      },
     });
     switch (step.kind) {
       case 'ask':
-        // A 2025-era client answers in a POST of its own: this server waits for it there.
-        if (session.era === 'legacy' && session.awaitAnswer) session.awaitAnswer(server);
         return step.result;
       case 'refused':
         return toolError(step.error, ctx, { structured: true });
       case 'confirmed':
-        return callDeviceTool(session, fn, args, call, { idempotencyKey: step.idempotencyKey });
+        return callDeviceTool(session, fn, args, call, { idempotencyKey: step.idempotencyKey, grantId: step.grantId });
     }
   } catch (error) {
     return toolError(error, ctx, { structured: true });
@@ -601,7 +624,7 @@ export async function callDeviceTool(
   fn: CallableFunction,
   args: unknown,
   call: DeviceToolCall,
-  confirmed?: { idempotencyKey: string },
+  confirmed?: { idempotencyKey: string; grantId: string },
 ): Promise<CallToolResult> {
   const { ctx } = session;
   const { notify } = call;
@@ -641,7 +664,7 @@ export async function callDeviceTool(
       // the action request need not read that access again (a copy of the context too); a
       // confirmed one may have waited minutes for the user, and reads afresh.
       const callable = confirmed ? undefined : authorizedFromListing(fn);
-      const callCtx = confirmed ? { ...ctx, userConfirmed: true } : callable ? { ...ctx, callable } : ctx;
+      const callCtx = confirmed ? { ...ctx, userConfirmation: { grantId: confirmed.grantId } } : callable ? { ...ctx, callable } : ctx;
       queued = (await invoke(operations.requestAction, callCtx, {
         deviceId: fn.deviceId,
         capability: fn.capability,
@@ -672,15 +695,18 @@ export async function callDeviceTool(
 }
 
 /**
- * Registers the caller's tools on its per-request server: the fixed tools, and one tool per
- * callable function when the gate loaded them (tools/list, tools/call). The kill switch hides
+ * Registers the caller's tools on its per-request server: the fixed tools (unless the request
+ * only calls device tools), and one tool per callable function when the gate loaded them
+ * (tools/list, tools/call). The kill switch hides
  * every device tool (each runs `actions.request`, which answers 503 then, read functions
  * included, docs/rules.md "Running") and the fixed tools that queue actions: tools/list shows
  * only what the caller may call now.
  */
 export function registerTools(server: McpServer, session: McpSession): void {
-  registerFixedTools(server, session);
-  pageToolsList(server);
+  if (!session.deviceCallsOnly) {
+    registerFixedTools(server, session);
+    pageToolsList(server);
+  }
   if (!session.tools || !session.ctx.settings.deviceControlsEnabled) return;
   for (const { name, fn } of session.tools) registerDeviceTool(server, session, name, fn);
 }

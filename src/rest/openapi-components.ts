@@ -173,6 +173,7 @@ export const namedSchemas: NamedSchema[] = [
         decidedBy: 'owner@example.com',
         decidedAt: T + 40_000,
         reason: 'Expected: guests arriving.',
+        confirmedBy: 'owner',
       },
     },
   },

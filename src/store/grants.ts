@@ -314,6 +314,28 @@ export function functionAccess(
   );
 }
 
+/**
+ * The id of the grant `functionAccess` reads the approval mode of: the principal's live grant
+ * for the function that still matches it as published. A re-grant writes a new row (`putGrant`),
+ * so a changed id means the grant was revoked or replaced.
+ */
+export async function liveGrantId(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  deviceId: string,
+  capability: string,
+  now: number,
+): Promise<string | undefined> {
+  const row = await db.get<{ id: string }>(
+    `SELECT g.id FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
+     ORDER BY ${STRICTEST_APPROVAL} LIMIT 1`,
+    [workspaceId, principal, deviceId, capability, now],
+  );
+  return row?.id;
+}
+
 /** Capabilities published before migration 0014, which have no fingerprint yet. */
 export function unfingerprintedCapabilities(db: Queryable): Promise<{ deviceId: string; name: string; arguments: string }[]> {
   return db.all('SELECT device_id AS deviceId, name, arguments FROM capabilities WHERE schema_fingerprint IS NULL');

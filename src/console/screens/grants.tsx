@@ -20,8 +20,15 @@ type Device = Awaited<ReturnType<typeof allDevices>>[number];
 const APPROVAL_TEXT = {
   none: 'none: a call queues the action',
   owner: 'owner: waits for your approval',
-  user: "user: the agent's user confirms (as owner over REST)",
+  user: "user: the agent's own MCP client asks its user (as owner over REST)",
 } as const;
+
+/**
+ * What `user` approval is and is not (docs/confirmation.md): the owner picks it here, so this
+ * is where it has to be said that the service cannot verify the yes.
+ */
+const USER_APPROVAL_NOTE =
+  "Approval user: the confirmation is asked and answered inside the agent's own MCP client. This service cannot verify that a person saw or answered it: a client that answers by itself passes, and the action records the client as the confirmer. Choose owner for a yes you give yourself.";
 
 const TTL_CHOICES = [
   { value: '', label: 'No expiry' },
@@ -202,6 +209,9 @@ export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
                 </ul>
               </section>
             ) : null}
+            <p class="muted" id="user-approval-note">
+              {USER_APPROVAL_NOTE}
+            </p>
             {devices.length === 0 ? (
               <p class="muted">No device publishes functions yet.</p>
             ) : (
