@@ -4,6 +4,9 @@ import { STORAGE_BUDGETS, workspaceUsage, type StorageBudget } from '../store/us
 import type { CapacityLimits } from './context.js';
 import { DomainError } from './errors.js';
 
+/** The storage budgets' names, as the error envelope's `details.budget` and the metrics give them. */
+export { STORAGE_BUDGETS };
+
 /**
  * Workspace capacity (docs/rules.md "Errors and limits"). Each check runs inside the transaction that would
  * exceed it, so two concurrent requests cannot both take the last place.
