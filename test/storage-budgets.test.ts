@@ -7,6 +7,7 @@ import { client, type ApiResponse, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, type Era } from './helpers/mcp-client.js';
+import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
@@ -196,6 +197,27 @@ describe('a budget never takes back what was accepted', () => {
     for (const res of answers.filter((r) => r.status !== 201)) expectQuotaExceeded(res, 'actions', 2);
     expect(await storedActions(server, fresh)).toBe(2);
   });
+});
+
+describe('two instances on one libSQL server share each workspace budget', () => {
+  let sqld: TestSqld;
+  beforeAll(async () => {
+    sqld = await startSqld();
+  }, 30_000);
+  afterAll(() => sqld?.stop());
+
+  it('concurrent requests spread over both instances never overshoot it', async () => {
+    const env = { DATABASE_URL: sqld.url, WORKSPACE_MAX_STORED_ACTIONS: '4' };
+    // One after the other: the first brings the schema up to date.
+    const first = await serve(env);
+    const second = await serve(env);
+    const w = await world(first.server, first.api, 'budget-sqld');
+    const apis = [first.api, second.api];
+    const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => note(apis[i % 2]!, w, 100)));
+    expect(answers.filter((res) => res.status === 201)).toHaveLength(4);
+    for (const res of answers.filter((r) => r.status !== 201)) expectQuotaExceeded(res, 'actions', 4);
+    expect(await storedActions(second.server, w)).toBe(4);
+  }, 60_000);
 });
 
 describe('retention (ACTIONS_RETENTION_DAYS) deletes finished actions and gives their space back', () => {
