@@ -134,6 +134,22 @@ describe('each storage budget, once used up, refuses the next action request wit
   });
 });
 
+describe('a broadcast checks each device against the budgets on its own', () => {
+  it('queues what fits and answers quota_exceeded for each device past it', async () => {
+    const { server, api } = await serve({ WORKSPACE_MAX_STORED_ACTIONS: '1' });
+    const w = await world(server, api, 'budget-broadcast');
+    const second = await attachDevice(api, w.owner, { name: 'Second notebook', manifest: noteManifest });
+    await grant(api, w.owner, w.agent.principal, second.id, ['note']);
+    const res = await api.post('/v1/broadcasts', {
+      token: w.agent.token,
+      body: { deviceIds: [w.device.id, second.id], capability: 'note', arguments: argumentsOf(100), idempotencyKey: 'fill-both' },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.results.map((r: { ok: boolean; error?: { code: string } }) => r.ok || r.error!.code)).toEqual([true, 'quota_exceeded']);
+    expect(await storedActions(server, w)).toBe(1);
+  });
+});
+
 describe('a refusal is the same on MCP: the device tool call is a tool error with the REST envelope', () => {
   let server: TestServer;
   let api: Client;
