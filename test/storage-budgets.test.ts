@@ -1,7 +1,10 @@
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
+import { EmbeddedDb } from '../src/store/embedded.js';
+import { migrate } from '../src/store/migrate.js';
 import { grant, next, report, requestAction } from './helpers/actions.js';
 import { client, type ApiResponse, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
@@ -305,6 +308,69 @@ describe('retention (ACTIONS_RETENTION_DAYS) deletes finished actions and gives 
     const res = await report(api, w.device, { actionId: created.body.data.id, ok: true, result: { late: true } });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect((await api.get(`/v1/actions/${created.body.data.id}`, { token: w.owner })).body.data.id).toBe(created.body.data.id);
+  });
+});
+
+describe('the counters are exactly what the rows hold', () => {
+  const bytes = (column: string) => `coalesce(length(CAST(${column} AS BLOB)), 0)`;
+  const HELD = `SELECT w.id AS workspaceId,
+      (SELECT count(*) FROM actions a WHERE a.workspace_id = w.id) AS actions,
+      (SELECT coalesce(sum(${bytes('arguments')} + ${bytes('result')} + ${bytes('error_message')} + ${bytes('decision_reason')}), 0)
+         FROM actions a WHERE a.workspace_id = w.id) AS action_bytes,
+      (SELECT coalesce(sum(${bytes('data')}), 0) FROM workspace_events e WHERE e.workspace_id = w.id) AS event_bytes,
+      (SELECT count(*) FROM webhook_deliveries d WHERE d.workspace_id = w.id) AS webhook_deliveries
+    FROM workspaces w ORDER BY w.id`;
+  const COUNTED = `SELECT w.id AS workspaceId, coalesce(u.actions, 0) AS actions, coalesce(u.action_bytes, 0) AS action_bytes,
+      coalesce(u.event_bytes, 0) AS event_bytes, coalesce(u.webhook_deliveries, 0) AS webhook_deliveries
+    FROM workspaces w LEFT JOIN workspace_usage u ON u.workspace_id = w.id ORDER BY w.id`;
+
+  it('after results, failures, cancellations and a retention sweep, and when migration 0024 counts an existing database', async () => {
+    const clock = manualClock();
+    const { server, api } = await serve({ ACTIONS_RETENTION_DAYS: '1', EVENTS_RETENTION_HOURS: '1', EXPIRY_SWEEP_SECONDS: '3600' }, clock);
+    const w = await world(server, api, 'budget-counters');
+    const round = async (outcome: 'ok' | 'failed' | 'cancelled') => {
+      const created = await note(api, w, 700);
+      expect(created.status).toBe(201);
+      const id = created.body.data.id as string;
+      if (outcome === 'cancelled') return void expect((await api.post(`/v1/actions/${id}/cancel`, { token: w.owner })).status).toBe(200);
+      expect((await next(api, w.device)).body.data.id).toBe(id);
+      const body =
+        outcome === 'ok'
+          ? { actionId: id, ok: true, result: { page: 'é'.repeat(300) } }
+          : { actionId: id, ok: false, error: { code: 'jammed', message: 'ü'.repeat(200) } };
+      expect((await report(api, w.device, body)).status).toBe(200);
+    };
+    for (const outcome of ['ok', 'failed', 'cancelled'] as const) await round(outcome);
+    clock.advance(2 * DAY);
+    const swept = await runHousekeeping({ db: server.service.db, clock }, { actionsRetentionMs: DAY, eventsRetentionMs: 3_600_000 });
+    expect(swept.actions).toBe(3);
+    for (const outcome of ['ok', 'failed', 'cancelled'] as const) await round(outcome);
+    const held = await server.service.db.all(HELD);
+    expect(held.find((row) => (row as { workspaceId: string }).workspaceId === w.workspaceId)).toMatchObject({ actions: 3 });
+    expect(await server.service.db.all(COUNTED)).toEqual(held);
+
+    // The same database as it was before migration 0024: the migration counts what it holds.
+    await server.close();
+    const db = new EmbeddedDb(path.join(server.dir, 'service.db'));
+    try {
+      for (const trigger of [
+        'actions_usage_insert',
+        'actions_usage_update',
+        'actions_usage_delete',
+        'workspace_events_usage_insert',
+        'workspace_events_usage_delete',
+        'webhook_deliveries_usage_insert',
+        'webhook_deliveries_usage_delete',
+      ]) {
+        await db.run(`DROP TRIGGER ${trigger}`);
+      }
+      await db.run('DROP TABLE workspace_usage');
+      await db.run('DELETE FROM schema_migrations WHERE version = 24');
+      expect(await migrate(db)).toEqual([24]);
+      expect(await db.all(COUNTED)).toEqual(held);
+    } finally {
+      await db.close();
+    }
   });
 });
 
