@@ -101,6 +101,17 @@ describe('each storage budget, once used up, refuses the next action request wit
     expect(await storedActions(server, w)).toBe(3);
   });
 
+  it('action_bytes: a workspace with nothing counted yet cannot store a first action larger than the budget', async () => {
+    const { server, api } = await serve({ WORKSPACE_MAX_ACTION_BYTES: '1000' });
+    const w = await world(server, api, 'budget-first');
+    // Its device and grant were journalled; a workspace whose first write is the action has no row.
+    await server.service.db.run('DELETE FROM workspace_usage WHERE workspace_id = ?', [w.workspaceId]);
+    const refused = await note(api, w, 2000);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(429);
+    expect(refused.body.error).toMatchObject({ code: 'quota_exceeded', details: { budget: 'action_bytes', limit: 1000, used: 0 } });
+    expect(await storedActions(server, w)).toBe(0);
+  });
+
   it('event_bytes: the bytes of the workspace event journal (WORKSPACE_MAX_EVENT_BYTES)', async () => {
     const { server, api } = await serve({ WORKSPACE_MAX_EVENT_BYTES: '8000' });
     const w = await world(server, api, 'budget-events');

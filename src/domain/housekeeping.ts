@@ -87,7 +87,7 @@ export async function runHousekeeping(deps: { db: Db; clock: Clock }, options: H
     }
     return total;
   };
-  // Actions first: the journal events their deletion leaves behind have their own window.
+  // Actions per workspace (src/store/housekeeping.ts says why), then every other kind.
   const actionsDue = now - (options.actionsRetentionMs ?? ACTIONS_RETENTION_MS);
   for (const workspaceId of await workspacesWithExpiredActions(deps.db, actionsDue)) {
     deleted.actions += await drain(() => deleteExpiredActionsBatch(deps.db, workspaceId, actionsDue, batchSize));

@@ -21,12 +21,14 @@ export async function workspaceUsage(db: Queryable, workspaceId: string): Promis
  * The SQL condition "storing one more action whose caller-chosen bytes are `bytes` keeps the
  * workspace within its budgets", over parameter references: the action's own count and bytes
  * must fit; the journal and the deliveries, which the action adds to only afterwards (its
- * events, their deliveries), must not be full already. One lookup by key.
+ * events, their deliveries), must not be full already. One lookup by key; a workspace without
+ * a counter row yet counts as using nothing, so its first action is checked too.
  */
 export function storageRoom(workspaceId: string, bytes: string, limits: Record<StorageBudget, string>): string {
-  return `NOT EXISTS (SELECT 1 FROM workspace_usage u WHERE u.workspace_id = ${workspaceId}
-    AND (u.actions + 1 > ${limits.actions} OR u.action_bytes + ${bytes} > ${limits.action_bytes}
-      OR u.event_bytes >= ${limits.event_bytes} OR u.webhook_deliveries >= ${limits.webhook_deliveries}))`;
+  const used = STORAGE_BUDGETS.map((budget) => `coalesce(max(${budget}), 0) AS ${budget}`).join(', ');
+  return `NOT EXISTS (SELECT 1 FROM (SELECT ${used} FROM workspace_usage WHERE workspace_id = ${workspaceId}) u
+    WHERE u.actions + 1 > ${limits.actions} OR u.action_bytes + ${bytes} > ${limits.action_bytes}
+      OR u.event_bytes >= ${limits.event_bytes} OR u.webhook_deliveries >= ${limits.webhook_deliveries})`;
 }
 
 /** The workspaces using the largest share of `budget`'s limit, most first (the metrics' bounded top N). */
