@@ -84,6 +84,9 @@ describe('each storage budget, once used up, refuses the next action request wit
     const refused = await note(api, w, 100);
     expectQuotaExceeded(refused, 'actions', 3);
     expect(refused.body.error.details.used).toBe(3);
+    // With an idempotency key the action is written in a batch that claims the key: refused the same.
+    const keyed = await requestAction(api, w.agent.token, w.device.id, { capability: 'note', arguments: argumentsOf(100), idempotencyKey: 'over' });
+    expectQuotaExceeded(keyed, 'actions', 3);
     expect(await storedActions(server, w)).toBe(3);
     // Another workspace has budgets of its own.
     expect((await note(api, await world(server, api, 'budget-actions-other'), 100)).status).toBe(201);
