@@ -87,6 +87,11 @@ export const configSchema = z
     WORKSPACE_MAX_OAUTH_CLIENTS: positiveInt.default(100),
     WORKSPACE_MAX_ENROLLMENT_CODES: positiveInt.default(100),
     WORKSPACE_MAX_WEBHOOKS: positiveInt.default(20),
+    WORKSPACE_MAX_STORED_ACTIONS: positiveInt.default(200_000),
+    WORKSPACE_MAX_ACTION_BYTES: positiveInt.default(256 * 1024 * 1024),
+    WORKSPACE_MAX_EVENT_BYTES: positiveInt.default(256 * 1024 * 1024),
+    WORKSPACE_MAX_WEBHOOK_DELIVERIES: positiveInt.default(1_000_000),
+    ACTIONS_RETENTION_DAYS: positiveNumber.default(30),
     WEBHOOK_POLL_SECONDS: positiveNumber.default(1),
     WEBHOOK_TIMEOUT_SECONDS: positiveNumber.default(10),
     WEBHOOK_RETRY_SECONDS: z
@@ -153,6 +158,8 @@ export interface Config {
   expirySweepMs: number;
   /** How often rows past their purpose (codes, tokens, sessions, tickets, idempotency records) are deleted. */
   housekeepingSweepMs: number;
+  /** How long finished actions are kept (ACTIONS_RETENTION_DAYS, default 30 days; docs/budgets.md). */
+  actionsRetentionMs: number;
   logLevel: LogLevel;
   /** Test only: lets Client ID Metadata Documents be fetched over http from loopback addresses. */
   oauthCimdAllowLoopback: boolean;
@@ -284,7 +291,14 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       oauthClientsPerWorkspace: e.WORKSPACE_MAX_OAUTH_CLIENTS,
       enrollmentCodesPerWorkspace: e.WORKSPACE_MAX_ENROLLMENT_CODES,
       webhooksPerWorkspace: e.WORKSPACE_MAX_WEBHOOKS,
+      storage: {
+        actions: e.WORKSPACE_MAX_STORED_ACTIONS,
+        action_bytes: e.WORKSPACE_MAX_ACTION_BYTES,
+        event_bytes: e.WORKSPACE_MAX_EVENT_BYTES,
+        webhook_deliveries: e.WORKSPACE_MAX_WEBHOOK_DELIVERIES,
+      },
     },
+    actionsRetentionMs: e.ACTIONS_RETENTION_DAYS * 24 * 3_600_000,
     webhooks: {
       pollMs: e.WEBHOOK_POLL_SECONDS * 1000,
       timeoutMs: e.WEBHOOK_TIMEOUT_SECONDS * 1000,

@@ -7,6 +7,7 @@ import type { AttemptOutcome, WebhookDeliveryObserver } from './domain/webhook-d
 import { DomainError } from './domain/errors.js';
 import { bearerToken, type HttpEnv } from './http/request.js';
 import { countAllQueued } from './store/metrics.js';
+import { STORAGE_BUDGETS, topUsage, totalUsage, type StorageLimits } from './store/usage.js';
 import type { Db } from './store/driver.js';
 
 export interface Metrics {
@@ -47,7 +48,10 @@ const ATTEMPT_OUTCOMES: readonly AttemptOutcome[] = ['delivered', 'pending', 'fa
  * Prometheus metrics on a registry of this service's own (not prom-client's global one),
  * so several services in one process — the tests — do not share counters.
  */
-export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
+/** Workspaces named per storage budget in `dfc_workspace_storage_used`: the series stay bounded however many workspaces there are. */
+export const STORAGE_TOP_WORKSPACES = 10;
+
+export function createMetrics(deps: { db: Db; events: EventHub; storageLimits: StorageLimits }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'dfc_' });
   const requests = new Counter({
@@ -101,6 +105,38 @@ export function createMetrics(deps: { db: Db; events: EventHub }): Metrics {
       this.set(await countAllQueued(deps.db));
     },
   });
+  // Storage budgets (docs/budgets.md), read from the usage counters at scrape time: one small
+  // query per budget. A series per workspace would grow with the tenants, so only the
+  // STORAGE_TOP_WORKSPACES heaviest users of each budget are named; the total covers the rest.
+  new Gauge({
+    name: 'dfc_workspace_storage_used',
+    help: `What a workspace stores against each storage budget, for the ${STORAGE_TOP_WORKSPACES} workspaces using most of it.`,
+    labelNames: ['workspace', 'budget'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const budget of STORAGE_BUDGETS) {
+        for (const { workspaceId, used } of await topUsage(deps.db, budget, STORAGE_TOP_WORKSPACES)) this.set({ workspace: workspaceId, budget }, used);
+      }
+    },
+  });
+  new Gauge({
+    name: 'dfc_storage_used',
+    help: 'What all workspaces store together, by storage budget.',
+    labelNames: ['budget'],
+    registers: [registry],
+    async collect() {
+      const total = await totalUsage(deps.db);
+      for (const budget of STORAGE_BUDGETS) this.set({ budget }, total[budget]);
+    },
+  });
+  const limits = new Gauge({
+    name: 'dfc_workspace_storage_limit',
+    help: 'Each storage budget: what one workspace may store (WORKSPACE_MAX_*).',
+    labelNames: ['budget'],
+    registers: [registry],
+  });
+  for (const budget of STORAGE_BUDGETS) limits.set({ budget }, deps.storageLimits[budget]);
   const unhandled = new Counter({
     name: 'dfc_unhandled_rejections_total',
     help: 'Promise rejections nothing handled. Each one is a bug: the process logged it and kept serving.',

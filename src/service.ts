@@ -83,7 +83,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       })
     : undefined;
   const events = sharedEvents ?? createEventHub();
-  const metrics = createMetrics({ db, events });
+  const metrics = createMetrics({ db, events, storageLimits: config.capacity.storage });
   if (redis) metrics.watchRedis(redis.up);
   const closeShared = () => {
     sharedEvents?.close();
@@ -129,7 +129,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     throw error;
   }
   const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
-  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, { eventsRetentionMs: config.ownerEvents.retentionMs });
+  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, {
+    eventsRetentionMs: config.ownerEvents.retentionMs,
+    actionsRetentionMs: config.actionsRetentionMs,
+  });
   const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks, observer: metrics.webhooks }, config.webhooks);
   const notifier = (options.notifier ?? createLocalNotifier)(events);
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.

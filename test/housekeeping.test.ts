@@ -13,7 +13,7 @@ import { connectDevice, issueTicket } from './helpers/ws.js';
  * The housekeeping sweep (src/domain/housekeeping.ts): every kind of row that outlives its
  * purpose is deleted after its deadline and not before, against the real server's database,
  * with rows made through the real endpoints and the manual clock moved past each deadline.
- * Actions are never deleted.
+ * Unfinished actions are never deleted (finished ones: test/storage-budgets.test.ts).
  */
 
 const MINUTE = 60_000;
@@ -193,7 +193,7 @@ describe('housekeeping sweep', () => {
     expect(again.status).toBe(400);
   });
 
-  it('never deletes actions, however old', async () => {
+  it('never deletes an unfinished action, however old', async () => {
     expect(await actions()).toBe(2);
     const history = await api.get('/v1/actions', { token: owner });
     expect(history.status).toBe(200);

@@ -26,7 +26,7 @@ import type { Queryable } from '../store/driver.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { ACTION_STATUSES, TRANSITIONS, type ActionStatus, type CancelReason } from './action-states.js';
-import { assertQueueCapacity } from './capacity.js';
+import { assertQueueCapacity, assertStorageBudget } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
@@ -127,6 +127,7 @@ async function plannedAction(
 async function queueAction(tx: Queryable, ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
   const planned = await plannedAction(tx, ctx, agent, request, now);
   await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
+  await assertStorageBudget(tx, ctx.settings.capacity, agent.workspaceId, Buffer.byteLength(planned.arguments));
   const created = await insertActionIfAllowed(tx, planned, queueLimits(ctx));
   if (!created) throw fail.unauthorized('This credential was revoked or expired while the request ran.');
   return created;
@@ -134,7 +135,7 @@ async function queueAction(tx: Queryable, ctx: Context, agent: CredentialOf<'age
 
 function queueLimits(ctx: Context): QueueLimits {
   const capacity = ctx.settings.capacity;
-  return { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace };
+  return { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace, storage: capacity.storage };
 }
 
 /**

@@ -1,7 +1,11 @@
 import { countActiveDevices, countLive, countQueued, type CappedKind } from '../store/capacity.js';
 import type { Queryable } from '../store/driver.js';
+import { STORAGE_BUDGETS, workspaceUsage, type StorageBudget } from '../store/usage.js';
 import type { CapacityLimits } from './context.js';
 import { DomainError } from './errors.js';
+
+/** The storage budgets' names, as the error envelope's `details.budget` and the metrics give them. */
+export { STORAGE_BUDGETS };
 
 /**
  * Workspace capacity (docs/rules.md "Errors and limits"). Each check runs inside the transaction that would
@@ -32,7 +36,7 @@ export async function assertQueueCapacity(tx: Queryable, limits: CapacityLimits,
   }
 }
 
-const cappedNames: Record<CappedKind, { limit: keyof CapacityLimits; what: string; retryAfterSeconds: number }> = {
+const cappedNames: Record<CappedKind, { limit: Exclude<keyof CapacityLimits, 'storage'>; what: string; retryAfterSeconds: number }> = {
   // Nothing frees a place but the owner revoking something: retry much later, as for devices.
   agentConnections: { limit: 'agentConnectionsPerWorkspace', what: 'live agent connections', retryAfterSeconds: 3600 },
   grants: { limit: 'grantsPerWorkspace', what: 'live grants', retryAfterSeconds: 3600 },
@@ -53,5 +57,39 @@ export async function assertWithinCap(tx: Queryable, limits: CapacityLimits, kin
   const { limit, what, retryAfterSeconds } = cappedNames[kind];
   if ((await countLive(tx, kind, workspaceId, now)) > limits[limit]) {
     throw new DomainError('capacity_exceeded', `The workspace holds at most ${limits[limit]} ${what}.`, { retryAfterSeconds });
+  }
+}
+
+/**
+ * Usage falls only when housekeeping deletes what passed its retention window
+ * (HOUSEKEEPING_SWEEP_SECONDS, 10 minutes by default): retrying sooner is pointless.
+ */
+export const QUOTA_RETRY_AFTER_SECONDS = 600;
+
+const budgetWhat: Record<StorageBudget, string> = {
+  actions: 'stored actions',
+  action_bytes: 'bytes of stored action arguments and results',
+  event_bytes: 'bytes of journal events',
+  webhook_deliveries: 'stored webhook deliveries',
+};
+
+/**
+ * The workspace's storage budgets (docs/budgets.md) for one more action whose arguments are
+ * `argumentBytes` bytes: the same rule as the guarded insert's `storageRoom`, read inside the
+ * transaction that would write it, so the refusal names the budget. The whole write is
+ * refused; nothing stored earlier is touched.
+ */
+export async function assertStorageBudget(tx: Queryable, limits: CapacityLimits, workspaceId: string, argumentBytes: number): Promise<void> {
+  const used = await workspaceUsage(tx, workspaceId);
+  const adding: Record<StorageBudget, number> = { actions: 1, action_bytes: argumentBytes, event_bytes: 0, webhook_deliveries: 0 };
+  for (const budget of STORAGE_BUDGETS) {
+    const limit = limits.storage[budget];
+    const over = adding[budget] > 0 ? used[budget] + adding[budget] > limit : used[budget] >= limit;
+    if (over) {
+      throw new DomainError('quota_exceeded', `The workspace's ${budget} budget is used up: it may store at most ${limit} ${budgetWhat[budget]}.`, {
+        retryAfterSeconds: QUOTA_RETRY_AFTER_SECONDS,
+        budget: { name: budget, limit, used: used[budget] },
+      });
+    }
   }
 }

@@ -1,5 +1,6 @@
 import type { Db } from '../store/driver.js';
 import type { ApprovalMode } from '../store/grants.js';
+import type { StorageLimits } from '../store/usage.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './events.js';
 import type { DependencyCheck } from './readiness.js';
@@ -101,6 +102,8 @@ export interface CapacityLimits {
   enrollmentCodesPerWorkspace: number;
   /** Live webhooks (WORKSPACE_MAX_WEBHOOKS). */
   webhooksPerWorkspace: number;
+  /** What the workspace may make the service store (docs/budgets.md), checked when an action is requested. */
+  storage: StorageLimits;
 }
 
 /** How the stream behaves; from EVENTS_* (README "Configuration"). */

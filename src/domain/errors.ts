@@ -24,6 +24,7 @@ export const errorCodes = [
   'payload_too_large',
   'rate_limited',
   'capacity_exceeded',
+  'quota_exceeded',
   'device_controls_disabled',
   'not_configured',
   'unavailable',
@@ -47,6 +48,8 @@ export interface ErrorDetails {
   rateLimit?: { limit: number; remaining: number };
   /** For a `conflict` about one action (approve, reject): the Action as it is now. */
   action?: Record<string, unknown>;
+  /** For `quota_exceeded`: the storage budget the write would exceed (docs/budgets.md), its limit and what is used. */
+  budget?: { name: string; limit: number; used: number };
 }
 
 export class DomainError extends Error {

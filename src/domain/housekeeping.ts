@@ -1,7 +1,7 @@
 import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import type { Db } from '../store/driver.js';
 import { logSweepFailure } from './errors.js';
-import { deleteDueBatch, SWEPT_KINDS, type SweptKind } from '../store/housekeeping.js';
+import { deleteDueBatch, deleteExpiredActionsBatch, SWEPT_KINDS, workspacesWithExpiredActions, type SweptKind } from '../store/housekeeping.js';
 import type { Clock, Logger } from './context.js';
 import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
 
@@ -9,7 +9,10 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  * Rows that outlived their purpose, deleted so the database does not grow forever. What is
  * kept and why:
  *
- * - Actions are history (docs/rules.md "Actions": history and export): never deleted.
+ * - Actions are history (docs/rules.md "Actions": history and export) for ACTIONS_RETENTION_DAYS
+ *   (30 days by default) after they were requested, then deleted once finished; one still
+ *   waiting, queued or handed out stays (docs/budgets.md). What they stored then no longer
+ *   counts against the workspace's storage budgets, and SQLite reuses the freed pages.
  * - Authorization codes: one hour past their 60 s expiry, so that a stolen code replayed in
  *   that hour still revokes the tokens it issued (src/domain/oauth/token.ts, exchangeCode).
  * - Access and refresh tokens, including rotated and revoked ones: until they expire. A
@@ -37,6 +40,9 @@ export const WEBHOOK_DELIVERY_RETENTION_MS = 7 * 24 * 3_600_000;
 /** The owner events' replay window unless configured (EVENTS_RETENTION_HOURS). */
 export const EVENTS_RETENTION_MS = 24 * 3_600_000;
 
+/** How long finished actions are kept unless configured (ACTIONS_RETENTION_DAYS). */
+export const ACTIONS_RETENTION_MS = 30 * 24 * 3_600_000;
+
 /** Rows of each kind due for deletion at `now` are those whose deadline is at or before this. */
 export function deadlines(now: number, eventsRetentionMs = EVENTS_RETENTION_MS): Record<SweptKind, number> {
   return {
@@ -60,24 +66,36 @@ export interface HousekeepingOptions {
   maxBatches?: number;
   /** How long owner events are kept for resumption (EVENTS_RETENTION_HOURS, default 24 h). */
   eventsRetentionMs?: number;
+  /** How long finished actions are kept (ACTIONS_RETENTION_DAYS, default 30 days). */
+  actionsRetentionMs?: number;
 }
 
+export type SweptCounts = Record<SweptKind | 'actions', number>;
+
 /** One pass over every kind; returns how many rows of each were deleted. */
-export async function runHousekeeping(deps: { db: Db; clock: Clock }, options: HousekeepingOptions = {}): Promise<Record<SweptKind, number>> {
+export async function runHousekeeping(deps: { db: Db; clock: Clock }, options: HousekeepingOptions = {}): Promise<SweptCounts> {
   const batchSize = options.batchSize ?? 500;
   const maxBatches = options.maxBatches ?? 200;
-  const due = deadlines(deps.clock.now(), options.eventsRetentionMs);
-  const deleted = {} as Record<SweptKind, number>;
-  for (const kind of SWEPT_KINDS) {
-    deleted[kind] = 0;
+  const now = deps.clock.now();
+  const due = deadlines(now, options.eventsRetentionMs);
+  const deleted = { actions: 0 } as SweptCounts;
+  // Batches of one kind until a short one, with requests waiting on the database let in between.
+  const drain = async (deleteBatch: () => Promise<number>) => {
+    let total = 0;
     for (let batch = 0; batch < maxBatches; batch++) {
-      const n = await deleteDueBatch(deps.db, kind, due[kind], batchSize);
-      deleted[kind] += n;
+      const n = await deleteBatch();
+      total += n;
       if (n < batchSize) break;
-      // Let requests waiting on the database in between batches.
       await yieldToRequests();
     }
+    return total;
+  };
+  // Actions per workspace (src/store/housekeeping.ts says why), then every other kind.
+  const actionsDue = now - (options.actionsRetentionMs ?? ACTIONS_RETENTION_MS);
+  for (const workspaceId of await workspacesWithExpiredActions(deps.db, actionsDue)) {
+    deleted.actions += await drain(() => deleteExpiredActionsBatch(deps.db, workspaceId, actionsDue, batchSize));
   }
+  for (const kind of SWEPT_KINDS) deleted[kind] = await drain(() => deleteDueBatch(deps.db, kind, due[kind], batchSize));
   return deleted;
 }
 

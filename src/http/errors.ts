@@ -20,6 +20,7 @@ export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   payload_too_large: 413,
   rate_limited: 429,
   capacity_exceeded: 429,
+  quota_exceeded: 429,
   internal: 500,
   device_controls_disabled: 503,
   not_configured: 503,
@@ -27,7 +28,14 @@ export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
 };
 
 export interface ErrorEnvelope {
-  error: { code: ErrorCode; message: string; issues?: ErrorIssue[]; requestId: string };
+  error: {
+    code: ErrorCode;
+    message: string;
+    issues?: ErrorIssue[];
+    /** For `quota_exceeded` (docs/budgets.md); `retryAfter` repeats Retry-After for MCP clients, which see no headers. */
+    details?: { budget: string; limit: number; used: number; retryAfter?: number };
+    requestId: string;
+  };
 }
 
 export interface HttpError {
@@ -71,6 +79,16 @@ export function toHttpError(thrown: unknown, requestId: string): HttpError & { i
         message: error.message,
         ...(error.details.issues ? { issues: error.details.issues } : {}),
         ...(error.details.action ? { action: error.details.action } : {}),
+        ...(error.details.budget
+          ? {
+              details: {
+                budget: error.details.budget.name,
+                limit: error.details.budget.limit,
+                used: error.details.budget.used,
+                ...(error.details.retryAfterSeconds !== undefined ? { retryAfter: error.details.retryAfterSeconds } : {}),
+              },
+            }
+          : {}),
         requestId,
       },
     },

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { STORAGE_BUDGETS } from '../domain/capacity.js';
 import type { CredentialKind } from '../domain/context.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { pageFields } from '../domain/paging.js';
@@ -38,6 +39,17 @@ const errorEnvelope = {
           items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } },
         },
         action: { type: 'object', description: 'For a refused approve or reject: the Action as it is now.' },
+        details: {
+          type: 'object',
+          description: 'For `quota_exceeded`: the storage budget used up, its limit, what is used, and Retry-After in seconds.',
+          required: ['budget', 'limit', 'used'],
+          properties: {
+            budget: { type: 'string', enum: [...STORAGE_BUDGETS] },
+            limit: { type: 'integer' },
+            used: { type: 'integer' },
+            retryAfter: { type: 'integer' },
+          },
+        },
         requestId: { type: 'string' },
       },
     },
@@ -57,7 +69,7 @@ const statusText: Record<number, string> = {
   404: 'Resource not found (or not visible to this credential).',
   409: 'Conflict with the current state.',
   413: 'Request body over 16 KiB.',
-  429: 'Rate or workspace capacity limit; see Retry-After.',
+  429: 'Rate limit, workspace capacity limit or storage budget (`quota_exceeded`); see Retry-After.',
   500: 'Internal error; quote the request id.',
   503: 'Device controls switched off, a required integration not configured, or a dependency (the database) not answering; see Retry-After.',
 };

@@ -12,6 +12,7 @@ import type { Queryable, SqlValue, Statement } from './driver.js';
 import { ownsKey } from './idempotency.js';
 import { approvalRank, grantMatchesFunction, type ApprovalMode } from './grants.js';
 import { cutPage, type PageQuery, type RowsPage } from './paging.js';
+import { STORAGE_BUDGETS, storageRoom, type StorageBudget, type StorageLimits } from './usage.js';
 
 export interface ActionRow {
   id: string;
@@ -186,6 +187,8 @@ export async function insertActionIfAllowed(db: Queryable, row: NewActionRow, li
 export interface QueueLimits {
   perPrincipalOnDevice: number;
   perWorkspace: number;
+  /** The workspace's storage budgets (docs/budgets.md): a new action must fit them. */
+  storage: StorageLimits;
 }
 
 /**
@@ -204,12 +207,22 @@ export function guardedActionInsert(
   const last = NEW_ACTION_COLUMNS.length + 1;
   const pending = pendingCounts('?3', '?4', '?9');
   const owned = key ? `AND ${ownsKey('?3', '?9', `?${last + 3}`, `?${last + 4}`)}` : '';
+  const firstBudget = last + (key ? 5 : 3);
+  const budgetRefs = Object.fromEntries(STORAGE_BUDGETS.map((budget, index) => [budget, `?${firstBudget + index}`])) as Record<StorageBudget, string>;
   return {
     sql: `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')})
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')} FROM a
-     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}`,
-    args: [row.createdAt, ...newActionArgs(row), limits.perPrincipalOnDevice, limits.perWorkspace, ...(key ? [key.key, key.response] : [])],
+     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}
+       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)}`,
+    args: [
+      row.createdAt,
+      ...newActionArgs(row),
+      limits.perPrincipalOnDevice,
+      limits.perWorkspace,
+      ...(key ? [key.key, key.response] : []),
+      ...STORAGE_BUDGETS.map((budget) => limits.storage[budget]),
+    ],
   };
 }
 

@@ -1,3 +1,5 @@
+import { ACTION_STATES, ACTION_STATUSES } from '../domain/action-states.js';
+import { statusIn } from './actions.js';
 import type { Queryable } from './driver.js';
 
 /**
@@ -59,4 +61,36 @@ export const SWEPT_KINDS = Object.keys(STATEMENTS) as SweptKind[];
 /** Deletes one batch of `kind` due at or before `before`; returns how many rows went. */
 export async function deleteDueBatch(db: Queryable, kind: SweptKind, before: number, limit: number): Promise<number> {
   return (await db.run(STATEMENTS[kind], [before, limit])).changes;
+}
+
+const FINISHED = statusIn(ACTION_STATUSES.filter((status) => ACTION_STATES[status].terminal));
+
+/**
+ * Workspaces holding a finished action requested at or before `before` (ACTIONS_RETENTION_DAYS):
+ * one seek of the history index (`actions_history`, workspace and time) per workspace that
+ * stores actions. Actions are swept per workspace because only that index orders them by time;
+ * one across all workspaces would cost every action request an index entry more.
+ */
+export async function workspacesWithExpiredActions(db: Queryable, before: number): Promise<string[]> {
+  const rows = await db.all<{ workspaceId: string }>(
+    `SELECT u.workspace_id AS workspaceId FROM workspace_usage u
+      WHERE u.actions > 0 AND EXISTS (SELECT 1 FROM actions a WHERE a.workspace_id = u.workspace_id AND a.created_at <= ? AND ${FINISHED})`,
+    [before],
+  );
+  return rows.map((row) => row.workspaceId);
+}
+
+/**
+ * Deletes at most `limit` of the workspace's finished actions requested at or before
+ * `before`, oldest first; an action still waiting, queued or handed out stays however old it
+ * is, so a device can always report the result of a command it holds.
+ */
+export async function deleteExpiredActionsBatch(db: Queryable, workspaceId: string, before: number, limit: number): Promise<number> {
+  return (
+    await db.run(
+      `DELETE FROM actions WHERE rowid IN (
+         SELECT rowid FROM actions WHERE workspace_id = ?1 AND created_at <= ?2 AND ${FINISHED} ORDER BY created_at LIMIT ?3)`,
+      [workspaceId, before, limit],
+    )
+  ).changes;
 }
