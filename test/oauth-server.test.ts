@@ -603,7 +603,7 @@ describe('workspace isolation', () => {
     const otherLamp = await attachDevice(api, otherOwner, { name: 'Other lamp' });
     const agent = await api.post('/v1/agent-connections', { token: otherOwner, body: { name: 'a', access: 'act', principal: registered.principal } });
     await api.post('/v1/grants', { token: otherOwner, body: { principal: registered.principal, deviceId: otherLamp.id, capabilities: ['get_state'] } });
-    const action = await api.post(`/v1/devices/${otherLamp.id}/actions`, { token: agent.body.data.token, body: { capability: 'get_state' } });
+    const action = await api.post(`/v1/devices/${otherLamp.id}/actions`, { token: agent.body.data.token, body: { capability: 'get_state', arguments: {} } });
     expect(action.status).toBe(201);
     const devices = await api.get('/v1/devices', { token: answer.body.access_token });
     expect(devices.body.data.map((d: { id: string }) => d.id)).toEqual([lamp.id]);
