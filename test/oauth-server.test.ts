@@ -109,7 +109,7 @@ describe('POST /v1/oauth-clients', () => {
     });
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ principal: 'oauth:cli', access: 'act', oauth: { public: true } });
-    expect(res.body.data.token).toBeUndefined();
+    expect(res.body.data.token).toBeNull();
   });
 
   it.each([

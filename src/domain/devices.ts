@@ -213,6 +213,9 @@ function schemaIssues(ctx: Context, list: { arguments: Record<string, unknown> }
   });
 }
 
+/** The body limit of a manifest: the one request that may be larger than 16 KiB. */
+export const MANIFEST_MAX_BODY_BYTES = 64 * 1024;
+
 const manifestInput = z.strictObject({
   deviceId: uuid,
   capabilities: z.array(capability.strict()).max(64),
@@ -282,7 +285,9 @@ export const publishManifest = defineOperation({
   access: 'none',
   hints: { readOnly: false, destructive: true },
   ownDevice: 'deviceId',
-  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/manifest' }],
+  // A gateway's manifest describes every device behind it: 64 children with a few functions
+  // each do not fit in 16 KiB (docs/decisions/0003-manifest-body-limit.md).
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/manifest', maxBodyBytes: MANIFEST_MAX_BODY_BYTES }],
   input: manifestInput,
   output: z.object({ device, children: z.array(device) }),
   async run({ ctx, credential, input }) {

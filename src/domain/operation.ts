@@ -39,6 +39,8 @@ export interface RestRoute {
   headers?: Readonly<Record<string, string>>;
   /** A legacy alias kept for old clients; the OpenAPI document marks it deprecated. */
   deprecated?: boolean;
+  /** The most bytes its body may hold, when not the 16 KiB every other request keeps to. */
+  maxBodyBytes?: number;
 }
 
 /** The operation's fixed MCP tool (device functions are tools of their own, src/mcp/tools.ts). */

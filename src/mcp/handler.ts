@@ -228,7 +228,12 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
     if (credential.kind !== 'agent') {
       // docs/rules.md "Credentials": a valid credential of another kind is 403, not 401.
-      return { response: envelope(c, new DomainError('forbidden', `/mcp does not accept ${credentialName(credential)}: it wants an agent token or an OAuth access token.`)) };
+      return {
+        response: envelope(
+          c,
+          new DomainError('forbidden', `/mcp does not accept ${credentialName(credential)}: it wants an agent token or an OAuth access token.`),
+        ),
+      };
     }
     return { credential };
   }
