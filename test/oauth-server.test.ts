@@ -456,18 +456,17 @@ describe('scopes are a ceiling only', () => {
     expect(grants.body.data.map((g: { capability: string }) => g.capability).sort()).toEqual(['get_state', 'set_power']);
   });
 
-  it('refuses an OAuth token on agent-only REST endpoints (403): it is for shared endpoints and MCP', async () => {
+  it('accepts an OAuth token on POST /v1/devices/{deviceId}/actions as its device tool does: one operation, one credential rule', async () => {
     const registered = await grantedClient();
     const { answer } = await fullFlow(registered.oauth.clientId);
     const res = await api.post(`/v1/devices/${lamp.id}/actions`, {
       token: answer.body.access_token,
       body: { capability: 'set_power', arguments: { on: true } },
     });
-    expect(res.status).toBe(403);
-    expect(res.body.error.code).toBe('forbidden');
-    // Refused before its body is read: an unreadable body changes nothing.
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.data).toMatchObject({ capability: 'set_power', status: 'queued', principal: registered.principal });
     const unreadable = await api.request('POST', `/v1/devices/${lamp.id}/actions`, { token: answer.body.access_token, raw: '{' });
-    expect(unreadable.status).toBe(403);
+    expect(unreadable.status).toBe(400);
   });
 });
 
