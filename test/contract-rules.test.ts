@@ -9,9 +9,9 @@ import type { TestServer } from './helpers/server.js';
 import { issueTicket, openSocket, wsUrl } from './helpers/ws.js';
 
 /**
- * Rules of the contract (service-api.md, decisions.md) each pinned in the contract's own words,
- * where the service once answered otherwise; where the service keeps a different answer on
- * purpose, the test names the decision record in docs/decisions/ that says why.
+ * Rules of the API contract, each pinned in the contract's own words where the service once
+ * answered otherwise; where the service keeps a different answer on purpose, the test names the
+ * decision record in docs/decisions/ that says why.
  */
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
@@ -179,6 +179,25 @@ describe('request body size: 16 KiB on all HTTP requests (413), a device manifes
     const res = await api.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: manifest });
     expect(res.status, JSON.stringify(res.body).slice(0, 500)).toBe(200);
     expect(res.body.data.children).toHaveLength(64);
+  });
+
+  it('refuses a manifest of more than 256 functions in all with 400 and an issue at children', async () => {
+    const hub = await attachDevice(api, owner, { name: 'Hub', kind: 'gateway', manifest: null });
+    const small = (name: string) => ({ name, kind: 'read', arguments: { type: 'object' } });
+    const manifest = {
+      capabilities: [small('hub_state')],
+      children: Array.from({ length: 64 }, (_, i) => ({
+        key: `c${i}`,
+        name: `C${i}`,
+        kind: 'device',
+        capabilities: ['a', 'b', 'c', 'd'].map(small),
+      })),
+    };
+    const res = await api.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: manifest });
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues).toEqual([expect.objectContaining({ path: 'children', message: expect.stringContaining('at most 256 functions') })]);
+    manifest.capabilities = [];
+    expect((await api.post(`/v1/device/${hub.id}/manifest`, { token: hub.token, body: manifest })).status).toBe(200);
   });
 
   it('answers 413 payload_too_large to a manifest of 64 KiB + 1', async () => {
