@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { allOperations, operations } from '../src/domain/registry.js';
 import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
@@ -58,6 +59,14 @@ describe('REST and MCP share one set of domain operations: a REST route and its 
     const outcome = (data: { results: { deviceId: string; ok: boolean }[] }) => data.results.map(({ deviceId, ok }) => ({ deviceId, ok }));
     expect(outcome(rest.body.data)).toEqual([{ deviceId: lamp.id, ok: true }]);
     expect(outcome(mcp.json.result.structuredContent)).toEqual(outcome(rest.body.data));
+  });
+
+  it('declares one OAuth rule for both surfaces of every operation served on both', () => {
+    // Device tools run actions.request; every other tool is an operation's fixed `mcp` tool.
+    const onBoth = allOperations.filter((op) => op.rest.length > 0 && (op.mcp !== undefined || op === operations.requestAction));
+    expect(onBoth.length).toBeGreaterThan(5);
+    const drifting = onBoth.filter((op) => (op.oauth?.includes('rest') ?? false) !== (op.oauth?.includes('mcp') ?? false)).map((op) => op.name);
+    expect(drifting).toEqual([]);
   });
 });
 

@@ -74,8 +74,8 @@ interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType
   credentials: readonly K[];
   /**
    * Where an OAuth access token (an agent credential issued by /oauth/token) is accepted.
-   * Declared by every operation open to agents: OAuth tokens serve the endpoints shared by
-   * owners and agents on REST, and MCP; agent-only REST endpoints want an agent token.
+   * Declared by every operation open to agents, and the same on both surfaces wherever the
+   * operation has both: a REST route and its MCP tool are one operation with one credential rule.
    */
   oauth?: readonly Surface[];
   access: AccessRequirement;
