@@ -52,6 +52,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
     context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, streams, webhooks }),
+    resourceMetadataUrl: `${config.publicBaseUrl}/.well-known/oauth-protected-resource`,
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);

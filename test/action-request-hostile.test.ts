@@ -309,7 +309,7 @@ describe('the one-read access check on gateway children (two instances, one libS
     await grant(two.apiA, owner, agent.principal, bulb, ['set_power']);
     await grant(two.apiA, owner, agent.principal, cloud, ['cloud_sync']);
     const onBulb = await requestAction(two.apiB, agent.token, bulb, { capability: 'set_power', arguments: { on: true } });
-    const onCloud = await requestAction(two.apiA, agent.token, cloud, { capability: 'cloud_sync' });
+    const onCloud = await requestAction(two.apiA, agent.token, cloud, { capability: 'cloud_sync', arguments: {} });
     expect([onBulb.status, onCloud.status]).toEqual([201, 201]);
     const targets = await two.a.service.db.all<{ targetId: string }>('SELECT target_id AS targetId FROM actions WHERE id IN (?, ?)', [
       onBulb.body.data.id,
@@ -328,7 +328,7 @@ describe('the one-read access check on gateway children (two instances, one libS
 
     // The gateway revoked: its service child moves nothing.
     expect((await two.apiA.post(`/v1/devices/${hub.id}/revoke`, { token: owner })).status).toBe(200);
-    const refused = await requestAction(two.apiB, agent.token, cloud, { capability: 'cloud_sync' });
+    const refused = await requestAction(two.apiB, agent.token, cloud, { capability: 'cloud_sync', arguments: {} });
     expect(['grant_required', 'forbidden']).toContain(refused.body.error.code);
     const created = await two.a.service.db.all('SELECT id FROM actions WHERE device_id IN (?, ?)', [bulb, cloud]);
     expect(created.length).toBe(2);

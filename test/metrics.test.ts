@@ -26,8 +26,8 @@ describe('GET /metrics', () => {
     const agent = await createAgent(http, owner);
     await http.post('/v1/grants', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capabilities: ['get_state'] } });
     const socket = await connectDevice(http, server.url, lamp);
-    await http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state' } });
-    await http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state' } });
+    await http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state', arguments: {} } });
+    await http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state', arguments: {} } });
     await socket.nextFrame();
     await socket.nextFrame();
     await http.post(`/v1/device/${lamp.id}/next`, { token: lamp.token, headers: { 'x-service-workspace': lamp.workspace } });

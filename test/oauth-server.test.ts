@@ -109,7 +109,7 @@ describe('POST /v1/oauth-clients', () => {
     });
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ principal: 'oauth:cli', access: 'act', oauth: { public: true } });
-    expect(res.body.data.token).toBeUndefined();
+    expect(res.body.data.token).toBeNull();
   });
 
   it.each([
@@ -456,18 +456,17 @@ describe('scopes are a ceiling only', () => {
     expect(grants.body.data.map((g: { capability: string }) => g.capability).sort()).toEqual(['get_state', 'set_power']);
   });
 
-  it('refuses an OAuth token on agent-only REST endpoints (403): it is for shared endpoints and MCP', async () => {
+  it('accepts an OAuth token on POST /v1/devices/{deviceId}/actions as its device tool does: one operation, one credential rule', async () => {
     const registered = await grantedClient();
     const { answer } = await fullFlow(registered.oauth.clientId);
     const res = await api.post(`/v1/devices/${lamp.id}/actions`, {
       token: answer.body.access_token,
       body: { capability: 'set_power', arguments: { on: true } },
     });
-    expect(res.status).toBe(403);
-    expect(res.body.error.code).toBe('forbidden');
-    // Refused before its body is read: an unreadable body changes nothing.
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.data).toMatchObject({ capability: 'set_power', status: 'queued', principal: registered.principal });
     const unreadable = await api.request('POST', `/v1/devices/${lamp.id}/actions`, { token: answer.body.access_token, raw: '{' });
-    expect(unreadable.status).toBe(403);
+    expect(unreadable.status).toBe(400);
   });
 });
 
@@ -603,7 +602,7 @@ describe('workspace isolation', () => {
     const otherLamp = await attachDevice(api, otherOwner, { name: 'Other lamp' });
     const agent = await api.post('/v1/agent-connections', { token: otherOwner, body: { name: 'a', access: 'act', principal: registered.principal } });
     await api.post('/v1/grants', { token: otherOwner, body: { principal: registered.principal, deviceId: otherLamp.id, capabilities: ['get_state'] } });
-    const action = await api.post(`/v1/devices/${otherLamp.id}/actions`, { token: agent.body.data.token, body: { capability: 'get_state' } });
+    const action = await api.post(`/v1/devices/${otherLamp.id}/actions`, { token: agent.body.data.token, body: { capability: 'get_state', arguments: {} } });
     expect(action.status).toBe(201);
     const devices = await api.get('/v1/devices', { token: answer.body.access_token });
     expect(devices.body.data.map((d: { id: string }) => d.id)).toEqual([lamp.id]);

@@ -165,7 +165,7 @@ describe('workspace capacity', () => {
   });
 
   it("refuses a queued action beyond the principal's share of the device queue, naming the limit, and nothing is written", async () => {
-    const request = () => http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state' } });
+    const request = () => http.post(`/v1/devices/${lamp.id}/actions`, { token: agent.token, body: { capability: 'get_state', arguments: {} } });
     expect((await request()).status).toBe(201);
     expect((await request()).status).toBe(201);
     const refused = await request();
@@ -182,7 +182,7 @@ describe('workspace capacity', () => {
     const request = async (principal: string) => {
       const other = await createAgent(http, bob, { access: 'act', principal });
       await http.post('/v1/grants', { token: bob, body: { principal, deviceId: lamp.id, capabilities: ['get_state'] } });
-      return http.post(`/v1/devices/${lamp.id}/actions`, { token: other.token, body: { capability: 'get_state' } });
+      return http.post(`/v1/devices/${lamp.id}/actions`, { token: other.token, body: { capability: 'get_state', arguments: {} } });
     };
     expect((await request('agent:second')).status).toBe(201);
     const overall = await request('agent:third'); // the workspace holds at most 3

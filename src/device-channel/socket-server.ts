@@ -4,6 +4,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Clock, Logger } from '../domain/context.js';
 import { markDeviceSeen, pendingRecalls, redeemEventsTicket } from '../domain/device-events.js';
 import { DomainError } from '../domain/errors.js';
+import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';
 import { requestIdFrom, requestLine } from '../http/observe.js';
 import { endWithEnvelope } from '../http/raw-answer.js';
@@ -101,6 +102,22 @@ function decodeSegment(segment: string): string | undefined {
 }
 
 const describeError = (error: unknown) => (error instanceof Error ? (error.stack ?? error.message) : String(error));
+
+/**
+ * An upgrade is a GET: nothing reads a body sent with it, and bytes after its headers would be
+ * taken for WebSocket frames. One declared over 16 KiB is refused as every other request's is
+ * (413, docs/rules.md "Errors and limits"); any other body, chunked or not, is 400. Refused
+ * before the ticket is looked at, so it is not spent.
+ */
+function upgradeBodyRefusal(contentLength: string | undefined, transferEncoding: string | undefined): DomainError | undefined {
+  if (contentLength !== undefined && Number(contentLength) > MAX_BODY_BYTES) {
+    return new DomainError('payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`);
+  }
+  if (transferEncoding !== undefined || (contentLength !== undefined && contentLength !== '0')) {
+    return new DomainError('invalid_request', 'A WebSocket upgrade carries no body.');
+  }
+  return undefined;
+}
 
 /** Answers an upgrade request with a plain HTTP error and the service's envelope, then hangs up. */
 function refuse(socket: Duplex, error: unknown, requestId: string): { status: number; errorCode: string } {
@@ -211,6 +228,11 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
           errorCode: answer.errorCode,
         }),
       );
+    const body = upgradeBodyRefusal(request.headers['content-length'], request.headers['transfer-encoding']);
+    if (body) {
+      finish(refuse(socket, body, requestId));
+      return;
+    }
     const target = readTarget(request.url ?? '/');
     const match = target && EVENTS_PATH.exec(target.pathname);
     const deviceId = match ? decodeSegment(match[1]!) : undefined;

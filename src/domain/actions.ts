@@ -173,7 +173,7 @@ async function queueActionOptimistically(
 const requestActionInput = z.strictObject({
   deviceId: uuid,
   capability: capabilityName,
-  arguments: args.default({}),
+  arguments: args,
   ttlSeconds,
   approvalTtlSeconds,
   idempotencyKey: idempotencyKey.optional(),
@@ -217,7 +217,7 @@ export const requestAction = defineOperation({
     "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.",
   credentials: ['agent'],
   access: 'per-function',
-  oauth: ['mcp'],
+  oauth: ['rest', 'mcp'],
   // Control functions change the physical world; a repeat with the same idempotencyKey replays.
   hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
   queuesDeviceActions: true,
@@ -469,7 +469,7 @@ export const broadcast = defineOperation({
     'Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic.',
   credentials: ['agent'],
   access: 'per-function',
-  oauth: ['mcp'],
+  oauth: ['rest', 'mcp'],
   // Control functions change the physical world; a repeat with the same idempotencyKey replays.
   hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
   queuesDeviceActions: true,

@@ -213,6 +213,16 @@ function schemaIssues(ctx: Context, list: { arguments: Record<string, unknown> }
   });
 }
 
+/** The body limit of a manifest: the one request that may be larger than 16 KiB. */
+export const MANIFEST_MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Functions in one manifest, the gateway's and its children's together. Each schema is compiled
+ * when it is published, on the event loop; this many fit the validator cache
+ * (VALIDATOR_CACHE_SIZE), so republishing the same manifest compiles nothing again.
+ */
+export const MANIFEST_MAX_FUNCTIONS = 256;
+
 const manifestInput = z.strictObject({
   deviceId: uuid,
   capabilities: z.array(capability.strict()).max(64),
@@ -282,10 +292,22 @@ export const publishManifest = defineOperation({
   access: 'none',
   hints: { readOnly: false, destructive: true },
   ownDevice: 'deviceId',
-  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/manifest' }],
+  // A gateway's manifest describes every device behind it: 64 children with a few functions
+  // each do not fit in 16 KiB (docs/decisions/0003-manifest-body-limit.md).
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/manifest', maxBodyBytes: MANIFEST_MAX_BODY_BYTES }],
   input: manifestInput,
   output: z.object({ device, children: z.array(device) }),
   async run({ ctx, credential, input }) {
+    // Counted before any schema is compiled: the count is what bounds that work.
+    const functions = (input.children ?? []).reduce((sum, child) => sum + child.capabilities.length, input.capabilities.length);
+    if (functions > MANIFEST_MAX_FUNCTIONS) {
+      throw fail.invalid('The manifest is not valid.', [
+        {
+          path: 'children',
+          message: `a manifest holds at most ${MANIFEST_MAX_FUNCTIONS} functions in all, its own and its children's; this one has ${functions}`,
+        },
+      ]);
+    }
     const issues: ErrorIssue[] = [];
     uniqueNames(input.capabilities, ['capabilities'], issues);
     schemaIssues(ctx, input.capabilities, ['capabilities'], issues);

@@ -64,11 +64,21 @@ export class DomainError extends Error {
 }
 
 export function issuesFromZod(error: z.ZodError, prefix: readonly PropertyKey[] = []): ErrorIssue[] {
-  return error.issues.flatMap((issue) => {
+  return issuesOf(error.issues, prefix);
+}
+
+function issuesOf(issues: readonly z.core.$ZodIssue[], prefix: readonly PropertyKey[]): ErrorIssue[] {
+  return issues.flatMap((issue) => {
     const path = [...prefix, ...issue.path];
     // One issue per unknown field, pointing at the field itself rather than at its object.
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => ({ path: [...path, key].map(String).join('.'), message: 'unknown field' }));
+    }
+    // A body that fits none of its accepted forms: the issues of the form it came closest to,
+    // each at its field, rather than one issue at the body itself.
+    if (issue.code === 'invalid_union') {
+      const forms = issue.errors.map((branch) => issuesOf(branch, path)).filter((found) => found.length > 0);
+      if (forms.length > 0) return forms.reduce((best, found) => (found.length < best.length ? found : best));
     }
     return [{ path: path.map(String).join('.'), message: issue.message }];
   });

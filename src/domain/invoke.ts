@@ -1,9 +1,35 @@
 import type { z } from 'zod';
-import type { Context } from './context.js';
+import type { Context, Credential, CredentialKind, Surface } from './context.js';
 import { DomainError, issuesFromZod, type ErrorIssue } from './errors.js';
 import type { AnyOperation, LiveItem } from './operation.js';
 import { inputIssues } from './input-limits.js';
 import { decodeCursor, encodeCursor, PAGE_DEFAULT, PAGE_MAX, pageFields, type PageKey } from './paging.js';
+
+/** Each credential kind as its holder knows it, with its article, for refusals that say what to send instead. */
+const CREDENTIAL_NAMES: Record<CredentialKind, string> = {
+  owner: 'an owner session',
+  agent: 'an agent token',
+  setup: 'a device setup token',
+  device: 'a device credential',
+};
+
+/** The credential a refusal names: an OAuth access token is an agent credential, but its holder knows it by its own name. */
+export function credentialName(credential: Credential): string {
+  return credential.kind === 'agent' && credential.oauth ? 'an OAuth access token' : CREDENTIAL_NAMES[credential.kind];
+}
+
+/** What the operation takes instead, e.g. "an owner session", "an agent token or an OAuth access token". */
+function wanted(operation: AnyOperation, surface: Surface): string {
+  const kinds: readonly (CredentialKind | 'public')[] = operation.credentials;
+  const names = kinds.flatMap((kind) =>
+    kind === 'public'
+      ? []
+      : kind === 'agent' && operation.oauth?.includes(surface)
+        ? [CREDENTIAL_NAMES.agent, 'an OAuth access token']
+        : [CREDENTIAL_NAMES[kind]],
+  );
+  return names.length <= 1 ? (names[0] ?? 'no credential') : `${names.slice(0, -1).join(', ')} or ${names.at(-1)!}`;
+}
 
 /**
  * Who may call the operation at all, from its declaration and the caller's credential
@@ -16,7 +42,7 @@ export function admit(operation: AnyOperation, ctx: Context): void {
   if (operation.credentials.includes('public')) return;
   if (!credential) throw new DomainError('unauthorized', 'A valid credential is required.');
   if (!operation.credentials.includes(credential.kind)) {
-    throw new DomainError('forbidden', `This endpoint does not accept ${/^[aeiou]/.test(credential.kind) ? 'an' : 'a'} ${credential.kind} credential.`);
+    throw new DomainError('forbidden', `This endpoint does not accept ${credentialName(credential)}: it wants ${wanted(operation, ctx.surface)}.`);
   }
   assertOAuthSurface(operation, ctx);
 }
@@ -29,10 +55,7 @@ export function admit(operation: AnyOperation, ctx: Context): void {
 export function assertOAuthSurface(operation: AnyOperation, ctx: Context): void {
   const credential = ctx.credential;
   if (credential?.kind === 'agent' && credential.oauth && !operation.oauth?.includes(ctx.surface)) {
-    throw new DomainError(
-      'forbidden',
-      `OAuth access tokens are not accepted here on ${ctx.surface === 'rest' ? 'REST' : 'MCP'}: this endpoint wants an agent token.`,
-    );
+    throw new DomainError('forbidden', `This endpoint does not accept an OAuth access token: it wants ${wanted(operation, ctx.surface)}.`);
   }
 }
 

@@ -39,6 +39,8 @@ export interface RestRoute {
   headers?: Readonly<Record<string, string>>;
   /** A legacy alias kept for old clients; the OpenAPI document marks it deprecated. */
   deprecated?: boolean;
+  /** The most bytes its body may hold, when not the 16 KiB every other request keeps to. */
+  maxBodyBytes?: number;
 }
 
 /** The operation's fixed MCP tool (device functions are tools of their own, src/mcp/tools.ts). */
@@ -72,8 +74,8 @@ interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType
   credentials: readonly K[];
   /**
    * Where an OAuth access token (an agent credential issued by /oauth/token) is accepted.
-   * Declared by every operation open to agents: OAuth tokens serve the endpoints shared by
-   * owners and agents on REST, and MCP; agent-only REST endpoints want an agent token.
+   * Declared by every operation open to agents, and the same on both surfaces wherever the
+   * operation has both: a REST route and its MCP tool are one operation with one credential rule.
    */
   oauth?: readonly Surface[];
   access: AccessRequirement;

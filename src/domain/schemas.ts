@@ -6,7 +6,11 @@ import { APPROVAL_MODES } from '../store/grants.js';
 export const uuid = z.uuid({ version: 'v4' });
 export const timestamp = z.number().int().describe('Unix milliseconds');
 export const access = z.enum(['read', 'act']).describe('Access ceiling: `read` calls read functions only, `act` calls both.');
-export const principal = z.string().min(1).max(128).describe('The agent identity that grants name, e.g. `agent:support-bot`.');
+/**
+ * Normalised to NFC as it comes in: the same name typed on two systems (é as one code point, or
+ * as e and a combining accent) is one principal, whose grants both find.
+ */
+export const principal = z.string().normalize('NFC').min(1).max(128).describe('The agent identity that grants name, e.g. `agent:support-bot`.');
 
 export const capabilityName = z
   .string()

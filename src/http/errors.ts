@@ -97,3 +97,18 @@ export function toHttpError(thrown: unknown, requestId: string): HttpError & { i
     ...(error !== thrown ? { dependencyFailure: oneLine(thrown) } : {}),
   };
 }
+
+/**
+ * The bearer challenge of a REST refusal (docs/rules.md "OAuth"), the same as MCP's: a 401
+ * points at the protected-resource metadata (RFC 9728), with `error="invalid_token"` when a
+ * token was sent (RFC 6750 §3.1); a 403 for a ceiling below the function names the scope that
+ * would allow it, so an OAuth client can step up. Other answers carry no challenge.
+ */
+export function bearerChallenge(error: unknown, resourceMetadata: string, tokenSent: boolean): string | undefined {
+  if (!(error instanceof DomainError)) return undefined;
+  if (error.code === 'unauthorized') return `Bearer ${tokenSent ? 'error="invalid_token", ' : ''}resource_metadata="${resourceMetadata}"`;
+  if (error.code === 'insufficient_access') {
+    return `Bearer error="insufficient_scope", scope="${error.details.requiredAccess ?? 'act'}", resource_metadata="${resourceMetadata}"`;
+  }
+  return undefined;
+}

@@ -3,7 +3,7 @@ import type { HttpBindings } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Context, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import { toHttpError } from './errors.js';
+import { bearerChallenge, toHttpError } from './errors.js';
 import { peerAddress, requestBody, type HttpEnv } from './request.js';
 
 /**
@@ -87,6 +87,8 @@ export interface ObserveDeps {
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** The domain context of a request, from its credential and request id. */
   context(credential: Context['credential'], surface: Surface, requestId: string): Context;
+  /** The protected-resource metadata (RFC 9728) a 401 or an `insufficient_scope` 403 points at. */
+  resourceMetadataUrl: string;
 }
 
 /**
@@ -149,6 +151,7 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     // README "Logs": a dependency out of reach degrades the service (warn), it is not a bug.
     if (mapped.dependencyFailure)
       log.warn({ msg: 'dependency unavailable', requestId: c.get('requestId'), route: c.req.routePath, error: mapped.dependencyFailure });
-    return c.json(mapped.body, mapped.status, mapped.headers);
+    const challenge = bearerChallenge(error, deps.resourceMetadataUrl, c.req.header('authorization') !== undefined);
+    return c.json(mapped.body, mapped.status, challenge ? { ...mapped.headers, 'WWW-Authenticate': challenge } : mapped.headers);
   });
 }

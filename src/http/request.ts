@@ -3,7 +3,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context as HonoContext } from 'hono';
 import type { Context, Surface } from '../domain/context.js';
-import { readLimitedBody, readLimitedNodeBody } from './body.js';
+import { MAX_BODY_BYTES, readLimitedBody, readLimitedNodeBody } from './body.js';
 
 /** What every surface's handlers find on the Hono context (set by src/http/observe.ts). */
 export interface HttpEnv {
@@ -115,8 +115,8 @@ export function whenClientGone(c: HonoContext): ClientGone {
   };
 }
 
-/** The body bytes (16 KiB at most), from the Node request when the app runs on @hono/node-server. */
-export function requestBody(c: HonoContext): Promise<Uint8Array> {
+/** The body bytes (16 KiB at most, unless the route says otherwise), from the Node request when the app runs on @hono/node-server. */
+export function requestBody(c: HonoContext, limit = MAX_BODY_BYTES): Promise<Uint8Array> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
-  return incoming ? readLimitedNodeBody(incoming) : readLimitedBody(c.req.raw);
+  return incoming ? readLimitedNodeBody(incoming, limit) : readLimitedBody(c.req.raw, limit);
 }

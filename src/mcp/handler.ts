@@ -6,7 +6,7 @@ import type { Config } from '../config.js';
 import type { Context, Credential, CredentialOf, Logger } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import type { EventHub } from '../domain/events.js';
-import { admit, assertControlsEnabled } from '../domain/invoke.js';
+import { admit, assertControlsEnabled, credentialName } from '../domain/invoke.js';
 import { credentialBucket, rateLimited, type RateLimiter } from '../domain/rate-limits.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
@@ -222,7 +222,12 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
     if (credential.kind !== 'agent') {
       // docs/rules.md "Credentials": a valid credential of another kind is 403, not 401.
-      return { response: envelope(c, new DomainError('forbidden', `/mcp does not accept a ${credential.kind} credential.`)) };
+      return {
+        response: envelope(
+          c,
+          new DomainError('forbidden', `/mcp does not accept ${credentialName(credential)}: it wants an agent token or an OAuth access token.`),
+        ),
+      };
     }
     return { credential };
   }

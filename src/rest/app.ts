@@ -41,10 +41,10 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
         : await authenticator.authenticate(bearerToken(c.req.header('authorization')), clientAddress(c));
       c.set('credential', credential);
       const ctx = c.get('context')(credential, 'rest');
-      // An OAuth token on an agent-only endpoint is refused before the body is read; the
+      // An OAuth token on an endpoint that takes none (an owner's) is refused before the body is read; the
       // credential kind is judged by invoke, after the body (413 and 400 come first there).
       assertOAuthSurface(route.operation, ctx);
-      const body = route.method === 'POST' ? parseJsonObject(await requestBody(c)) : {};
+      const body = route.method === 'POST' ? parseJsonObject(await requestBody(c, route.maxBodyBytes)) : {};
       const fromHeaders: Record<string, string | undefined> = {};
       for (const [header, field] of headerFields) {
         const value = c.req.header(header);

@@ -113,7 +113,7 @@ export async function registerClient(base: string, owner: string, body: Record<s
     id: string;
     principal: string;
     access: 'read' | 'act';
-    token?: string;
+    token: string | null;
     oauth: { clientId: string; applicationId: string; redirectUris: string[]; public: boolean };
   };
 }

@@ -9,7 +9,7 @@ import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
 /** Agents: agent connections and OAuth clients; create (the secret shown once), revoke. */
 
 type Connection = z.infer<typeof connection>;
-type Created = z.infer<typeof newConnection> | (Omit<z.infer<typeof newConnection>, 'token'> & { token?: string });
+type Created = z.infer<typeof newConnection> | (Omit<z.infer<typeof newConnection>, 'token'> & { token: string | null });
 
 const TTL_CHOICES = [
   { value: '', label: 'No expiry' },

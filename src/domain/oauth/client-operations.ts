@@ -46,7 +46,7 @@ export const createOAuthClient = defineOperation({
   name: 'oauthClients.create',
   title: 'Pre-register an OAuth client',
   description:
-    'Pre-register an OAuth client for this workspace: an agent connection whose tokens come from the authorization code flow. A confidential client receives its client secret once, as `token`; a public client (PKCE only) has none.',
+    'Pre-register an OAuth client for this workspace: an agent connection whose tokens come from the authorization code flow. A confidential client receives its client secret once, as `token`; a public client (PKCE only) has none: its `token` is null.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: false },
@@ -58,7 +58,14 @@ export const createOAuthClient = defineOperation({
     access: access.default('read').describe('The ceiling: scopes the owner approves are capped by it.'),
     principal: principal.optional().describe('Defaults to `oauth:<client id>`. Grants name this principal.'),
   }),
-  output: newConnection.extend({ token: z.string().optional().describe('The client secret of a confidential client, returned once only.') }),
+  // A public client has no secret to show: its `token` is null rather than absent, so the
+  // field NewConnection requires is always there (docs/decisions/0001-public-oauth-client-token.md).
+  output: newConnection.extend({
+    token: z
+      .string()
+      .nullable()
+      .describe('The client secret of a confidential client, returned once only; null for a public client, which has none (it proves itself with PKCE).'),
+  }),
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
     const applicationId = randomUUID();
@@ -101,7 +108,7 @@ export const createOAuthClient = defineOperation({
       await assertWithinCap(tx, ctx.settings.capacity, 'agentConnections', credential.workspaceId, now);
     });
     const row = (await getClientConnection(ctx.db, connectionId))!;
-    return { ...toClientConnection(row, now), ...(secret ? { token: secret.token } : {}) };
+    return { ...toClientConnection(row, now), token: secret?.token ?? null };
   },
 });
 
