@@ -88,14 +88,29 @@ export function createLocalNotifier(events: EventHub, deps: NotifierDeps): Devic
       deliver(targetId, { type: 'cancel', frame: { type: 'cancel', deviceId, actionId: id, reason: cancelReason ?? '' } });
     }
   };
-  // Keyed by what is read, so the same message repeated while its read runs costs nothing more.
-  const reading = new Set<string>();
+  // Keyed by what is read. The same message arriving while its read runs asks for one more
+  // read once it ends (the first may have read before the change it announces), never more.
+  const reading = new Map<string, { again: boolean }>();
   const readThen = <T>(key: string, read: () => Promise<T>, act: (found: T) => void) => {
-    if (reading.has(key) || reading.size >= MAX_HINT_READS) return;
-    reading.add(key);
-    read()
-      .then(act, deps.onError)
-      .finally(() => reading.delete(key));
+    const running = reading.get(key);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    if (reading.size >= MAX_HINT_READS) return;
+    const state = { again: false };
+    reading.set(key, state);
+    const run = (): void => {
+      read()
+        .then(act)
+        .catch(deps.onError)
+        .finally(() => {
+          if (!state.again) return reading.delete(key);
+          state.again = false;
+          run();
+        });
+    };
+    run();
   };
   const unsubscribe = events.subscribe((event) => {
     if (event.type === 'action') signalAction(event.targetId, event.action);
