@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { Redis } from 'ioredis';
 import { startExternalServer, type ExternalServer } from './external-process.js';
 import { freePort } from './oauth.js';
 
@@ -38,4 +39,35 @@ export async function startRedis(): Promise<TestRedis> {
     install: 'apt-get install redis-server (README "Set up")',
   });
   return { ...server, url: `redis://127.0.0.1:${port}` };
+}
+
+/**
+ * A client of the deployment's Redis that is not an instance of the service: what anyone
+ * able to reach Redis sees on the events channel, and what they can send there.
+ */
+export interface RedisOutsider {
+  /** Every message published on the channel since the outsider began listening, as sent. */
+  heard: string[];
+  publish(message: unknown): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function redisOutsider(url: string, channel = 'dfc:events'): Promise<RedisOutsider> {
+  const listener = new Redis(url);
+  const sender = new Redis(url);
+  const heard: string[] = [];
+  listener.on('message', (from: string, message: string) => {
+    if (from === channel) heard.push(message);
+  });
+  await listener.subscribe(channel);
+  return {
+    heard,
+    async publish(message) {
+      await sender.publish(channel, typeof message === 'string' ? message : JSON.stringify(message));
+    },
+    async close() {
+      listener.disconnect();
+      sender.disconnect();
+    },
+  };
 }
