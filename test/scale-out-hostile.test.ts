@@ -533,7 +533,71 @@ describe('messages on the events channel from a publisher that is not an instanc
   });
 });
 
-describe('two deployments sharing one Redis under different REDIS_KEY_PREFIX', () => {
+/**
+ * The Redis ACL of docs/scale-out-security.md, as written there: a user that reaches only the
+ * deployment's keys and channel and a few commands. The instances serve with it as with a
+ * user that may do everything.
+ */
+describe('a Redis ACL user limited to the deployment’s prefix and commands', () => {
+  const ACL = [
+    'ACL',
+    'SETUSER',
+    'dfc-acl',
+    'on',
+    '>acl-password-xyz',
+    'resetkeys',
+    '~acl:*',
+    'resetchannels',
+    '&acl:*',
+    'nocommands',
+    '+ping',
+    '+info',
+
+    '+publish',
+    '+subscribe',
+    '+unsubscribe',
+    '+evalsha',
+    '+eval',
+    '+hmget',
+    '+hset',
+    '+pexpire',
+    '+time',
+  ];
+  let sqld: TestSqld;
+  let one: TestServer;
+  let two: TestServer;
+  beforeAll(async () => {
+    expect(await rawCommand(redis.port, ACL)).toBe('+OK\r\n');
+    sqld = await startSqld();
+    const env = { DATABASE_URL: sqld.url, REDIS_URL: `redis://dfc-acl:acl-password-xyz@127.0.0.1:${redis.port}`, REDIS_KEY_PREFIX: 'acl:' };
+    one = await startTestServer({ env });
+    two = await startTestServer({ env });
+  }, 30_000);
+  afterAll(async () => {
+    await Promise.all([one?.close(), two?.close()]);
+    await sqld?.stop();
+    await rawCommand(redis.port, ['ACL', 'DELUSER', 'dfc-acl']);
+  });
+
+  it('is enough: instances are ready, wakes cross, rate limits are shared, and Redis refuses the user nothing', async () => {
+    for (const server of [one, two]) expect((await client(server.url).get('/readyz')).status).toBe(200);
+    const api = client(one.url);
+    const owner = await one.ownerToken('owner-acl');
+    const lamp = await attachDevice(api, owner, { name: 'acl' });
+    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:acl' });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const socket = await connectDevice(client(two.url), two.url, lamp);
+    const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    expect(await socket.nextFrame()).toEqual({ type: 'wake', deviceId: lamp.id, actionId: action.id });
+    expect(await rawCommand(redis.port, ['EXISTS', `acl:bucket:agent:${agent.id}`])).toBe(':1\r\n');
+    // Redis logs every refused command and key in its ACL log.
+    expect(await rawCommand(redis.port, ['ACL', 'LOG'])).toBe('*0\r\n');
+    expect([...one.logs, ...two.logs].filter((l) => /NOPERM|fallback/i.test(l))).toEqual([]);
+    socket.ws.close();
+  });
+});
+
+describe('REDIS_KEY_PREFIX: every key and channel of a deployment under it', () => {
   let sqld: TestSqld;
   let alpha1: TestServer;
   let alpha2: TestServer;
