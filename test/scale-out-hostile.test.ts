@@ -1,11 +1,15 @@
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './helpers/api.js';
+import { startChildService, type ChildService } from './helpers/child-service.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { connect, type Era } from './helpers/mcp-client.js';
 import { freePort } from './helpers/oauth.js';
-import { redisOutsider, startRedis, type RedisOutsider, type TestRedis } from './helpers/redis.js';
+import { redisOutsider, startRedis, startTlsRedis, type RedisOutsider, type TestRedis } from './helpers/redis.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { connectDevice } from './helpers/ws.js';
@@ -114,6 +118,38 @@ describe('REDIS_URL credentials', () => {
       await server.close();
     }
   });
+});
+
+/**
+ * `rediss://` (docs/scale-out-security.md "Setting Redis up"): the client speaks TLS and
+ * checks the server's certificate. The service runs as its own process here, because the CA
+ * it trusts comes from its environment (NODE_EXTRA_CA_CERTS), read once as Node starts.
+ */
+describe('REDIS_URL with rediss://', () => {
+  it('connects over TLS to a Redis whose certificate it trusts, and refuses one it cannot verify', async () => {
+    const tlsRedis = await startTlsRedis();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-rediss-'));
+    const env = (name: string) => ({ PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: `file:${path.join(dir, `${name}.db`)}`, REDIS_URL: tlsRedis.url });
+    const children: ChildService[] = [];
+    try {
+      const trusting = await startChildService({ ...env('trusting'), NODE_EXTRA_CA_CERTS: tlsRedis.caFile });
+      children.push(trusting);
+      await expect.poll(async () => (await client(trusting.url).get('/readyz')).status, { timeout: BOUND_MS }).toBe(200);
+      expect(trusting.output()).toContain('"msg":"redis connected"');
+
+      const doubting = await startChildService(env('doubting'));
+      children.push(doubting);
+      await expect.poll(() => doubting.output(), { timeout: BOUND_MS }).toContain('"msg":"redis is down');
+      expect(doubting.output()).toMatch(/self-signed certificate|unable to verify|unable to get local issuer/);
+      expect((await client(doubting.url).get('/readyz')).status).toBe(503);
+    } finally {
+      for (const child of children) {
+        child.process.kill('SIGTERM');
+        await child.exited;
+      }
+      await tlsRedis.stop();
+    }
+  }, 60_000);
 });
 
 describe('Redis hung: connections open, no answers', () => {
