@@ -31,11 +31,10 @@ export type DeviceSignal =
 
 /**
  * Delivers signals to the sockets a device holds on this instance, whichever instance
- * raised them. In one process, `createLocalNotifier` below. Several instances behind a load
- * balancer put a shared bus behind the same interface (README "Wake channel": each instance
- * publishes its committed changes to a channel per device and subscribes for the devices
- * whose sockets it holds). A wake is only a hint: a lost one delays a command until the
- * device's next poll, it never loses it, because the queue lives in the database.
+ * raised them: `createLocalNotifier` below, fed by the event hub, which several instances
+ * share through Redis (README "What instances share"). A wake is only a hint: a lost one
+ * delays a command until the device's next poll, it never loses it, because the queue lives
+ * in the database.
  */
 export interface DeviceNotifier {
   /** Calls `listener` for every signal addressed to `deviceId` until the returned function is called. */

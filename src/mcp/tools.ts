@@ -419,9 +419,8 @@ function summary(fn: CallableFunction, action: ActionRecord): string {
 /**
  * Waits for the action to settle, up to `waitMs`, telling the client each state change as
  * progress (awaiting_approval 1/4 → queued 2/4 → received 3/4 → done 4/4) when it asked for
- * progress; an action approved during the wait is then waited for as any queued one. This
- * instance's published changes (each a full Action, in commit order) are the state; another
- * instance's are read from the database. `coming` is a watch
+ * progress; an action approved during the wait is then waited for as any queued one. The
+ * changes published here (each a full Action, in commit order) are the state. `coming` is a watch
  * begun before the call created `first`: it holds every change since, so `first` is the state
  * to start from. Otherwise (an idempotent replay answers an Action created earlier) it watches
  * the action's changes first and then reads its state once, so a change that lands between
