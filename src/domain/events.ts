@@ -182,7 +182,7 @@ function changeWatch(listen: (listener: ChangeListener) => () => void, pending: 
   };
   const unsubscribe = listen((change) => {
     if (waiter) answer(change);
-    // Hints in a row ask for the same read: one is kept, so a flood of them costs one read.
+    // Hints in a row ask for the same read: one is kept, so a flood of them costs one read at a time.
     else if (change !== CHANGED_ELSEWHERE || pending.at(-1) !== CHANGED_ELSEWHERE) pending.push(change);
   });
   return {
