@@ -506,6 +506,23 @@ describe('messages on the events channel from a publisher that is not an instanc
     });
   });
 
+  describe('a forged wake naming another device’s command', () => {
+    it('wakes nobody: the database says the command is fetched by the other device', async () => {
+      const mine = await lamp('forged-wake-mine');
+      const theirs = await lamp('forged-wake-theirs');
+      const socket = await connectDevice(apiB(), b.url, mine.device);
+      const other = await queue(apiA(), theirs.agent.token, theirs.device.id, { capability: 'set_power', arguments: { on: true } });
+      const workspaceId = await workspaceIdOf(theirs.device.id);
+
+      await forgeChange(workspaceId, mine.device.id, await actionOf(other.id));
+
+      const own = await queue(apiA(), mine.agent.token, mine.device.id, { capability: 'get_state', arguments: {} });
+      expect(await socket.nextFrame()).toEqual({ type: 'wake', deviceId: mine.device.id, actionId: own.id });
+      expect(socket.frames).toHaveLength(1);
+      socket.ws.close();
+    });
+  });
+
   describe('real messages replayed', () => {
     it('send nothing once what they announced is over: no wake, no cancel for a finished command', async () => {
       const { device, agent } = await lamp('replayed');
