@@ -441,7 +441,7 @@ describe('messages on the events channel from a publisher that is not an instanc
   /** A forged change of `action`, as a full Action and as the hint naming it. */
   async function forgeChange(workspaceId: string, targetId: string, action: Record<string, unknown>) {
     await outsider.publish({ from: 'outsider', event: { type: 'action', workspaceId, targetId, action } });
-    await outsider.publish({ from: 'outsider', event: { type: 'action-hint', workspaceId, targetId, actionId: action.id } });
+    await outsider.publish({ from: 'outsider', event: { type: 'action-hint', workspaceId, targetId, actionId: action.id, signal: true } });
   }
 
   describe('a forged revocation of a live device', () => {
@@ -582,8 +582,8 @@ describe('messages on the events channel from a publisher that is not an instanc
       }
       const fields = new Set(published.map((m) => Object.keys(JSON.parse(m).event).sort().join(',')));
       // A journal message (a device coming online) may or may not fall in the window.
-      expect(['actionId,targetId,type,workspaceId', 'deviceId,type,workspaceId', 'type,workspaceId']).toEqual(expect.arrayContaining([...fields]));
-      expect([...fields]).toEqual(expect.arrayContaining(['actionId,targetId,type,workspaceId', 'deviceId,type,workspaceId']));
+      expect(['actionId,signal,targetId,type,workspaceId', 'deviceId,type,workspaceId', 'type,workspaceId']).toEqual(expect.arrayContaining([...fields]));
+      expect([...fields]).toEqual(expect.arrayContaining(['actionId,signal,targetId,type,workspaceId', 'deviceId,type,workspaceId']));
     });
   });
 });

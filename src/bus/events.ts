@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ActionChange, DeviceRevoked, EventHub, EventListener, ServiceEvent } from '../domain/events.js';
+import { needsSignal, type ActionChange, type DeviceRevoked, type EventHub, type EventListener, type ServiceEvent } from '../domain/events.js';
 import type { RedisConnection } from './redis.js';
 
 /** What crosses the bus: the hints, and the events that are hints already. */
@@ -22,8 +22,8 @@ function readWire(message: string): { from: unknown; event: WireEvent } | undefi
   const e = event as Record<string, unknown>;
   switch (e.type) {
     case 'action-hint':
-      return isId(e.workspaceId) && isId(e.targetId) && isId(e.actionId)
-        ? { from, event: { type: e.type, workspaceId: e.workspaceId, targetId: e.targetId, actionId: e.actionId } }
+      return isId(e.workspaceId) && isId(e.targetId) && isId(e.actionId) && typeof e.signal === 'boolean'
+        ? { from, event: { type: e.type, workspaceId: e.workspaceId, targetId: e.targetId, actionId: e.actionId, signal: e.signal } }
         : undefined;
     case 'revocation-hint':
       return isId(e.workspaceId) && isId(e.deviceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId, deviceId: e.deviceId } } : undefined;
@@ -40,7 +40,7 @@ function readWire(message: string): { from: unknown; event: WireEvent } | undefi
 function toWire(event: ServiceEvent): WireEvent {
   switch (event.type) {
     case 'action':
-      return { type: 'action-hint', workspaceId: event.workspaceId, targetId: event.targetId, actionId: event.action.id };
+      return { type: 'action-hint', workspaceId: event.workspaceId, targetId: event.targetId, actionId: event.action.id, signal: needsSignal(event.action) };
     case 'device-revoked':
       return { type: 'revocation-hint', workspaceId: event.workspaceId, deviceId: event.deviceId };
     default:

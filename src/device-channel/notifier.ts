@@ -59,7 +59,8 @@ export const MAX_HINT_READS = 32;
  *
  * This instance's own events carry what it committed. Another instance's arrive over the
  * shared bus as ids, which anyone able to publish there could forge or replay
- * (docs/scale-out-security.md): the instance holding the device's sockets, and only it, reads
+ * (docs/scale-out-security.md): for a change that may call for a frame (the hint's `signal`)
+ * or a revocation, the instance holding the device's sockets, and only it, reads
  * the action or the device's revocation from the database and signals what is stored, so a
  * forged revocation closes nothing and a replayed recall of a finished command sends nothing.
  */
@@ -114,7 +115,7 @@ export function createLocalNotifier(events: EventHub, deps: NotifierDeps): Devic
   const unsubscribe = events.subscribe((event) => {
     if (event.type === 'action') signalAction(event.targetId, event.action);
     else if (event.type === 'device-revoked') deliver(event.deviceId, { type: 'revoked' });
-    else if (event.type === 'action-hint' && listeners.has(event.targetId)) {
+    else if (event.type === 'action-hint' && event.signal && listeners.has(event.targetId)) {
       const { workspaceId, targetId, actionId } = event;
       readThen(
         `action\n${actionId}`,

@@ -29,6 +29,17 @@ export interface ActionHint {
   workspaceId: string;
   targetId: string;
   actionId: string;
+  /**
+   * The change may call for a frame on the target's wake sockets (`needsSignal`): only then
+   * does the instance holding them read the action. Forged true, it costs a read; forged
+   * false, it changes nothing.
+   */
+  signal: boolean;
+}
+
+/** Whether the target's wake sockets are told of this state: a wake for a queued command, a cancel for a recalled one. */
+export function needsSignal(action: ActionRecord): boolean {
+  return action.status === 'queued' || (action.status === 'received' && action.cancelRequestedAt !== null);
 }
 
 /** Another instance says a device was revoked: its revocation is read from the database before a socket closes. */
