@@ -15,9 +15,10 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
- * Scale-out under a hostile operator's conditions (README "What instances share", "Probes"):
- * credentials in REDIS_URL, a Redis that accepts connections and never answers, and
- * corrupted messages on the events channel. Real redis-server, in-process instances (an
+ * Scale-out under a hostile operator's conditions (README "What instances share", "Probes",
+ * docs/scale-out-security.md): credentials in REDIS_URL, TLS, a Redis that accepts connections
+ * and never answers, corrupted, forged and replayed messages on the events channel, and what
+ * the channel shows to anyone subscribed. Real redis-server, in-process instances (an
  * unhandled rejection fails the run).
  */
 
