@@ -133,7 +133,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks }, config.webhooks);
   const notifier = (options.notifier ?? createLocalNotifier)(events, {
     db,
-    onError: (error) => log.error({ msg: 'event from redis not acted on', error: oneLine(error) }),
+    onError: (error) => log.warn({ msg: 'event from redis not acted on', error: oneLine(error) }),
   });
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {

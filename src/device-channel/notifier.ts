@@ -42,9 +42,15 @@ export interface DeviceNotifier {
   close(): void;
 }
 
+export interface NotifierDeps {
+  db: Db;
+  /** A read started by another instance's message failed (the database is down): the signal is dropped. */
+  onError: (error: unknown) => void;
+}
+
 /**
- * Reads from the database started by other instances' messages and not yet answered, at most:
- * past this, a message is dropped rather than queue reads behind a flood of them. A dropped
+ * At most this many database reads started by other instances' messages are in flight; past
+ * it, a message is dropped rather than queue reads behind a flood of them. A dropped
  * wake waits for the device's next poll; a dropped revocation still fails the device's next
  * request with 401 (docs/scale-out-security.md).
  */
@@ -60,16 +66,10 @@ export const MAX_HINT_READS = 32;
  * This instance's own events carry what it committed. Another instance's arrive over the
  * shared bus as ids, which anyone able to publish there could forge or replay
  * (docs/scale-out-security.md): for a change that may call for a frame (the hint's `signal`)
- * or a revocation, the instance holding the device's sockets, and only it, reads
- * the action or the device's revocation from the database and signals what is stored, so a
- * forged revocation closes nothing and a replayed recall of a finished command sends nothing.
+ * or a revocation, the instance holding the device's sockets, and only it, reads the action
+ * or the device's revocation from the database and signals what is stored, so a forged
+ * revocation closes nothing and a replayed recall of a finished command sends nothing.
  */
-export interface NotifierDeps {
-  db: Db;
-  /** A read started by another instance's message failed (the database is down): the signal is dropped. */
-  onError: (error: unknown) => void;
-}
-
 export function createLocalNotifier(events: EventHub, deps: NotifierDeps): DeviceNotifier {
   const listeners = new Map<string, Set<(signal: DeviceSignal) => void>>();
   const deliver = (deviceId: string, signal: DeviceSignal) => {
