@@ -48,11 +48,11 @@ const config = parseConfig(process.env);
 const published = new Map<string, number>();
 const service = await startService(config, {
   log: createLogger(config.logLevel),
-  notifier: (events) => {
+  notifier: (events, deps) => {
     events.subscribe((event) => {
       if (event.type === 'action' && event.action.status === 'queued') published.set(event.action.id, Number(process.hrtime.bigint()) / 1e6);
     });
-    return createLocalNotifier(events);
+    return createLocalNotifier(events, deps);
   },
 });
 

@@ -8,7 +8,7 @@ import { withRateLimits } from './auth/rate-limited.js';
 import { createMemoryRateLimiter, type RateLimiter } from './domain/rate-limits.js';
 import { StartupError, type Config } from './config.js';
 import { oneLine } from './domain/errors.js';
-import { createLocalNotifier, type DeviceNotifier } from './device-channel/notifier.js';
+import { createLocalNotifier, type DeviceNotifier, type NotifierDeps } from './device-channel/notifier.js';
 import { attachDeviceChannel } from './device-channel/socket-server.js';
 import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/events.js';
@@ -59,7 +59,7 @@ export interface ServiceOptions {
   log?: Logger;
   clock?: Clock;
   /** The wake channel's notifier; in-memory unless several instances share one (README "Wake channel"). */
-  notifier?: (events: EventHub) => DeviceNotifier;
+  notifier?: (events: EventHub, deps: NotifierDeps) => DeviceNotifier;
   /** Shared limiter state for several instances; in-memory by default. */
   rateLimiter?: RateLimiter;
   /** How long close() lets requests in progress finish before it cuts them off (10 s). */
@@ -134,7 +134,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     actionsRetentionMs: config.actionsRetentionMs,
   });
   const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks, observer: metrics.webhooks }, config.webhooks);
-  const notifier = (options.notifier ?? createLocalNotifier)(events);
+  const notifier = (options.notifier ?? createLocalNotifier)(events, {
+    db,
+    onError: (error) => log.warn({ msg: 'event from redis not acted on', error: oneLine(error) }),
+  });
   // The wake WebSocket shares the API's port: 'upgrade' requests never reach Hono.
   const channel = attachDeviceChannel(server as Server, {
     db,

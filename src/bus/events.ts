@@ -1,21 +1,64 @@
 import { randomUUID } from 'node:crypto';
-import type { EventHub, EventListener, ServiceEvent } from '../domain/events.js';
+import { needsSignal, type ActionChange, type DeviceRevoked, type EventHub, type EventListener, type ServiceEvent } from '../domain/events.js';
 import type { RedisConnection } from './redis.js';
 
-/** What travels on the channel: the event as plain JSON, and who sent it. */
-interface Envelope {
-  from: string;
-  event: ServiceEvent;
+/** What crosses the bus: the hints, and the events that are hints already. */
+type WireEvent = Exclude<ServiceEvent, ActionChange | DeviceRevoked>;
+
+const isId = (value: unknown): value is string => typeof value === 'string' && value.length > 0 && value.length <= 128;
+
+/**
+ * What may travel on the channel: ids, never state (docs/scale-out-security.md). An action
+ * change crosses as the hint naming it and a revocation as the hint naming the device; the
+ * instances that hear them read the database before acting. A message is rebuilt from the
+ * fields its type names, and whatever is not one of these is dropped, so a publisher on the
+ * bus cannot hand an instance an Action or a state.
+ */
+function readWire(message: string): { from: unknown; event: WireEvent } | undefined {
+  const raw: unknown = JSON.parse(message);
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const { from, event } = raw as Record<string, unknown>;
+  if (typeof event !== 'object' || event === null) return undefined;
+  const e = event as Record<string, unknown>;
+  switch (e.type) {
+    case 'action-hint':
+      return isId(e.workspaceId) && isId(e.targetId) && isId(e.actionId) && typeof e.signal === 'boolean'
+        ? { from, event: { type: e.type, workspaceId: e.workspaceId, targetId: e.targetId, actionId: e.actionId, signal: e.signal } }
+        : undefined;
+    case 'revocation-hint':
+      return isId(e.workspaceId) && isId(e.deviceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId, deviceId: e.deviceId } } : undefined;
+    case 'journal':
+      return isId(e.workspaceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId } } : undefined;
+    case 'work-cancelled':
+      return isId(e.key) ? { from, event: { type: e.type, key: e.key } } : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** An event as another instance hears it: an own change or revocation becomes its hint; the rest have no state to strip. */
+function toWire(event: ServiceEvent): WireEvent {
+  switch (event.type) {
+    case 'action':
+      return { type: 'action-hint', workspaceId: event.workspaceId, targetId: event.targetId, actionId: event.action.id, signal: needsSignal(event.action) };
+    case 'device-revoked':
+      return { type: 'revocation-hint', workspaceId: event.workspaceId, deviceId: event.deviceId };
+    default:
+      return event;
+  }
 }
 
 /**
  * The event hub shared by every instance through Redis pub/sub (README "What instances
  * share"). `publish` delivers to this instance's listeners at once, as the in-memory hub
- * does, and sends the event to Redis; events from the other instances are delivered here as
- * they arrive. An instance skips its own events coming back from Redis, so none is delivered
- * twice. Events are carried as JSON whatever their type: a new `ServiceEvent` needs no change
- * here. One channel for all: every instance needs the action changes anyway (MCP calls wait
- * on them), and Redis keeps each publisher's messages in order.
+ * does, and sends the event's hint to Redis; hints from the other instances are delivered here
+ * as they arrive. An instance skips its own events coming back from Redis, so none is
+ * delivered twice. One channel for all: every instance needs the action changes anyway (MCP
+ * calls wait on them), and Redis keeps each publisher's messages in order.
+ *
+ * Redis is not trusted (docs/scale-out-security.md): anyone able to publish on the channel
+ * can send any message, or replay one, so a message only says what to read again. The `from`
+ * id only spares an instance its own echo; forging it makes an instance ignore a message.
  *
  * While Redis is down an event reaches only this instance (`onLost` counts it): a wake is a
  * hint and the device's safety poll finds the command in the database; an MCP call waiting
@@ -31,9 +74,10 @@ export function createRedisEventHub(redis: RedisConnection, deps: { onLost: () =
     if (channel !== channelName) return;
     // This runs in the Redis client's event emitter: a throw here would end the process.
     try {
-      const envelope = JSON.parse(message) as Envelope;
-      if (envelope.from === self) return;
-      for (const listener of listeners) listener(envelope.event, 'another-instance');
+      const wire = readWire(message);
+      if (!wire) throw new Error('not an event of this service');
+      if (wire.from === self) return;
+      for (const listener of listeners) listener(wire.event, 'another-instance');
     } catch (error) {
       deps.onError(error);
     }
@@ -49,8 +93,7 @@ export function createRedisEventHub(redis: RedisConnection, deps: { onLost: () =
         deps.onLost();
         return;
       }
-      const envelope: Envelope = { from: self, event };
-      redis.commands.publish(channelName, JSON.stringify(envelope)).catch(() => deps.onLost());
+      redis.commands.publish(channelName, JSON.stringify({ from: self, event: toWire(event) })).catch(() => deps.onLost());
     },
     subscribe(listener) {
       listeners.add(listener);

@@ -15,8 +15,9 @@ import type { DependencyCheck } from '../domain/readiness.js';
  */
 export interface RedisConnection {
   /**
-   * What every key and channel of this deployment starts with (REDIS_KEY_PREFIX), so that
-   * deployments sharing one Redis share nothing (README "What instances share").
+   * What every key and channel of this deployment starts with (REDIS_KEY_PREFIX): what its
+   * Redis ACL user is limited to. Not a boundary between deployments: each has its own Redis
+   * (docs/scale-out-security.md).
    */
   prefix: string;
   commands: Redis;

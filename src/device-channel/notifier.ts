@@ -1,4 +1,7 @@
+import type { ActionRecord } from '../domain/action-records.js';
+import { isDeviceRevoked, storedActionFor } from '../domain/device-events.js';
 import { addKeyedListener, type EventHub } from '../domain/events.js';
+import type { Db } from '../store/driver.js';
 
 /** The wake frame, exactly as sent on the socket (README "Wake channel"). */
 export interface WakeFrame {
@@ -28,11 +31,10 @@ export type DeviceSignal =
 
 /**
  * Delivers signals to the sockets a device holds on this instance, whichever instance
- * raised them. In one process, `createLocalNotifier` below. Several instances behind a load
- * balancer put a shared bus behind the same interface (README "Wake channel": each instance
- * publishes its committed changes to a channel per device and subscribes for the devices
- * whose sockets it holds). A wake is only a hint: a lost one delays a command until the
- * device's next poll, it never loses it, because the queue lives in the database.
+ * raised them: `createLocalNotifier` below, fed by the event hub, which several instances
+ * share through Redis (README "What instances share"). A wake is only a hint: a lost one
+ * delays a command until the device's next poll, it never loses it, because the queue lives
+ * in the database.
  */
 export interface DeviceNotifier {
   /** Calls `listener` for every signal addressed to `deviceId` until the returned function is called. */
@@ -40,31 +42,93 @@ export interface DeviceNotifier {
   close(): void;
 }
 
+export interface NotifierDeps {
+  db: Db;
+  /** A read started by another instance's message failed (the database is down): the signal is dropped. */
+  onError: (error: unknown) => void;
+}
+
 /**
- * The in-process notifier: turns the service's own events into device signals. A `queued`
- * action wakes the device that fetches it (`targetId`: the device, or a child's gateway);
- * a recall (a `received` action that gained `cancelRequestedAt`) tells the same device to
- * stop it; a revocation reaches the revoked device's sockets. Listeners are indexed by device, so a
- * wake costs one map lookup however many sockets are open.
+ * At most this many database reads started by other instances' messages are in flight; past
+ * it, a message is dropped rather than queue reads behind a flood of them. A dropped
+ * wake waits for the device's next poll; a dropped revocation still fails the device's next
+ * request with 401 (docs/scale-out-security.md).
  */
-export function createLocalNotifier(events: EventHub): DeviceNotifier {
+export const MAX_HINT_READS = 32;
+
+/**
+ * The notifier: turns the service's events into device signals. A `queued` action wakes the
+ * device that fetches it (`targetId`: the device, or a child's gateway); a recall (a
+ * `received` action that gained `cancelRequestedAt`) tells the same device to stop it; a
+ * revocation reaches the revoked device's sockets. Listeners are indexed by device, so a wake
+ * costs one map lookup however many sockets are open.
+ *
+ * This instance's own events carry what it committed. Another instance's arrive over the
+ * shared bus as ids, which anyone able to publish there could forge or replay
+ * (docs/scale-out-security.md): for a change that may call for a frame (the hint's `signal`)
+ * or a revocation, the instance holding the device's sockets, and only it, reads the action
+ * or the device's revocation from the database and signals what is stored, so a forged
+ * revocation closes nothing and a replayed recall of a finished command sends nothing.
+ */
+export function createLocalNotifier(events: EventHub, deps: NotifierDeps): DeviceNotifier {
   const listeners = new Map<string, Set<(signal: DeviceSignal) => void>>();
   const deliver = (deviceId: string, signal: DeviceSignal) => {
     for (const listener of listeners.get(deviceId) ?? []) listener(signal);
   };
-  const unsubscribe = events.subscribe((event) => {
-    if (event.type === 'action' && event.action.status === 'queued') {
-      deliver(event.targetId, {
+  const signalAction = (targetId: string, action: ActionRecord) => {
+    if (action.status === 'queued') {
+      deliver(targetId, {
         type: 'wake',
-        frame: { type: 'wake', deviceId: event.action.deviceId, actionId: event.action.id },
+        frame: { type: 'wake', deviceId: action.deviceId, actionId: action.id },
         // An approved action was queued when it was approved (docs/rules.md "Approvals"), not when asked for.
-        queuedAt: event.action.approval?.decidedAt ?? event.action.createdAt,
+        queuedAt: action.approval?.decidedAt ?? action.createdAt,
       });
-    } else if (event.type === 'action' && event.action.status === 'received' && event.action.cancelRequestedAt !== null) {
-      const { deviceId, id, cancelReason } = event.action;
-      deliver(event.targetId, { type: 'cancel', frame: { type: 'cancel', deviceId, actionId: id, reason: cancelReason ?? '' } });
-    } else if (event.type === 'device-revoked') {
-      deliver(event.deviceId, { type: 'revoked' });
+    } else if (action.status === 'received' && action.cancelRequestedAt !== null) {
+      const { deviceId, id, cancelReason } = action;
+      deliver(targetId, { type: 'cancel', frame: { type: 'cancel', deviceId, actionId: id, reason: cancelReason ?? '' } });
+    }
+  };
+  // Keyed by what is read. The same message arriving while its read runs asks for one more
+  // read once it ends (the first may have read before the change it announces), never more.
+  const reading = new Map<string, { again: boolean }>();
+  const readThen = <T>(key: string, read: () => Promise<T>, act: (found: T) => void) => {
+    const running = reading.get(key);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    if (reading.size >= MAX_HINT_READS) return;
+    const state = { again: false };
+    reading.set(key, state);
+    const run = (): void => {
+      read()
+        .then(act)
+        .catch(deps.onError)
+        .finally(() => {
+          if (!state.again) return reading.delete(key);
+          state.again = false;
+          run();
+        });
+    };
+    run();
+  };
+  const unsubscribe = events.subscribe((event) => {
+    if (event.type === 'action') signalAction(event.targetId, event.action);
+    else if (event.type === 'device-revoked') deliver(event.deviceId, { type: 'revoked' });
+    else if (event.type === 'action-hint' && event.signal && listeners.has(event.targetId)) {
+      const { workspaceId, targetId, actionId } = event;
+      readThen(
+        `action\n${actionId}`,
+        () => storedActionFor(deps.db, workspaceId, actionId, targetId),
+        (action) => action && signalAction(targetId, action),
+      );
+    } else if (event.type === 'revocation-hint' && listeners.has(event.deviceId)) {
+      const { workspaceId, deviceId } = event;
+      readThen(
+        `device\n${deviceId}`,
+        () => isDeviceRevoked(deps.db, workspaceId, deviceId),
+        (revoked) => revoked && deliver(deviceId, { type: 'revoked' }),
+      );
     }
   });
   return {

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { hashToken, issueToken, tokenKinds } from './tokens.js';
 import { consumeEventTicket, issueEventTicket } from '../store/event-tickets.js';
-import { recalledFor } from '../store/actions.js';
-import { touchDevice } from '../store/devices.js';
+import { getAction, recalledFor } from '../store/actions.js';
+import { getDevice, touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
+import { toActionRecord, type ActionRecord } from './action-records.js';
 import type { Clock } from './context.js';
 import { noteDeviceSeen } from './devices.js';
 import { DomainError } from './errors.js';
@@ -84,4 +85,20 @@ export async function redeemEventsTicket(deps: { db: Db; clock: Clock }, deviceI
 /** A pong on the wake socket counts as calling in, so a woken device stays `online` without polling. */
 export function markDeviceSeen(deps: { db: Db; clock: Clock }, deviceId: string): Promise<void> {
   return touchDevice(deps.db, deviceId, deps.clock.now());
+}
+
+/**
+ * An action another instance says changed, as stored, if `targetId` is the device that fetches
+ * it; undefined otherwise. The shared bus only names what changed, and anyone able to publish
+ * there could name anything (docs/scale-out-security.md): the wake channel decides from this.
+ */
+export async function storedActionFor(db: Db, workspaceId: string, actionId: string, targetId: string): Promise<ActionRecord | undefined> {
+  const row = await getAction(db, workspaceId, actionId);
+  return row && row.targetId === targetId ? toActionRecord(row) : undefined;
+}
+
+/** Whether the device's credential is revoked in the database, whatever a message said (docs/scale-out-security.md). */
+export async function isDeviceRevoked(db: Db, workspaceId: string, deviceId: string): Promise<boolean> {
+  const device = await getDevice(db, workspaceId, deviceId);
+  return device !== undefined && device.revokedAt !== null;
 }

@@ -1,6 +1,9 @@
 import type { ActionRecord } from './action-records.js';
 
-/** One state change of an action, published after the transaction that made it commits. */
+/**
+ * One state change of an action, published after the transaction that made it commits. It
+ * never leaves the instance that committed it: the shared bus carries an `ActionHint` instead.
+ */
 export interface ActionChange {
   type: 'action';
   workspaceId: string;
@@ -12,6 +15,36 @@ export interface ActionChange {
 /** A device was revoked: its open wake sockets must close (docs/rules.md "Credentials", code 4401). */
 export interface DeviceRevoked {
   type: 'device-revoked';
+  workspaceId: string;
+  deviceId: string;
+}
+
+/**
+ * Another instance says an action changed (its `ActionChange`, as the shared bus carries it):
+ * which action, never how. Anyone able to publish on the bus could forge or replay one
+ * (docs/scale-out-security.md), so whoever acts on it reads the action from the database.
+ */
+export interface ActionHint {
+  type: 'action-hint';
+  workspaceId: string;
+  targetId: string;
+  actionId: string;
+  /**
+   * The change may call for a frame on the target's wake sockets (`needsSignal`): only then
+   * does the instance holding them read the action. Forged true, it costs a read; forged
+   * false, it changes nothing.
+   */
+  signal: boolean;
+}
+
+/** Whether the target's wake sockets are told of this state: a wake for a queued command, a cancel for a recalled one. */
+export function needsSignal(action: ActionRecord): boolean {
+  return action.status === 'queued' || (action.status === 'received' && action.cancelRequestedAt !== null);
+}
+
+/** Another instance says a device was revoked: its revocation is read from the database before a socket closes. */
+export interface RevocationHint {
+  type: 'revocation-hint';
   workspaceId: string;
   deviceId: string;
 }
@@ -41,8 +74,11 @@ export interface JournalWritten {
   workspaceId: string;
 }
 
-/** Plain JSON data, so a shared bus carries any of them without knowing their types. */
-export type ServiceEvent = ActionChange | DeviceRevoked | WorkCancelled | JournalWritten;
+/**
+ * Plain data. The shared bus (src/bus/events.ts) carries an action change or a revocation as
+ * its hint, the other two as they are: only an instance's own events carry state.
+ */
+export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten;
 
 /** After a commit that journalled grant or device events: open owner streams read them now. */
 export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {
@@ -74,9 +110,17 @@ export function createEventHub(): EventHub {
   };
 }
 
+/**
+ * What a watch hands its waiter: the Action as this instance committed it, or word that
+ * another instance changed it. The second is a hint off the shared bus, which anyone able to
+ * publish there could forge or replay: the waiter reads the action from the database.
+ */
+export const CHANGED_ELSEWHERE = 'changed-elsewhere';
+export type WatchedChange = ActionRecord | typeof CHANGED_ELSEWHERE;
+
 export interface ActionWatch {
-  /** The next published change of the action (oldest first), or undefined once the wait was ended (`end`) and none is left. */
-  next(): Promise<ActionRecord | undefined>;
+  /** The next change of the action (oldest first), or undefined once the wait was ended (`end`) and none is left. */
+  next(): Promise<WatchedChange | undefined>;
   /**
    * Ends the wait: a waiting `next` answers undefined, and so does every later one once the
    * changes kept are taken. The waiter sets its own deadline and cancellation around the
@@ -86,7 +130,7 @@ export interface ActionWatch {
   close(): void;
 }
 
-type ChangeListener = (action: ActionRecord) => void;
+type ChangeListener = (change: WatchedChange) => void;
 
 /**
  * The watches of one hub, found by action id (or, before the action exists, by who requested
@@ -95,7 +139,9 @@ type ChangeListener = (action: ActionRecord) => void;
  */
 interface Watches {
   byAction: Map<string, Set<ChangeListener>>;
-  byRequester: Map<string, Set<ChangeListener>>;
+  byRequester: Map<string, Set<(action: ActionRecord) => void>>;
+  /** Watches of coming actions by workspace, told which actions other instances changed there (their hints name no requester). */
+  hintsByWorkspace: Map<string, Set<(actionId: string) => void>>;
 }
 
 const hubWatches = new WeakMap<EventHub, Watches>();
@@ -119,12 +165,17 @@ export function addKeyedListener<L>(index: Map<string, Set<L>>, key: string, lis
 function watchesOf(hub: EventHub): Watches {
   let watches = hubWatches.get(hub);
   if (!watches) {
-    const made: Watches = { byAction: new Map(), byRequester: new Map() };
+    const made: Watches = { byAction: new Map(), byRequester: new Map(), hintsByWorkspace: new Map() };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
-      if (event.type !== 'action') return;
-      for (const listener of made.byAction.get(event.action.id) ?? []) listener(event.action);
-      for (const listener of made.byRequester.get(requesterKey(event.workspaceId, event.action.principal)) ?? []) listener(event.action);
+      if (event.type === 'action') {
+        const { action } = event;
+        for (const listener of made.byAction.get(action.id) ?? []) listener(action);
+        for (const listener of made.byRequester.get(requesterKey(event.workspaceId, action.principal)) ?? []) listener(action);
+      } else if (event.type === 'action-hint') {
+        for (const listener of made.byAction.get(event.actionId) ?? []) listener(CHANGED_ELSEWHERE);
+        for (const listener of made.hintsByWorkspace.get(event.workspaceId) ?? []) listener(event.actionId);
+      }
     });
     hubWatches.set(hub, (watches = made));
   }
@@ -132,17 +183,18 @@ function watchesOf(hub: EventHub): Watches {
 }
 
 /** A watch over the changes `listen` hands it, starting with `pending`. */
-function changeWatch(listen: (listener: ChangeListener) => () => void, pending: ActionRecord[]): ActionWatch {
-  let waiter: ((action: ActionRecord | undefined) => void) | undefined;
+function changeWatch(listen: (listener: ChangeListener) => () => void, pending: WatchedChange[]): ActionWatch {
+  let waiter: ((change: WatchedChange | undefined) => void) | undefined;
   let ended = false;
-  const answer = (action: ActionRecord | undefined) => {
+  const answer = (change: WatchedChange | undefined) => {
     const waiting = waiter;
     waiter = undefined;
-    waiting?.(action);
+    waiting?.(change);
   };
-  const unsubscribe = listen((action) => {
-    if (waiter) answer(action);
-    else pending.push(action);
+  const unsubscribe = listen((change) => {
+    if (waiter) answer(change);
+    // Hints in a row ask for the same read: one is kept, so a flood of them costs one read at a time.
+    else if (change !== CHANGED_ELSEWHERE || pending.at(-1) !== CHANGED_ELSEWHERE) pending.push(change);
   });
   return {
     next() {
@@ -176,23 +228,37 @@ export interface ComingActionWatch {
   close(): void;
 }
 
+/** More hinted ids than this while one action is being created, and the watch reads the action once instead of remembering them. */
+const MAX_HINTS_KEPT = 64;
+
 /**
  * Watches the changes of an action `principal` is about to request, from before it exists:
  * every change of it is published after this, so the watch sees them all, and the caller needs
  * no read to learn what happened between the insert and the watch. Until `of` names the
- * action, the principal's changes are kept; `of` keeps that action's and drops the rest.
+ * action, the principal's changes are kept; `of` keeps that action's and drops the rest. A
+ * change another instance announced in the meantime names only its action: if it names this
+ * one, the watch starts with a hint (the waiter reads the action).
  */
 export function watchComingAction(hub: EventHub, workspaceId: string, principal: string): ComingActionWatch {
-  const { byAction, byRequester } = watchesOf(hub);
+  const { byAction, byRequester, hintsByWorkspace } = watchesOf(hub);
   const seen: ActionRecord[] = [];
-  const stop = addKeyedListener(byRequester, requesterKey(workspaceId, principal), (action) => seen.push(action));
+  const hinted = new Set<string>();
+  let tooManyHints = false;
+  const stopOwn = addKeyedListener(byRequester, requesterKey(workspaceId, principal), (action) => seen.push(action));
+  const stopHints = addKeyedListener(hintsByWorkspace, workspaceId, (actionId) => {
+    if (hinted.size < MAX_HINTS_KEPT) hinted.add(actionId);
+    else tooManyHints = true;
+  });
+  const stop = () => {
+    stopOwn();
+    stopHints();
+  };
   return {
     of(actionId) {
       stop();
-      return changeWatch(
-        (listener) => addKeyedListener(byAction, actionId, listener),
-        seen.filter((action) => action.id === actionId),
-      );
+      const pending: WatchedChange[] = seen.filter((action) => action.id === actionId);
+      if (tooManyHints || hinted.has(actionId)) pending.push(CHANGED_ELSEWHERE);
+      return changeWatch((listener) => addKeyedListener(byAction, actionId, listener), pending);
     },
     close: stop,
   };

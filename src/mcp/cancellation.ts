@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { EventHub } from '../domain/events.js';
 import type { ClientGone } from '../http/request.js';
 
@@ -31,8 +32,15 @@ export interface InflightCalls {
   cancel(caller: string, id: unknown): void;
 }
 
-/** The `work-cancelled` key: prefixed with the surface, so other users of the event type never collide. */
-const keyOf = (caller: string, id: string | number) => `mcp-call\n${caller}\n${typeof id}:${String(id)}`;
+/**
+ * The `work-cancelled` key: prefixed with the surface, so other users of the event type never
+ * collide, and hashed, so the shared bus shows no principal or connection
+ * (docs/scale-out-security.md).
+ */
+const keyOf = (caller: string, id: string | number) =>
+  createHash('sha256')
+    .update(`mcp-call\n${caller}\n${typeof id}:${String(id)}`)
+    .digest('hex');
 
 export function createInflightCalls(events: EventHub): InflightCalls {
   const running = new Map<string, Set<AbortController>>();

@@ -21,7 +21,7 @@ import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/act
 import type { Context, CredentialOf } from '../domain/context.js';
 import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
-import { watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
+import { CHANGED_ELSEWHERE, watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
 import { agentOf, authorizedFromListing, liveGrantId, type CallableFunction } from '../domain/functions.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
@@ -428,7 +428,7 @@ function summary(fn: CallableFunction, action: ActionRecord): string {
  * Waits for the action to settle, up to `waitMs`, telling the client each state change as
  * progress (awaiting_approval 1/4 → queued 2/4 → received 3/4 → done 4/4) when it asked for
  * progress; an action approved during the wait is then waited for as any queued one. The
- * published changes (each a full Action, in commit order) are the state. `coming` is a watch
+ * changes published here (each a full Action, in commit order) are the state. `coming` is a watch
  * begun before the call created `first`: it holds every change since, so `first` is the state
  * to start from. Otherwise (an idempotent replay answers an Action created earlier) it watches
  * the action's changes first and then reads its state once, so a change that lands between
@@ -467,9 +467,12 @@ async function awaitSettled(
         if (!signal.aborted) current = await read();
         break;
       }
+      // Another instance's change is a hint off the shared bus, forgeable by whoever can
+      // publish there: the answer is the action as stored (docs/scale-out-security.md).
+      const seen = change === CHANGED_ELSEWHERE ? await read() : change;
       // A change published before the read can be older than what the read saw.
-      if (ACTION_STATES[change.status].stage < ACTION_STATES[current.status].stage) continue;
-      current = change;
+      if (ACTION_STATES[seen.status].stage < ACTION_STATES[current.status].stage) continue;
+      current = seen;
       await progress(current);
     }
     return current;
