@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice as attachSdkDevice, Device, type DeviceEvent } from '@dfc/device';
 import { lampManifest as sdkLampManifest } from '../src/cli/simulated.js';
+import { eventIds } from '../src/domain/event-ids.js';
 import { toWorkspaceEvent } from '../src/domain/workspace-events.js';
 import { listWorkspaceEvents } from '../src/store/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
@@ -95,8 +96,9 @@ describe('POST /v1/devices/{deviceId}/actions under an approval grant', () => {
     const { lamp, agent } = await setup();
     const action = await waiting(agent.token, lamp);
     const workspace = await server.service.db.get<{ id: string }>('SELECT id FROM workspaces WHERE routing_id = ?', [lamp.workspace]);
+    const ids = await eventIds({ db: server.service.db, clock: { now: Date.now } });
     const events = (await listWorkspaceEvents(server.service.db, workspace!.id, 0, 10_000))
-      .map(toWorkspaceEvent)
+      .map((row) => toWorkspaceEvent(row, ids))
       .filter((e) => e.data.action?.id === action.id);
     expect(events.map((e) => [e.type, e.data.action!.status])).toEqual([
       ['action.created', 'awaiting_approval'],

@@ -13,6 +13,7 @@ import {
 } from '../store/webhooks.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
+import { eventIds } from './event-ids.js';
 import type { WebhookTransport } from './webhook-transport.js';
 import { signDelivery } from './webhooks.js';
 import { toWorkspaceEvent } from './workspace-events.js';
@@ -79,6 +80,7 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
     return 0;
   }
   let written = 0;
+  const ids = await eventIds(deps);
   for (let batch = 0; batch < DISPATCH_BATCHES; batch++) {
     const rows = await readDispatchWindow(deps.db, DISPATCH_BATCH);
     if (rows.length === 0) break;
@@ -98,7 +100,7 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
       if (row.webhookId === null) continue;
       // An event's first row carries its data (readDispatchWindow); the rest reuse its payload.
       let payload = payloads.get(row.id);
-      if (payload === undefined) payloads.set(row.id, (payload = JSON.stringify(toWorkspaceEvent(row))));
+      if (payload === undefined) payloads.set(row.id, (payload = JSON.stringify(toWorkspaceEvent(row, ids))));
       bytes += Buffer.byteLength(payload);
       inserts.push(
         deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type, payload }, now),
