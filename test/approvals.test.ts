@@ -259,6 +259,13 @@ describe('GET /v1/approvals', () => {
     expect(last.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(4));
     const back = await api.get(`/v1/approvals?limit=2&before=${last.body.data.previous}`, { token: own });
     expect(back.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(2, 4));
+
+    // Once the last page is decided, its cursor reads the last page there is, not an empty one.
+    expect((await reject(ids[4]!, own)).status).toBe(200);
+    const gone = await api.get(`/v1/approvals?limit=2&after=${second.body.data.next}`, { token: own });
+    expect(gone.body.data).toMatchObject({ total: 4, next: null });
+    expect(gone.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(2, 4));
+    expect(gone.body.data.previous).not.toBeNull();
   });
 
   it('refuses a cursor of another list or workspace, or both directions at once, with 400 at the field', async () => {

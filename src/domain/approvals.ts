@@ -3,7 +3,7 @@ import { awaitingApprovals, expireDue, getAction, rejectAction as rejectStored, 
 import { action, toActionRecord } from './action-records.js';
 import { ACTION_STATUSES } from './action-states.js';
 import { publishActions } from './actions.js';
-import { fail } from './errors.js';
+import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation } from './operation.js';
 import { decodeCursor, encodeCursor, ROW_ORDER_KEY, type PageKey } from './paging.js';
 import { uuid } from './schemas.js';
@@ -20,6 +20,9 @@ export const INBOX_PAGE = 50;
 export const INBOX_PAGE_MAX = 100;
 
 const LIST = 'approvals.list';
+
+/** A key past every action's (created_at, rowid): reading backwards from it reads the last page. */
+const AFTER_EVERY_KEY: PageKey = [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER];
 
 const cursor = z.string().min(1).max(1024).optional();
 
@@ -49,19 +52,24 @@ export const listApprovals = defineOperation({
       const given = input[field];
       if (given === undefined) return null;
       const decoded = decodeCursor(given, LIST, credential.workspaceId, ROW_ORDER_KEY);
-      if (!Array.isArray(decoded)) throw fail.invalid('The cursor cannot be read.', [{ ...(decoded as { path: string; message: string }), path: field }]);
+      if (!Array.isArray(decoded)) throw fail.invalid('The cursor cannot be read.', [{ path: field, message: (decoded as ErrorIssue).message }]);
       return decoded;
     };
     publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
     let before = key('before');
-    const after = key('after');
+    let after = key('after');
     const limit = input.limit ?? INBOX_PAGE;
     let page = await awaitingApprovals(ctx.db, credential.workspaceId, { limit, after, before });
-    // Fewer than a page before the cursor (some were decided meanwhile): that is the first
-    // page, read from the start so that it is full.
     if (before !== null && !page.more) {
+      // Fewer than a page before the cursor (some were decided meanwhile): that is the first
+      // page, read from the start so that it is full.
       before = null;
       page = await awaitingApprovals(ctx.db, credential.workspaceId, { limit, after: null, before: null });
+    } else if (after !== null && page.rows.length === 0 && page.total > 0) {
+      // Nothing after the cursor any more (the last page was decided): the last page there is.
+      after = null;
+      before = AFTER_EVERY_KEY;
+      page = await awaitingApprovals(ctx.db, credential.workspaceId, { limit, after: null, before });
     }
     const { rows, more, total } = page;
     const cursorOf = (row: (ActionRow & { position: number }) | undefined) =>
@@ -71,7 +79,7 @@ export const listApprovals = defineOperation({
     // Reading forwards, a page was named (`after`) only by coming from an earlier one; reading
     // backwards, the later page is where the reader came from.
     const hasPrevious = before !== null ? more : after !== null && first !== undefined;
-    const hasNext = before !== null ? last !== undefined : more;
+    const hasNext = before !== null ? before !== AFTER_EVERY_KEY && last !== undefined : more;
     return {
       total,
       actions: rows.map(({ position: _position, ...row }) => toActionRecord(row)),
