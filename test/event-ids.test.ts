@@ -1,4 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EVENT_ID_PATTERN } from '../src/domain/event-ids.js';
 import { grant } from './helpers/actions.js';
 import { client } from './helpers/api.js';
@@ -116,5 +118,40 @@ describe('resuming by event id', () => {
 
     const probing = await stream(one, owner, String(oldId + 1));
     expect(JSON.parse((await probing.next()).data)).toMatchObject({ type: 'reset', data: { reason: 'unknown_event_id' } });
+  });
+});
+
+describe('event ids in webhooks', () => {
+  it("carries the stream's opaque id in the payload and in the delivery record", async () => {
+    const bodies: string[] = [];
+    const receiver = http.createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        bodies.push(Buffer.concat(chunks).toString('utf8'));
+        response.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const server = await startTestServer({ env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05' } });
+    try {
+      const api = client(server.url);
+      const owner = await server.ownerToken('ids-webhook');
+      const lamp = await attachDevice(api, owner);
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const hook = await api.post('/v1/webhooks', { token: owner, body: { url, events: ['grant.created'] } });
+      expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+      const shown = await granted(await stream(server, owner), server, owner, lamp, 'agent:hooked');
+
+      await vi.waitFor(() => expect(bodies).toHaveLength(1), { timeout: 15_000, interval: 50 });
+      expect(JSON.parse(bodies[0]!).id).toBe(shown.id);
+      expect(shown.id).toMatch(EVENT_ID_PATTERN);
+      const deliveries = await api.get(`/v1/webhooks/${hook.body.data.id}/deliveries`, { token: owner });
+      expect(deliveries.body.data[0].eventId).toBe(shown.id);
+    } finally {
+      await server.close();
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
   });
 });
