@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice as attachSdkDevice, Device, type DeviceEvent } from '@dfc/device';
 import { lampManifest as sdkLampManifest } from '../src/cli/simulated.js';
+import { eventIds } from '../src/domain/event-ids.js';
 import { toWorkspaceEvent } from '../src/domain/workspace-events.js';
 import { listWorkspaceEvents } from '../src/store/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
@@ -95,8 +96,9 @@ describe('POST /v1/devices/{deviceId}/actions under an approval grant', () => {
     const { lamp, agent } = await setup();
     const action = await waiting(agent.token, lamp);
     const workspace = await server.service.db.get<{ id: string }>('SELECT id FROM workspaces WHERE routing_id = ?', [lamp.workspace]);
+    const ids = await eventIds({ db: server.service.db, clock: { now: Date.now } });
     const events = (await listWorkspaceEvents(server.service.db, workspace!.id, 0, 10_000))
-      .map(toWorkspaceEvent)
+      .map((row) => toWorkspaceEvent(row, ids))
       .filter((e) => e.data.action?.id === action.id);
     expect(events.map((e) => [e.type, e.data.action!.status])).toEqual([
       ['action.created', 'awaiting_approval'],
@@ -234,6 +236,70 @@ describe('POST /v1/actions/{actionId}/reject', () => {
     expect(late.status).toBe(409);
     expect(late.body.error.action.status).toBe('rejected');
     expect((await next(api, lamp)).body.data).toBeNull();
+  });
+});
+
+describe('GET /v1/approvals', () => {
+  it('pages the waiting actions oldest first with next and previous cursors, and counts them all', async () => {
+    const own = await server.ownerToken('approvals-pages');
+    const lamp = await attachDevice(api, own);
+    const agent = await createAgent(api, own);
+    await grant(api, own, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await waiting(agent.token, lamp)).id);
+
+    const first = await api.get('/v1/approvals?limit=2', { token: own });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body.data).toMatchObject({ total: 5, previous: null });
+    expect(first.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(0, 2));
+    const second = await api.get(`/v1/approvals?limit=2&after=${first.body.data.next}`, { token: own });
+    expect(second.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(2, 4));
+    const last = await api.get(`/v1/approvals?limit=2&after=${second.body.data.next}`, { token: own });
+    expect(last.body.data).toMatchObject({ next: null });
+    expect(last.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(4));
+    const back = await api.get(`/v1/approvals?limit=2&before=${last.body.data.previous}`, { token: own });
+    expect(back.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(2, 4));
+
+    // Once the last page is decided, its cursor reads the last page there is, not an empty one.
+    expect((await reject(ids[4]!, own)).status).toBe(200);
+    const gone = await api.get(`/v1/approvals?limit=2&after=${second.body.data.next}`, { token: own });
+    expect(gone.body.data).toMatchObject({ total: 4, next: null });
+    expect(gone.body.data.actions.map((a: Action) => a.id)).toEqual(ids.slice(2, 4));
+    expect(gone.body.data.previous).not.toBeNull();
+  });
+
+  it('refuses a cursor of another list or workspace, or both directions at once, with 400 at the field', async () => {
+    const mine = (await api.get('/v1/approvals?limit=1', { token: owner })).body.data;
+    const other = await server.ownerToken('approvals-pages-other');
+    const foreign = await api.get(`/v1/approvals?after=${mine.next ?? mine.previous ?? 'x'}`, { token: other });
+    expect(foreign.status).toBe(400);
+    expect(foreign.body.error.issues[0].path).toBe('after');
+    const both = await api.get('/v1/approvals?after=a&before=b', { token: owner });
+    expect(both.status).toBe(400);
+    expect(both.body.error.issues[0].path).toBe('before');
+  });
+});
+
+describe('POST /v1/actions/reject', () => {
+  it('rejects each action still waiting, with the reason, and leaves one approved meanwhile as it is', async () => {
+    const { lamp, agent } = await setup();
+    const [a, b, c] = [await waiting(agent.token, lamp), await waiting(agent.token, lamp), await waiting(agent.token, lamp)];
+    expect((await approve(b.id)).status).toBe(200);
+    const res = await api.post('/v1/actions/reject', { token: owner, body: { actionIds: [a.id, b.id, c.id], reason: 'too many' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.rejected).toBe(2);
+    expect(res.body.data.actions.map((x: Action) => x.id)).toEqual([a.id, c.id]);
+    expect(res.body.data.skipped).toEqual([{ id: b.id, status: 'queued' }]);
+    expect(await read(a.id)).toMatchObject({ status: 'rejected', approval: { decision: 'rejected', reason: 'too many' } });
+    expect((await read(b.id)).status).toBe('queued');
+  });
+
+  it('refuses an empty list, more than 100 ids or an id that is not one, with 400 at the field', async () => {
+    for (const actionIds of [[], Array.from({ length: 101 }, () => crypto.randomUUID()), ['nope']]) {
+      const res = await api.post('/v1/actions/reject', { token: owner, body: { actionIds } });
+      expect(res.status).toBe(400);
+      expect(res.body.error.issues[0].path).toMatch(/^actionIds/);
+    }
   });
 });
 

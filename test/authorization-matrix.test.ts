@@ -360,6 +360,12 @@ const matrix: Record<string, Row> = {
     request: async (caller) => ({ path: `/v1/actions/${await waitingAction(caller)}/reject`, body: {} }),
     cells: ownerRoute('404'),
   },
+  'GET /v1/approvals': { request: async () => ({ path: '/v1/approvals' }), cells: ownerRoute('2xx') },
+  // Another workspace's action is not rejected: owner2 is answered that it was skipped, unknown.
+  'POST /v1/actions/reject': {
+    request: async (caller) => ({ path: '/v1/actions/reject', body: { actionIds: [await waitingAction(caller)], reason: 'matrix' } }),
+    cells: ownerRoute('2xx'),
+  },
   'POST /v1/actions/{actionId}/cancel': {
     request: async () => ({ path: `/v1/actions/${await freshAction()}/cancel` }),
     cells: {

@@ -12,6 +12,7 @@ import { RemoteDb } from '../src/store/remote.js';
 import { appendWorkspaceEvent, journalBounds, listWorkspaceEvents } from '../src/store/workspace-events.js';
 import { client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
+import { journalIdOf } from './helpers/event-ids.js';
 import { attachDevice } from './helpers/fixtures.js';
 import { openSse, type SseStream } from './helpers/sse.js';
 import { startSqld, type TestSqld } from './helpers/sqld.js';
@@ -48,18 +49,18 @@ async function stream(server: TestServer, token: string, lastEventId?: string): 
   return sse;
 }
 
-/** The id of the journal event a new grant writes, read from the owner's stream. */
-async function grantEventId(server: TestServer, owner: string, deviceId: string, principal: string): Promise<number> {
-  const sse = await stream(server, owner);
-  const [given] = await grant(client(server.url), owner, principal, deviceId, ['set_power']);
-  const event = await sse.nextWhere((e) => e.event === 'grant.created' && JSON.parse(e.data).data.grant.id === given!.id);
-  sse.close();
-  return Number(event.id);
-}
-
 /** The workspace a device was attached to (devices name it by routing id). */
 async function workspaceId(server: TestServer, routingId: string): Promise<string> {
   return (await server.service.db.get<{ id: string }>('SELECT id FROM workspaces WHERE routing_id = ?', [routingId]))!.id;
+}
+
+/** The journal id of the event a new grant writes, read from the owner's stream. */
+async function grantEventId(server: TestServer, owner: string, device: { id: string; workspace: string }, principal: string): Promise<number> {
+  const sse = await stream(server, owner);
+  const [given] = await grant(client(server.url), owner, principal, device.id, ['set_power']);
+  const event = await sse.nextWhere((e) => e.event === 'grant.created' && JSON.parse(e.data).data.grant.id === given!.id);
+  sse.close();
+  return journalIdOf(server, device.workspace, event.id!);
 }
 
 describe.each([
@@ -74,7 +75,7 @@ describe.each([
     try {
       const owner = await first.ownerToken(`ids-${driver}`);
       lamp = await attachDevice(client(first.url), owner);
-      before = await grantEventId(first, owner, lamp.id, 'agent:before');
+      before = await grantEventId(first, owner, lamp, 'agent:before');
       expect((await pruneEverything(first.service.db)).workspaceEvents).toBeGreaterThan(0);
       expect(await listWorkspaceEvents(first.service.db, await workspaceId(first, lamp.workspace), 0, 100)).toEqual([]);
       // A second pass finds nothing more to prune: the newest id's tombstone stays where it is.
@@ -87,7 +88,7 @@ describe.each([
     try {
       const owner = await second.ownerToken(`ids-${driver}`);
       expect(await journalBounds(second.service.db)).toEqual({ first: before + 1, last: before });
-      const after = await grantEventId(second, owner, lamp.id, 'agent:after');
+      const after = await grantEventId(second, owner, lamp!, 'agent:after');
       expect(after).toBeGreaterThan(before);
     } finally {
       await second.close();
@@ -100,12 +101,14 @@ describe('a Last-Event-ID older than the replay window, after pruning everything
     const dir = tempDir();
     const first = await startTestServer({ dir });
     let seen: string;
-    let lampId: string;
+    let lamp: Awaited<ReturnType<typeof attachDevice>>;
     try {
       const owner = await first.ownerToken('ids-window');
-      const lamp = await attachDevice(client(first.url), owner);
-      lampId = lamp.id;
-      seen = String(await grantEventId(first, owner, lamp.id, 'agent:w1'));
+      lamp = await attachDevice(client(first.url), owner);
+      const sse = await stream(first, owner);
+      const [given] = await grant(client(first.url), owner, 'agent:w1', lamp.id, ['set_power']);
+      seen = (await sse.nextWhere((e) => e.event === 'grant.created' && JSON.parse(e.data).data.grant.id === given!.id)).id!;
+      sse.close();
       await grant(client(first.url), owner, 'agent:w2', lamp.id, ['set_power']);
       await pruneEverything(first.service.db);
     } finally {
@@ -119,15 +122,15 @@ describe('a Last-Event-ID older than the replay window, after pruning everything
       const reset = await resumed.next();
       expect(reset.event).toBe('reset');
       expect(JSON.parse(reset.data)).toMatchObject({ type: 'reset', id: reset.id, data: { reason: 'events_lost' } });
-      expect(Number(reset.id)).toBeGreaterThan(Number(seen));
-      const [live] = await grant(client(second.url), owner, 'agent:w3', lampId, ['set_power']);
+      expect(await journalIdOf(second, lamp!.workspace, reset.id!)).toBeGreaterThan(await journalIdOf(second, lamp!.workspace, seen));
+      const [live] = await grant(client(second.url), owner, 'agent:w3', lamp!.id, ['set_power']);
       const event = await resumed.next();
       expect(JSON.parse(event.data).data.grant.id).toBe(live!.id);
-      expect(Number(event.id)).toBeGreaterThan(Number(reset.id));
+      expect(await journalIdOf(second, lamp!.workspace, event.id!)).toBeGreaterThan(await journalIdOf(second, lamp!.workspace, reset.id!));
 
       // The id the tombstone keeps is where a stream that saw it goes on from: nothing was lost after it.
       const fromReset = await stream(second, owner, reset.id);
-      expect(Number((await fromReset.next()).id)).toBe(Number(event.id));
+      expect((await fromReset.next()).id).toBe(event.id);
     } finally {
       await second.close();
     }
@@ -263,9 +266,10 @@ describe('the webhook dispatcher cursor across migration 0022', () => {
       await vi.waitFor(() => expect(hooks.bodies).toHaveLength(1), { timeout: 15_000, interval: 50 });
       const delivered = JSON.parse(hooks.bodies[0]!) as { id: string; type: string; data: { grant: { id: string } } };
       expect(delivered).toMatchObject({ type: 'grant.created', data: { grant: { id: given!.id } } });
-      expect(Number(delivered.id)).toBeGreaterThan(5);
+      const deliveredId = await journalIdOf(server, lamp.workspace, delivered.id);
+      expect(deliveredId).toBeGreaterThan(5);
       const cursor = await server.service.db.get<{ last: number }>('SELECT last_event_id AS last FROM webhook_dispatch WHERE id = 1');
-      expect(cursor!.last).toBeGreaterThanOrEqual(Number(delivered.id));
+      expect(cursor!.last).toBeGreaterThanOrEqual(deliveredId);
     } finally {
       await server.close();
       await hooks.close();

@@ -6,6 +6,7 @@ import { EVENT_TYPES } from '../src/domain/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
+import { journalIdOf } from './helpers/event-ids.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { openSse, type SseEvent, type SseStream } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -84,7 +85,7 @@ describe('GET /v1/events', () => {
       ['action.updated', 'received'],
       ['action.updated', 'succeeded'],
     ]);
-    const ids = events.map((e) => Number(e.id));
+    const ids = await Promise.all(events.map((e) => journalIdOf(server, lamp.workspace, e.id!)));
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
   });
 
@@ -191,10 +192,13 @@ describe('resumption with Last-Event-ID', () => {
     const lampB = await attachDevice(api, ownerB);
     const sseB = await stream(ownerB);
     await grant(api, ownerB, 'agent:b', lampB.id, ['set_power']);
-    const before = Number((await sseB.next()).id) - 1;
+    const ofB = (await sseB.next()).id!;
     await grant(api, ownerB, 'agent:b2', lampB.id, ['set_power']);
+    // B's id means nothing in A's workspace: A starts afresh, and sees its own events only.
+    const resumed = await stream(ownerA, { lastEventId: ofB });
+    expect(parsed(await resumed.next())).toMatchObject({ type: 'reset', data: { reason: 'unknown_event_id' } });
+    await grant(api, ownerB, 'agent:b3', lampB.id, ['set_power']);
     const [own] = await grant(api, ownerA, 'agent:a', lampA.id, ['set_power']);
-    const resumed = await stream(ownerA, { lastEventId: String(before) });
     expect(parsed(await resumed.next()).data.grant!.id).toBe(own!.id);
   });
 
@@ -218,7 +222,7 @@ describe('resumption with Last-Event-ID', () => {
     const [live] = await grant(api, owner, 'agent:w3', lamp.id, ['set_power']);
     const event = await resumed.next();
     expect(parsed(event).data.grant!.id).toBe(live!.id);
-    expect(Number(event.id)).toBeGreaterThan(Number(reset.id));
+    expect(await journalIdOf(server, lamp.workspace, event.id!)).toBeGreaterThan(await journalIdOf(server, lamp.workspace, reset.id!));
   });
 
   it('answers an id the service never gave with a reset event (unknown_event_id)', async () => {

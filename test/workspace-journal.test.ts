@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventIds } from '../src/domain/event-ids.js';
 import { toWorkspaceEvent, type WorkspaceEvent } from '../src/domain/workspace-events.js';
 import { listWorkspaceEvents } from '../src/store/workspace-events.js';
 import { client, type Client } from './helpers/api.js';
@@ -19,9 +20,10 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 /** The journal of the workspace a device was attached to (devices name it by routing id). */
-async function journal(routingId: string): Promise<WorkspaceEvent[]> {
+async function journal(routingId: string): Promise<(WorkspaceEvent & { journalId: number })[]> {
   const workspace = await server.service.db.get<{ id: string }>('SELECT id FROM workspaces WHERE routing_id = ?', [routingId]);
-  return (await listWorkspaceEvents(server.service.db, workspace!.id, 0, 1000)).map(toWorkspaceEvent);
+  const ids = await eventIds({ db: server.service.db, clock: { now: Date.now } });
+  return (await listWorkspaceEvents(server.service.db, workspace!.id, 0, 1000)).map((row) => ({ ...toWorkspaceEvent(row, ids), journalId: row.id }));
 }
 
 describe('the workspace event journal', () => {
@@ -42,7 +44,7 @@ describe('the workspace event journal', () => {
     ]);
     expect(events[0]!.data.action!.arguments).toEqual({ on: true });
     expect(events[2]!.data.action!.result).toEqual({ on: true });
-    const ids = events.map((event) => Number(event.id));
+    const ids = events.map((event) => event.journalId);
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
   });
 

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Hono } from 'hono';
+import { MARKED, MAX_FIELD_CHARS } from '../domain/human-text.js';
 import type { HttpEnv } from '../http/request.js';
 
 /**
@@ -35,7 +36,8 @@ table { border-collapse: collapse; width: 100%; } th, td { text-align: left; bor
 .table-wrap { overflow-x: auto; }
 form.inline { display: inline; }
 #approvals code[data-field="capability"] { overflow-wrap: normal; }
-form.decision { margin: .25rem 0 .5rem; } form.decision label { display: block; font-size: .9rem; }
+form.decision { margin: .25rem 0 .5rem; } .pager { display: flex; gap: 1rem; margin: .5rem 0; }
+.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; } form.decision label { display: block; font-size: .9rem; }
 .fields { display: grid; gap: .75rem; max-width: 32rem; } .fields label { display: block; font-weight: 600; }
 input[type=text], input[type=number], input[type=date], select, textarea { font: inherit; padding: .35rem; width: 100%; max-width: 32rem; border: 1px solid #555; }
 button, .button { font: inherit; padding: .4rem 1rem; border: 2px solid #1b1b1b; background: #fff; color: #1b1b1b; cursor: pointer; text-decoration: none; display: inline-block; }
@@ -90,6 +92,18 @@ const SCRIPT = `
     return null;
   }
   function field(row, name) { return row.querySelector('[data-field="' + name + '"]'); }
+  // What an agent or a device wrote, marked and capped as the server renders it
+  // (src/domain/human-text.ts gives both the characters and the cap).
+  var MARKED = new RegExp(${JSON.stringify(MARKED.source)}, 'u');
+  function shown(text) {
+    var chars = Array.from(text);
+    var kept = chars.slice(0, ${MAX_FIELD_CHARS});
+    var marked = kept.map(function (c) {
+      return MARKED.test(c) ? '⟨U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '⟩' : c;
+    }).join('');
+    var rest = chars.length - kept.length;
+    return rest > 0 ? marked + '… (' + rest + ' more character' + (rest === 1 ? '' : 's') + ')' : marked;
+  }
   var inbox = document.getElementById('approval-rows');
   var template = document.getElementById('approval-row');
   var empty = document.getElementById('no-approvals');
@@ -98,13 +112,20 @@ const SCRIPT = `
   function emptiness() { if (empty && inbox) empty.hidden = inbox.querySelector('tr') !== null; }
   function addApproval(action) {
     if (!inbox || !template || rowOf(inbox, action.id)) return;
+    // The last page takes new rows while it has room; the others stay as they were read.
+    var room = Number(inbox.getAttribute('data-room'));
+    if (!(room > 0)) {
+      if (status) status.textContent = 'More approvals arrived: they are on the last page.';
+      return;
+    }
+    inbox.setAttribute('data-room', String(room - 1));
     var row = template.content.querySelector('tr').cloneNode(true);
     row.setAttribute('data-action-id', action.id);
     field(row, 'agent-name').textContent = named('data-principal', action.principal) || '';
-    field(row, 'principal').textContent = action.principal;
+    field(row, 'principal').textContent = shown(action.principal);
     field(row, 'device').textContent = named('data-device-id', action.deviceId) || action.deviceId;
     field(row, 'capability').textContent = action.capability;
-    field(row, 'arguments').textContent = JSON.stringify(action.arguments, null, 1);
+    field(row, 'arguments').textContent = shown(JSON.stringify(action.arguments, null, 1));
     var until = (action.approval && action.approval.expiresAt) || action.expiresAt;
     var time = document.createElement('time');
     time.setAttribute('datetime', new Date(until).toISOString());
@@ -112,6 +133,9 @@ const SCRIPT = `
     localTime(time);
     field(row, 'window').appendChild(time);
     row.querySelectorAll('input[name="actionId"]').forEach(function (input) { input.value = action.id; });
+    row.querySelectorAll('input[data-bulk]').forEach(function (input) { input.name = input.getAttribute('data-bulk') + action.id; });
+    var bulk = document.getElementById('bulk-reject');
+    if (bulk) bulk.hidden = false;
     inbox.appendChild(row);
     emptiness();
   }

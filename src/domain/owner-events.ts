@@ -4,6 +4,7 @@ import { journalBounds, listWorkspaceEvents } from '../store/workspace-events.js
 import type { Context, CredentialOf, LiveStreams, StreamSlot } from './context.js';
 import { DomainError } from './errors.js';
 import { defineLiveOperation, type FeedEnd, type LiveItem } from './operation.js';
+import { eventIds, resumePoint } from './event-ids.js';
 import { timestamp } from './schemas.js';
 import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
 
@@ -15,8 +16,9 @@ import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
  * reads the journal after its last sent id whenever a service event of its workspace is
  * published (on this instance, or on any with a shared bus), and at least every poll
  * interval, so a change the hub never announced (another instance without a shared bus)
- * still arrives. Ids are given in commit order (a journal id is max(id) + 1, taken under the
- * database's single write lock), so reading `id > last sent` never skips one.
+ * still arrives. Journal ids are given in commit order (max(id) + 1, taken under the
+ * database's single write lock), so reading `id > last sent` never skips one; the client sees
+ * them encrypted (event-ids.ts).
  */
 
 /** Rows read per journal query: a long replay goes out in bounded batches. */
@@ -147,24 +149,27 @@ function wakeFlag() {
 type Start = { after: number; reset?: z.infer<typeof resetEvent> };
 
 /**
- * Where a stream begins: after the id the client names, or at the journal's end ("now") for
- * a fresh connection. An id older than the kept journal, or newer than any given, begins
- * at the end with a `reset` event first: the client must read the current state again.
+ * Where a stream begins: after the event the client names, or at the journal's end ("now")
+ * for a fresh connection. An id older than the kept journal, or one this workspace was never
+ * shown, begins at the end with a `reset` event first: the client must read the current state
+ * again. Ids are shown and read through event-ids.ts: the journal's own numbers, the `first`
+ * and `last` of the whole service among them, never reach the client.
  */
-async function startingPoint(ctx: Context, resumeAfter: number | undefined): Promise<Start> {
+async function startingPoint(ctx: Context, workspaceId: string, resumeAfter: string | undefined): Promise<Start> {
   const { first, last } = await journalBounds(ctx.db);
   if (resumeAfter === undefined) return { after: last };
-  if (resumeAfter >= first - 1 && resumeAfter <= last) return { after: resumeAfter };
-  const lost = resumeAfter < first - 1;
+  const point = await resumePoint(ctx, workspaceId, resumeAfter);
+  if (point !== 'unknown' && point >= first - 1 && point <= last) return { after: point };
+  const lost = point !== 'unknown' && point < first - 1;
   return {
     after: last,
     reset: {
-      id: String(last),
+      id: (await eventIds(ctx)).show(workspaceId, last),
       type: 'reset',
       createdAt: ctx.clock.now(),
       data: lost
         ? { reason: 'events_lost', message: `Events after ${resumeAfter} are older than the replay window and were dropped: read the current state again.` }
-        : { reason: 'unknown_event_id', message: `No event ${resumeAfter} was ever sent: read the current state again.` },
+        : { reason: 'unknown_event_id', message: `No event ${resumeAfter} was ever sent to this workspace: read the current state again.` },
     },
   };
 }
@@ -181,6 +186,7 @@ async function* follow(ctx: Context, credential: CredentialOf<'owner'>, start: S
   const onEnd = () => flag.raise();
   slot.signal.addEventListener('abort', onEnd, { once: true });
   try {
+    const ids = await eventIds(ctx);
     let lastSent = performance.now();
     // The credential was checked at connect; it is checked again once per poll interval, so
     // a sign-out on any instance ends the stream within EVENTS_POLL_SECONDS.
@@ -203,7 +209,8 @@ async function* follow(ctx: Context, credential: CredentialOf<'owner'>, start: S
       for (const row of rows) {
         if (slot.signal.aborted || remaining() <= 0) break;
         after = row.id;
-        yield { id: String(row.id), event: row.type, data: toWorkspaceEvent(row) };
+        const event = toWorkspaceEvent(row, ids);
+        yield { id: event.id, event: row.type, data: event };
         lastSent = performance.now();
       }
       if (rows.length === BATCH) continue;
@@ -223,9 +230,10 @@ async function* follow(ctx: Context, credential: CredentialOf<'owner'>, start: S
   }
 }
 
+/** An id the stream sent (or, from before ids were encrypted, a plain number: event-ids.ts). */
 const eventId = z
   .string()
-  .regex(/^\d{1,15}$/, 'must be an event id (digits)')
+  .regex(/^(\d{1,15}|[A-Za-z0-9_-]{22})$/, 'must be an event id the stream sent')
   .optional();
 
 export const streamOwnerEvents = defineLiveOperation({
@@ -250,7 +258,7 @@ export const streamOwnerEvents = defineLiveOperation({
     const slot = ctx.streams.open(credential.workspaceId, ctx.settings.ownerEvents, signal);
     try {
       const resumeAfter = input.lastEventIdHeader ?? input.lastEventId;
-      const start = await startingPoint(ctx, resumeAfter === undefined ? undefined : Number(resumeAfter));
+      const start = await startingPoint(ctx, credential.workspaceId, resumeAfter);
       return follow(ctx, credential, start, slot);
     } catch (error) {
       slot.release();

@@ -10,6 +10,7 @@ import {
   rejectAction,
   requestAction,
 } from './actions.js';
+import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { issueEventsTicket } from './device-events.js';
@@ -62,6 +63,8 @@ export const operations = {
   approveAction,
   rejectAction,
   listActions: listRecentActions,
+  listApprovals,
+  rejectActions,
   listRequestedActions,
   exportActions: exportHistory,
   broadcast,

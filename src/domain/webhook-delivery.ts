@@ -18,6 +18,7 @@ import {
 import { appendWorkspaceEvent } from '../store/workspace-events.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
+import { eventIds } from './event-ids.js';
 import type { WebhookTransport } from './webhook-transport.js';
 import { signDelivery, webhookSnapshot } from './webhooks.js';
 import { toWorkspaceEvent } from './workspace-events.js';
@@ -108,6 +109,7 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
     return 0;
   }
   let written = 0;
+  const ids = await eventIds(deps);
   for (let batch = 0; batch < DISPATCH_BATCHES; batch++) {
     const rows = await readDispatchWindow(deps.db, DISPATCH_BATCH);
     if (rows.length === 0) break;
@@ -130,7 +132,7 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
       // An event's first row carries its data (readDispatchWindow): its payload, written once for all its deliveries.
       if (!payloads.has(row.id)) {
         payloads.add(row.id);
-        const payload = JSON.stringify(toWorkspaceEvent(row));
+        const payload = JSON.stringify(toWorkspaceEvent(row, ids));
         bytes += Buffer.byteLength(payload);
         inserts.push(payloadInsert(row.id, payload));
         deliveries.push(false);

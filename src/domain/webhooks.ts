@@ -14,6 +14,7 @@ import {
 } from '../store/webhooks.js';
 import { assertWithinCap } from './capacity.js';
 import { fail } from './errors.js';
+import { eventIds } from './event-ids.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
@@ -65,7 +66,7 @@ export const newWebhook = webhook.extend({
 
 export const webhookDelivery = z.object({
   id: uuid.describe('Also the `webhook-id` header of every attempt: the same across retries.'),
-  eventId: z.string(),
+  eventId: z.string().describe("The event's id, as the payload's `id` and the event stream show it."),
   eventType,
   status: z
     .enum(['pending', 'delivered', 'failed', 'cancelled'])
@@ -112,10 +113,10 @@ export function webhookSnapshot(row: WebhookRow): z.infer<typeof eventWebhook> {
   };
 }
 
-function toDelivery(row: DeliveryRow): z.input<typeof webhookDelivery> {
+function toDelivery(row: DeliveryRow, eventId: string): z.input<typeof webhookDelivery> {
   return {
     id: row.id,
-    eventId: String(row.eventId),
+    eventId,
     eventType: row.eventType as z.input<typeof eventType>,
     status: row.status,
     attempts: row.attempts,
@@ -298,6 +299,8 @@ export const listWebhookDeliveries = definePagedOperation({
   async run({ ctx, credential, input, page }) {
     await found(ctx.db, credential.workspaceId, input.webhookId);
     const { rows, next } = await listDeliveries(ctx.db, input.webhookId, page);
-    return { items: rows.map(toDelivery), next };
+    // The event's id as the workspace sees it on its stream and in the payload (event-ids.ts).
+    const ids = await eventIds(ctx);
+    return { items: rows.map((row) => toDelivery(row, ids.show(credential.workspaceId, row.eventId))), next };
   },
 });

@@ -3,6 +3,7 @@ import type { ActionRow } from '../store/actions.js';
 import type { ApprovalMode } from '../store/grants.js';
 import type { WorkspaceEventRow } from '../store/workspace-events.js';
 import { action, toActionRecord } from './action-records.js';
+import type { EventIds } from './event-ids.js';
 import { approvalMode, timestamp, uuid } from './schemas.js';
 
 /**
@@ -62,7 +63,11 @@ export const eventWebhook = z.object({
 });
 
 export const workspaceEvent = z.object({
-  id: z.string().describe('Increasing across the service; send it back as `Last-Event-ID` to resume after it.'),
+  id: z
+    .string()
+    .describe(
+      'Opaque and unique per event of the workspace (22 characters); it reveals nothing about other workspaces. Send it back as `Last-Event-ID` to resume after it.',
+    ),
   type: eventType,
   createdAt: timestamp,
   data: z.object({ action: action.optional(), grant: eventGrant.optional(), device: eventDevice.optional(), webhook: eventWebhook.optional() }),
@@ -82,11 +87,11 @@ interface GrantSnapshot {
   createdAt: number;
 }
 
-/** A journal row as the API shows it: the snapshot rendered to the record it is about. */
-export function toWorkspaceEvent(row: WorkspaceEventRow): WorkspaceEvent {
+/** A journal row as the API shows it: its id as the workspace sees it (event-ids.ts), the snapshot rendered to the record it is about. */
+export function toWorkspaceEvent(row: WorkspaceEventRow, ids: EventIds): WorkspaceEvent {
   const snapshot = JSON.parse(row.data) as unknown;
   const type = row.type as EventType;
-  const base = { id: String(row.id), type, createdAt: row.createdAt };
+  const base = { id: ids.show(row.workspaceId, row.id), type, createdAt: row.createdAt };
   if (type.startsWith('action.') || type.startsWith('approval.')) return { ...base, data: { action: toActionRecord(snapshot as ActionRow) } };
   if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
   if (type.startsWith('webhook.')) return { ...base, data: { webhook: snapshot as z.infer<typeof eventWebhook> } };

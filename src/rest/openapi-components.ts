@@ -116,7 +116,7 @@ export const namedSchemas: NamedSchema[] = [
     schema: webhookDelivery,
     example: {
       id: '3c1d2e4f-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
-      eventId: '1042',
+      eventId: 'q3Zr0mX1bJ8sKc2T9yVw4A',
       eventType: 'approval.requested',
       status: 'pending',
       attempts: 2,

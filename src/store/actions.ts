@@ -11,7 +11,7 @@ import {
 import type { Queryable, SqlValue, Statement } from './driver.js';
 import { ownsKey } from './idempotency.js';
 import { approvalRank, grantMatchesFunction, type ApprovalMode } from './grants.js';
-import { cutPage, type PageQuery, type RowsPage } from './paging.js';
+import { cutPage, type PageKey, type PageQuery, type RowsPage } from './paging.js';
 import { STORAGE_BUDGETS, storageRoom, type StorageBudget, type StorageLimits } from './usage.js';
 
 export interface ActionRow {
@@ -669,6 +669,34 @@ export async function recentActions(db: Queryable, workspaceId: string, page: Pa
     [workspaceId, ...(page.after ?? []), page.limit + 1],
   );
   return cutPage(rows, page.limit, (row) => [row.createdAt, row.position], withoutPosition);
+}
+
+/**
+ * One page of the owner's approvals inbox, oldest first (the window that ends soonest on top):
+ * the `limit` waiting actions after the key `after`, or, reading backwards, the `limit`
+ * before the key `before`. `more` says whether the inbox goes on past the page's far end in
+ * the direction read, `total` how many wait in all. Keyset, not OFFSET: an action decided
+ * meanwhile shifts no page.
+ */
+export async function awaitingApprovals(
+  db: Queryable,
+  workspaceId: string,
+  page: { limit: number; after: PageKey | null; before: PageKey | null },
+): Promise<{ rows: (ActionRow & { position: number })[]; more: boolean; total: number }> {
+  const backwards = page.before !== null;
+  const key = page.before ?? page.after;
+  const rows = await db.all<ActionRow & { position: number }>(
+    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? AND ${statusIn(['awaiting_approval'])}
+       ${key ? `AND (created_at, rowid) ${backwards ? '<' : '>'} (?, ?)` : ''}
+     ORDER BY created_at ${backwards ? 'DESC' : ''}, rowid ${backwards ? 'DESC' : ''} LIMIT ?`,
+    [workspaceId, ...(key ?? []), page.limit + 1],
+  );
+  const counted = await db.get<{ total: number }>(`SELECT count(*) AS total FROM actions WHERE workspace_id = ? AND ${statusIn(['awaiting_approval'])}`, [
+    workspaceId,
+  ]);
+  const more = rows.length > page.limit;
+  const kept = rows.slice(0, page.limit);
+  return { rows: backwards ? kept.reverse() : kept, more, total: counted?.total ?? 0 };
 }
 
 function withoutPosition({ position: _position, ...row }: ActionRow & { position: number }): ActionRow {

@@ -55,3 +55,8 @@ export async function appendWorkspaceEvent(
   );
   return row!.id;
 }
+
+/** The last journal id shown as a plain number, before ids were encrypted (migration 0025). */
+export async function legacyEventIdLimit(db: Queryable): Promise<number> {
+  return (await db.get<{ lastId: number }>('SELECT last_id AS lastId FROM legacy_event_ids'))?.lastId ?? 0;
+}
