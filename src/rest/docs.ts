@@ -1,14 +1,55 @@
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
-import { Scalar } from '@scalar/hono-api-reference';
 import type { Context as HonoContext, Hono } from 'hono';
 import { CompressedAsset } from '../http/compressed.js';
 import type { HttpEnv } from '../http/request.js';
 import { buildOpenApi } from './openapi.js';
 import type { Route } from './routes.js';
 
-const require = createRequire(import.meta.url);
+/**
+ * Scalar's standalone API reference, committed with its licence and pinned by version and
+ * SHA-256 (vendor/scalar-api-reference/source.json, checked by `npm run vendor:scalar -- --check`):
+ * one file instead of the ~290 packages its npm integration installs. The same path from
+ * src/rest and dist/rest.
+ */
+const SCALAR_FILE = new URL('../../vendor/scalar-api-reference/standalone.js', import.meta.url);
 const SCALAR_BUNDLE = '/docs/scalar.js';
+const SCALAR_START = '/docs/reference.js';
+/**
+ * Scalar's settings. No web fonts (fonts.scalar.com), no request proxy (proxy.scalar.com: an
+ * empty proxyUrl, since an absent one means Scalar's hosted proxy), no telemetry, no AI agent
+ * (api.scalar.com): "Test Request" calls this origin directly.
+ */
+const SCALAR_CONFIG = {
+  url: '/openapi.json',
+  withDefaultFonts: false,
+  proxyUrl: '',
+  telemetry: false,
+  agent: { disabled: true },
+  hideClientButton: true,
+  showDeveloperTools: 'never',
+};
+/**
+ * Both scripts are files, so no inline script runs (the settings travel as a JSON data block,
+ * which is never executed); Scalar adds its styles at run time, hence inline styles.
+ */
+const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; " +
+  "worker-src 'self' blob:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'";
+const DOCS_PAGE = `<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <title>Device Function Control API</title>
+  </head>
+  <body>
+    <div id="app"></div>
+    <script type="application/json" id="scalar-config">${JSON.stringify(SCALAR_CONFIG)}</script>
+    <script src="${SCALAR_BUNDLE}"></script>
+    <script src="${SCALAR_START}"></script>
+  </body>
+</html>
+`;
 /** A host (name, IPv4 or bracketed IPv6) with an optional port: anything else in Host is not echoed. */
 const HOST = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/;
 /** Distinct origins whose document is kept; Host is chosen by the caller, so the cache is bounded. */
@@ -67,24 +108,15 @@ export function mountDocs(app: Hono<HttpEnv>, routes: Route[], options: DocsOpti
     return asset.send(c, options.publicBaseUrlSet ? {} : { vary: 'Host, X-Forwarded-Host, X-Forwarded-Proto' });
   });
   app.get(SCALAR_BUNDLE, (c) => {
-    bundle ??= new CompressedAsset(fs.readFileSync(require.resolve('@scalar/api-reference/browser/standalone.js'), 'utf8'), 'text/javascript; charset=utf-8');
+    bundle ??= new CompressedAsset(fs.readFileSync(SCALAR_FILE, 'utf8'), 'text/javascript; charset=utf-8');
     return bundle.send(c, { 'cache-control': 'public, max-age=3600' });
   });
-  app.get(
-    '/docs',
-    Scalar({
-      url: '/openapi.json',
-      cdn: SCALAR_BUNDLE,
-      pageTitle: 'Device Function Control API',
-      // No web fonts (fonts.scalar.com), no request proxy (proxy.scalar.com: an empty
-      // proxyUrl, since an absent one means Scalar's hosted proxy), no telemetry, no AI agent
-      // (api.scalar.com): "Test Request" calls this origin directly.
-      withDefaultFonts: false,
-      proxyUrl: '',
-      telemetry: false,
-      agent: { disabled: true },
-      hideClientButton: true,
-      showDeveloperTools: 'never',
-    }),
-  );
+  app.get(SCALAR_START, (c) => {
+    c.header('Content-Type', 'text/javascript; charset=utf-8');
+    return c.body(`Scalar.createApiReference('#app', JSON.parse(document.getElementById('scalar-config').textContent));\n`);
+  });
+  app.get('/docs', (c) => {
+    c.header('Content-Security-Policy', DOCS_CSP);
+    return c.html(DOCS_PAGE);
+  });
 }

