@@ -110,7 +110,7 @@ describe('unknown routes', () => {
   it.each([
     ['GET', '/v1/nothing-here'],
     ['POST', '/v1/accounts'],
-    ['GET', '/'],
+    ['GET', '/v2'],
     ['DELETE', '/v1/account'],
   ])('%s %s answers 404 not_found in the envelope', async (method, path) => {
     const res = await api.request(method, path, { token: owner });

@@ -304,26 +304,30 @@ describe("a device tool call's wait never moves an action back", () => {
   });
 });
 
-describe('a dropped client cancels the wait, not the action', () => {
-  it('leaves the action queued for the device after the client aborts', async () => {
-    const mcp = await connect(server.url, alice.token, 'modern');
-    const abort = new AbortController();
-    const progress: string[] = [];
-    const call = mcp.callTool(
-      { name: `get_state__${hex12(lamp.id)}`, arguments: {} },
-      { signal: abort.signal, onprogress: (p) => progress.push(p.message ?? '') },
-    );
-    await expect.poll(() => progress.length).toBeGreaterThan(0);
-    abort.abort();
-    await expect(call).rejects.toThrow();
-    await mcp.close();
-    // The device still gets the command and can complete it.
-    const device = simulateDevice(api, lamp, () => ({ ok: true, result: { on: false } }));
+describe('a dropped client withdraws its action (docs/rules.md "MCP")', () => {
+  it('cancels the queued action with client_cancelled, so the device is handed nothing', async () => {
+    const changes: ActionChange[] = [];
+    const unsubscribe = server.service.events.subscribe((event) => {
+      if (event.type === 'action' && event.action.deviceId === lamp.id) changes.push(event);
+    });
     try {
-      await expect.poll(() => device.handled.length, { timeout: 5000 }).toBe(1);
-      expect(device.handled[0]!.capability).toBe('get_state');
+      const mcp = await connect(server.url, alice.token, 'modern');
+      const abort = new AbortController();
+      const progress: string[] = [];
+      const call = mcp.callTool(
+        { name: `get_state__${hex12(lamp.id)}`, arguments: {} },
+        { signal: abort.signal, onprogress: (p) => progress.push(p.message ?? '') },
+      );
+      await expect.poll(() => progress.length).toBeGreaterThan(0);
+      abort.abort();
+      await expect(call).rejects.toThrow();
+      await mcp.close();
+      await expect
+        .poll(() => changes.find((change) => change.action.status === 'cancelled')?.action)
+        .toMatchObject({ capability: 'get_state', cancelReason: 'client_cancelled' });
+      expect((await next(api, lamp)).body.data).toBeNull();
     } finally {
-      await device.stop();
+      unsubscribe();
     }
   });
 });
