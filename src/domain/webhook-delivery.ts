@@ -36,10 +36,10 @@ import { toWorkspaceEvent } from './workspace-events.js';
  *   records each attempt: delivered on 2xx, otherwise retried after the next delay of the
  *   schedule (with up to 20% jitter, so a receiver coming back is not hit by every retry at
  *   once), failed once the schedule is spent;
- * - an endpoint that fails is backed off as a whole (none of its deliveries is tried before
- *   the schedule's delay for its streak of failures has passed), and once its streak is long
- *   enough in attempts and in time it is disabled, with a `webhook.disabled` event, until its
- *   owner enables it again (docs/webhooks.md).
+ * - an endpoint that keeps failing is backed off as a whole (after three failures in a row,
+ *   none of its deliveries is tried before the schedule's delay for its streak has passed),
+ *   and once its streak is long enough in attempts and in time it is disabled, with a
+ *   `webhook.disabled` event, until its owner enables it again (docs/webhooks.md).
  *
  * Delivery is at least once: a receiver deduplicates by the `webhook-id` header.
  */
@@ -72,6 +72,13 @@ const DISPATCH_BATCHES = 10;
  * window failed on every poll: no webhook heard of anything again.
  */
 const DISPATCH_BATCH_BYTES = 4 * 1024 * 1024;
+/**
+ * Failed attempts in a row before an endpoint is paused as a whole. One failure says little: a
+ * receiver that refuses one attempt in five, or times out now and then, stays at full speed with
+ * only the failed deliveries retried on their own schedule; an endpoint that is down fails three
+ * in a row at once, and is then paused.
+ */
+const ENDPOINT_PAUSE_AFTER_FAILURES = 3;
 /** A claim outlives the attempt's deadline by this much before another instance may take it over. */
 const LEASE_MARGIN_MS = 30_000;
 const MAX_ERROR_LENGTH = 300;
@@ -209,10 +216,15 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     }
   }
 
-  /** Backs the endpoint off for its streak's delay of the schedule; disables it once the streak is long enough in attempts and time. */
+  /**
+   * Backs the endpoint off once its streak is ENDPOINT_PAUSE_AFTER_FAILURES long, for the
+   * schedule's delay for the failures past that; disables it once the streak is long enough in
+   * attempts and time.
+   */
   async function endpointFailed(delivery: ClaimedDelivery, error: string, now: number): Promise<void> {
-    const pause = retryDelay(settings.retryDelaysMs, Math.min(delivery.failureCount + 1, settings.retryDelaysMs.length)) ?? 0;
-    const streak = await recordEndpointFailure(deps.db, delivery.webhookId, now, now + pause);
+    const past = delivery.failureCount + 1 - (ENDPOINT_PAUSE_AFTER_FAILURES - 1);
+    const pause = retryDelay(settings.retryDelaysMs, Math.min(Math.max(past, 1), settings.retryDelaysMs.length)) ?? 0;
+    const streak = await recordEndpointFailure(deps.db, delivery.webhookId, now, { from: ENDPOINT_PAUSE_AFTER_FAILURES, until: now + pause });
     if (!streak || streak.failureCount < settings.disableAfterFailures || now - streak.failingSince < settings.disableAfterMs) return;
     const reason = `Every attempt failed since ${new Date(streak.failingSince).toISOString()} (${streak.failureCount} in a row); the last: ${error}`;
     const disabled = await deps.db.transaction(async (tx) => {

@@ -378,21 +378,22 @@ export async function recordEndpointSuccess(db: Queryable, webhookId: string): P
 }
 
 /**
- * An attempt to an enabled endpoint failed: one more in its streak, and none of its deliveries
- * is tried before `pausedUntil`. Answers the streak as it now stands (undefined when the
- * webhook was revoked or disabled meanwhile).
+ * An attempt to an enabled endpoint failed: one more in its streak, and once the streak is
+ * `pauseFrom` long none of its deliveries is tried before `pausedUntil`. Answers the streak as
+ * it now stands (undefined when the webhook was revoked or disabled meanwhile).
  */
 export function recordEndpointFailure(
   db: Queryable,
   webhookId: string,
   now: number,
-  pausedUntil: number,
+  pause: { from: number; until: number },
 ): Promise<{ failureCount: number; failingSince: number } | undefined> {
   return db.get(
-    `UPDATE webhooks SET failure_count = failure_count + 1, failing_since = coalesce(failing_since, ?1), paused_until = max(coalesce(paused_until, 0), ?2)
+    `UPDATE webhooks SET failure_count = failure_count + 1, failing_since = coalesce(failing_since, ?1),
+       paused_until = CASE WHEN failure_count + 1 >= ?4 THEN max(coalesce(paused_until, 0), ?2) ELSE paused_until END
      WHERE id = ?3 AND revoked_at IS NULL AND disabled_at IS NULL
      RETURNING failure_count AS failureCount, failing_since AS failingSince`,
-    [now, pausedUntil, webhookId],
+    [now, pause.until, webhookId, pause.from],
   );
 }
 
