@@ -889,6 +889,27 @@ describe('deliveries pending across migration 0023', () => {
   });
 });
 
+describe('a freed delivery slot is filled at once, not at the next poll', () => {
+  let slow: TestServer;
+  let slowApi: Client;
+
+  beforeAll(async () => {
+    // One attempt at a time for the workspace, and a poll only every 8 s: the first poll
+    // claims one delivery, and only completions can claim the other four before the next.
+    slow = await startTestServer({ env: { ...WEBHOOK_ENV, WEBHOOK_POLL_SECONDS: '8', WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: '1' } });
+    slowApi = client(slow.url);
+  });
+  afterAll(() => slow.close());
+
+  it('delivers five events to one endpoint within one poll interval', async () => {
+    const owner = await slow.ownerToken('webhooks-refill');
+    const lamp = await attachDevice(slowApi, owner);
+    await register(owner, '/refill', ['grant.created'], slowApi);
+    for (let i = 0; i < 5; i++) await grant(slowApi, owner, `agent:refill-${i}`, lamp.id, ['set_power']);
+    await vi.waitFor(() => expect(receiver.at('/refill')).toHaveLength(5), { timeout: 14_000, interval: 100 });
+  }, 60_000);
+});
+
 describe('claims go round the workspaces', () => {
   it('claims every workspace’s oldest due delivery before any workspace’s second, whatever their age', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-webhooks-claims-'));

@@ -253,13 +253,24 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     for (const delivery of claimed) {
       const running: Promise<void> = attempt(delivery, leaseToken)
         .catch((error: unknown) => logSweepFailure(deps.log, `webhook attempt ${delivery.id} failed`, error))
-        .finally(() => inFlight.delete(running));
+        .finally(() => {
+          inFlight.delete(running);
+          // A freed slot is filled at once, not at the next tick: with the in-flight caps a
+          // workspace's deliveries would otherwise go out a few per WEBHOOK_POLL_SECONDS.
+          run(true);
+        });
       inFlight.add(running);
     }
   }
 
-  const timer = setInterval(() => {
-    if (polling || stopping.signal.aborted) return;
+  /** Starts a poll; one asked for while another runs (`queue`) starts as soon as it ends. */
+  let queued = false;
+  function run(queue: boolean): void {
+    if (stopping.signal.aborted) return;
+    if (polling) {
+      queued ||= queue;
+      return;
+    }
     // Started inside a promise so that even a synchronous throw is caught: a timer callback that throws ends the process.
     polling = Promise.resolve()
       .then(poll)
@@ -267,8 +278,14 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
       .catch((error: unknown) => logSweepFailure(deps.log, 'webhook delivery failed', error))
       .finally(() => {
         polling = undefined;
+        if (queued) {
+          queued = false;
+          run(false);
+        }
       });
-  }, settings.pollMs);
+  }
+
+  const timer = setInterval(() => run(false), settings.pollMs);
   timer.unref();
 
   return async () => {
