@@ -6,12 +6,12 @@
  *
  * `BARE_FRAMEWORK=node` (the default) answers from a plain `node:http` listener: the service's
  * /healthz rate as a share of this one's, in the same run on the same core at the same
- * concurrency, is what the service's per-request HTTP layer costs (issue 19's target: at least
- * 80 %). `BARE_FRAMEWORK=hono` answers through Hono and @hono/node-server with one route and no
- * middleware, as the service mounts its app: its share of the plain listener is what the
- * framework alone costs, the part of that gap no code of the service can remove
- * (docs/performance.md "The framework's own share of /healthz"). A measuring device, nothing
- * else uses it.
+ * concurrency, is what the service's per-request HTTP layer costs (the target in
+ * docs/performance.md: at least 80 %). `BARE_FRAMEWORK=hono` answers through Hono and
+ * @hono/node-server with one route and no middleware, as the service mounts its app: its
+ * share of the plain listener is what the framework alone costs, the part of that gap no code
+ * of the service can remove (docs/performance.md "The framework's own share of /healthz"). A
+ * measuring device, nothing else uses it.
  */
 import http from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';

@@ -1,5 +1,6 @@
 /**
- * `npm run bench:export`: GET /v1/actions/export over 1,000,000 actions (issue 13 item 8).
+ * `npm run bench:export`: GET /v1/actions/export over 1,000,000 actions (README "Lists page,
+ * the export streams").
  *
  * 1. Starts the real service (scripts/bench-server.ts, a child process, so its RSS is its
  *    own) on a temp libSQL file, creates a workspace and a device through the API.

@@ -1,6 +1,6 @@
 /**
- * `npm run bench` — issue 8's benchmark (not a test). One run reports every figure next to
- * its baseline measured in the same run, as a table and as JSON:
+ * `npm run bench` — the performance benchmark of docs/performance.md (not a test). One run
+ * reports every figure next to its baseline measured in the same run, as a table and as JSON:
  *
  *   1. GET /healthz rate at the round-trip phase's concurrency (autocannon): the ceiling; and
  *      the same on a bare node:http server answering the same JSON (scripts/bench-bare-server.ts),
@@ -22,7 +22,7 @@
  *   7. Wake latency queue → frame with 1,000 device wake sockets under load (a fresh server
  *      process): the REST round trip of phase 2, driven by as many agent loops as phase 2
  *      has (`--devices`), each taking its turn over its share of the 1,000 devices, so every
- *      socket is woken; issue 19's target is p99 < 10 ms.
+ *      socket is woken; the target is p99 < 10 ms (docs/performance.md).
  *
  * The service runs as it ships: the bench builds it first (`npm run build`, what `npm start`
  * and the image run) and its server process loads `dist/`, the tsc output, not `src/` through
@@ -391,11 +391,12 @@ interface Fleet {
 }
 
 /**
- * `count` devices (100, `--devices`, for the round-trip phases) on wake sockets. Each wake frame announces one queued action, so a device
- * answers each frame with one `next` and its `result`, frames one after another: exactly the
- * three requests of the round trip as the issue defines it (the device SDK also polls once
- * more after a drain to be sure the queue is empty; a bench device with one outstanding
- * action at a time does not need to). Empty `next` answers are counted: they should not occur.
+ * `count` devices (100, `--devices`, for the round-trip phases) on wake sockets. Each wake
+ * frame announces one queued action, so a device answers each frame with one `next` and its
+ * `result`, frames one after another: exactly the three requests of the round trip as
+ * docs/performance.md defines it (the device SDK also polls once more after a drain to be
+ * sure the queue is empty; a bench device with one outstanding action at a time does not need
+ * to). Empty `next` answers are counted: they should not occur.
  */
 async function startFleet(servers: ServerProcess[], owner: string, count = DEVICES): Promise<Fleet> {
   const server = servers[0]!;
@@ -970,8 +971,8 @@ if (fl) {
     ideal ? `${Math.round((fl.roundTripsPerSecond / ideal) * 100)} %` : '',
     `server CPU ${fl.serverCpuPercent} %, generator ${fl.generatorCpuPercent} %`,
   ]);
-  // Issue 19's targets. The CPU share (the floor's server CPU per round trip over the
-  // service's) moves much less than the rate when other work shares the machine.
+  // The targets of docs/performance.md. The CPU share (the floor's server CPU per round trip
+  // over the service's) moves much less than the rate when other work shares the machine.
   const cpuPerRoundTrip = (figure: { serverCpuPercent: number; roundTripsPerSecond: number }) => (figure.serverCpuPercent * 1e4) / figure.roundTripsPerSecond;
   const share = (label: string, figure: LoadFigures | undefined, target: number) => {
     if (!figure) return;

@@ -1,7 +1,7 @@
 /**
  * What limits writes on a libSQL server: `@libsql/client` straight against a real sqld
- * (tools/sqld, fresh data folder), no service in between. docs/performance.md "Group commit on
- * a libSQL server (issue 19)".
+ * (tools/sqld, fresh data folder), no service in between. docs/performance.md "On a libSQL
+ * server (sqld)", its group commit.
  *
  *   npx tsx scripts/sqld-limits.ts [--count 400] [--transport ws|http] [--schema]
  *

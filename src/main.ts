@@ -38,7 +38,7 @@ log.info({
   database: displayDatabaseUrl(config.databaseUrl),
 });
 
-// The last line of defence (issue 13): every entry point contains its own failures, so a
+// The last line of defence: every entry point contains its own failures, so a
 // rejection that reaches here is a bug. A rejected promise nobody awaited has left no
 // half-done synchronous work behind, while exiting would let one request that finds the bug
 // take the service down for every workspace: log it loudly, count it, keep serving. An

@@ -167,7 +167,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       log.error({ msg: 'uncaught exception', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
     },
     /**
-     * Graceful shutdown (issue 7): stop accepting connections, close idle keep-alive ones,
+     * Graceful shutdown: stop accepting connections, close idle keep-alive ones,
      * close the wake sockets with 1001, end the owner event streams, let requests in progress finish — for at most
      * `shutdownGraceMs`, then cut what is left — and only then stop the sweep and close the
      * database, which those requests may still be writing to.

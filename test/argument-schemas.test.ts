@@ -8,7 +8,7 @@ import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtur
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Device argument schemas are untrusted input (issue 13, item 2): refused at publish when they
+ * Device argument schemas are untrusted input: refused at publish when they
  * could escape the schema, run asynchronously or cost more than the budget; patterns run on a
  * linear-time engine; each schema is compiled on its own. Every hostile case has a normal one
  * beside it, against a real server.
@@ -128,7 +128,7 @@ describe('argument schemas: refused at publish', () => {
   });
 });
 
-describe('argument schemas: $async (issue 13, reproduced)', () => {
+describe('argument schemas: $async, which once ended the process', () => {
   it('is refused at publish, so no call runs asynchronously or ends the process', async () => {
     // Before: the schema compiled to an async validator, every call passed (the returned promise
     // was truthy) and an invalid one ended the process through an unhandled rejection.

@@ -10,7 +10,7 @@ import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/
 import type { TestServer } from './helpers/server.js';
 
 /**
- * The authorization matrix (issue 7): every route of the REST table, and every MCP tool,
+ * The authorization matrix: every route of the REST table, and every MCP tool,
  * against every kind of caller — the owner, agents with the act ceiling, the read ceiling and
  * no grant, an OAuth access token, a setup token, a device, a second workspace's owner, agent
  * and device, a revoked and an expired credential of each kind, and no credential. Each cell

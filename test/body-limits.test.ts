@@ -4,7 +4,7 @@ import { collectAnswer } from './helpers/raw-http.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 // docs/rules.md "Errors and limits": a body over 16 KiB is 413 payload_too_large on any method
-// and path (issue 13, item 10). fetch() refuses to send a GET body, so these go through node:http.
+// and path. fetch() refuses to send a GET body, so these go through node:http.
 
 const LIMIT = 16 * 1024;
 let server: TestServer;

@@ -5,7 +5,7 @@ import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtur
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Exactly-once delivery under contention (issue 7): 1,000 queued actions, 100 concurrent
+ * Exactly-once delivery under contention: 1,000 queued actions, 100 concurrent
  * pollers of the same device, each polling until the queue answers null. Every action must
  * be handed out exactly once: none twice, none lost.
  */

@@ -8,7 +8,7 @@ import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { grant } from './helpers/actions.js';
 
 /**
- * Crash safety (issue 7): the service runs as its own process on a file database under a
+ * Crash safety: the service runs as its own process on a file database under a
  * steady load of action requests (an agent), polls and results (a simulated device). The
  * test kills it with SIGKILL at random moments, restarts it on the same file each time, and
  * then proves from the clients' own records that

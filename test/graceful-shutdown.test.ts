@@ -9,7 +9,7 @@ import { attachDevice } from './helpers/fixtures.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
- * Graceful shutdown on SIGTERM (issue 7), on the real entry point in its own process: a
+ * Graceful shutdown on SIGTERM, on the real entry point in its own process: a
  * request whose body is still arriving when the signal comes is read to the end and
  * answered, new connections are refused at once, the wake socket is closed with 1001 and a
  * reason, and the process exits 0 after closing the database; a restart finds the write.

@@ -10,7 +10,7 @@ import { envelope, MODERN } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Hand-written hostile input (issue 7): bodies at 16 KiB ± 1 byte, a body trickled over a
+ * Hand-written hostile input: bodies at 16 KiB ± 1 byte, a body trickled over a
  * second, nesting far past any parser's comfort, numbers JSON cannot hold, Unicode in names,
  * and path traversal and SQL metacharacters in every string field of the main create
  * endpoints — stored and returned verbatim, never interpreted. Then POST /mcp with JSON-RPC

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/oauth.js';
 
 /**
- * Issue 8: "MCP Inspector … in modern mode with a bearer token and with OAuth, and it works".
+ * The MCP Inspector works against this service in modern mode, with a bearer token and via OAuth.
  * `npm run inspector` starts a demo service (a simulated lamp, an agent granted its
  * functions) and the Inspector 2.x web UI on the Node 24 of tools/conformance; headless
  * Chromium then uses the UI as a developer would: connect (with the agent token, or through

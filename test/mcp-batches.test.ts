@@ -6,7 +6,7 @@ import { rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 13 item 4: a 2025-era JSON-RPC batch used to cost one request of the caller's rate
+ * A 2025-era JSON-RPC batch used to cost one request of the caller's rate
  * limit however many tool calls it carried (up to the SDK's 100). Now each message counts,
  * and a batch over 10 messages is refused before anything runs.
  */

@@ -7,7 +7,7 @@ import { connect, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 13 item 11: names and descriptions a device publishes reach an agent's model inside
+ * Names and descriptions a device publishes reach an agent's model inside
  * tool titles and descriptions. They are cleaned of control and bidirectional-format
  * characters, capped, quoted and marked as the device's, while stored data stays as published.
  */

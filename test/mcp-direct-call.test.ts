@@ -7,7 +7,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
  * A plain modern call of a device tool is answered without the SDK's per-request server
- * (src/mcp/direct-call.ts, issue 8). Clients must not be able to tell: every answer here is
+ * (src/mcp/direct-call.ts). Clients must not be able to tell: every answer here is
  * compared with the SDK's answer to the same call, which the SDK gives when the request
  * carries something the direct path leaves to it (here an extra `_meta` key).
  */

@@ -10,7 +10,7 @@ import { connect, errorEnvelope, rawMcp, type RawResponse } from './helpers/mcp-
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 14 rule 8: the MCP edge agrees with itself and with the clients people use
+ * The MCP edge agrees with itself and with the clients people use
  * (docs/rules.md "MCP").
  */
 let server: TestServer;

@@ -6,10 +6,10 @@ import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './help
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 14 rules 3 and 7 on the MCP edge (docs/rules.md "MCP"): a device tool call its client
- * cancels withdraws its action, and a call carrying `_meta` `dfc/idempotencyKey` is safe to
- * retry. Real clients (the official SDK in both eras, raw fetch) against a real server; the
- * device is a raw poller.
+ * Cancellation and safe retries of device tool calls on the MCP edge (docs/rules.md "MCP"): a
+ * device tool call its client cancels withdraws its action, and a call carrying `_meta`
+ * `dfc/idempotencyKey` is safe to retry. Real clients (the official SDK in both eras, raw
+ * fetch) against a real server; the device is a raw poller.
  */
 let server: TestServer;
 let api: Client;
@@ -77,7 +77,7 @@ async function callInFlight(mcp: Awaited<ReturnType<typeof connect>>, on: boolea
   };
 }
 
-describe('a device tool call its client cancels (issue 14 rule 3)', () => {
+describe('a device tool call its client cancels', () => {
   for (const era of ['modern', 'legacy'] as Era[]) {
     it(`cancels the queued action when the ${era} SDK client aborts the call, and the device never receives it`, async () => {
       await clearQueue();
@@ -151,7 +151,7 @@ describe('a device tool call its client cancels (issue 14 rule 3)', () => {
   });
 });
 
-describe('a device tool call with _meta dfc/idempotencyKey and dfc/ttlSeconds (issue 14 rule 7)', () => {
+describe('a device tool call with _meta dfc/idempotencyKey and dfc/ttlSeconds', () => {
   it('replays the first call’s action for a retry with the same key after the first answer was dropped: the device acts once', async () => {
     await clearQueue();
     const device = simulateDevice(api, lamp, ({ args }) => ({ ok: true, result: { on: args.on } }));

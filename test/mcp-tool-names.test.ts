@@ -6,7 +6,7 @@ import { rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 13 item 9: a device chooses its function names, so it can aim two of them at one MCP
+ * A device chooses its function names, so it can aim two of them at one MCP
  * tool name. These two 60-character names share their first 41 characters and the first 8
  * hex digits of their SHA-256 (found by a birthday search in about a second), so both the
  * short form and the full-device-id form of their tool names used to be equal, and the SDK's

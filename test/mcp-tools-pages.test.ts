@@ -6,7 +6,7 @@ import { connect, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 13 item 8 (MCP): tools/list answered every tool in one message (1,205 tools, 485 KB).
+ * MCP tools/list used to answer every tool in one message (1,205 tools, 485 KB).
  * It now pages with MCP's own cursor: at most 200 tools a page, fixed tools on the first.
  */
 const FUNCTIONS = 420;

@@ -8,7 +8,7 @@ import { authorizationUrl, decide, ownerCookie, pkce, startOAuthTestServer, toke
 import type { TestServer } from './helpers/server.js';
 
 /**
- * Client ID Metadata Document fetching under hostile use (issue 13, item 5): the address
+ * Client ID Metadata Document fetching under hostile use: the address
  * classifier on every IPv6 spelling of a blocked IPv4 address, the real fetcher against a
  * loopback server, the per-address and concurrency budgets, no row before an owner approves,
  * one message for every failed fetch, and error pages (not redirects) for dynamically

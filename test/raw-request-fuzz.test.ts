@@ -6,7 +6,7 @@ import { rawHead, rawRequest, UPGRADE_HEADERS } from './helpers/raw-http.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 13, item 1: no request can end the process. Raw request lines, paths,
+ * No request can end the process. Raw request lines, paths,
  * percent-encodings and headers no HTTP client would send go over a plain TCP socket to the
  * real server, as ordinary requests and as WebSocket upgrades; after every one the server
  * must still answer GET /healthz, and whatever it answered must not be a 500. An unhandled

@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
- * The wake socket against clients that break its protocol (issue 13, items 1 and 3): upgrade
+ * The wake socket against clients that break its protocol: upgrade
  * targets that once ended the process, data frames and pings from a device, pong floods.
  */
 

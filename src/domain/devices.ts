@@ -242,7 +242,8 @@ const manifestInput = z.strictObject({
 /**
  * Marks the calling device as seen. The credential was read moments ago while
  * authenticating, so when that read shows a fresh last_seen_at the write is skipped: a
- * polling device then costs no write at all (issue 8's profile put it at ~6 % of a round trip).
+ * polling device then costs no write at all (a profile of the round-trip benchmark put it at
+ * ~6 % of a round trip).
  */
 export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'device'>): Promise<void> {
   const now = ctx.clock.now();

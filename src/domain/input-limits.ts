@@ -2,7 +2,7 @@ import type { ErrorIssue } from './errors.js';
 
 /**
  * Input the service cannot keep or handle as sent, refused by `invoke` before any schema
- * runs (issue 7; each was found by the hostile-input tests):
+ * runs (each was found by the hostile-input tests):
  *
  * - U+0000 in a string: the embedded libSQL binding ends a text value at the first NUL, so
  *   a name `a\u0000b` was stored as `a`.

@@ -24,7 +24,7 @@ export interface TakeResult {
 export interface RateLimiter {
   /**
    * Takes one token, or `count` at once (all or none): one request that carries several
-   * messages, such as an MCP batch, costs what they would cost one by one (issue 13 item 4).
+   * messages, such as an MCP batch, costs what they would cost one by one.
    */
   take(key: string, rule: BucketRule, now: number, count?: number): Promise<TakeResult>;
   /** Looks without taking: used to refuse an address that already failed too often. */

@@ -30,7 +30,7 @@ export async function readLimitedBody(request: Request, limit = MAX_BODY_BYTES):
 /**
  * The same, reading a Node request directly. Taking the body through the web `Request`
  * makes @hono/node-server build a full Request with a web stream and an AbortSignal for
- * every request; the profile of the round-trip benchmark (issue 8) put that at ~15 % of a
+ * every request; a profile of the round-trip benchmark put that at ~15 % of a
  * small POST's CPU.
  */
 export async function readLimitedNodeBody(

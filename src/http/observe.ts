@@ -106,7 +106,7 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     // On Node the id goes on the ServerResponse itself: Node merges it into whatever headers
     // the answer is written with, so every answer carries it — a handler's own `Response` too —
     // and a JSON answer keeps @hono/node-server's plain-object header path instead of building
-    // a Fetch `Headers` for one header (issue 19's /healthz profile).
+    // a Fetch `Headers` for one header (found in a profile of /healthz).
     const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
     if (outgoing) outgoing.setHeader('X-Request-Id', id);
     else c.header('X-Request-Id', id);

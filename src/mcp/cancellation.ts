@@ -3,7 +3,7 @@ import type { EventHub } from '../domain/events.js';
 import type { ClientGone } from '../http/request.js';
 
 /**
- * Client cancellation of device tool calls (docs/rules.md "MCP", issue 14 rule 3).
+ * Client cancellation of device tool calls (docs/rules.md "MCP").
  *
  * A call ends, and its action is withdrawn, when its client goes away or cancels it:
  *   - the response or connection is closed before the answer was written (`whenClientGone`,

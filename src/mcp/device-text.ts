@@ -3,7 +3,7 @@
  * into what an agent's model reads: tool titles and descriptions and the call summary.
  * Stored data stays as the device published it (REST and `list_functions` return it as
  * data); only this rendering is cleaned, so that a device cannot make its words pass for the
- * service's (issue 13 item 11):
+ * service's:
  * - control characters (C0, C1: newlines among them), format characters (general category
  *   Cf: bidirectional formatting such as U+202E, zero-width and invisible characters, the
  *   soft hyphen, U+180E, the interlinear annotation characters U+FFF9–U+FFFB and the Unicode

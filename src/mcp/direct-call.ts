@@ -6,7 +6,7 @@ import { IDEMPOTENCY_META_KEY, TTL_META_KEY, WAIT_META_KEY, type DeviceTool } fr
 /**
  * A plain call of a device tool, answered without building the SDK's per-request server.
  *
- * Why (issue 8, `npm run bench`): a device tool's call is the hot path of every agent, and
+ * Why (`npm run bench`): a device tool's call is the hot path of every agent, and
  * the per-request server, its transport and their objects, which live as long as the call
  * waits for the device, cost about a third of an MCP round trip. The tool's work is the same
  * function the SDK's registered tool runs (`callDeviceTool`), so both answer the same result;

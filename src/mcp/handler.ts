@@ -68,7 +68,7 @@ type Gate = { response: Response } | { session: McpSession };
 /**
  * The most messages one 2025-era JSON-RPC batch may carry (the SDK's own bound is 100). Each
  * one also counts against the caller's rate limit: 40 requests of 100 calls each used to run
- * 4,000 tool calls within a budget of 40 (issue 13 item 4).
+ * 4,000 tool calls within a budget of 40.
  */
 export const MAX_BATCH_MESSAGES = 10;
 
@@ -123,7 +123,7 @@ function callerKey(credential: CredentialOf<'agent'>): string {
  *
  * The SDK's `createMcpHandler` speaks the protocol (both eras, `_meta`, routing headers,
  * -32020/-32022, 404 for unknown methods). In front of it, in this order, this gate does
- * what the SDK does not (issue 5, docs/rules.md "MCP"):
+ * what the SDK does not (docs/rules.md "MCP"):
  *   Host/Origin (403) → method (405) → bearer (401, or 403 for another credential kind)
  *   → Content-Type (415) → Accept (406) → 16 KiB body (413) → for tools/call: the live
  *   grant and ceiling of a device tool (403) and the kill switch (503).

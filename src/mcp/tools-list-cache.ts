@@ -1,9 +1,10 @@
 import { isObject, plainModernRequest } from './modern-requests.js';
 
 /**
- * A per-caller cache of the modern `tools/list` answer (issue 8's profile: a principal with
- * 1,000 functions paid a 1,000-row query, 1,000 schema parses, 1,000 SDK tool registrations
- * and a 3 MB JSON serialisation on every call, ~50× a /healthz round trip).
+ * A per-caller cache of the modern `tools/list` answer (docs/performance.md "What the
+ * profiles showed, and what changed": a principal with 1,000 functions paid a 1,000-row
+ * query, 1,000 schema parses, 1,000 SDK tool registrations and a 3 MB JSON serialisation on
+ * every call, ~50× a /healthz round trip).
  *
  * What is cached is the SDK's own answer: a miss goes through the SDK exactly as before, and
  * its `result` is kept, serialised once. A hit answers the same bytes with the request's id.

@@ -92,7 +92,7 @@ export interface DeviceTool {
 //   keeps the name and each other one takes the first free `<stem>_<n>__<32 hex>` (n from
 //   2). Such a name depends only on that device's colliding functions, so it is the same
 //   whether computed from all the caller's functions or from one device's (a tools/call), and
-//   no device can make tools/list fail (issue 13 item 9).
+//   no device can make tools/list fail.
 // - Fixed tools have no `__`, so the two families can never collide.
 // ---------------------------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string,
 /**
  * Shapes the JSON Schema zod emits for the fixed tools so every MCP client can use it:
  * - drops what says nothing to a client: the UUID regex beside `format: "uuid"` and the ±2^53
- *   bounds of every integer (issue 8: most of a large tools/list);
+ *   bounds of every integer (most of a large tools/list);
  * - writes a nullable `type: [T, "null"]` as `anyOf: [{ type: T, … }, { type: "null" }]` and a
  *   free-form `additionalProperties: {}` as `true`: both are legal JSON Schema, but clients
  *   that map tool schemas onto a single-`type` dialect (the MCP Inspector's schema
@@ -367,7 +367,7 @@ export function placeOf(fn: CallableFunction): string {
 function describe(fn: CallableFunction): string {
   const kind = fn.kind === 'read' ? 'Read function (observes, changes nothing)' : 'Control function (changes the device)';
   // The service's words first; the device's description after them, marked as the device's
-  // and quoted, so a model can tell the two apart (issue 13 item 11).
+  // and quoted, so a model can tell the two apart.
   const text = fn.description ? deviceText(fn.description, MAX_DESCRIPTION_CHARS) : '';
   const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
@@ -720,8 +720,8 @@ export function registerTools(server: McpServer, session: McpSession): void {
 }
 
 // ---------------------------------------------------------------------------------------
-// tools/list pages (issue 13 item 8): one answer held every tool the caller may call (1,205
-// tools, 485 KB in the issue). At most TOOLS_PAGE_SIZE tools per page, in the list's order
+// tools/list pages: one answer used to hold every tool the caller may call (485 KB for
+// 1,205 tools). At most TOOLS_PAGE_SIZE tools per page, in the list's order
 // (fixed tools first, so they are on the first page); `nextCursor` names the next page. A
 // cursor is opaque to clients: base64url of `tools:<offset>`, and one this server did not
 // make, or past the end of the caller's list, is -32602. A list that changes between pages

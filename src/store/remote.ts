@@ -165,7 +165,7 @@ export class RemoteDb implements Db {
   #writes: Promise<unknown> = Promise.resolve();
   /**
    * The groups of standalone writes and of reads still taking statements (docs/performance.md
-   * "Group commit on a libSQL server (issue 19)"), sent by `#grouped`.
+   * "On a libSQL server (sqld)", its group commit), sent by `#grouped`.
    */
   #writeGroup: Member[] | undefined;
   #readGroup: Member[] | undefined;
@@ -265,7 +265,7 @@ export class RemoteDb implements Db {
   }
 
   /**
-   * Group commit (docs/performance.md "Group commit on a libSQL server (issue 19)"). sqld
+   * Group commit (docs/performance.md "On a libSQL server (sqld)"). sqld
    * spends about 1.5 ms of CPU on every stream it opens for this schema, and `@libsql/client`
    * opens one per statement, where a statement inside a stream costs it about 0.1 ms; and it
    * commits one write at a time. So the standalone statements of one event-loop turn go

@@ -3,7 +3,7 @@ import type { ApiResponse, Client } from './api.js';
 import type { AttachedDevice } from './fixtures.js';
 
 /**
- * Helpers for grant and action tests (issue 3): a gateway manifest with a child device and an
+ * Helpers for grant and action tests: a gateway manifest with a child device and an
  * integration-wide service, and one-line wrappers for grant → request → next → result.
  */
 

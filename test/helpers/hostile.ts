@@ -4,7 +4,7 @@ import { expect } from 'vitest';
 import type { Db } from '../../src/store/driver.js';
 
 /**
- * Building blocks for the hostile-input tests (issue 7): values a careless or malicious
+ * Building blocks for the hostile-input tests: values a careless or malicious
  * client sends, a JSON writer that can emit what JSON.stringify cannot (-0, 1e400, lone
  * surrogate escapes), the error-envelope check and a fingerprint of the whole database.
  */
