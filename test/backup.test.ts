@@ -140,6 +140,36 @@ describe('npm run backup: a consistent copy of a running service', () => {
   );
 
   it(
+    'writes a copy only its owner can read, which forgets the key of the event ids shown before it',
+    async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-backup-'));
+      const source = await startTestServer();
+      servers.push(source);
+      const api = client(source.url);
+      const owner = await source.ownerToken('backup-keys');
+      const lamp = await attachDevice(api, owner);
+      // An event in the journal, and the key its shown id is encrypted with.
+      await grant(api, owner, 'agent:backup-keys', lamp.id, ['set_power']);
+      await source.service.db.run("INSERT OR IGNORE INTO service_keys (name, secret, created_at) VALUES ('event-ids', ?, 1)", ['00'.repeat(32)]);
+
+      const destination = path.join(dir, 'copy.db');
+      const backup = await runBackup([destination], { DATABASE_URL: source.config.databaseUrl });
+      expect(backup.code, backup.stderr).toBe(0);
+      expect(fs.statSync(destination).mode & 0o777).toBe(0o600);
+      const copy = new Database(destination);
+      try {
+        expect(copy.prepare("SELECT count(*) AS n FROM service_keys WHERE name = 'event-ids'").get()).toMatchObject({ n: 0 });
+        expect(copy.prepare('SELECT last_id FROM legacy_event_ids').get()).toMatchObject({ last_id: 0 });
+        expect((copy.prepare('SELECT count(*) AS n FROM workspace_events').get() as { n: number }).n).toBeGreaterThan(0);
+      } finally {
+        copy.close();
+      }
+      expect((await source.service.db.get<{ n: number }>("SELECT count(*) AS n FROM service_keys WHERE name = 'event-ids'"))!.n).toBe(1);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
     'never overwrites an existing file, and sends a libSQL server to its own tools',
     async () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-backup-'));

@@ -610,10 +610,18 @@ describe('an endpoint that keeps failing is disabled, until its owner enables it
     expect(disabled).toMatchObject({
       type: 'webhook.disabled',
       data: {
-        webhook: { id: hook.id, url: hook.url, events: ['grant.created'], disabledAt: expect.any(Number), disabledReason: expect.stringContaining('HTTP 500') },
+        webhook: {
+          id: hook.id,
+          origin: new URL(hook.url).origin,
+          events: ['grant.created'],
+          disabledAt: expect.any(Number),
+          disabledReason: expect.stringContaining('HTTP 500'),
+        },
       },
     });
     expect(JSON.stringify(disabled)).not.toContain(hook.secret);
+    // The other receivers learn where it pointed, not its path: a hook URL's path may be a credential.
+    expect(JSON.stringify(disabled)).not.toContain(new URL(hook.url).pathname);
     const shown = (await strictApi.get(`/v1/webhooks/${hook.id}`, { token: owner })).body.data;
     expect(shown).toMatchObject({ disabled: true, disabledAt: disabled.data.webhook.disabledAt, consecutiveFailures: 3 });
     expect(shown.disabledReason).toMatch(/^Every attempt failed since \S+ \(3 in a row\); the last: HTTP 500$/);

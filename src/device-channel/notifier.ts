@@ -88,8 +88,10 @@ export function createLocalNotifier(events: EventHub, deps: NotifierDeps): Devic
       deliver(targetId, { type: 'cancel', frame: { type: 'cancel', deviceId, actionId: id, reason: cancelReason ?? '' } });
     }
   };
-  // Keyed by what is read. The same message arriving while its read runs asks for one more
-  // read once it ends (the first may have read before the change it announces), never more.
+  // Keyed by everything the read uses, so a forged hint naming a real action with another
+  // workspace or device cannot stand in for the real one. The same message arriving while its
+  // read runs asks for one more read once it ends (the first may have read before the change it
+  // announces), never more.
   const reading = new Map<string, { again: boolean }>();
   const readThen = <T>(key: string, read: () => Promise<T>, act: (found: T) => void) => {
     const running = reading.get(key);
@@ -118,14 +120,14 @@ export function createLocalNotifier(events: EventHub, deps: NotifierDeps): Devic
     else if (event.type === 'action-hint' && event.signal && listeners.has(event.targetId)) {
       const { workspaceId, targetId, actionId } = event;
       readThen(
-        `action\n${actionId}`,
+        `action\n${workspaceId}\n${targetId}\n${actionId}`,
         () => storedActionFor(deps.db, workspaceId, actionId, targetId),
         (action) => action && signalAction(targetId, action),
       );
     } else if (event.type === 'revocation-hint' && listeners.has(event.deviceId)) {
       const { workspaceId, deviceId } = event;
       readThen(
-        `device\n${deviceId}`,
+        `device\n${workspaceId}\n${deviceId}`,
         () => isDeviceRevoked(deps.db, workspaceId, deviceId),
         (revoked) => revoked && deliver(deviceId, { type: 'revoked' }),
       );

@@ -101,11 +101,11 @@ function toWebhook(row: WebhookRow, now: number): z.input<typeof webhook> {
   };
 }
 
-/** The webhook as the journal records it (`webhook.disabled`): never its secret. */
+/** The webhook as the journal records it (`webhook.disabled`): never its secret, and of its URL only the origin. */
 export function webhookSnapshot(row: WebhookRow): z.infer<typeof eventWebhook> {
   return {
     id: row.id,
-    url: row.url,
+    origin: new URL(row.url).origin,
     description: row.description,
     events: JSON.parse(row.events) as string[],
     disabledAt: row.disabledAt,

@@ -55,7 +55,11 @@ export const eventDevice = z.object({
 /** A webhook as the journal saw it; never its secret. */
 export const eventWebhook = z.object({
   id: uuid,
-  url: z.string(),
+  origin: z
+    .string()
+    .describe(
+      "The endpoint's origin only: its path may carry a credential (a Slack or Discord hook URL), and the event reaches the workspace's other receivers.",
+    ),
   description: z.string().nullable(),
   events: z.array(z.string()),
   disabledAt: timestamp.nullable(),

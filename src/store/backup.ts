@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'libsql';
@@ -45,8 +46,12 @@ export function backupEmbedded(source: string, destination: string): BackupRepor
   if (!fs.existsSync(from)) throw new BackupError(`no database at ${from}`);
   if (fs.existsSync(to)) throw new BackupError(`${to} already exists: a backup never overwrites a file`);
   fs.mkdirSync(path.dirname(to), { recursive: true });
-  const partial = `${to}.partial-${process.pid}`;
+  const partial = `${to}.partial-${randomUUID()}`;
   try {
+    // Created here, empty, owner-only and only if nothing is there (VACUUM INTO fills an empty
+    // file): the copy holds webhook secrets and service keys, and a name someone else made
+    // first (a file, a link) must not receive them.
+    fs.writeFileSync(partial, '', { flag: 'wx', mode: 0o600 });
     const db = new Database(from);
     try {
       db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
@@ -54,6 +59,7 @@ export function backupEmbedded(source: string, destination: string): BackupRepor
     } finally {
       db.close();
     }
+    forgetShownEventIds(partial);
     const schemaVersion = check(partial);
     const fd = fs.openSync(partial, 'r');
     try {
@@ -68,6 +74,28 @@ export function backupEmbedded(source: string, destination: string): BackupRepor
     fs.rmSync(partial, { force: true });
     if (error instanceof BackupError) throw error;
     throw new BackupError(`backup of ${from} failed: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * A restored journal gives again the ids given after the backup was taken, so an event id a
+ * client was shown then would name another event now. The copy drops the key event ids are
+ * encrypted with and the numeric ids it still reads (docs/event-ids.md): after a restore every
+ * earlier id is unknown, and a client that resumes with one gets a `reset` and reads the
+ * current state again, instead of silently skipping events.
+ */
+function forgetShownEventIds(file: string): void {
+  const copy = new Database(file);
+  try {
+    const tables = new Set(
+      (copy.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('service_keys', 'legacy_event_ids')").all() as { name: string }[]).map(
+        (row) => row.name,
+      ),
+    );
+    if (tables.has('service_keys')) copy.prepare("DELETE FROM service_keys WHERE name = 'event-ids'").run();
+    if (tables.has('legacy_event_ids')) copy.prepare('UPDATE legacy_event_ids SET last_id = 0').run();
+  } finally {
+    copy.close();
   }
 }
 

@@ -44,6 +44,12 @@ export async function journalBounds(db: Queryable): Promise<{ first: number; las
   return { first: row?.first ?? last + 1, last };
 }
 
+/** The workspace's newest kept event at or before `atMost`, or undefined when it has none kept. */
+export async function newestWorkspaceEventId(db: Queryable, workspaceId: string, atMost: number): Promise<number | undefined> {
+  const row = await db.get<{ id: number | null }>('SELECT max(id) AS id FROM workspace_events WHERE workspace_id = ? AND id <= ?', [workspaceId, atMost]);
+  return row?.id ?? undefined;
+}
+
 /** Records an event no row change reveals (e.g. a device going offline), with the service's clock. */
 export async function appendWorkspaceEvent(
   db: Queryable,
