@@ -60,6 +60,7 @@ export const configSchema = z
       .regex(/^\s*[A-Za-z0-9.:[\]-]+\s*(,\s*[A-Za-z0-9.:[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
       .optional(),
     MCP_CONFIRMATIONS_PER_CONNECTION: positiveInt.default(10),
+    MCP_CONFIRMATIONS_PER_WORKSPACE: positiveInt.default(100),
     MCP_CONFIRMATIONS_PER_INSTANCE: positiveInt.default(1000),
     MCP_CONFIRMATION_WAIT_SECONDS: positiveInt.max(300).default(300),
     TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
@@ -166,7 +167,7 @@ export interface Config {
   /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
   mcpAllowedHosts: string[];
   /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/confirmation.md "Limits"). */
-  mcpConfirmations: { perConnection: number; perInstance: number; waitMs: number };
+  mcpConfirmations: { perConnection: number; perWorkspace: number; perInstance: number; waitMs: number };
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
   rateLimits: RateLimitSettings;
@@ -261,6 +262,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       .filter(Boolean),
     mcpConfirmations: {
       perConnection: e.MCP_CONFIRMATIONS_PER_CONNECTION,
+      perWorkspace: e.MCP_CONFIRMATIONS_PER_WORKSPACE,
       perInstance: e.MCP_CONFIRMATIONS_PER_INSTANCE,
       waitMs: e.MCP_CONFIRMATION_WAIT_SECONDS * 1000,
     },

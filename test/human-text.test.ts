@@ -4,7 +4,7 @@ import { humanText, MAX_ASK_CHARS } from '../src/domain/human-text.js';
 import { grant } from './helpers/actions.js';
 import { client, type Client as Api } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { MODERN, type Era } from './helpers/mcp-client.js';
+import { errorEnvelope, MODERN, type Era } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
@@ -73,12 +73,28 @@ describe.each(['modern', 'legacy'] as const)('the MCP confirmation ask over the 
     expect(message).not.toMatch(/[\u202E\u200B-\u200D\uFEFF\u2066]|\u{E0041}/u);
   });
 
-  it(`is capped at ${MAX_ASK_CHARS} characters, saying how many more there were`, async () => {
-    const message = await askedMessage(era, 'x'.repeat(5000));
-    const cut = /… \((\d+) more characters\)$/.exec(message);
-    expect(cut, message.slice(-80)).not.toBeNull();
-    expect(Array.from(message.slice(0, cut!.index))).toHaveLength(MAX_ASK_CHARS);
-    expect(MAX_ASK_CHARS + Number(cut![1])).toBeGreaterThan(5000);
+  it(`is not made when it would be longer than ${MAX_ASK_CHARS} characters: the user would not see all that runs`, async () => {
+    const asked: ElicitRequest['params'][] = [];
+    const mcp = new Client(
+      { name: 'human-text-tests', version: '1.0.0' },
+      { ...(era === 'modern' ? { versionNegotiation: { mode: { pin: MODERN } } } : {}), capabilities: { elicitation: { form: {} } } },
+    );
+    mcp.setRequestHandler('elicitation/create', (request) => {
+      asked.push(request.params);
+      return { action: 'accept', content: { confirm: true } };
+    });
+    await mcp.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${agent.token}` } } }),
+    );
+    // Harmless-looking padding first, what matters past where a cut would fall.
+    const result: any = await mcp.callTool({ name: tool, arguments: { text: `${'please '.repeat(200)}and unlock the door` } });
+    await mcp.close();
+    expect(asked).toHaveLength(0);
+    expect(result.isError).toBe(true);
+    const { error } = errorEnvelope(result);
+    expect(error.code).toBe('confirmation_required');
+    expect(error.message).toContain(`a confirmation shows at most ${MAX_ASK_CHARS}`);
+    expect(error.message).toContain('Nothing was queued');
   });
 });
 

@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 /**
  * Pending 2025-era user confirmations are bounded (docs/confirmation.md "Limits"): each one
  * holds its call's event stream open while the user decides, so there are at most
- * MCP_CONFIRMATIONS_PER_CONNECTION per agent connection and MCP_CONFIRMATIONS_PER_INSTANCE in
+ * MCP_CONFIRMATIONS_PER_CONNECTION per agent connection, MCP_CONFIRMATIONS_PER_WORKSPACE per workspace and MCP_CONFIRMATIONS_PER_INSTANCE in
  * the process, each for at most MCP_CONFIRMATION_WAIT_SECONDS; an answered, expired or
  * abandoned prompt gives its place back. Raw 2025-era HTTP (the official client answers each
  * ask at once and cannot leave one pending).
@@ -137,5 +137,55 @@ describe('pending 2025-era confirmations per instance', () => {
     }
     expect(next?.kind).toBe('ask');
     for (const call of [...open.slice(1), next as Ask]) call.close();
+  });
+});
+
+describe('pending 2025-era confirmations per workspace', () => {
+  let own: TestServer;
+  let ownApi: Api;
+  const PER_WORKSPACE = 2;
+
+  beforeAll(async () => {
+    own = await startTestServer({
+      env: { MCP_CONFIRMATIONS_PER_CONNECTION: '5', MCP_CONFIRMATIONS_PER_WORKSPACE: String(PER_WORKSPACE), MCP_CONFIRMATIONS_PER_INSTANCE: '50' },
+    });
+    ownApi = client(own.url);
+  });
+  afterAll(() => own.close());
+
+  /** A workspace with a lamp, and a function to open 2025-era connections that may set its power under a `user` grant. */
+  async function workspace(name: string) {
+    const boss = await own.ownerToken(name);
+    const device = await attachDevice(ownApi, boss, { name: `${name} lamp` });
+    const deviceTool = `set_power__${device.id.replaceAll('-', '').slice(0, 12)}`;
+    return async (agentName: string) => {
+      const agent = await createAgent(ownApi, boss, { name: agentName, principal: `agent:${agentName}` });
+      await grant(ownApi, boss, agent.principal, device.id, ['set_power'], undefined, 'user');
+      await initializeLegacy(own.url, agent.token);
+      return { token: agent.token, tool: deviceTool };
+    };
+  }
+
+  it("refuses an ask past MCP_CONFIRMATIONS_PER_WORKSPACE, and another workspace's agents still ask", async () => {
+    const busy = await workspace('bounds-busy');
+    const calm = await workspace('bounds-calm');
+    const [a, b, c, d] = [await busy('busy-a'), await busy('busy-b'), await busy('busy-c'), await calm('calm-d')];
+    const open: Ask[] = [];
+    for (const [who, id] of [
+      [a, 1],
+      [b, 1],
+    ] as const) {
+      const call = await startLegacyCall(own.url, who.token, who.tool, { on: true }, id);
+      expect(call.kind, JSON.stringify(call)).toBe('ask');
+      open.push(call as Ask);
+    }
+    const refused = await startLegacyCall(own.url, c.token, c.tool, { on: true }, 1);
+    expect(refused.kind, 'nothing is put to the user').toBe('result');
+    const { error } = errorEnvelope((refused as Extract<LegacyCallStart, { kind: 'result' }>).result);
+    expect(error.code).toBe('capacity_exceeded');
+    expect(error.message).toContain(`this workspace's agents already have ${PER_WORKSPACE} confirmations waiting`);
+    const other = await startLegacyCall(own.url, d.token, d.tool, { on: true }, 1);
+    expect(other.kind, JSON.stringify(other)).toBe('ask');
+    for (const call of [...open, other as Ask]) call.close();
   });
 });

@@ -2,6 +2,7 @@ import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto
 import { inputRequired, inputResponse, type ClientCapabilities, type InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Context } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
+import { humanText, MAX_ASK_CHARS } from '../domain/human-text.js';
 import { confirmationKey } from '../domain/service-keys.js';
 import type { PromptRefusal } from './legacy-elicitation.js';
 
@@ -185,6 +186,18 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
         ),
       };
     }
+    // The user must see all that would run: an ask too long to show whole is not made, rather
+    // than shown cut with the part past the cut confirmed unseen.
+    const length = Array.from(round.message).length;
+    if (length > MAX_ASK_CHARS) {
+      return {
+        kind: 'refused',
+        error: new DomainError(
+          'confirmation_required',
+          `The call of ${binding.tool} was not put to the user: its question would be ${length} characters long, and a confirmation shows at most ${MAX_ASK_CHARS}, so the user could not see all of its arguments. Nothing was queued. Call again with shorter arguments, or ask the workspace owner to switch the grant to owner approval.`,
+        ),
+      };
+    }
     const refusal = round.holdAsk();
     if (refusal) return { kind: 'refused', error: promptLimitError(binding.tool, refusal) };
     const { state } = mintState(key, binding, await round.liveGrantId(), ctx.clock.now());
@@ -192,7 +205,8 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
       inputRequests: {
         [CONFIRM_KEY]: inputRequired.elicit({
           mode: 'form',
-          message: round.message,
+          // Hidden characters the agent wrote are shown as markers (src/domain/human-text.ts).
+          message: humanText(round.message, MAX_ASK_CHARS),
           requestedSchema: {
             type: 'object',
             properties: {
@@ -236,10 +250,11 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
 
 /** The tool error for an ask past a bound on waiting 2025-era asks: what the agent can do about it. */
 export function promptLimitError(tool: string, refusal: PromptRefusal): DomainError {
-  const where =
-    refusal.scope === 'connection'
-      ? `this connection already has ${refusal.limit} confirmations waiting for its user (the most one connection may have)`
-      : `this service instance already has ${refusal.limit} confirmations waiting (the most it holds at once)`;
+  const where = {
+    connection: `this connection already has ${refusal.limit} confirmations waiting for its user (the most one connection may have)`,
+    workspace: `this workspace's agents already have ${refusal.limit} confirmations waiting (the most one workspace may have)`,
+    instance: `this service instance already has ${refusal.limit} confirmations waiting (the most it holds at once)`,
+  }[refusal.scope];
   return new DomainError(
     'capacity_exceeded',
     `The call of ${tool} was not put to the user: ${where}. Nothing was queued. Wait until the user has answered or dismissed the open confirmations, then call again.`,

@@ -172,7 +172,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     if (era === 'legacy') {
       const caller = callerKey(session.credential);
       legacyElicitation.prepare(caller, server);
-      session.awaitAnswer = (waiting) => legacyElicitation.hold(caller, waiting);
+      session.awaitAnswer = (waiting) => legacyElicitation.hold(caller, session.credential.workspaceId, waiting);
     }
     registerTools(server, session);
     if (!session.deviceCallsOnly) {

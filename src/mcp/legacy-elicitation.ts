@@ -44,13 +44,15 @@ const internals = (server: McpServer) => server.server as unknown as ServerInter
 /** How many 2025-era asks may wait for an answer at once, and for how long (docs/confirmation.md "Limits"). */
 export interface PendingPromptLimits {
   perConnection: number;
+  /** A workspace's connections together: one tenant cannot take every place of an instance. */
+  perWorkspace: number;
   perInstance: number;
   waitMs: number;
 }
 
 /** Why an ask was not made: which bound it would pass, and that bound. */
 export interface PromptRefusal {
-  scope: 'connection' | 'instance';
+  scope: 'connection' | 'workspace' | 'instance';
   limit: number;
 }
 
@@ -61,9 +63,10 @@ export interface LegacyElicitation {
   prepare(caller: string, server: McpServer): void;
   /**
    * Holds the server as one waiting for its client's answer until it closes or `waitMs` passes;
-   * a refusal when the connection or the instance already has as many waiting as allowed.
+   * a refusal when the connection, its workspace or the instance already has as many waiting as
+   * allowed.
    */
-  hold(caller: string, server: McpServer): PromptRefusal | undefined;
+  hold(caller: string, workspaceId: string, server: McpServer): PromptRefusal | undefined;
   /** Delivers JSON-RPC responses to the caller's waiting servers; true when every one found its server. */
   deliver(caller: string, responses: readonly { id?: unknown }[]): boolean;
   /** How many asks wait now, in all. */
@@ -73,6 +76,7 @@ export interface LegacyElicitation {
 export function createLegacyElicitation(limits: PendingPromptLimits): LegacyElicitation {
   const capabilities = new Map<string, ClientCapabilities>();
   const waiting = new Map<string, Set<McpServer>>();
+  const perWorkspace = new Map<string, number>();
   let pending = 0;
 
   return {
@@ -88,18 +92,24 @@ export function createLegacyElicitation(limits: PendingPromptLimits): LegacyElic
       if (declared) sdk._clientCapabilities = declared;
       sdk._requestMessageId = randomInt(1, 2 ** 31);
     },
-    hold(caller, server) {
+    hold(caller, workspaceId, server) {
       const set = waiting.get(caller) ?? new Set();
       // A server that asks again (an answer of the wrong kind) keeps the place it holds.
       if (set.has(server)) return undefined;
+      const inWorkspace = perWorkspace.get(workspaceId) ?? 0;
       if (set.size >= limits.perConnection) return { scope: 'connection', limit: limits.perConnection };
+      if (inWorkspace >= limits.perWorkspace) return { scope: 'workspace', limit: limits.perWorkspace };
       if (pending >= limits.perInstance) return { scope: 'instance', limit: limits.perInstance };
       waiting.set(caller, set.add(server));
+      perWorkspace.set(workspaceId, inWorkspace + 1);
       pending += 1;
       const release = () => {
         clearTimeout(timer);
         if (!set.delete(server)) return;
         pending -= 1;
+        const left = (perWorkspace.get(workspaceId) ?? 1) - 1;
+        if (left > 0) perWorkspace.set(workspaceId, left);
+        else perWorkspace.delete(workspaceId);
         if (set.size === 0 && waiting.get(caller) === set) waiting.delete(caller);
       };
       const timer = setTimeout(release, limits.waitMs);

@@ -23,7 +23,6 @@ import { withdrawAction } from '../domain/actions.js';
 import { DomainError, fail } from '../domain/errors.js';
 import { CHANGED_ELSEWHERE, watchAction, watchComingAction, type ComingActionWatch } from '../domain/events.js';
 import { agentOf, authorizedFromListing, liveGrantId, type CallableFunction } from '../domain/functions.js';
-import { humanText, MAX_ASK_CHARS } from '../domain/human-text.js';
 import { call, invoke } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { PAGE_MAX } from '../domain/paging.js';
@@ -550,11 +549,8 @@ async function confirmedDeviceCall(
         capability: fn.capability,
         args,
       },
-      // Marked and capped: the agent wrote the arguments, and the user must see all that is there.
-      message: humanText(
-        `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
-        MAX_ASK_CHARS,
-      ),
+      // Marked, and never cut: an ask too long to show whole is refused (confirmation.ts).
+      message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
       canElicit: canElicitForm(capabilities),
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
