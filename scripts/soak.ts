@@ -114,6 +114,13 @@ const ENV: Record<string, string> = {
   WEBHOOK_POLL_SECONDS: '0.5',
   WEBHOOK_TIMEOUT_SECONDS: String(WEBHOOK_TIMEOUT_SECONDS),
   WEBHOOK_RETRY_SECONDS: '1,1,2,2,3,3,5,5,5,5',
+  // One workspace, three receivers, about 50 events a second each: with the default caps (2
+  // attempts in flight per webhook, 4 per workspace) the receiver that hangs one attempt in ten
+  // for a whole timeout can take only about 19 a second, and its backlog would outlast the
+  // settling. The soak checks that every event arrives through kills and restarts, not the
+  // fairness caps, which test/webhooks.test.ts covers (docs/webhooks.md "Fair delivery between workspaces").
+  WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK: '8',
+  WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: '16',
   EXPIRY_SWEEP_SECONDS: '1',
   EVENTS_POLL_SECONDS: '1',
   DEVICE_QUEUE_PER_PRINCIPAL: '100000',

@@ -25,7 +25,7 @@ import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
 const BATCH = 100;
 
 export const resetEvent = z.object({
-  id: z.string().describe('Resume after this id: the stream continues from here. Empty when the workspace has no kept event: the next connection starts now.'),
+  id: z.string().describe('Resume after this id: the stream continues from here.'),
   type: z.literal('reset'),
   createdAt: timestamp,
   data: z.object({
@@ -161,15 +161,16 @@ async function startingPoint(ctx: Context, workspaceId: string, resumeAfter: str
   const point = await resumePoint(ctx, workspaceId, resumeAfter);
   if (point !== 'unknown' && point >= first - 1 && point <= last) return { after: point };
   const lost = point !== 'unknown' && point < first - 1;
-  // The reset's id is the workspace's own newest event, not the journal's end: resuming after
-  // either reads the same events (the stream is the workspace's), but the end moves with every
-  // workspace's writes, and its id, shown again, would tell whether anyone wrote anything. With
-  // no event of its own kept, the id is empty: the client's next connection starts at "now".
-  const own = await newestWorkspaceEventId(ctx.db, workspaceId, last);
+  // The reset's id is where the stream goes on from, but not the journal's end: resuming after
+  // it reads the same events (the stream is the workspace's), while the end moves with every
+  // workspace's writes, and its id, shown again, would tell whether anyone wrote anything. So it
+  // is the workspace's own newest kept event, or with none kept the last pruned one, which
+  // moves only when housekeeping prunes.
+  const own = (await newestWorkspaceEventId(ctx.db, workspaceId, last)) ?? first - 1;
   return {
     after: last,
     reset: {
-      id: own === undefined ? '' : (await eventIds(ctx)).show(workspaceId, own),
+      id: (await eventIds(ctx)).show(workspaceId, own),
       type: 'reset',
       createdAt: ctx.clock.now(),
       data: lost
