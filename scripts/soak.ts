@@ -1,5 +1,5 @@
 /**
- * `npm run soak [-- --duration 10m --ttl 10 --max-rss-mb 400 --json report.json]` — the
+ * `npm run soak [-- --duration 10m --ttl 10 --max-rss-mb 512 --json report.json]` — the
  * service as it runs scaled out, under mixed load and breakage, for a while (docs/soak.md).
  *
  * Starts three instances of the service (`src/main.ts`, each its own process) on one sqld
@@ -55,7 +55,7 @@ const { values: opts } = parseArgs({
   options: {
     duration: { type: 'string', default: '10m' },
     ttl: { type: 'string', default: '10' },
-    'max-rss-mb': { type: 'string', default: '400' },
+    'max-rss-mb': { type: 'string', default: '512' },
     json: { type: 'string' },
   },
 });
