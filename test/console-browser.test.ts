@@ -12,6 +12,7 @@ import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { freePort, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
+import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
  * The owner console (README "Owner console") in Debian's headless Chromium driven by
@@ -24,7 +25,6 @@ import type { TestServer } from './helpers/server.js';
  * The run writes screenshots of the main screens to docs/console/ (the README shows them).
  */
 
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.resolve(import.meta.dirname, '..', 'docs', 'console');
 const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 390, height: 844 };
@@ -46,15 +46,7 @@ async function launch(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: [...CHROMIUM_ARGS],
   });
 }
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/oauth.js';
+import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
  * The first minute of a newcomer (README "Quick start"): the service as `npm start` runs it,
@@ -57,16 +58,10 @@ beforeAll(async () => {
   url = (await listening(service)).url!;
   port = new URL(url).port;
   browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
+    executablePath: CHROMIUM,
     headless: true,
     args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
+      ...CHROMIUM_ARGS,
       // Other names for this machine, as a LAN's DNS or /etc/hosts would give them.
       '--host-resolver-rules=MAP raspberrypi.local 127.0.0.1, MAP dfc 127.0.0.1, MAP dfc.example.com 127.0.0.1',
     ],

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/oauth.js';
+import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
  * The MCP Inspector works against this service in modern mode, with a bearer token and via OAuth.
@@ -59,19 +60,10 @@ async function startInspector(args: string[]): Promise<Inspector> {
 beforeAll(async () => {
   userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-inspector-'));
   browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
+    executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1400, height: 900 },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: ['--headless', ...CHROMIUM_ARGS],
   });
 }, 60_000);
 

@@ -8,14 +8,13 @@ import { client } from './helpers/api.js';
 import { attachDevice } from './helpers/fixtures.js';
 import { authorizationUrl, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
+import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
  * The consent page in a real browser: Debian's headless Chromium driven by playwright-core
  * (.ci/run installs the package when /usr/bin/chromium is missing). The owner signs in with
  * the sign-in form, approves or denies, and the browser lands on the client's redirect URI.
  */
-
-const CHROMIUM = '/usr/bin/chromium';
 
 let server: TestServer & { issuer: string; resource: string };
 let owner: string;
@@ -46,16 +45,7 @@ beforeAll(async () => {
   browser = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: ['--headless', ...CHROMIUM_ARGS],
   });
 }, 60_000);
 
