@@ -47,8 +47,8 @@ afterAll(async () => {
   await server.close();
 });
 
-/** Calls the tool as the official client in `era`, declining, and returns the message the user was asked. */
-async function askedMessage(era: Era, text: string): Promise<string> {
+/** Calls the tool as the official client in `era` that answers every ask with `answer`: what the user was asked, and the result. */
+async function callAsking(era: Era, text: string, answer: { action: 'accept' | 'decline'; content?: { confirm: boolean } }) {
   const asked: ElicitRequest['params'][] = [];
   const mcp = new Client(
     { name: 'human-text-tests', version: '1.0.0' },
@@ -56,11 +56,17 @@ async function askedMessage(era: Era, text: string): Promise<string> {
   );
   mcp.setRequestHandler('elicitation/create', (request) => {
     asked.push(request.params);
-    return { action: 'decline' };
+    return answer;
   });
   await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${agent.token}` } } }));
   const result: any = await mcp.callTool({ name: tool, arguments: { text } });
   await mcp.close();
+  return { asked, result };
+}
+
+/** The message the user was asked, declining it. */
+async function askedMessage(era: Era, text: string): Promise<string> {
+  const { asked, result } = await callAsking(era, text, { action: 'decline' });
   expect(result.isError).toBe(true);
   expect(asked).toHaveLength(1);
   return asked[0]!.message;
@@ -74,21 +80,8 @@ describe.each(['modern', 'legacy'] as const)('the MCP confirmation ask over the 
   });
 
   it(`is not made when it would be longer than ${MAX_ASK_CHARS} characters: the user would not see all that runs`, async () => {
-    const asked: ElicitRequest['params'][] = [];
-    const mcp = new Client(
-      { name: 'human-text-tests', version: '1.0.0' },
-      { ...(era === 'modern' ? { versionNegotiation: { mode: { pin: MODERN } } } : {}), capabilities: { elicitation: { form: {} } } },
-    );
-    mcp.setRequestHandler('elicitation/create', (request) => {
-      asked.push(request.params);
-      return { action: 'accept', content: { confirm: true } };
-    });
-    await mcp.connect(
-      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${agent.token}` } } }),
-    );
     // Harmless-looking padding first, what matters past where a cut would fall.
-    const result: any = await mcp.callTool({ name: tool, arguments: { text: `${'please '.repeat(200)}and unlock the door` } });
-    await mcp.close();
+    const { asked, result } = await callAsking(era, `${'please '.repeat(200)}and unlock the door`, { action: 'accept', content: { confirm: true } });
     expect(asked).toHaveLength(0);
     expect(result.isError).toBe(true);
     const { error } = errorEnvelope(result);
