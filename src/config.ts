@@ -6,7 +6,7 @@ import type { WebhookDeliverySettings } from './domain/webhook-delivery.js';
 import type { LogLevel } from './domain/context.js';
 
 /**
- * Every setting the service reads, all optional (docs/rules.md "Running"). Parsed once by the entry
+ * Every setting the service reads, all optional (docs/reference/rules.md "Running"). Parsed once by the entry
  * points (src/main.ts, src/cli/*) from the environment and injected everywhere else.
  */
 const booleanString = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
@@ -14,7 +14,7 @@ const booleanString = z.enum(['true', 'false', '1', '0']).transform((value) => v
 const positiveInt = z.coerce.number().int().positive();
 const positiveNumber = z.coerce.number().positive();
 
-/** LOG_LEVEL values, most verbose first (README "Logs"). */
+/** LOG_LEVEL values, most verbose first (docs/operators/logs-and-metrics.md "Logs"). */
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const satisfies readonly LogLevel[];
 
 export const configSchema = z
@@ -113,7 +113,7 @@ export const configSchema = z
       const missing = env.OWNER_ISSUER ? 'OWNER_AUDIENCE' : 'OWNER_ISSUER';
       ctx.addIssue({ code: 'custom', path: [missing], message: 'is required when an external JWKS is configured' });
     }
-    // The console's OpenID Connect sign-in (README "Owner console") discovers the provider at
+    // The console's OpenID Connect sign-in (docs/owners/console.md "Owner console") discovers the provider at
     // OWNER_ISSUER and maps its ID token as owner JWTs are mapped: an external provider only.
     if (env.OWNER_OIDC_CLIENT_SECRET && !env.OWNER_OIDC_CLIENT_ID) {
       ctx.addIssue({ code: 'custom', path: ['OWNER_OIDC_CLIENT_ID'], message: 'is required when OWNER_OIDC_CLIENT_SECRET is set' });
@@ -131,7 +131,7 @@ export interface Config {
   host: string;
   databaseUrl: string;
   databaseAuthToken: string | undefined;
-  /** Redis shared by several instances (README "What instances share"); none: one process, nothing shared. */
+  /** Redis shared by several instances (docs/operators/scale-out.md "What instances share"); none: one process, nothing shared. */
   redisUrl: string | undefined;
   /** What this deployment's Redis keys and channel start with (REDIS_KEY_PREFIX). */
   redisKeyPrefix: string;
@@ -159,14 +159,14 @@ export interface Config {
   expirySweepMs: number;
   /** How often rows past their purpose (codes, tokens, sessions, tickets, idempotency records) are deleted. */
   housekeepingSweepMs: number;
-  /** How long finished actions are kept (ACTIONS_RETENTION_DAYS, default 30 days; docs/budgets.md). */
+  /** How long finished actions are kept (ACTIONS_RETENTION_DAYS, default 30 days; docs/operators/budgets.md). */
   actionsRetentionMs: number;
   logLevel: LogLevel;
   /** Test only: lets Client ID Metadata Documents be fetched over http from loopback addresses. */
   oauthCimdAllowLoopback: boolean;
   /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
   mcpAllowedHosts: string[];
-  /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/confirmation.md "Limits"). */
+  /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/agents/confirmation.md "Limits"). */
   mcpConfirmations: { perConnection: number; perWorkspace: number; perInstance: number; waitMs: number };
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
@@ -178,14 +178,14 @@ export interface Config {
   trustProxyHops: number;
   /** Bearer token for GET /metrics; metrics are off without it. */
   metricsToken: string | undefined;
-  /** Webhook delivery (README "Webhooks"). */
+  /** Webhook delivery (docs/owners/webhooks.md). */
   webhooks: WebhookDeliverySettings;
 }
 
 export class ConfigError extends Error {}
 
 /**
- * A start-up step that failed for a reason the operator can fix (README "Deploy"): the message
+ * A start-up step that failed for a reason the operator can fix (docs/operators/deploy.md "Deploy"): the message
  * is one line naming the cause, and `variable` is the setting to change. src/main.ts prints it
  * and exits 1.
  */
@@ -204,7 +204,7 @@ export class StartupError extends Error {
 export function parseConfig(env: Record<string, string | undefined>): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
   if (present.DEVICE_MAX_QUEUED_ACTIONS !== undefined) {
-    // A total per device let a few principals fill a device for everyone (docs/rules.md "Errors and limits"):
+    // A total per device let a few principals fill a device for everyone (docs/reference/rules.md "Errors and limits"):
     // refused rather than ignored, so an operator who set it learns that its meaning changed.
     throw new ConfigError(
       'invalid configuration: DEVICE_MAX_QUEUED_ACTIONS was replaced by DEVICE_QUEUE_PER_PRINCIPAL (queued actions per principal per device)',

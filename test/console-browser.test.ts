@@ -15,7 +15,7 @@ import type { TestServer } from './helpers/server.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
- * The owner console (README "Owner console") in Debian's headless Chromium driven by
+ * The owner console (docs/owners/console.md "Owner console") in Debian's headless Chromium driven by
  * playwright-core, as the consent page's test does: sign-in with the development identity
  * provider and through a real OpenID provider (oidc-provider on a loopback port), a setup token
  * created in the console attaching a simulated device, a grant with owner approval given and

@@ -8,7 +8,7 @@ import { client, type Client } from './helpers/api.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * The embedded default's development identity provider (docs/rules.md "Credentials"): with no OWNER_JWKS_*
+ * The embedded default's development identity provider (docs/reference/rules.md "Credentials"): with no OWNER_JWKS_*
  * the server creates a signing key in its data folder, and `npm run owner-token` signs owner
  * sessions with it. Both run here as a newcomer would run them.
  */

@@ -11,7 +11,7 @@ import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { openSse, type SseEvent, type SseStream } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// GET /v1/events, the owner's live event stream (README "Owner events"), read with a real
+// GET /v1/events, the owner's live event stream (docs/reference/events.md "Owner events"), read with a real
 // Server-Sent Events client over fetch (test/helpers/sse.ts).
 
 let server: TestServer;
@@ -354,7 +354,7 @@ describe('shutdown', () => {
   });
 });
 
-describe('README "Owner events"', () => {
+describe('docs/reference/events.md "Owner events"', () => {
   it('lists exactly the event types the service emits, with their meaning', () => {
     const readme = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'README.md'), 'utf8');
     const start = readme.indexOf('\n## Owner events\n');

@@ -1,7 +1,7 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { DomainError, fromStoreError, oneLine, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
 
-/** The one table from domain error to HTTP status (docs/rules.md "Errors and limits"). */
+/** The one table from domain error to HTTP status (docs/reference/rules.md "Errors and limits"). */
 export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   invalid_request: 400,
   validation_failed: 400,
@@ -32,7 +32,7 @@ export interface ErrorEnvelope {
     code: ErrorCode;
     message: string;
     issues?: ErrorIssue[];
-    /** For `quota_exceeded` (docs/budgets.md); `retryAfter` repeats Retry-After for MCP clients, which see no headers. */
+    /** For `quota_exceeded` (docs/operators/budgets.md); `retryAfter` repeats Retry-After for MCP clients, which see no headers. */
     details?: { budget: string; limit: number; used: number; retryAfter?: number };
     requestId: string;
   };
@@ -99,7 +99,7 @@ export function toHttpError(thrown: unknown, requestId: string): HttpError & { i
 }
 
 /**
- * The bearer challenge of a REST refusal (docs/rules.md "OAuth"), the same as MCP's: a 401
+ * The bearer challenge of a REST refusal (docs/reference/rules.md "OAuth"), the same as MCP's: a 401
  * points at the protected-resource metadata (RFC 9728), with `error="invalid_token"` when a
  * token was sent (RFC 6750 §3.1); a 403 for a ceiling below the function names the scope that
  * would allow it, so an OAuth client can step up. Other answers carry no challenge.

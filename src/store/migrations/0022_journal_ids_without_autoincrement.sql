@@ -5,7 +5,7 @@
 --
 -- What AUTOINCREMENT guaranteed stays: an id is never given twice, even after pruning removed
 -- every row and the service restarted, so a stale Last-Event-ID or the webhook dispatcher's
--- cursor can never name a different, newer event (README "Owner events"). max(id) must
+-- cursor can never name a different, newer event (docs/reference/events.md "Owner events"). max(id) must
 -- therefore never go back: the trigger `workspace_events_keep_newest` below puts a tombstone
 -- in the place of the newest row whenever that row is deleted. A tombstone has the workspace
 -- id '' (no workspace has it), so every reader, which reads one workspace's events or joins
