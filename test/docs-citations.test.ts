@@ -8,10 +8,14 @@ import { describe, expect, it } from 'vitest';
  * documents outside the repository: a stranger's clone has only what is in it.
  */
 const root = path.resolve(import.meta.dirname, '..');
-const tracked = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', 'src', 'test', 'scripts', 'README.md', 'docs', 'packages/*/README.md', 'packages/*/src'], {
-  cwd: root,
-  encoding: 'utf8',
-})
+const tracked = execFileSync(
+  'git',
+  ['ls-files', '--cached', '--others', '--exclude-standard', 'src', 'test', 'scripts', 'README.md', 'docs', 'packages/*/README.md', 'packages/*/src'],
+  {
+    cwd: root,
+    encoding: 'utf8',
+  },
+)
   .split('\n')
   .filter((file) => /\.(ts|tsx|sql|md)$/.test(file) && fs.existsSync(path.join(root, file)));
 

@@ -356,10 +356,10 @@ describe('shutdown', () => {
 
 describe('docs/reference/events.md "Owner events"', () => {
   it('lists exactly the event types the service emits, with their meaning', () => {
-    const readme = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'README.md'), 'utf8');
-    const start = readme.indexOf('\n## Owner events\n');
+    const page = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'docs', 'reference', 'events.md'), 'utf8');
+    const start = page.indexOf('# Owner events\n');
     expect(start).toBeGreaterThanOrEqual(0);
-    const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+    const section = page.slice(start, page.indexOf('\n## ', start + 1));
     const rows = [...section.matchAll(/^\| `([a-z.]+)` \| (.+) \|$/gm)].map((m) => [m[1], m[2]]);
     expect(rows).toEqual([...Object.entries(EVENT_TYPES), ['reset', expect.any(String)]]);
   });
