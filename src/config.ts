@@ -41,7 +41,7 @@ export const configSchema = z
       .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'must be 1 to 64 letters, digits or : _ . -, e.g. dfc-staging:')
       .default('dfc:')
       .describe(
-        "What this deployment's Redis keys and pub/sub channel start with (1 to 64 of `A-Za-z0-9:_.-`), which its Redis ACL user is limited to. Not a boundary between deployments: give each its own Redis ([docs/scale-out-security.md](scale-out-security.md)). Every instance of one deployment needs the same.",
+        "What this deployment's Redis keys and pub/sub channel start with (1 to 64 of `A-Za-z0-9:_.-`), which its Redis ACL user is limited to. Not a boundary between deployments: give each its own Redis ([docs/operators/scale-out-security.md](scale-out-security.md)). Every instance of one deployment needs the same.",
       ),
     PUBLIC_BASE_URL: z
       .url({ protocol: /^https?$/ })
@@ -116,7 +116,7 @@ export const configSchema = z
     MCP_CONFIRMATIONS_PER_CONNECTION: positiveInt
       .default(10)
       .describe(
-        '2025-era user-confirmation prompts one agent connection may have waiting at once on one instance; past it the call is the tool error `capacity_exceeded` and nothing is asked (see [docs/confirmation.md](../agents/confirmation.md)).',
+        '2025-era user-confirmation prompts one agent connection may have waiting at once on one instance; past it the call is the tool error `capacity_exceeded` and nothing is asked (see [docs/agents/confirmation.md](../agents/confirmation.md)).',
       ),
     MCP_CONFIRMATIONS_PER_WORKSPACE: positiveInt
       .default(100)
@@ -160,7 +160,7 @@ export const configSchema = z
     EVENTS_MAX_STREAMS: positiveInt
       .default(1000)
       .describe(
-        'Open owner event streams on one instance, all workspaces together (503 `unavailable`, `Retry-After: 5`, beyond; see [docs/event-streams.md](../reference/event-streams.md)).',
+        'Open owner event streams on one instance, all workspaces together (503 `unavailable`, `Retry-After: 5`, beyond; see [docs/reference/event-streams.md](../reference/event-streams.md)).',
       ),
     RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20).describe('Requests per second per agent credential.'),
     RATE_LIMIT_AGENT_BURST: positiveInt.default(40).describe('Burst per agent credential.'),
@@ -199,7 +199,7 @@ export const configSchema = z
     WORKSPACE_MAX_WEBHOOKS: positiveInt.default(20).describe('Live (unrevoked) webhooks per workspace (`Retry-After: 3600`).'),
     WORKSPACE_MAX_STORED_ACTIONS: positiveInt
       .default(200_000)
-      .describe('Storage budget `actions`: actions a workspace stores, any status (429 `quota_exceeded`; [docs/budgets.md](budgets.md)).'),
+      .describe('Storage budget `actions`: actions a workspace stores, any status (429 `quota_exceeded`; [docs/operators/budgets.md](budgets.md)).'),
     WORKSPACE_MAX_ACTION_BYTES: positiveInt
       .default(256 * 1024 * 1024)
       .describe('Storage budget `action_bytes`: bytes of stored action arguments, results, error messages and decision reasons.'),

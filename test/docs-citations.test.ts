@@ -67,6 +67,7 @@ describe('references outside the repository', () => {
     ['the decisions document', /decisions §|decisions\.md/],
     ['the contract document', /service-api\.md/],
     ['the style guide', /style\.md habit/],
+    ['a tracker issue or a work session', /\b(issue|session) #?\d+/i],
   ])('none cites %s', (_label, pattern) => {
     expect(others.filter((file) => pattern.test(fs.readFileSync(path.join(root, file), 'utf8')))).toEqual([]);
   });

@@ -56,7 +56,7 @@ export const errorMeanings: Record<ErrorCode, string> = {
   capacity_exceeded:
     "A workspace capacity limit, or a principal's share of a device's queue (`DEVICE_QUEUE_PER_PRINCIPAL`); `Retry-After` set, the message names the limit.",
   quota_exceeded:
-    'A workspace storage budget is used up; `details` names it (`budget`, `limit`, `used`, `retryAfter`): [docs/budgets.md](../operators/budgets.md).',
+    'A workspace storage budget is used up; `details` names it (`budget`, `limit`, `used`, `retryAfter`): [docs/operators/budgets.md](../operators/budgets.md).',
   internal: 'A bug or an infrastructure fault; quote the request id.',
   device_controls_disabled: '`DEVICE_CONTROLS_ENABLED=false`: no new actions.',
   not_configured: 'A required integration is not configured.',

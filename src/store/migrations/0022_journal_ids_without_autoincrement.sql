@@ -1,4 +1,4 @@
--- Issue 19: the workspace event journal without AUTOINCREMENT, see
+-- The workspace event journal without AUTOINCREMENT, see
 -- docs/performance.md "Journal ids without AUTOINCREMENT". Every journal row (three per
 -- action round trip) read and wrote `sqlite_sequence`; a plain INTEGER PRIMARY KEY gives
 -- max(id) + 1 instead, at no extra cost.
