@@ -25,7 +25,7 @@ function cliEnv(databaseUrl: string, extra: Record<string, string> = {}): NodeJS
   return { ...env, DATABASE_URL: databaseUrl, ...extra };
 }
 
-/** Exactly what the README tells a newcomer to run. */
+/** Exactly what docs/getting-started.md tells a newcomer to run. */
 async function npmOwnerToken(databaseUrl: string, args: string[]) {
   const { stdout } = await run('npm', ['run', 'owner-token', '--', ...args], { cwd: root, env: cliEnv(databaseUrl) });
   return stdout.trim().split('\n').at(-1)!.trim();

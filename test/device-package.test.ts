@@ -11,7 +11,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 /**
  * The device SDK as a device maker gets it (packages/device-sdk/README.md "Build a device"): `npm pack` of
  * packages/device-sdk, installed from the tarball into a fresh project outside the repository
- * (ws from the registry), and the README's thermostat run there with plain `node` against a
+ * (ws from the registry), and the thermostat of its README run there with plain `node` against a
  * live service.
  */
 const run = promisify(execFile);

@@ -46,7 +46,7 @@ export const ACTION_STATES: Record<ActionStatus, StatusInfo> = {
 export interface Transition {
   from: readonly ActionStatus[];
   to: readonly ActionStatus[];
-  /** What makes the move, in the README's words. */
+  /** What makes the move, in the words of docs/reference/action-states.md. */
   by: string;
 }
 
@@ -95,7 +95,7 @@ export type TransitionName = keyof typeof TRANSITIONS;
 export interface Mark {
   /** The statuses it applies in; the status itself does not change. */
   on: readonly ActionStatus[];
-  /** What it records, in the README's words. */
+  /** What it records, in the words of docs/reference/action-states.md. */
   records: string;
   by: string;
 }
