@@ -103,29 +103,25 @@ describe('GET /openapi.json as third-party tools read it', () => {
   });
 
   // Some 15 s alone (generation, tsc, a tsx child); the ceiling leaves room for a busy machine.
-  it(
-    'generates an openapi-typescript client that type-checks and runs the getting-started walk-through against the live server',
-    { timeout: 60_000 },
-    async () => {
-      fs.writeFileSync(path.join(dir, 'api.ts'), astToString(await openapiTS(document)));
-      fs.writeFileSync(path.join(dir, 'walk-through.ts'), WALK_THROUGH);
-      fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
-      const program = ts.createProgram([path.join(dir, 'walk-through.ts')], {
-        strict: true,
-        noEmit: true,
-        target: ts.ScriptTarget.ES2022,
-        module: ts.ModuleKind.NodeNext,
-        moduleResolution: ts.ModuleResolutionKind.NodeNext,
-        types: [],
-        skipLibCheck: true,
-      });
-      const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
-      expect(diagnostics).toEqual([]);
+  it('generates an openapi-typescript client that type-checks and runs the docs walk-through against the live server', { timeout: 60_000 }, async () => {
+    fs.writeFileSync(path.join(dir, 'api.ts'), astToString(await openapiTS(document)));
+    fs.writeFileSync(path.join(dir, 'walk-through.ts'), WALK_THROUGH);
+    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
+    const program = ts.createProgram([path.join(dir, 'walk-through.ts')], {
+      strict: true,
+      noEmit: true,
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      types: [],
+      skipLibCheck: true,
+    });
+    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+    expect(diagnostics).toEqual([]);
 
-      const { stdout } = await run(path.resolve('node_modules/.bin/tsx'), [path.join(dir, 'walk-through.ts')], {
-        env: { ...process.env, BASE_URL: server.url, OWNER_TOKEN: await server.ownerToken('walker') },
-      });
-      expect(JSON.parse(stdout)).toEqual({ grants: 1, handed: true, status: 'succeeded', result: { celsius: 21 }, completedAt: expect.any(Number) });
-    },
-  );
+    const { stdout } = await run(path.resolve('node_modules/.bin/tsx'), [path.join(dir, 'walk-through.ts')], {
+      env: { ...process.env, BASE_URL: server.url, OWNER_TOKEN: await server.ownerToken('walker') },
+    });
+    expect(JSON.parse(stdout)).toEqual({ grants: 1, handed: true, status: 'succeeded', result: { celsius: 21 }, completedAt: expect.any(Number) });
+  });
 });
