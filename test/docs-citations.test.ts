@@ -10,14 +10,28 @@ import { describe, expect, it } from 'vitest';
 const root = path.resolve(import.meta.dirname, '..');
 const tracked = execFileSync(
   'git',
-  ['ls-files', '--cached', '--others', '--exclude-standard', 'src', 'test', 'scripts', 'README.md', 'docs', 'packages/*/README.md', 'packages/*/src'],
+  [
+    'ls-files',
+    '--cached',
+    '--others',
+    '--exclude-standard',
+    'src',
+    'test',
+    'scripts',
+    'README.md',
+    'docs',
+    'packages/*/README.md',
+    'packages/*/src',
+    'Dockerfile',
+    '.ci',
+  ],
   {
     cwd: root,
     encoding: 'utf8',
   },
 )
   .split('\n')
-  .filter((file) => /\.(ts|tsx|sql|md)$/.test(file) && fs.existsSync(path.join(root, file)));
+  .filter((file) => /\.(ts|tsx|mjs|sh|sql|md)$|^Dockerfile$|^\.ci\/run$/.test(file) && fs.existsSync(path.join(root, file)));
 
 function headings(file: string): Set<string> {
   const text = fs.readFileSync(path.join(root, file), 'utf8');
