@@ -168,7 +168,7 @@ module.exports = {
       severity: 'error',
       comment:
         'The lower layers use only the packages of their job: domain validates (zod, ajv, and re2js, the ' +
-        'linear-time engine device schemas\' patterns run on, docs/rules.md "Devices"), the store talks ' +
+        'linear-time engine device schemas\' patterns run on, docs/reference/rules.md "Devices"), the store talks ' +
         'libSQL, the device SDK speaks WebSocket (ws). HTTP, MCP, JWT and metrics packages belong higher up.',
       from: { path: '^src/domain/' },
       to: {

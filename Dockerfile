@@ -1,11 +1,11 @@
 # syntax=docker/dockerfile:1
-# The service as a container (README "Deploy"). Two stages: the build stage compiles
+# The service as a container (docs/operators/deploy.md "Deploy"). Two stages: the build stage compiles
 # TypeScript with the dev dependencies; the runtime stage holds only production dependencies,
 # dist/ and the SQL migrations (read at start from src/store/migrations), and runs as a
 # non-root user with the embedded database on a volume.
 
 # A major version, never `latest`: rebuilds pick up its security releases, not a new major.
-# The one `npm run test:node24` runs the suite on (docs/install.md "Node versions").
+# The one `npm run test:node24` runs the suite on (docs/operators/install.md "Node versions").
 ARG NODE_VERSION=24
 
 FROM node:${NODE_VERSION}-bookworm-slim AS build

@@ -1,6 +1,6 @@
 /**
  * The `/healthz` floors of `npm run bench` (scripts/bench.ts): a bare server that answers
- * `GET /healthz` with the same JSON document the service answers (README "Probes": service
+ * `GET /healthz` with the same JSON document the service answers (docs/operators/probes.md "Probes": service
  * name, protocol version, whether auth is configured, the kill switch), encoded per request as
  * the service encodes it, and nothing else: no request id, no log line, no metrics.
  *

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:export`: GET /v1/actions/export over 1,000,000 actions (README "Lists page,
+ * `npm run bench:export`: GET /v1/actions/export over 1,000,000 actions (docs/reference/api.md "Lists page,
  * the export streams").
  *
  * 1. Starts the real service (scripts/bench-server.ts, a child process, so its RSS is its

@@ -1,5 +1,5 @@
 /**
- * Measures what a pending 2025-era user confirmation costs in memory (docs/confirmation.md
+ * Measures what a pending 2025-era user confirmation costs in memory (docs/agents/confirmation.md
  * "Limits").
  *
  *   npx tsx --expose-gc scripts/confirmation-memory.ts [--count 200]

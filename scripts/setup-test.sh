@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `npm run setup:test`: every test prerequisite the project can install itself, after `npm ci`
-# (docs/install.md "Running the tests"). The developer tools come from npm into tools/ (never
+# (docs/operators/install.md "Running the tests"). The developer tools come from npm into tools/ (never
 # into the service's own node_modules); Chromium and redis-server are Debian packages, installed
 # when this runs as root or with passwordless sudo, and named for you to install otherwise.
 set -euo pipefail

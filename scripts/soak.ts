@@ -1,6 +1,6 @@
 /**
  * `npm run soak [-- --duration 10m --ttl 10 --max-rss-mb 512 --json report.json]` — the
- * service as it runs scaled out, under mixed load and breakage, for a while (docs/soak.md).
+ * service as it runs scaled out, under mixed load and breakage, for a while (docs/operators/soak.md).
  *
  * Starts three instances of the service (`src/main.ts`, each its own process) on one sqld
  * (tools/sqld's binary) and one redis-server, all on 127.0.0.1, and drives them through the
@@ -118,7 +118,7 @@ const ENV: Record<string, string> = {
   // attempts in flight per webhook, 4 per workspace) the receiver that hangs one attempt in ten
   // for a whole timeout can take only about 19 a second, and its backlog would outlast the
   // settling. The soak checks that every event arrives through kills and restarts, not the
-  // fairness caps, which test/webhooks.test.ts covers (docs/webhooks.md "Fair delivery between workspaces").
+  // fairness caps, which test/webhooks.test.ts covers (docs/owners/webhooks.md "Fair delivery between workspaces").
   WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK: '8',
   WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: '16',
   EXPIRY_SWEEP_SECONDS: '1',

@@ -50,7 +50,7 @@ if (!built || readStamp() !== current) {
   if (!fs.existsSync(path.join(root, 'node_modules', 'typescript'))) {
     console.error(
       'npm start: the sources changed since the last build (or there is none), and building needs the development install (`npm ci`, not `npm ci --omit=dev`). ' +
-        'Build where TypeScript is installed and run `node dist/main.js` (docs/install.md).',
+        'Build where TypeScript is installed and run `node dist/main.js` (docs/operators/install.md).',
     );
     process.exit(1);
   }

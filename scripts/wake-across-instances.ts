@@ -7,7 +7,7 @@ import { startSqld } from '../test/helpers/sqld.js';
 
 // `npx tsx scripts/wake-across-instances.ts [-- --actions 1000]`
 //
-// Wake latency across instances (README "What instances share"): two instances of the
+// Wake latency across instances (docs/operators/scale-out.md "What instances share"): two instances of the
 // service in this process on one sqld and one redis-server (both started here, loopback),
 // the device's socket on B, actions requested on A. For each action, sequentially: A
 // published the queued action (after its commit) → the wake frame arrived on B's socket,

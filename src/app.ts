@@ -20,7 +20,7 @@ import { routes } from './rest/routes.js';
 export interface AppDeps extends OAuthAppDeps {
   events: EventHub;
   metrics: Metrics;
-  /** What GET /readyz asks (README "Probes"), built in src/service.ts. */
+  /** What GET /readyz asks (docs/operators/probes.md "Probes"), built in src/service.ts. */
   dependencies: readonly DependencyCheck[];
   /** The owner event streams, which the service ends on shutdown. */
   streams: LiveStreams;
@@ -28,7 +28,7 @@ export interface AppDeps extends OAuthAppDeps {
 }
 
 export const SERVICE_NAME = 'dfc';
-/** The REST contract's version (docs/rules.md "Versioning"). */
+/** The REST contract's version (docs/reference/rules.md "Versioning"). */
 export const API_VERSION = '1.0.0';
 
 /** The whole HTTP surface on one Hono app: /healthz, /v1 (and later /mcp, OAuth, /.well-known). */
@@ -44,7 +44,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     dependencies,
     ownerEvents: config.ownerEvents,
   };
-  // One cache of compiled device schemas per service, not per process (docs/rules.md "Running").
+  // One cache of compiled device schemas per service, not per process (docs/reference/rules.md "Running").
   const schemas = createArgumentSchemas();
   const app = new Hono<HttpEnv>();
   observe(app, {

@@ -6,7 +6,7 @@ import type { WebhookDeliverySettings } from './domain/webhook-delivery.js';
 import type { LogLevel } from './domain/context.js';
 
 /**
- * Every setting the service reads, all optional (docs/rules.md "Running"). Parsed once by the entry
+ * Every setting the service reads, all optional (docs/reference/rules.md "Running"). Parsed once by the entry
  * points (src/main.ts, src/cli/*) from the environment and injected everywhere else.
  */
 const booleanString = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
@@ -14,96 +14,220 @@ const booleanString = z.enum(['true', 'false', '1', '0']).transform((value) => v
 const positiveInt = z.coerce.number().int().positive();
 const positiveNumber = z.coerce.number().positive();
 
-/** LOG_LEVEL values, most verbose first (README "Logs"). */
+/** LOG_LEVEL values, most verbose first (docs/operators/logs-and-metrics.md "Logs"). */
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const satisfies readonly LogLevel[];
 
 export const configSchema = z
   .object({
-    PORT: z.coerce.number().int().min(0).max(65535).default(8787),
-    HOST: z.string().min(1).default('127.0.0.1'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(8787).describe('TCP port (0 picks a free one).'),
+    HOST: z.string().min(1).default('127.0.0.1').describe('Address to listen on (`0.0.0.0` to serve beyond this machine).'),
     DATABASE_URL: z
       .string()
       .regex(/^(file:|libsql:\/\/|wss?:\/\/|https?:\/\/)/, 'must start with file:, libsql://, ws://, wss://, http:// or https://')
-      .default('file:./data/service.db'),
-    DATABASE_AUTH_TOKEN: z.string().min(1).optional(),
+      .default('file:./data/service.db')
+      .describe(
+        '`file:` for the embedded database; `libsql://`, `wss://`, `ws://` (Hrana over a WebSocket: about 4× faster per statement) or `https://`, `http://` (Hrana over HTTP, for a proxy that does not pass WebSocket upgrades) for a libSQL server (see below).',
+      ),
+    DATABASE_AUTH_TOKEN: z.string().min(1).optional().describe('Token for a remote libSQL server (Turso, sqld with auth).'),
     REDIS_URL: z
       .string()
       .regex(/^rediss?:\/\/[^\s]+$/, 'must start with redis:// or rediss:// (TLS), e.g. rediss://:password@host:6380')
-      .optional(),
+      .optional()
+      .describe(
+        'Redis or Valkey shared by several instances: `redis://host:6379`, or `rediss://:password@host:6380` (TLS, a password, optionally `user:password@`) for a managed one. Every instance then shares events (wake frames, recalls, revocations, MCP waits and cancellations) and rate limits through it (see [What instances share](scale-out.md#what-instances-share)). Unset: one process, nothing shared, no connection attempted.',
+      ),
     REDIS_KEY_PREFIX: z
       .string()
       .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'must be 1 to 64 letters, digits or : _ . -, e.g. dfc-staging:')
-      .default('dfc:'),
-    PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+      .default('dfc:')
+      .describe(
+        "What this deployment's Redis keys and pub/sub channel start with (1 to 64 of `A-Za-z0-9:_.-`), which its Redis ACL user is limited to. Not a boundary between deployments: give each its own Redis ([docs/operators/scale-out-security.md](scale-out-security.md)). Every instance of one deployment needs the same.",
+      ),
+    PUBLIC_BASE_URL: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe(
+        "The service's public address: OAuth metadata and the audience of OAuth access tokens (`${PUBLIC_BASE_URL}/mcp`). When set, also the server `/openapi.json` names; unset, the document names the origin each request reached (see [API reference](../reference/api.md#api-reference)). Unset: `http://localhost:${PORT}`.",
+      ),
     CORS_ALLOWED_ORIGINS: z
       .string()
       .regex(
         /^\s*https?:\/\/[A-Za-z0-9.:[\]-]+\s*(,\s*https?:\/\/[A-Za-z0-9.:[\]-]+\s*)*$/,
         'must be a comma-separated list of origins (http[s]://host[:port])',
       )
-      .optional(),
-    OWNER_JWKS_URL: z.url({ protocol: /^https?$/ }).optional(),
-    OWNER_JWKS_FILE: z.string().min(1).optional(),
-    OWNER_ISSUER: z.string().min(1).optional(),
-    OWNER_AUDIENCE: z.string().min(1).optional(),
-    OWNER_WORKSPACE_CLAIM: z.string().min(1).default('sub'),
-    OWNER_OIDC_CLIENT_ID: z.string().min(1).optional(),
-    OWNER_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
-    DEVICE_CONTROLS_ENABLED: booleanString.default(true),
-    SERVICE_COMMIT: z.string().min(1).optional(),
-    EXPIRY_SWEEP_SECONDS: positiveInt.default(5),
-    HOUSEKEEPING_SWEEP_SECONDS: positiveInt.default(600),
-    LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
-    OAUTH_CIMD_ALLOW_LOOPBACK: booleanString.default(false),
+      .optional()
+      .describe(
+        'Browser origins (comma-separated `http[s]://host[:port]`, exact) allowed to call the REST API (`/v1/*`, `/healthz`) and `/openapi.json` cross-origin. Unset: no CORS headers at all. `/docs` needs none (it calls its own origin); `/mcp` and `/oauth/*` never send any.',
+      ),
+    OWNER_JWKS_URL: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe('External identity provider: a remote JWKS (`http(s)://`). Set this or `OWNER_JWKS_FILE`, not both.'),
+    OWNER_JWKS_FILE: z.string().min(1).optional().describe('External identity provider: a local JWKS document.'),
+    OWNER_ISSUER: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Required `iss` of owner sessions; required when a JWKS is set. Unset: `urn:dfc:development-identity-provider` in development.'),
+    OWNER_AUDIENCE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Required `aud` of owner sessions; required when a JWKS is set. Unset: `urn:dfc:owner` in development.'),
+    OWNER_WORKSPACE_CLAIM: z.string().min(1).default('sub').describe("The claim that names the owner's workspace (first use creates it)."),
+    OWNER_OIDC_CLIENT_ID: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "The [owner console](../owners/console.md#owner-console)'s OpenID Connect client at the external identity provider (`OWNER_ISSUER`, found by discovery; needs `OWNER_JWKS_URL` or `OWNER_JWKS_FILE`). Register `${PUBLIC_BASE_URL}/console/oidc/callback` as its redirect URI. Unset: the console offers the paste-a-session sign-in only.",
+      ),
+    OWNER_OIDC_CLIENT_SECRET: z.string().min(1).optional().describe("That client's secret (`client_secret_basic`); unset: a public client (PKCE only)."),
+    DEVICE_CONTROLS_ENABLED: booleanString
+      .default(true)
+      .describe(
+        '`false` (or `0`) is the physical-safety kill switch: every request that would queue an action answers 503 `device_controls_disabled`, and `next` hands devices nothing; reads keep working.',
+      ),
+    SERVICE_COMMIT: z.string().min(1).optional().describe('Reported as `commit` by `GET /healthz`.'),
+    EXPIRY_SWEEP_SECONDS: positiveInt.default(5).describe('How often queued/received actions past their deadline are marked `expired`.'),
+    HOUSEKEEPING_SWEEP_SECONDS: positiveInt
+      .default(600)
+      .describe(
+        'How often rows past their purpose are deleted in small batches: OAuth codes (1 h after expiry), expired OAuth tokens (revoked and rotated ones included), expired consent sessions, used or expired wake tickets, idempotency records older than 24 h, OAuth clients nobody approved (a day after registering, or after their metadata document went stale), webhook deliveries 7 days after they finished (and a revoked webhook with them), finished actions after `ACTIONS_RETENTION_DAYS`.',
+      ),
+    LOG_LEVEL: z
+      .enum(LOG_LEVELS)
+      .default('info')
+      .describe(
+        '`debug`, `info`, `warn`, `error` or `silent`: the least severe line written (see [Logs](logs-and-metrics.md#logs)). `debug` also prints the stack of a failed start.',
+      ),
+    OAUTH_CIMD_ALLOW_LOOPBACK: booleanString
+      .default(false)
+      .describe(
+        'Tests only: lets OAuth client metadata documents (CIMD) be fetched from loopback addresses, and webhooks be registered and sent to loopback addresses (over http too). Never set it in production.',
+      ),
     MCP_ALLOWED_HOSTS: z
       .string()
       .regex(/^\s*[A-Za-z0-9.:[\]-]+\s*(,\s*[A-Za-z0-9.:[\]-]+\s*)*$/, 'must be a comma-separated list of host or host:port values')
-      .optional(),
-    MCP_CONFIRMATIONS_PER_CONNECTION: positiveInt.default(10),
-    MCP_CONFIRMATIONS_PER_WORKSPACE: positiveInt.default(100),
-    MCP_CONFIRMATIONS_PER_INSTANCE: positiveInt.default(1000),
-    MCP_CONFIRMATION_WAIT_SECONDS: positiveInt.max(300).default(300),
-    TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
-    METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
-    WS_PING_SECONDS: positiveInt.default(15),
-    EVENTS_RETENTION_HOURS: positiveNumber.default(24),
-    EVENTS_HEARTBEAT_SECONDS: positiveNumber.default(15),
-    EVENTS_POLL_SECONDS: positiveNumber.default(2),
-    EVENTS_MAX_STREAMS_PER_WORKSPACE: positiveInt.default(10),
-    EVENTS_MAX_STREAMS: positiveInt.default(1000),
-    RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20),
-    RATE_LIMIT_AGENT_BURST: positiveInt.default(40),
-    RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10),
-    RATE_LIMIT_DEVICE_BURST: positiveInt.default(20),
-    RATE_LIMIT_OWNER_PER_SECOND: positiveNumber.default(20),
-    RATE_LIMIT_OWNER_BURST: positiveInt.default(40),
-    AUTH_FAILURES_PER_MINUTE: positiveInt.default(10),
-    OAUTH_REGISTRATIONS_PER_HOUR: positiveInt.default(20),
-    WORKSPACE_MAX_DEVICES: positiveInt.default(1000),
-    WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt.default(10_000),
-    DEVICE_QUEUE_PER_PRINCIPAL: positiveInt.default(20),
-    WORKSPACE_MAX_AGENT_CONNECTIONS: positiveInt.default(1000),
-    WORKSPACE_MAX_SETUP_TOKENS: positiveInt.default(100),
-    WORKSPACE_MAX_GRANTS: positiveInt.default(100_000),
-    WORKSPACE_MAX_OAUTH_CLIENTS: positiveInt.default(100),
-    WORKSPACE_MAX_ENROLLMENT_CODES: positiveInt.default(100),
-    WORKSPACE_MAX_WEBHOOKS: positiveInt.default(20),
-    WORKSPACE_MAX_STORED_ACTIONS: positiveInt.default(200_000),
-    WORKSPACE_MAX_ACTION_BYTES: positiveInt.default(256 * 1024 * 1024),
-    WORKSPACE_MAX_EVENT_BYTES: positiveInt.default(256 * 1024 * 1024),
-    WORKSPACE_MAX_WEBHOOK_DELIVERIES: positiveInt.default(1_000_000),
-    ACTIONS_RETENTION_DAYS: positiveNumber.default(30),
-    WEBHOOK_POLL_SECONDS: positiveNumber.default(1),
-    WEBHOOK_TIMEOUT_SECONDS: positiveNumber.default(10),
+      .optional()
+      .describe(
+        "Extra `Host` values (comma-separated host or host:port) that `/mcp` accepts besides `PUBLIC_BASE_URL`'s and loopback (DNS-rebinding defence).",
+      ),
+    MCP_CONFIRMATIONS_PER_CONNECTION: positiveInt
+      .default(10)
+      .describe(
+        '2025-era user-confirmation prompts one agent connection may have waiting at once on one instance; past it the call is the tool error `capacity_exceeded` and nothing is asked (see [docs/agents/confirmation.md](../agents/confirmation.md)).',
+      ),
+    MCP_CONFIRMATIONS_PER_WORKSPACE: positiveInt
+      .default(100)
+      .describe('The same, for all connections of one workspace together: one tenant cannot take every place of an instance.'),
+    MCP_CONFIRMATIONS_PER_INSTANCE: positiveInt.default(1000).describe('The same, for all connections together on one instance.'),
+    MCP_CONFIRMATION_WAIT_SECONDS: positiveInt
+      .max(300)
+      .default(300)
+      .describe('How long a 2025-era prompt waits for its answer before the call ends unconfirmed and its memory is released (1 to 300).'),
+    TRUST_PROXY_HOPS: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(10)
+      .default(0)
+      .describe(
+        "How many reverse proxies in front of the service append to `X-Forwarded-For`. `0`: the per-address limits count the socket's peer and the header is ignored. `N`: they count the address the outermost trusted proxy saw (the entry `N` from the right); entries further left are written by clients and not believed. With `N` ≥ 1, `/openapi.json` also believes `X-Forwarded-Host` and `X-Forwarded-Proto` for the server it names.",
+      ),
+    METRICS_TOKEN: z
+      .string()
+      .min(16, 'must be at least 16 characters')
+      .optional()
+      .describe('Bearer token (16+ characters) for `GET /metrics`; metrics are off without it.'),
+    WS_PING_SECONDS: positiveInt.default(15).describe('Ping interval on device wake sockets; a peer silent for two pings is dropped.'),
+    EVENTS_RETENTION_HOURS: positiveNumber
+      .default(24)
+      .describe(
+        "The replay window of the owner's event stream: housekeeping deletes older events (in batches, every `HOUSEKEEPING_SWEEP_SECONDS`); a `Last-Event-ID` from before it gets a `reset` event (see [Owner events](../reference/events.md#owner-events)). Fractions allowed.",
+      ),
+    EVENTS_HEARTBEAT_SECONDS: positiveNumber
+      .default(15)
+      .describe('A `: heartbeat` comment on an owner event stream after this long without an event. Fractions allowed.'),
+    EVENTS_POLL_SECONDS: positiveNumber
+      .default(2)
+      .describe(
+        'An open owner event stream reads the journal at least this often even when no service event announced a change (changes made on another instance without a shared bus). Fractions allowed.',
+      ),
+    EVENTS_MAX_STREAMS_PER_WORKSPACE: positiveInt
+      .default(10)
+      .describe('Open owner event streams per workspace on one instance (429 `capacity_exceeded`, `Retry-After: 5`, beyond).'),
+    EVENTS_MAX_STREAMS: positiveInt
+      .default(1000)
+      .describe(
+        'Open owner event streams on one instance, all workspaces together (503 `unavailable`, `Retry-After: 5`, beyond; see [docs/reference/event-streams.md](../reference/event-streams.md)).',
+      ),
+    RATE_LIMIT_AGENT_PER_SECOND: positiveNumber.default(20).describe('Requests per second per agent credential.'),
+    RATE_LIMIT_AGENT_BURST: positiveInt.default(40).describe('Burst per agent credential.'),
+    RATE_LIMIT_DEVICE_PER_SECOND: positiveNumber.default(10).describe('Requests per second per device credential.'),
+    RATE_LIMIT_DEVICE_BURST: positiveInt.default(20).describe('Burst per device credential.'),
+    RATE_LIMIT_OWNER_PER_SECOND: positiveNumber
+      .default(20)
+      .describe('Requests per second per owner (the `sub` in its workspace, whichever session they present: signing in again buys no fresh bucket).'),
+    RATE_LIMIT_OWNER_BURST: positiveInt.default(40).describe('Burst per owner.'),
+    AUTH_FAILURES_PER_MINUTE: positiveInt
+      .default(10)
+      .describe(
+        'Failed authentications per minute per client address before 429: bearer tokens on `/v1` and `/mcp`, owner sign-ins at `/oauth/sign-in` and `/oauth/session`, and failed client authentication or `invalid_grant` at `/oauth/token` and `/oauth/revoke` all draw from one bucket per address. The limit throttles failures, not people: from an address over its budget a valid bearer credential is still served, and only further failures answer 429 (see [Hostile input](security.md#hostile-input-isolation-and-faults)).',
+      ),
+    OAUTH_REGISTRATIONS_PER_HOUR: positiveInt
+      .default(20)
+      .describe('Dynamic client registrations (`POST /oauth/register`) per hour per client address before 429.'),
+    WORKSPACE_MAX_DEVICES: positiveInt.default(1000).describe('Devices per workspace (429 `capacity_exceeded` beyond).'),
+    WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt
+      .default(10_000)
+      .describe("Queued actions per workspace, actions awaiting the owner's approval included (an agent cannot flood the inbox)."),
+    DEVICE_QUEUE_PER_PRINCIPAL: positiveInt
+      .default(20)
+      .describe(
+        "Queued actions one principal may hold on one device (its share of the device's queue). There is no total per device: one principal filling its share never blocks another's request; `WORKSPACE_MAX_QUEUED_ACTIONS` stays the overall bound. Replaces `DEVICE_MAX_QUEUED_ACTIONS` (a total per device, which a few principals could fill for everyone); a service started with the old variable refuses to start and names the new one.",
+      ),
+    WORKSPACE_MAX_AGENT_CONNECTIONS: positiveInt
+      .default(1000)
+      .describe(
+        "Live (unrevoked, unexpired) agent connections per workspace, a registered OAuth client's connection included (429 `capacity_exceeded`, `Retry-After: 3600`).",
+      ),
+    WORKSPACE_MAX_SETUP_TOKENS: positiveInt.default(100).describe('Live setup tokens per workspace (`Retry-After: 60`: they expire).'),
+    WORKSPACE_MAX_GRANTS: positiveInt.default(100_000).describe('Live grants per workspace; a grant that replaces an earlier one takes no new place.'),
+    WORKSPACE_MAX_OAUTH_CLIENTS: positiveInt.default(100).describe('OAuth clients a workspace registered (`POST /v1/oauth-clients`) and has not revoked.'),
+    WORKSPACE_MAX_ENROLLMENT_CODES: positiveInt.default(100).describe('Unused, unexpired enrollment codes per workspace (`Retry-After: 60`).'),
+    WORKSPACE_MAX_WEBHOOKS: positiveInt.default(20).describe('Live (unrevoked) webhooks per workspace (`Retry-After: 3600`).'),
+    WORKSPACE_MAX_STORED_ACTIONS: positiveInt
+      .default(200_000)
+      .describe('Storage budget `actions`: actions a workspace stores, any status (429 `quota_exceeded`; [docs/operators/budgets.md](budgets.md)).'),
+    WORKSPACE_MAX_ACTION_BYTES: positiveInt
+      .default(256 * 1024 * 1024)
+      .describe('Storage budget `action_bytes`: bytes of stored action arguments, results, error messages and decision reasons.'),
+    WORKSPACE_MAX_EVENT_BYTES: positiveInt.default(256 * 1024 * 1024).describe("Storage budget `event_bytes`: bytes of the workspace's event journal."),
+    WORKSPACE_MAX_WEBHOOK_DELIVERIES: positiveInt
+      .default(1_000_000)
+      .describe('Storage budget `webhook_deliveries`: webhook deliveries stored, pending or finished.'),
+    ACTIONS_RETENTION_DAYS: positiveNumber
+      .default(30)
+      .describe('Finished actions are deleted by housekeeping this long after they were requested (fractions allowed); unfinished ones stay.'),
+    WEBHOOK_POLL_SECONDS: positiveNumber
+      .default(1)
+      .describe('How often each instance reads new events into the webhook outbox and claims due deliveries (fractions allowed).'),
+    WEBHOOK_TIMEOUT_SECONDS: positiveNumber.default(10).describe("One delivery attempt's deadline, DNS lookup to response status."),
     WEBHOOK_RETRY_SECONDS: z
       .string()
       .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'must be a comma-separated list of delays in seconds')
-      .default('5,30,120,600,3600,10800,21600,21600,21600,21600'),
-    WEBHOOK_MAX_IN_FLIGHT: positiveInt.default(16),
-    WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK: positiveInt.default(2),
-    WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: positiveInt.default(4),
-    WEBHOOK_DISABLE_AFTER_FAILURES: positiveInt.default(10),
-    WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().min(0).default(24),
+      .default('5,30,120,600,3600,10800,21600,21600,21600,21600')
+      .describe(
+        'The delays before each retry of a failed delivery, comma-separated (each lengthened by up to 20% jitter); a delivery gets one attempt more than there are delays. The default retries for about 28 hours.',
+      ),
+    WEBHOOK_MAX_IN_FLIGHT: positiveInt.default(16).describe('Delivery attempts one instance makes at once.'),
+    WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK: positiveInt
+      .default(2)
+      .describe('Delivery attempts in flight to one webhook, across instances ([fair delivery](../owners/webhooks.md#fair-delivery-between-workspaces)).'),
+    WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: positiveInt.default(4).describe('Delivery attempts in flight for one workspace, across instances.'),
+    WEBHOOK_DISABLE_AFTER_FAILURES: positiveInt.default(10).describe('A webhook is disabled after this many failed attempts in a row…'),
+    WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().min(0).default(24).describe('…once the first of them is this old (0: the count alone decides).'),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -113,7 +237,7 @@ export const configSchema = z
       const missing = env.OWNER_ISSUER ? 'OWNER_AUDIENCE' : 'OWNER_ISSUER';
       ctx.addIssue({ code: 'custom', path: [missing], message: 'is required when an external JWKS is configured' });
     }
-    // The console's OpenID Connect sign-in (README "Owner console") discovers the provider at
+    // The console's OpenID Connect sign-in (docs/owners/console.md "Owner console") discovers the provider at
     // OWNER_ISSUER and maps its ID token as owner JWTs are mapped: an external provider only.
     if (env.OWNER_OIDC_CLIENT_SECRET && !env.OWNER_OIDC_CLIENT_ID) {
       ctx.addIssue({ code: 'custom', path: ['OWNER_OIDC_CLIENT_ID'], message: 'is required when OWNER_OIDC_CLIENT_SECRET is set' });
@@ -131,7 +255,7 @@ export interface Config {
   host: string;
   databaseUrl: string;
   databaseAuthToken: string | undefined;
-  /** Redis shared by several instances (README "What instances share"); none: one process, nothing shared. */
+  /** Redis shared by several instances (docs/operators/scale-out.md "What instances share"); none: one process, nothing shared. */
   redisUrl: string | undefined;
   /** What this deployment's Redis keys and channel start with (REDIS_KEY_PREFIX). */
   redisKeyPrefix: string;
@@ -159,14 +283,14 @@ export interface Config {
   expirySweepMs: number;
   /** How often rows past their purpose (codes, tokens, sessions, tickets, idempotency records) are deleted. */
   housekeepingSweepMs: number;
-  /** How long finished actions are kept (ACTIONS_RETENTION_DAYS, default 30 days; docs/budgets.md). */
+  /** How long finished actions are kept (ACTIONS_RETENTION_DAYS, default 30 days; docs/operators/budgets.md). */
   actionsRetentionMs: number;
   logLevel: LogLevel;
   /** Test only: lets Client ID Metadata Documents be fetched over http from loopback addresses. */
   oauthCimdAllowLoopback: boolean;
   /** Extra `Host` values (host or host:port) /mcp accepts besides PUBLIC_BASE_URL's and loopback (DNS-rebinding defence). */
   mcpAllowedHosts: string[];
-  /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/confirmation.md "Limits"). */
+  /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/agents/confirmation.md "Limits"). */
   mcpConfirmations: { perConnection: number; perWorkspace: number; perInstance: number; waitMs: number };
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
@@ -178,14 +302,14 @@ export interface Config {
   trustProxyHops: number;
   /** Bearer token for GET /metrics; metrics are off without it. */
   metricsToken: string | undefined;
-  /** Webhook delivery (README "Webhooks"). */
+  /** Webhook delivery (docs/owners/webhooks.md). */
   webhooks: WebhookDeliverySettings;
 }
 
 export class ConfigError extends Error {}
 
 /**
- * A start-up step that failed for a reason the operator can fix (README "Deploy"): the message
+ * A start-up step that failed for a reason the operator can fix (docs/operators/deploy.md "Deploy"): the message
  * is one line naming the cause, and `variable` is the setting to change. src/main.ts prints it
  * and exits 1.
  */
@@ -204,7 +328,7 @@ export class StartupError extends Error {
 export function parseConfig(env: Record<string, string | undefined>): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
   if (present.DEVICE_MAX_QUEUED_ACTIONS !== undefined) {
-    // A total per device let a few principals fill a device for everyone (docs/rules.md "Errors and limits"):
+    // A total per device let a few principals fill a device for everyone (docs/reference/rules.md "Errors and limits"):
     // refused rather than ignored, so an operator who set it learns that its meaning changed.
     throw new ConfigError(
       'invalid configuration: DEVICE_MAX_QUEUED_ACTIONS was replaced by DEVICE_QUEUE_PER_PRINCIPAL (queued actions per principal per device)',

@@ -5,7 +5,7 @@ import type { Logger, LogLevel } from './domain/context.js';
 const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
 /**
- * Structured JSON lines on stdout (docs/rules.md "Running", README "Logs"): `level` (a name,
+ * Structured JSON lines on stdout (docs/reference/rules.md "Running", docs/operators/logs-and-metrics.md "Logs"): `level` (a name,
  * not pino's number), `time` (ISO 8601), `msg`, then the record's own fields. Callers pass
  * records that never hold a token, a secret or an Authorization header; the request log
  * records route patterns, not URLs, so a ticket in a query string cannot reach it either.
@@ -14,7 +14,7 @@ const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
  * (what a container's log driver reads) is written synchronously by Node, one system call per
  * line on the request path, while pino's asynchronous destination batches lines and flushes
  * what is left synchronously when the process exits. `npm run bench -- --only healthz
- * --log-level info` measured it (README "Logs"). A level below LOG_LEVEL costs one comparison.
+ * --log-level info` measured it (docs/operators/logs-and-metrics.md "Logs"). A level below LOG_LEVEL costs one comparison.
  * `write`, for tests, receives each line synchronously, without its newline.
  */
 export function createLogger(level: LogLevel, write?: (line: string) => void): Logger {

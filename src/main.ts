@@ -6,7 +6,7 @@ import { displayDatabaseUrl, startService } from './service.js';
 
 /**
  * A start that fails for a reason the operator can fix ends with one line on stderr naming
- * the cause and the variable to change, and exit code 1 (README "Deploy"); the stack only
+ * the cause and the variable to change, and exit code 1 (docs/operators/deploy.md "Deploy"); the stack only
  * with LOG_LEVEL=debug, read raw here since a bad configuration may be the failure itself.
  */
 function failStart(error: unknown): never {
@@ -18,7 +18,7 @@ function failStart(error: unknown): never {
   process.exit(1);
 }
 
-// The only place that reads process.env (docs/rules.md "Running").
+// The only place that reads process.env (docs/reference/rules.md "Running").
 let config;
 try {
   config = parseConfig(process.env);

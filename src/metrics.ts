@@ -29,14 +29,14 @@ export interface Metrics {
   /** Where `dfc_identity_provider_up` comes from: whether owner sessions can be verified now. */
   watchIdentityProvider(ok: () => boolean): void;
   /**
-   * With REDIS_URL only (README "What instances share"): exports `dfc_redis_up` from `up` and
+   * With REDIS_URL only (docs/operators/scale-out.md "What instances share"): exports `dfc_redis_up` from `up` and
    * `dfc_redis_fallbacks_total`. Without Redis neither series exists, so no alert fires for a
    * dependency the service does not have.
    */
   watchRedis(up: () => boolean): void;
   /** Work done without Redis while it was down: an event not sent to the other instances, a rate limit taken from this instance's buckets. */
   countRedisFallback(what: RedisFallback): void;
-  /** Webhook attempts by outcome, and webhooks disabled after failing too long (docs/webhooks.md). */
+  /** Webhook attempts by outcome, and webhooks disabled after failing too long (docs/owners/webhooks.md). */
   webhooks: WebhookDeliveryObserver;
 }
 
@@ -105,7 +105,7 @@ export function createMetrics(deps: { db: Db; events: EventHub; storageLimits: S
       this.set(await countAllQueued(deps.db));
     },
   });
-  // Storage budgets (docs/budgets.md), read from the usage counters at scrape time: one small
+  // Storage budgets (docs/operators/budgets.md), read from the usage counters at scrape time: one small
   // query per budget. A series per workspace would grow with the tenants, so only the
   // STORAGE_TOP_WORKSPACES heaviest users of each budget are named; the total covers the rest.
   new Gauge({

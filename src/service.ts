@@ -34,14 +34,14 @@ export interface RunningService {
   db: Db;
   events: EventHub;
   /**
-   * What `GET /readyz` asks (README "Probes"): the database, and Redis when REDIS_URL is set.
+   * What `GET /readyz` asks (docs/operators/probes.md "Probes"): the database, and Redis when REDIS_URL is set.
    * A check rejects, within its own bound, while its dependency does not answer.
    */
   readiness: DependencyCheck[];
   /**
    * Logs a promise rejection nothing handled, with its stack, at error level, and counts it
    * (`dfc_unhandled_rejections_total`). `src/main.ts` sends the process's unhandled
-   * rejections here instead of exiting (README "Hostile input, isolation and faults").
+   * rejections here instead of exiting (docs/operators/security.md "Hostile input, isolation and faults").
    */
   reportUnhandledRejection(reason: unknown): void;
   /**
@@ -50,7 +50,7 @@ export interface RunningService {
    * searches, not only in stderr's raw stack. The logger flushes on exit.
    */
   reportUncaughtException(error: unknown): void;
-  /** Whether owner sessions can be verified now: for a readiness probe (README "Identity provider health"). */
+  /** Whether owner sessions can be verified now: for a readiness probe (docs/operators/identity-provider.md "Identity provider health"). */
   identityProvider(): IdentityProviderHealth;
   close(): Promise<void>;
 }
@@ -58,7 +58,7 @@ export interface RunningService {
 export interface ServiceOptions {
   log?: Logger;
   clock?: Clock;
-  /** The wake channel's notifier; in-memory unless several instances share one (README "Wake channel"). */
+  /** The wake channel's notifier; in-memory unless several instances share one (docs/devices/wire-protocol.md "Wake channel"). */
   notifier?: (events: EventHub, deps: NotifierDeps) => DeviceNotifier;
   /** Shared limiter state for several instances; in-memory by default. */
   rateLimiter?: RateLimiter;
@@ -73,7 +73,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const db = await openDatabase(config, log);
   // Before anything answers: grants are matched against fingerprints migration 0014 cannot compute in SQL.
   await backfillSchemaFingerprints(db);
-  // With REDIS_URL every instance shares events and rate limits through Redis (README "What
+  // With REDIS_URL every instance shares events and rate limits through Redis (docs/operators/scale-out.md "What
   // instances share"); without it nothing is attempted and the service runs in one process.
   const redis: RedisConnection | undefined = config.redisUrl ? connectRedis(config.redisUrl, { log, prefix: config.redisKeyPrefix }) : undefined;
   const sharedEvents = redis
@@ -100,8 +100,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
       ? new StartupError(error.variable, error.message, { cause: error.cause })
       : new StartupError('DATABASE_URL', `cannot create the development identity key next to the database: ${oneLine(error)}`, { cause: error });
   }
-  // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (docs/rules.md "Errors and limits").
-  // While Redis is down, each instance's own buckets answer (README "What instances share").
+  // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (docs/reference/rules.md "Errors and limits").
+  // While Redis is down, each instance's own buckets answer (docs/operators/scale-out.md "What instances share").
   const limiter =
     options.rateLimiter ??
     (redis
@@ -113,10 +113,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     now: clock.now,
   });
   metrics.watchIdentityProvider(() => owners.health().ok);
-  // What GET /readyz asks (README "Probes"): one entry per dependency this instance is configured with.
+  // What GET /readyz asks (docs/operators/probes.md "Probes"): one entry per dependency this instance is configured with.
   const readiness: DependencyCheck[] = [databaseCheck(db), ...(redis ? [redis.readiness] : [])];
   const streams = createLiveStreams();
-  // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (README "Webhooks").
+  // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (docs/owners/webhooks.md).
   const webhooks = createWebhookTransport({ allowLoopback: config.oauthCimdAllowLoopback });
   const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness, streams, webhooks });
 
@@ -180,7 +180,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
         if ('closeIdleConnections' in server) server.closeIdleConnections();
       };
       // Owner event streams never end on their own: they end now, and their clients
-      // reconnect (to another instance) with Last-Event-ID (README "Owner events").
+      // reconnect (to another instance) with Last-Event-ID (docs/reference/events.md "Owner events").
       streams.closeAll();
       closeIdle();
       const idleSweep = setInterval(closeIdle, 50);
@@ -210,7 +210,7 @@ const withoutCredentials = (text: string, authToken: string | undefined) => {
   return authToken ? scrubbed.split(authToken).join('…') : scrubbed;
 };
 
-/** Opens DATABASE_URL; any failure is a StartupError naming it (README "Deploy"). */
+/** Opens DATABASE_URL; any failure is a StartupError naming it (docs/operators/deploy.md "Deploy"). */
 async function openDatabase(config: Config, log: Logger): Promise<Db> {
   try {
     return await openDb(config.databaseUrl, config.databaseAuthToken, {

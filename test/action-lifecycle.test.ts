@@ -5,7 +5,7 @@ import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// The state machine of docs/rules.md "Actions":
+// The state machine of docs/reference/rules.md "Actions":
 //   queued → received → succeeded | failed;  queued → cancelled;  queued | received → expired.
 // A hand-moved clock drives the deadlines, so no test sleeps.
 

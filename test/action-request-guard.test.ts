@@ -10,7 +10,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
  * An action request reads and decides outside any transaction, then creates the action with one
- * statement that checks again (docs/rules.md "Actions"; docs/performance.md "On a libSQL server
+ * statement that checks again (docs/reference/rules.md "Actions"; docs/performance.md "On a libSQL server
  * (sqld)"). These tests make the change a concurrent request could make between the two — after
  * the checks were read, before the statement runs — and show the statement creates nothing.
  */

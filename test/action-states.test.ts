@@ -40,7 +40,7 @@ import type { Db, Queryable, SqlValue } from '../src/store/driver.js';
 import { openDb } from '../src/store/open.js';
 
 // The state table in src/domain/action-states.ts is the one list of action statuses and
-// moves: the database, the store's guarded UPDATEs and the README must all agree with it.
+// moves: the database, the store's guarded UPDATEs and the docs must all agree with it.
 
 const statuses = (list: readonly ActionStatus[]) => list.join(' | ');
 const transitionNames = Object.keys(TRANSITIONS) as TransitionName[];
@@ -390,12 +390,11 @@ describe('the database and the store', () => {
   });
 });
 
-describe('the README', () => {
-  const readme = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'README.md'), 'utf8');
-  const start = readme.indexOf('\n### Action states (as implemented)\n');
-  const section = readme.slice(start, readme.indexOf('\n#', start + 1));
+describe('docs/reference/action-states.md', () => {
+  const section = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'docs', 'reference', 'action-states.md'), 'utf8');
+  const start = section.indexOf('# Action states (as implemented)\n');
 
-  /** The README's copy of the table, between its markers. */
+  /** The page's copy of the table, between its markers. */
   function generated(): string {
     const code = (list: readonly string[]) => list.map((s) => `\`${s}\``).join(', ');
     return [
@@ -418,7 +417,7 @@ describe('the README', () => {
   });
 
   it('carries the table generated from the code between its markers (replace it with the expected text when this fails)', () => {
-    const block = /<!-- action-transitions:start -->\n([\s\S]*?)\n<!-- action-transitions:end -->/.exec(section);
+    const block = /<!-- generated:action-transitions:start -->\n([\s\S]*?)\n<!-- generated:action-transitions:end -->/.exec(section);
     expect(block, 'the markers are in the section').not.toBeNull();
     expect(block![1]).toBe(generated());
   });

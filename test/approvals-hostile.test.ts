@@ -7,8 +7,8 @@ import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { openSse } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// A hostile review of "a human in the loop" (README "Approvals: the owner says yes first",
-// "Webhooks"; docs/rules.md "Approvals"): what an agent, an owner of another workspace or a
+// A hostile review of "a human in the loop" (docs/owners/approvals.md "Approvals: the owner says yes first",
+// "Webhooks"; docs/reference/rules.md "Approvals"): what an agent, an owner of another workspace or a
 // hostile webhook receiver could try, and what must hold.
 
 let server: TestServer;

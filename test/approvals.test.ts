@@ -12,7 +12,7 @@ import { connect, simulateDevice } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
-// README "Approvals: the owner says yes first", docs/rules.md "Approvals": an action under a
+// docs/owners/approvals.md "Approvals: the owner says yes first", docs/reference/rules.md "Approvals": an action under a
 // grant in `owner` mode (or `user` through REST) waits for the owner's decision, invisible to
 // the device, within its approval window.
 

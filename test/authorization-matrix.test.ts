@@ -103,7 +103,7 @@ beforeAll(async () => {
   await grant(api, owner2, agent2.principal, device2.id, ['get_state', 'set_power']);
   tokens.agent2 = agent2.token;
 
-  // A function that needs the owner's approval (docs/rules.md "Approvals"), for approve and
+  // A function that needs the owner's approval (docs/reference/rules.md "Approvals"), for approve and
   // reject, under a principal of its own: its waiting actions fill no other row's queue.
   asker = await createAgent(api, owner, { access: 'act', principal: 'matrix:asker' });
   await grant(api, owner, asker.principal, lamp.id, ['set_brightness'], null, 'owner');
@@ -620,7 +620,7 @@ describe('authorization matrix: MCP tools', () => {
 });
 
 /**
- * Hand-out (docs/rules.md "Actions"): `next` hands a queued command to its device only while
+ * Hand-out (docs/reference/rules.md "Actions"): `next` hands a queued command to its device only while
  * the permission it was requested under holds; otherwise the command ends `cancelled` with
  * the reason. One row per part of that permission, each on its own device and agent.
  */

@@ -10,7 +10,7 @@ import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * `npm run backup` (docs/backups.md): a copy taken from another process while the service
+ * `npm run backup` (docs/operators/backups.md): a copy taken from another process while the service
  * writes, restored by starting the service on it, holds everything the service had
  * acknowledged before the copy began — whether it still sat in the write-ahead log or the
  * checkpointer had already moved it into the database file.
@@ -115,7 +115,7 @@ describe('npm run backup: a consistent copy of a running service', () => {
       const duringBackup = [...told.values()].flat().filter((t) => t.at >= began && t.at <= ended);
       expect(duringBackup.length).toBeGreaterThan(0);
 
-      // Restore: the service started on the copy, as docs/backups.md says.
+      // Restore: the service started on the copy, as docs/operators/backups.md says.
       const restoredDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-restored-'));
       fs.copyFileSync(destination, path.join(restoredDir, 'service.db'));
       const restored = await startTestServer({ dir: restoredDir });
@@ -185,7 +185,7 @@ describe('npm run backup: a consistent copy of a running service', () => {
 
       const remote = await runBackup([path.join(dir, 'remote.db')], { DATABASE_URL: 'http://user:secret@127.0.0.1:1' });
       expect(remote.code).toBe(1);
-      expect(remote.stderr).toContain('docs/backups.md');
+      expect(remote.stderr).toContain('docs/operators/backups.md');
       expect(remote.stderr).not.toContain('secret');
 
       const nothing = await runBackup([path.join(dir, 'none.db')], { DATABASE_URL: `file:${path.join(dir, 'missing.db')}` });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectAnswer } from './helpers/raw-http.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// docs/rules.md "Errors and limits": a body over 16 KiB is 413 payload_too_large on any method
+// docs/reference/rules.md "Errors and limits": a body over 16 KiB is 413 payload_too_large on any method
 // and path. fetch() refuses to send a GET body, so these go through node:http.
 
 const LIMIT = 16 * 1024;

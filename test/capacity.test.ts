@@ -4,7 +4,7 @@ import { attachDevice } from './helpers/fixtures.js';
 import { authorizationUrl, decide, ownerCookie, pkce, startOAuthTestServer } from './helpers/oauth.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// docs/rules.md "Errors and limits": owners are bounded too. Each cap is 3 here.
+// docs/reference/rules.md "Errors and limits": owners are bounded too. Each cap is 3 here.
 const CAP = 3;
 let server: TestServer;
 let http: Client;

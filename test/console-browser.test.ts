@@ -15,14 +15,14 @@ import type { TestServer } from './helpers/server.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
- * The owner console (README "Owner console") in Debian's headless Chromium driven by
+ * The owner console (docs/owners/console.md "Owner console") in Debian's headless Chromium driven by
  * playwright-core, as the consent page's test does: sign-in with the development identity
  * provider and through a real OpenID provider (oidc-provider on a loopback port), a setup token
  * created in the console attaching a simulated device, a grant with owner approval given and
  * revoked from the grants screen, an approval appearing in the inbox live and approved there
  * while the activity feed follows the action to `succeeded`, untrusted names rendered as text,
  * cross-site posts refused.
- * The run writes screenshots of the main screens to docs/console/ (the README shows them).
+ * The run writes screenshots of the main screens to docs/console/ (docs/owners/console.md shows them).
  */
 
 const SHOTS = path.resolve(import.meta.dirname, '..', 'docs', 'console');
@@ -50,7 +50,7 @@ async function launch(): Promise<Browser> {
   });
 }
 
-/** Both widths of a screen (the page as it stands, or `url` loaded afresh), written where the README finds them. */
+/** Both widths of a screen (the page as it stands, or `url` loaded afresh), written where the docs find them. */
 async function screenshots(name: string, url?: string) {
   for (const [width, viewport] of [
     ['desktop', DESKTOP],

@@ -10,7 +10,7 @@ import { startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 
 /**
- * The approvals inbox (docs/approvals.md) in Debian's headless Chromium: an agent that queued
+ * The approvals inbox (docs/owners/approvals.md) in Debian's headless Chromium: an agent that queued
  * 1,280 approvals gets them read a page at a time, with pager links and bulk rejection that
  * work without JavaScript; what the agent and the device wrote is shown with its hidden
  * characters marked and its length capped, on the server-rendered page and in rows the live

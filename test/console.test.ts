@@ -10,7 +10,7 @@ import { openSse, type SseStream } from './helpers/sse.js';
 import type { TestServer } from './helpers/server.js';
 
 /**
- * The owner console's rules that need no browser (README "Owner console"): which sign-ins exist
+ * The owner console's rules that need no browser (docs/owners/console.md "Owner console"): which sign-ins exist
  * in which mode, the session's end, the CSRF rules on posts, and the OpenID settings. The
  * browser journeys are in test/console-browser.test.ts.
  */

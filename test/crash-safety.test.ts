@@ -17,7 +17,7 @@ import { grant } from './helpers/actions.js';
  *     per key: none lost, none doubled by a retry after a lost answer);
  *   - no action was handed out by `next` twice, across all kills;
  *   - every acknowledged result is stored;
- *   - an owner revoking and granting again all along (docs/rules.md "Actions": stop means
+ *   - an owner revoking and granting again all along (docs/reference/rules.md "Actions": stop means
  *     stop), no command cancelled by a revocation is ever handed out, kills included;
  *   - nothing is stuck: after the last restart every action ends terminal (expiry applies).
  */
@@ -177,7 +177,7 @@ describe('crash safety under SIGKILL', () => {
     expect([...delivered.keys()].filter((id) => byId.get(id)!.status === 'cancelled')).toEqual([]);
     expect(revocations).toBeGreaterThan(0);
     // Every acknowledged result is stored: before the deadline as `succeeded`, after it on the
-    // `expired` action with the time it arrived (docs/rules.md "Actions": late results are kept).
+    // `expired` action with the time it arrived (docs/reference/rules.md "Actions": late results are kept).
     for (const id of resultsAcknowledged) {
       const stored = byId.get(id)!;
       if (stored.status !== 'succeeded')

@@ -5,7 +5,7 @@ import { attachDevice, createAgent, createSetupToken, lampManifest } from './hel
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * The wrong-credential matrix (docs/rules.md "Credentials"): every endpoint in the table
+ * The wrong-credential matrix (docs/reference/rules.md "Credentials"): every endpoint in the table
  * below with an owner session, an agent token, a setup token and a device credential. A valid
  * credential of another kind is 403; an unknown, expired, revoked or forged one is 401.
  */

@@ -13,7 +13,7 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Degrade, never lie (README "Errors", "Probes"): with its libSQL server stopped or out of
+ * Degrade, never lie (docs/reference/errors.md "Errors", "Probes"): with its libSQL server stopped or out of
  * reach, the service answers 503 `unavailable` with Retry-After on every surface within a
  * bounded time, /readyz names the database, /healthz (liveness) still answers, and once the
  * server is back everything works again without a restart.
@@ -120,7 +120,7 @@ async function expectServing() {
   expect(listed.isError ?? false, JSON.stringify(listed.content)).toBe(false);
 }
 
-// Both transports of the remote driver (README "Storage"): Hrana over HTTP (`http://`) and
+// Both transports of the remote driver (docs/operators/database.md): Hrana over HTTP (`http://`) and
 // over a WebSocket (`ws://`, and what `libsql://` takes).
 describe.each(['http', 'ws'] as const)('over %s', (transport) => {
   beforeAll(async () => {
@@ -205,7 +205,7 @@ describe.each(['http', 'ws'] as const)('over %s', (transport) => {
         relay.passThrough();
       }
       // Over a WebSocket, the socket opened into the black hole is given up at the driver's
-      // bound (README "Probes"): readiness comes back within it, by itself.
+      // bound (docs/operators/probes.md "Probes"): readiness comes back within it, by itself.
       await eventuallyReady();
       await expectServing();
       // The expiry sweep that ran into the black hole gave up at the driver's bound, said so as

@@ -8,7 +8,7 @@ import { client, type Client } from './helpers/api.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * The embedded default's development identity provider (docs/rules.md "Credentials"): with no OWNER_JWKS_*
+ * The embedded default's development identity provider (docs/reference/rules.md "Credentials"): with no OWNER_JWKS_*
  * the server creates a signing key in its data folder, and `npm run owner-token` signs owner
  * sessions with it. Both run here as a newcomer would run them.
  */
@@ -25,7 +25,7 @@ function cliEnv(databaseUrl: string, extra: Record<string, string> = {}): NodeJS
   return { ...env, DATABASE_URL: databaseUrl, ...extra };
 }
 
-/** Exactly what the README tells a newcomer to run. */
+/** Exactly what docs/getting-started.md tells a newcomer to run. */
 async function npmOwnerToken(databaseUrl: string, args: string[]) {
   const { stdout } = await run('npm', ['run', 'owner-token', '--', ...args], { cwd: root, env: cliEnv(databaseUrl) });
   return stdout.trim().split('\n').at(-1)!.trim();

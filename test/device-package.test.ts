@@ -9,9 +9,9 @@ import { createAgent, createSetupToken } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * The device SDK as a device maker gets it (README "Build a device"): `npm pack` of
+ * The device SDK as a device maker gets it (packages/device-sdk/README.md "Build a device"): `npm pack` of
  * packages/device-sdk, installed from the tarball into a fresh project outside the repository
- * (ws from the registry), and the README's thermostat run there with plain `node` against a
+ * (ws from the registry), and the thermostat of its README run there with plain `node` against a
  * live service.
  */
 const run = promisify(execFile);
@@ -145,7 +145,7 @@ function startThermostat(env: Record<string, string>) {
   return { child, events, exited, connected };
 }
 
-describe('README "Build a device": the thermostat example on the installed package', () => {
+describe('packages/device-sdk/README.md "Build a device": the thermostat example on the installed package', () => {
   it('attaches as a gateway with a child, runs commands and reports results and errors; a restart reuses its credential', { timeout: 60_000 }, async () => {
     const owner = await server.ownerToken('thermostat-owner');
     const setup = await createSetupToken(api, owner, { name: 'thermostat' });

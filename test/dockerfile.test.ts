@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * README "Deploy": no container engine runs where the tests run, and hadolint is neither an
+ * docs/operators/deploy.md "Deploy": no container engine runs where the tests run, and hadolint is neither an
  * npm nor a Debian package, so the Dockerfile's instructions are parsed and checked here:
  * what the image must be (multi-stage, production dependencies only, non-root, a health
  * check on /healthz, a volume for the embedded database) and what it must not be (`latest`

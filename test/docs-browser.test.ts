@@ -7,7 +7,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
  * The API reference in a real browser (Debian's headless Chromium, as the consent-page test
- * drives it): opened from either loopback name the README gives, it loads everything from
+ * drives it): opened from either loopback name (127.0.0.1, localhost), it loads everything from
  * the service itself and its "Test Request" calls the same origin, with no proxy between.
  */
 

@@ -4,25 +4,46 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Comments and the README cite the project's own docs (docs/rules.md and a section title), never
+ * Comments and the README cite the project's own docs (docs/reference/rules.md and a section title), never
  * documents outside the repository: a stranger's clone has only what is in it.
  */
 const root = path.resolve(import.meta.dirname, '..');
-const tracked = execFileSync('git', ['ls-files', 'src', 'test', 'scripts', 'README.md', 'docs'], { cwd: root, encoding: 'utf8' })
+const tracked = execFileSync(
+  'git',
+  [
+    'ls-files',
+    '--cached',
+    '--others',
+    '--exclude-standard',
+    'src',
+    'test',
+    'scripts',
+    'README.md',
+    'docs',
+    'packages/*/README.md',
+    'packages/*/src',
+    'Dockerfile',
+    '.ci',
+  ],
+  {
+    cwd: root,
+    encoding: 'utf8',
+  },
+)
   .split('\n')
-  .filter((file) => /\.(ts|tsx|sql|md)$/.test(file) && fs.existsSync(path.join(root, file)));
+  .filter((file) => /\.(ts|tsx|mjs|sh|sql|md)$|^Dockerfile$|^\.ci\/run$/.test(file) && fs.existsSync(path.join(root, file)));
 
 function headings(file: string): Set<string> {
   const text = fs.readFileSync(path.join(root, file), 'utf8');
-  return new Set([...text.matchAll(/^#{2,3} (.+)$/gm)].map((m) => m[1]!.trim()));
+  return new Set([...text.matchAll(/^#{1,4} (.+)$/gm)].map((m) => m[1]!.trim()));
 }
 
 const citations = tracked.flatMap((file) => {
   const text = fs.readFileSync(path.join(root, file), 'utf8');
-  return [...text.matchAll(/docs\/(rules|performance)\.md[\s*/]*"([^"]+)"/g)].map((m) => ({
+  return [...text.matchAll(/docs\/([a-z0-9/-]+)\.md[\s*/-]*"([^"]+)"/g)].map((m) => ({
     file,
     doc: `docs/${m[1]}.md`,
-    section: m[2]!.replace(/\s*\n\s*(\*|\/\/)?\s*/g, ' '),
+    section: m[2]!.replace(/\s*\n\s*(\*|\/\/|--)?\s*/g, ' '),
   }));
 });
 
@@ -36,6 +57,21 @@ describe('citations of the project docs', () => {
   });
 });
 
+/** Every docs/….md path that code, tests, scripts and docs name, with or without a section. */
+const docPaths = tracked.flatMap((file) =>
+  [...fs.readFileSync(path.join(root, file), 'utf8').matchAll(/\bdocs\/([a-z0-9/-]+\.md)\b/g)].map((m) => ({ file, doc: `docs/${m[1]}` })),
+);
+
+describe('paths of the project docs', () => {
+  it('are cited', () => {
+    expect(docPaths.length).toBeGreaterThan(20);
+  });
+
+  it.each(docPaths.map((c) => [`${c.file} → ${c.doc}`, c] as const))('%s names a file that exists', (_label, citation) => {
+    expect(fs.existsSync(path.join(root, citation.doc))).toBe(true);
+  });
+});
+
 describe('references outside the repository', () => {
   // This test file names the patterns it looks for, so it is left out of its own search.
   const others = tracked.filter((file) => file !== 'test/docs-citations.test.ts');
@@ -45,6 +81,7 @@ describe('references outside the repository', () => {
     ['the decisions document', /decisions §|decisions\.md/],
     ['the contract document', /service-api\.md/],
     ['the style guide', /style\.md habit/],
+    ['a tracker issue or a work session', /\b(issue|session) #?\d+/i],
   ])('none cites %s', (_label, pattern) => {
     expect(others.filter((file) => pattern.test(fs.readFileSync(path.join(root, file), 'utf8')))).toEqual([]);
   });

@@ -16,7 +16,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-/** Checks the envelope of docs/rules.md "Envelopes": only `error` at top level. */
+/** Checks the envelope of docs/reference/rules.md "Envelopes": only `error` at top level. */
 function expectEnvelope(body: any, code: string) {
   expect(Object.keys(body)).toEqual(['error']);
   expect(body.error.code).toBe(code);

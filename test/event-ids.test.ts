@@ -11,7 +11,7 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Event ids reveal nothing about other workspaces (docs/event-ids.md): the ids an owner sees
+ * Event ids reveal nothing about other workspaces (docs/reference/event-ids.md): the ids an owner sees
  * on the event stream and in each event are opaque, unrelated to the journal's service-wide
  * numbering, and mean nothing in another workspace; they resume across instances sharing a
  * database; plain numeric ids shown before the change resume up to where they ended.

@@ -8,7 +8,7 @@ import { openSse, type SseStream } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * How long an owner event stream lives (docs/event-streams.md): it ends with the credential
+ * How long an owner event stream lives (docs/reference/event-streams.md): it ends with the credential
  * that opened it (the token's expiry, the console session's sign-out or expiry, on any
  * instance), the instance bounds its streams, and a client going away is no error. Streams
  * are read with a real Server-Sent Events client over fetch (test/helpers/sse.ts).

@@ -8,7 +8,7 @@ import { freePort } from './helpers/oauth.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
- * The first minute of a newcomer (README "Quick start"): the service as `npm start` runs it,
+ * The first minute of a newcomer (docs/getting-started.md "2. Open the console"): the service as `npm start` runs it,
  * with no configuration but a database in a temp folder, reached in a real browser at the
  * address it prints and under the other names people type (localhost, a LAN host name).
  */

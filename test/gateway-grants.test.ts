@@ -4,7 +4,7 @@ import { childrenOf, grant, hubManifest, next, queue, requestAction } from './he
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// docs/rules.md "Access", rules 1 to 6, one by one.
+// docs/reference/rules.md "Access", rules 1 to 6, one by one.
 
 let server: TestServer;
 let api: Client;

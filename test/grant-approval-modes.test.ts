@@ -4,7 +4,7 @@ import { grant, hubManifest } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// docs/rules.md "Approvals": every grant carries an approval mode, shown wherever grants and
+// docs/reference/rules.md "Approvals": every grant carries an approval mode, shown wherever grants and
 // callable functions are listed.
 
 let server: TestServer;

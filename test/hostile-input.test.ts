@@ -431,7 +431,7 @@ describe('POST /mcp with broken JSON-RPC params', () => {
       const res = await post('/mcp', agent.token, body, headers);
       const shown = `${body.slice(0, 400)} → ${res.status} ${JSON.stringify(res.body).slice(0, 400)}`;
       expect(res.status, shown).toBeLessThan(500);
-      // The contract's own statuses on /mcp carry the service envelope (docs/rules.md "MCP").
+      // The contract's own statuses on /mcp carry the service envelope (docs/reference/rules.md "MCP").
       if ([401, 403, 413].includes(res.status)) expectWellFormed(res.status, res.body, body.slice(0, 200));
       // An answer of an event stream is its last JSON-RPC message.
       const answer =

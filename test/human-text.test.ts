@@ -8,7 +8,7 @@ import { errorEnvelope, MODERN, type Era } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Text shown to a human who decides (docs/approvals.md "What you see when you decide"): the
+ * Text shown to a human who decides (docs/owners/approvals.md "What you see when you decide"): the
  * MCP confirmation ask, over the official client in both eras, shows the hidden characters an
  * agent put in its arguments as visible markers and is capped with a count of what was cut.
  * (The console inbox: test/console-inbox.test.ts.)

@@ -10,7 +10,7 @@ import { client, type Client } from './helpers/api.js';
 import { startTestServer, TEST_AUDIENCE, TEST_ISSUER, type TestServer } from './helpers/server.js';
 
 /**
- * README "Identity provider health": with OWNER_JWKS_URL, the key set is fetched from a real
+ * docs/operators/identity-provider.md "Identity provider health": with OWNER_JWKS_URL, the key set is fetched from a real
  * HTTP server here, which the test breaks and mends. While the key set cannot be fetched,
  * owner requests answer 503 `unavailable` (not 401) without drawing from the
  * failed-authentication budget; each failed fetch is counted, and each failure streak is

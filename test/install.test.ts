@@ -5,12 +5,12 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /**
- * What installing the service brings (docs/install.md): the production install stays small,
+ * What installing the service brings (docs/operators/install.md): the production install stays small,
  * and the API reference script is the published Scalar release it claims to be.
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-/** The bound docs/install.md promises for `npm ci --omit=dev`. */
+/** The bound docs/operators/install.md promises for `npm ci --omit=dev`. */
 const PRODUCTION_PACKAGES = 120;
 
 interface LockEntry {

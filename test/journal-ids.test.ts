@@ -21,7 +21,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 // Journal ids without AUTOINCREMENT (migration 0022, docs/performance.md "Journal ids without
 // AUTOINCREMENT"): an event id is never given twice, even after pruning removed every event
 // and the service restarted, so a stale Last-Event-ID or the webhook dispatcher's cursor can
-// never name a newer event (README "Owner events", "Webhooks"). On both drivers: the embedded
+// never name a newer event (docs/reference/events.md "Owner events", "Webhooks"). On both drivers: the embedded
 // file and a real libSQL server (sqld).
 
 let sqld: TestSqld;

@@ -12,7 +12,7 @@ import type { TestServer } from './helpers/server.js';
 import { openSocket, wsUrl } from './helpers/ws.js';
 
 /**
- * docs/rules.md "Running": one JSON line per request (method, route, status, duration, principal kind),
+ * docs/reference/rules.md "Running": one JSON line per request (method, route, status, duration, principal kind),
  * and no token, secret or Authorization header in any line. The server here sees every kind
  * of credential used rightly and wrongly; then every captured line is searched for them.
  */

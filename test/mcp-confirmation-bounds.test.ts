@@ -7,7 +7,7 @@ import { errorEnvelope } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Pending 2025-era user confirmations are bounded (docs/confirmation.md "Limits"): each one
+ * Pending 2025-era user confirmations are bounded (docs/agents/confirmation.md "Limits"): each one
  * holds its call's event stream open while the user decides, so there are at most
  * MCP_CONFIRMATIONS_PER_CONNECTION per agent connection, MCP_CONFIRMATIONS_PER_WORKSPACE per workspace and MCP_CONFIRMATIONS_PER_INSTANCE in
  * the process, each for at most MCP_CONFIRMATION_WAIT_SECONDS; an answered, expired or

@@ -11,7 +11,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
  * The MCP edge agrees with itself and with the clients people use
- * (docs/rules.md "MCP").
+ * (docs/reference/rules.md "MCP").
  */
 let server: TestServer;
 let api: Client;

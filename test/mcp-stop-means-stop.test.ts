@@ -6,7 +6,7 @@ import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './help
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Cancellation and safe retries of device tool calls on the MCP edge (docs/rules.md "MCP"): a
+ * Cancellation and safe retries of device tool calls on the MCP edge (docs/reference/rules.md "MCP"): a
  * device tool call its client cancels withdraws its action, and a call carrying `_meta`
  * `dfc/idempotencyKey` is safe to retry. Real clients (the official SDK in both eras, raw
  * fetch) against a real server; the device is a raw poller.

@@ -212,7 +212,7 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
       expect(action).toMatchObject({ deviceId: lamp.id, capability: 'set_power', status: 'succeeded', result: { on: true }, principal: alice.principal });
       expect((result.content as { type: string; text: string }[])[0]!.text).toContain('succeeded');
       expect(progress.map((p) => p.message)).toEqual(['queued', 'received', 'succeeded']);
-      // Stage 1 of 4 is awaiting_approval (docs/rules.md "Approvals"): a call that needs no yes starts at 2.
+      // Stage 1 of 4 is awaiting_approval (docs/reference/rules.md "Approvals"): a call that needs no yes starts at 2.
       expect(progress.map((p) => [p.progress, p.total])).toEqual([
         [2, 4],
         [3, 4],
@@ -304,7 +304,7 @@ describe("a device tool call's wait never moves an action back", () => {
   });
 });
 
-describe('a dropped client withdraws its action (docs/rules.md "MCP")', () => {
+describe('a dropped client withdraws its action (docs/reference/rules.md "MCP")', () => {
   it('cancels the queued action with client_cancelled, so the device is handed nothing', async () => {
     const changes: ActionChange[] = [];
     const unsubscribe = server.service.events.subscribe((event) => {

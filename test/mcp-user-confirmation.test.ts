@@ -8,7 +8,7 @@ import { errorEnvelope, MODERN, rawMcp, simulateDevice, type Era, type RawRespon
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * User confirmation (README "User confirmation", docs/rules.md "Approvals"): a device tool
+ * User confirmation (docs/agents/confirmation.md "User confirmation", docs/reference/rules.md "Approvals"): a device tool
  * whose grant is in `user` mode asks the agent's own user (a form elicitation) and queues the
  * action only on a verified yes. The official MCP client in both eras (2026-07-28
  * `input_required` and the 2025 legacy shim's real `elicitation/create` over this server's

@@ -4,7 +4,7 @@ import { ownerCookie, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 
 /**
- * 16 KiB on every /oauth/* endpoint (docs/rules.md "Errors and limits"):
+ * 16 KiB on every /oauth/* endpoint (docs/reference/rules.md "Errors and limits"):
  * one byte over is 413 in the endpoint's own format — RFC 6749 / RFC 7591 JSON on the token,
  * revocation and registration endpoints, the error envelope on /oauth/session, a page on the
  * browser's endpoints — declared or sent chunked; the limit itself is accepted.

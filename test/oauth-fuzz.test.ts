@@ -16,7 +16,7 @@ import type { TestServer } from './helpers/server.js';
  * where a form is expected and forms where JSON is; malformed and oversized (> 16 KiB)
  * bodies; wrong content types and hostile headers.
  *
- * Every answer must be below 500 and in the format its endpoint promises (README "OAuth"):
+ * Every answer must be below 500 and in the format its endpoint promises (docs/agents/oauth.md "OAuth"):
  * RFC 6749 JSON (`error` [+ `error_description`], nothing else) with `Cache-Control:
  * no-store` on token, revocation and registration; a redirect carrying `error`, `state` and
  * `iss` only when the request named the valid client and its exact redirect URI, once each;
@@ -256,7 +256,7 @@ async function baseline(): Promise<void> {
   lastFingerprint = await currentFingerprint();
 }
 
-/** Node's HTTP parser refuses request lines and headers over 16 KiB: the envelope, 431 (README "Hostile input"). */
+/** Node's HTTP parser refuses request lines and headers over 16 KiB: the envelope, 431 (docs/operators/security.md). */
 function isParserRefusal(res: Answer): boolean {
   return (res.status === 431 || res.status === 400) && isEnvelope(res.json);
 }

@@ -6,7 +6,7 @@ import { pkce, registerClient, startOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 
 /**
- * The rate limits (docs/rules.md "Errors and limits") on the OAuth endpoints: failed client authentication and invalid grants at
+ * The rate limits (docs/reference/rules.md "Errors and limits") on the OAuth endpoints: failed client authentication and invalid grants at
  * /oauth/token, failed client authentication at /oauth/revoke and failed sign-ins draw from
  * the per-address failure bucket the bearer-token endpoints use — the same limiter instance —
  * and dynamic registrations from a per-address registration bucket. Over the limit: HTTP 429
@@ -97,7 +97,7 @@ function expectLimited(res: Answer): void {
   expect(res.headers.get('cache-control')).toContain('no-store');
 }
 
-describe('POST /oauth/token failure limit (docs/rules.md "Errors and limits")', () => {
+describe('POST /oauth/token failure limit (docs/reference/rules.md "Errors and limits")', () => {
   it(`answers 429 temporarily_unavailable with Retry-After after ${FAILURES_PER_MINUTE} failed client authentications from one address, and only then`, async () => {
     const a = clientAt();
     for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
@@ -155,7 +155,7 @@ describe('POST /oauth/token failure limit (docs/rules.md "Errors and limits")', 
   });
 });
 
-describe('POST /oauth/revoke failure limit (docs/rules.md "Errors and limits")', () => {
+describe('POST /oauth/revoke failure limit (docs/reference/rules.md "Errors and limits")', () => {
   it('counts failed client authentication, not the 200 answered for unknown tokens', async () => {
     const a = clientAt();
     for (let i = 0; i < FAILURES_PER_MINUTE + 2; i++) {
@@ -170,7 +170,7 @@ describe('POST /oauth/revoke failure limit (docs/rules.md "Errors and limits")',
   });
 });
 
-describe('one failure bucket per address across the service (docs/rules.md "Errors and limits")', () => {
+describe('one failure bucket per address across the service (docs/reference/rules.md "Errors and limits")', () => {
   it('failures at /oauth/token and with bearer tokens on /v1 drain the same bucket (one limiter instance)', async () => {
     const a = clientAt();
     for (let i = 0; i < FAILURES_PER_MINUTE - 1; i++) await a.post('/oauth/token', { form: { ...randomCode(), client_id: publicClient } });
@@ -204,7 +204,7 @@ describe('one failure bucket per address across the service (docs/rules.md "Erro
   });
 });
 
-describe('POST /oauth/register limit (docs/rules.md "Errors and limits")', () => {
+describe('POST /oauth/register limit (docs/reference/rules.md "Errors and limits")', () => {
   const registration = { redirect_uris: [CALLBACK], client_name: 'Flood', token_endpoint_auth_method: 'none' };
 
   it(`answers 429 temporarily_unavailable after ${REGISTRATIONS_PER_HOUR} registrations from one address, refilling at that rate per hour`, async () => {

@@ -19,7 +19,7 @@ const json = async (res: Response): Promise<any> => res.json();
 
 beforeAll(async () => {
   // Failed authentications are expected here (revoked tokens must answer 401): keep the
-  // per-address limit of docs/rules.md "Errors and limits" out of the way.
+  // per-address limit of docs/reference/rules.md "Errors and limits" out of the way.
   server = await startOAuthTestServer({ clock, env: { AUTH_FAILURES_PER_MINUTE: '1000' } });
   api = client(server.url);
   // Sessions never outlive the owner JWT; the manual clock runs ahead of real time below.
@@ -681,7 +681,7 @@ describe('Client ID Metadata Documents', () => {
       { headers: { cookie } },
     );
     expect(res.status).toBe(400);
-    // One message for every failed fetch (docs/rules.md "Errors and limits"): the reason is in the log only.
+    // One message for every failed fetch (docs/reference/rules.md "Errors and limits"): the reason is in the log only.
     expect(await res.text()).toContain('metadata document could not be fetched.');
   });
 

@@ -12,7 +12,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 const run = promisify(execFile);
 
 /**
- * The README walk-through as a client generated from /openapi.json would write it: every
+ * The getting-started walk-through as a client generated from /openapi.json would write it: every
  * path, body and answer below is typed by the generated `paths`, so a document that drifts
  * from what the server accepts fails here at `tsc` or at run time.
  */
@@ -103,7 +103,7 @@ describe('GET /openapi.json as third-party tools read it', () => {
   });
 
   // Some 15 s alone (generation, tsc, a tsx child); the ceiling leaves room for a busy machine.
-  it('generates an openapi-typescript client that type-checks and runs the README walk-through against the live server', { timeout: 60_000 }, async () => {
+  it('generates an openapi-typescript client that type-checks and runs the docs walk-through against the live server', { timeout: 60_000 }, async () => {
     fs.writeFileSync(path.join(dir, 'api.ts'), astToString(await openapiTS(document)));
     fs.writeFileSync(path.join(dir, 'walk-through.ts'), WALK_THROUGH);
     fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module' }));

@@ -100,7 +100,7 @@ describe('GET /openapi.json', () => {
       expect(body.paths[path], path).toBeDefined();
     }
     expect(body.paths['/v1/functions'].get.security).toContainEqual({ oauth: ['read'] });
-    // An OAuth access token is accepted on a REST route as on its MCP tool (docs/rules.md "Credentials").
+    // An OAuth access token is accepted on a REST route as on its MCP tool (docs/reference/rules.md "Credentials").
     expect(body.paths['/v1/broadcasts'].post.security).toEqual([{ agentToken: [] }, { oauth: ['read'] }]);
     expect(body.paths['/v1/devices/{deviceId}/actions'].post.security).toEqual([{ agentToken: [] }, { oauth: ['read'] }]);
   });

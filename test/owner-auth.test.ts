@@ -7,7 +7,7 @@ import { client, type Client } from './helpers/api.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Owner sessions are verified against a JWKS (docs/rules.md "Credentials"). This file publishes its own
+ * Owner sessions are verified against a JWKS (docs/reference/rules.md "Credentials"). This file publishes its own
  * JWKS so it can sign every kind of bad token: wrong issuer or audience, expired, not yet
  * valid, symmetric, unsigned, or signed by a key the server does not trust.
  */

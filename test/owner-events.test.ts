@@ -11,7 +11,7 @@ import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { openSse, type SseEvent, type SseStream } from './helpers/sse.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// GET /v1/events, the owner's live event stream (README "Owner events"), read with a real
+// GET /v1/events, the owner's live event stream (docs/reference/events.md "Owner events"), read with a real
 // Server-Sent Events client over fetch (test/helpers/sse.ts).
 
 let server: TestServer;
@@ -354,12 +354,12 @@ describe('shutdown', () => {
   });
 });
 
-describe('README "Owner events"', () => {
+describe('docs/reference/events.md "Owner events"', () => {
   it('lists exactly the event types the service emits, with their meaning', () => {
-    const readme = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'README.md'), 'utf8');
-    const start = readme.indexOf('\n## Owner events\n');
+    const page = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'docs', 'reference', 'events.md'), 'utf8');
+    const start = page.indexOf('# Owner events\n');
     expect(start).toBeGreaterThanOrEqual(0);
-    const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+    const section = page.slice(start, page.indexOf('\n## ', start + 1));
     const rows = [...section.matchAll(/^\| `([a-z.]+)` \| (.+) \|$/gm)].map((m) => [m[1], m[2]]);
     expect(rows).toEqual([...Object.entries(EVENT_TYPES), ['reset', expect.any(String)]]);
   });

@@ -28,7 +28,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-describe('rate limits per credential (docs/rules.md "Errors and limits")', () => {
+describe('rate limits per credential (docs/reference/rules.md "Errors and limits")', () => {
   it('answers 429 with Retry-After and RateLimit headers once an agent token spends its burst, and refills with time', async () => {
     const agent = await createAgent(http, owner, { access: 'read' });
     for (let i = 0; i < 4; i++) expect((await http.get('/v1/functions', { token: agent.token })).status).toBe(200);

@@ -6,7 +6,7 @@ import { allOperations } from '../src/domain/registry.js';
 import { routes } from '../src/rest/routes.js';
 
 /**
- * README "One descriptor per operation": a test fails if an operation lacks its credential or access
+ * docs/contributors/architecture.md "One descriptor per operation": a test fails if an operation lacks its credential or access
  * declaration. `invoke` trusts these declarations, so a missing or odd one is a hole on
  * every surface built from the registry.
  */

@@ -5,8 +5,7 @@ import { openDb } from '../src/store/open.js';
 import { startSqld, type TestSqld } from './helpers/sqld.js';
 
 /**
- * Group commit on a libSQL server (docs/performance.md "Group commit on a libSQL server (issue
- * 19)"): the remote driver sends the standalone writes of one event-loop turn to a real sqld as
+ * Group commit on a libSQL server (docs/performance.md "Group commit on a libSQL server"): the remote driver sends the standalone writes of one event-loop turn to a real sqld as
  * one batch in one transaction. Each rule runs over both transports; a second connection,
  * which sees only what is committed, is the witness.
  */
@@ -73,7 +72,7 @@ describe('a statement of a group that fails on its own', () => {
       const outcomes = await Promise.allSettled(mine.map((id, i) => insert(db, id, i === 3 ? mine[0] : id)));
       expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
       const refused = (outcomes[3] as PromiseRejectedResult).reason;
-      // A constraint is a bug of the caller's, not an outage (README "Errors": 500, not 503).
+      // A constraint is a bug of the caller's, not an outage (docs/reference/errors.md "Errors": 500, not 503).
       expect(refused).not.toBeInstanceOf(DatabaseUnavailable);
       expect(String(refused)).toMatch(/UNIQUE/i);
       expect(await stored(witness, prefix)).toEqual(mine.filter((_, i) => i !== 3).sort());

@@ -10,7 +10,7 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
- * Several instances share one libSQL server and one Redis (README "What instances share"):
+ * Several instances share one libSQL server and one Redis (docs/operators/scale-out.md "What instances share"):
  * whatever one instance commits reaches the wake sockets and MCP calls held by another, and
  * a cancellation or a rate limit holds for the whole service. Two in-process instances, A and
  * B, on a real sqld and a real redis-server. Owner requests go to A (its test identity

@@ -15,8 +15,8 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
- * Scale-out under a hostile operator's conditions (README "What instances share", "Probes",
- * docs/scale-out-security.md): credentials in REDIS_URL, TLS, a Redis that accepts connections
+ * Scale-out under a hostile operator's conditions (docs/operators/scale-out.md "What instances share", "Probes",
+ * docs/operators/scale-out-security.md): credentials in REDIS_URL, TLS, a Redis that accepts connections
  * and never answers, corrupted, forged and replayed messages on the events channel, and what
  * the channel shows to anyone subscribed. Real redis-server, in-process instances (an
  * unhandled rejection fails the run).
@@ -122,7 +122,7 @@ describe('REDIS_URL credentials', () => {
 });
 
 /**
- * `rediss://` (docs/scale-out-security.md "Setting Redis up"): the client speaks TLS and
+ * `rediss://` (docs/operators/scale-out-security.md "Setting Redis up"): the client speaks TLS and
  * checks the server's certificate. The service runs as its own process here, because the CA
  * it trusts comes from its environment (NODE_EXTRA_CA_CERTS), read once as Node starts.
  */
@@ -384,7 +384,7 @@ describe('corrupted messages on the events channel', () => {
 });
 
 /**
- * Redis is not trusted (docs/scale-out-security.md): whoever can reach it can publish on the
+ * Redis is not trusted (docs/operators/scale-out-security.md): whoever can reach it can publish on the
  * events channel and read it. An outsider here is a plain Redis client on the deployment's
  * channel; it sends each forgery in the shape the service's messages have had, the full
  * Action included, and in the hint shape they have now. Two instances on one sqld: sockets and
@@ -590,7 +590,7 @@ describe('messages on the events channel from a publisher that is not an instanc
 });
 
 /**
- * The Redis ACL of docs/scale-out-security.md, as written there: a user that reaches only the
+ * The Redis ACL of docs/operators/scale-out-security.md, as written there: a user that reaches only the
  * deployment's keys and channel and a few commands. The instances serve with it as with a
  * user that may do everything.
  */

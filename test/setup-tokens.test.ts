@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 // The legacy /v1/sdk-tokens family must mirror /v1/device-setup-tokens exactly
-// (docs/rules.md "Versioning"), so every rule runs against both.
+// (docs/reference/rules.md "Versioning"), so every rule runs against both.
 describe.each([{ family: '/v1/device-setup-tokens' }, { family: '/v1/sdk-tokens' }])('setup tokens at $family', ({ family }) => {
   describe(`POST ${family}`, () => {
     it('answers 201 with the full NewConnection shape, defaults applied, token shown once', async () => {

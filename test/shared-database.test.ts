@@ -10,7 +10,7 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Several instances on one libSQL server (README "Scaling out"): the database is what they
+ * Several instances on one libSQL server (docs/operators/scale-out.md "Scaling out"): the database is what they
  * share, and its guarded statements keep the hand-out exactly-once however the requests are
  * spread, and whichever instance dies. Agent and device credentials live in the database, so
  * any instance accepts them; the owner's session is checked against each instance's own

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The short run of `npm run soak` (docs/soak.md): three instances of the service on one sqld
+ * The short run of `npm run soak` (docs/operators/soak.md): three instances of the service on one sqld
  * and one Redis, agents over REST and MCP, devices on sockets and polling, webhooks to
  * receivers that sometimes fail or hang, while an instance is SIGKILLed and restarted and
  * Redis and sqld are restarted. The script's own checks decide; this holds it to them and

@@ -13,7 +13,7 @@ import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './
 import { connect, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// docs/rules.md "Access": a grant applies to the function as the owner saw it (its kind and
+// docs/reference/rules.md "Access": a grant applies to the function as the owner saw it (its kind and
 // argument schema); a republish that changes or removes the function withdraws its commands.
 
 let server: TestServer;
@@ -225,7 +225,7 @@ describe('granting again', () => {
   });
 });
 
-describe('fair queues (docs/rules.md "Errors and limits")', () => {
+describe('fair queues (docs/reference/rules.md "Errors and limits")', () => {
   it("accepts another principal's request on a device whose queue one principal filled to its share of 20", async () => {
     const lamp = await attachDevice(api, owner);
     const flood = await createAgent(api, owner, { access: 'read', principal: 'agent:flood' });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_AUDIENCE, TEST_ISSUER } from './helpers/server.js';
 
 /**
- * README "Deploy" (start-up failures): every start that fails for a reason an operator can fix
+ * docs/operators/deploy.md "Deploy" (start-up failures): every start that fails for a reason an operator can fix
  * prints one line on stderr naming the cause and the variable to change, writes nothing that
  * looks like a start on stdout, and exits 1; a stack trace only with LOG_LEVEL=debug. Each
  * case runs the real entry point, `src/main.ts`, in its own process.

@@ -9,7 +9,7 @@ import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/
 import type { TestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
-// docs/rules.md "Actions": a command moves a device only while the permission it was
+// docs/reference/rules.md "Actions": a command moves a device only while the permission it was
 // requested under holds. Real server, real devices (raw polls, raw wake sockets, the SDK),
 // the real MCP client where an agent waits.
 

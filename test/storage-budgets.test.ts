@@ -14,7 +14,7 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Storage budgets per workspace (docs/budgets.md): what one workspace can make the service
+ * Storage budgets per workspace (docs/operators/budgets.md): what one workspace can make the service
  * store is bounded, a write that would exceed a budget is refused whole with 429
  * `quota_exceeded` naming it, on REST and MCP alike, nothing accepted earlier is lost, and
  * retention gives the space back.

@@ -38,7 +38,7 @@ it('logs an unhandled rejection with its stack at error level, counts it, and ke
 });
 
 /**
- * An uncaught exception still ends the process (README "Hostile input, isolation and
+ * An uncaught exception still ends the process (docs/operators/security.md "Hostile input, isolation and
  * faults"), but not silently: the real entry point, in its own process, writes one error
  * line with the stack to its JSON log, after every line buffered before it, and exits 1. The
  * planted bug is a SIGUSR2 handler that throws, preloaded into the service's process.

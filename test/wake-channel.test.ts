@@ -222,7 +222,7 @@ describe('wake frames', () => {
   });
 });
 
-describe('revocation closes the socket (docs/rules.md "Credentials")', () => {
+describe('revocation closes the socket (docs/reference/rules.md "Credentials")', () => {
   it('closes every socket of a revoked device with code 4401', async () => {
     const device = await lamp();
     const a = await connectDevice(http, server.url, device);

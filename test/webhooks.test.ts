@@ -18,7 +18,7 @@ import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { journalIdOf } from './helpers/event-ids.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// Webhooks (README "Webhooks"): registered by the owner, delivered to a real HTTP receiver this
+// Webhooks (docs/owners/webhooks.md): registered by the owner, delivered to a real HTTP receiver this
 // test starts on a loopback port. The test-only OAUTH_CIMD_ALLOW_LOOPBACK admits it; a second
 // server without that switch shows what the SSRF guard refuses.
 
@@ -547,7 +547,7 @@ describe('the dispatcher while no webhook is live', () => {
 describe('webhook delivery with two instances on one database', () => {
   it('sends each event once', async () => {
     // The second instance is a process of its own, as instances are: one embedded connection
-    // per process (README "Volumes"). Two in one process would hold each other up, since a
+    // per process (docs/operators/deploy.md, "Volumes"). Two in one process would hold each other up, since a
     // commit group keeps the write lock until the end of its event-loop turn while the other
     // connection's BEGIN waits synchronously on that same loop.
     const identity = await testIdentity(server.dir);
@@ -848,7 +848,7 @@ describe('an event stored once for all its deliveries', () => {
     await waitFor(async () => expect((await deliveries(owner, done.id, sizedApi))[0]).toMatchObject({ status: 'delivered' }));
     await waitFor(() => expect(receiver.at('/payload-pending').length).toBeGreaterThan(0));
     const [created] = await deliveries(owner, done.id, sizedApi);
-    // Payloads are keyed by journal id; owners are shown encrypted ids (docs/event-ids.md).
+    // Payloads are keyed by journal id; owners are shown encrypted ids (docs/reference/event-ids.md).
     const payloadOf = async (shown: string) =>
       sized.service.db.get('SELECT event_id FROM webhook_payloads WHERE event_id = ?', [await journalIdOf(sized, lamp.workspace, shown)]);
     const revokedEvent = JSON.parse(receiver.at('/payload-pending')[0]!.body).id as string;

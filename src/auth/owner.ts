@@ -35,11 +35,11 @@ export interface OwnerVerifier {
   /**
    * Whether the token could be a session at all, judged without cryptography or a key fetch:
    * an allowed algorithm, the configured `iss` and `aud`, an `exp` not passed. An address over
-   * its failure budget gets a signature check only for such a token (docs/rules.md "Errors and
+   * its failure budget gets a signature check only for such a token (docs/reference/rules.md "Errors and
    * limits"), so a flood of junk from it costs a decode, not a verification or a JWKS fetch.
    */
   plausible(token: string): boolean;
-  /** Whether owner sessions can be verified now (README "Identity provider health"). */
+  /** Whether owner sessions can be verified now (docs/operators/identity-provider.md "Identity provider health"). */
   health(): IdentityProviderHealth;
 }
 

@@ -3,7 +3,7 @@ import { authFailureKey, credentialBucket, rateLimited, type RateLimiter, type R
 import type { Authenticator, CredentialResolver } from './authenticate.js';
 
 /**
- * Wraps an authenticator with the limits of docs/rules.md "Errors and limits", so every transport
+ * Wraps an authenticator with the limits of docs/reference/rules.md "Errors and limits", so every transport
  * that authenticates is limited the same way. Failed authentications draw from a bucket per
  * client address; once it is empty, that address's further failures are 429 instead of 401 —
  * but a valid credential from it is still served, so one bad client behind a shared address

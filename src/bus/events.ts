@@ -8,7 +8,7 @@ type WireEvent = Exclude<ServiceEvent, ActionChange | DeviceRevoked>;
 const isId = (value: unknown): value is string => typeof value === 'string' && value.length > 0 && value.length <= 128;
 
 /**
- * What may travel on the channel: ids, never state (docs/scale-out-security.md). An action
+ * What may travel on the channel: ids, never state (docs/operators/scale-out-security.md). An action
  * change crosses as the hint naming it and a revocation as the hint naming the device; the
  * instances that hear them read the database before acting. A message is rebuilt from the
  * fields its type names, and whatever is not one of these is dropped, so a publisher on the
@@ -49,14 +49,14 @@ function toWire(event: ServiceEvent): WireEvent {
 }
 
 /**
- * The event hub shared by every instance through Redis pub/sub (README "What instances
+ * The event hub shared by every instance through Redis pub/sub (docs/operators/scale-out.md "What instances
  * share"). `publish` delivers to this instance's listeners at once, as the in-memory hub
  * does, and sends the event's hint to Redis; hints from the other instances are delivered here
  * as they arrive. An instance skips its own events coming back from Redis, so none is
  * delivered twice. One channel for all: every instance needs the action changes anyway (MCP
  * calls wait on them), and Redis keeps each publisher's messages in order.
  *
- * Redis is not trusted (docs/scale-out-security.md): anyone able to publish on the channel
+ * Redis is not trusted (docs/operators/scale-out-security.md): anyone able to publish on the channel
  * can send any message, or replay one, so a message only says what to read again. The `from`
  * id only spares an instance its own echo; forging it makes an instance ignore a message.
  *

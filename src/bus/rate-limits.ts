@@ -2,7 +2,7 @@ import { bucketAnswer, type BucketRule, type RateLimiter } from '../domain/rate-
 import type { RedisConnection } from './redis.js';
 
 /**
- * One token bucket per key for the whole service (docs/rules.md "Errors and limits", README
+ * One token bucket per key for the whole service (docs/reference/rules.md "Errors and limits", docs/operators/scale-out.md
  * "What instances share"): the same bucket as the in-memory limiter's, kept in a Redis hash
  * and updated by one Lua script, which Redis runs atomically, so two instances can never
  * both spend the last token. Refill uses Redis's clock (TIME), one clock for every instance.
@@ -44,7 +44,7 @@ type BucketCommand = (key: string, rate: number, burst: number, count: number) =
 /**
  * After a bucket command fails (Redis down, or slower than the 500 ms command timeout), this
  * long passes before the next one is sent: a Redis that hangs with its connection open would
- * otherwise cost every request the whole timeout (README "What instances share").
+ * otherwise cost every request the whole timeout (docs/operators/scale-out.md "What instances share").
  */
 const PAUSE_AFTER_FAILURE_MS = 1000;
 

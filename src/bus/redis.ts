@@ -3,7 +3,7 @@ import type { Logger } from '../domain/context.js';
 import type { DependencyCheck } from '../domain/readiness.js';
 
 /**
- * The connections to REDIS_URL (README "What instances share"): one for commands (publish,
+ * The connections to REDIS_URL (docs/operators/scale-out.md "What instances share"): one for commands (publish,
  * the rate-limit script, the readiness ping) and one in subscriber mode, as Redis requires.
  *
  * Redis is shared state, never the record: when it is down requests keep working from the
@@ -17,7 +17,7 @@ export interface RedisConnection {
   /**
    * What every key and channel of this deployment starts with (REDIS_KEY_PREFIX): what its
    * Redis ACL user is limited to. Not a boundary between deployments: each has its own Redis
-   * (docs/scale-out-security.md).
+   * (docs/operators/scale-out-security.md).
    */
   prefix: string;
   commands: Redis;

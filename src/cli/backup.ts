@@ -1,7 +1,7 @@
 /**
  * `npm run backup -- <destination> [--database file:PATH]` (in the image:
  * `node dist/cli/backup.js <destination>`): a consistent copy of the embedded database, taken
- * while the service runs (docs/backups.md). The database is DATABASE_URL's, as
+ * while the service runs (docs/operators/backups.md). The database is DATABASE_URL's, as
  * the service reads it, unless `--database` names another. Prints one JSON line on success;
  * exits 1 with the reason otherwise, 2 on a usage error.
  */
@@ -28,7 +28,7 @@ try {
   const url = parsed.values.database ?? parseConfig(process.env).databaseUrl;
   if (!url.startsWith('file:')) {
     throw new BackupError(
-      `${url.replace(/\/\/[^@/]*@/, '//')} is a libSQL server: back it up with its own tools (sqld: a copy of its stopped data folder; Turso: point-in-time restore), see docs/backups.md`,
+      `${url.replace(/\/\/[^@/]*@/, '//')} is a libSQL server: back it up with its own tools (sqld: a copy of its stopped data folder; Turso: point-in-time restore), see docs/operators/backups.md`,
     );
   }
   console.log(JSON.stringify(backupEmbedded(url.slice('file:'.length), destination)));

@@ -3,7 +3,7 @@ import { signDevelopmentSession } from '../auth/owner.js';
 import { ConfigError, parseConfig } from '../config.js';
 
 // `npm run owner-token -- --sub NAME [--workspace KEY] [--ttl SECONDS]`: prints a one-hour
-// owner session signed by the embedded development identity provider (docs/rules.md "Credentials").
+// owner session signed by the embedded development identity provider (docs/reference/rules.md "Credentials").
 const { values } = parseArgs({
   options: { sub: { type: 'string' }, workspace: { type: 'string' }, ttl: { type: 'string' } },
 });

@@ -43,7 +43,7 @@ export function simulateLamp(scope: HandlerScope, state: LampState = { on: false
 
 export const lampManifest: Manifest = { capabilities: lampCapabilities };
 
-/** A gateway with two child lamps and an integration-wide service (docs/rules.md "Devices"). */
+/** A gateway with two child lamps and an integration-wide service (docs/reference/rules.md "Devices"). */
 export const gatewayManifest: Manifest = {
   capabilities: [
     {

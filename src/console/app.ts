@@ -14,7 +14,7 @@ import { createGuards } from './guards.js';
 import { mountSignIn } from './sign-in.js';
 
 /**
- * The owner console (README "Owner console"): server-rendered pages at /console on the API's
+ * The owner console (docs/owners/console.md "Owner console"): server-rendered pages at /console on the API's
  * own origin, signed in with the consent page's owner session. Every page action is an
  * operation of the registry called through `invoke` with the owner's credential, exactly as
  * the REST route would call it; the console has no private API.

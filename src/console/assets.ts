@@ -8,7 +8,7 @@ import type { HttpEnv } from '../http/request.js';
  * sheet and one small script. Served as files, so the Content-Security-Policy allows scripts and
  * styles from this origin only ('self') and no inline code at all.
  *
- * The script only enhances what the server already rendered (README "Owner console"): times
+ * The script only enhances what the server already rendered (docs/owners/console.md "Owner console"): times
  * become the owner's local time (the API keeps Unix ms; the page shows UTC without it), copy
  * buttons appear next to secrets shown once, and pages marked `data-live` (the approvals inbox,
  * the activity feed) follow the owner's event stream. Everything works without it.

@@ -5,7 +5,7 @@ import type { HttpEnv } from '../http/request.js';
 import type { Guards } from './guards.js';
 
 /**
- * The console's live updates (README "Owner console"): the owner's event stream (the
+ * The console's live updates (docs/owners/console.md "Owner console"): the owner's event stream (the
  * `events.stream` operation, as `GET /v1/events` serves it) behind the console session, so the
  * page's EventSource, which sends the cookie and no bearer, can read it. The browser's
  * `Last-Event-ID` on reconnecting resumes after the last event it saw.

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../domain/context.js';
 
 /**
- * The console's OpenID Connect sign-in (README "Owner console"): authorization code with PKCE
+ * The console's OpenID Connect sign-in (docs/owners/console.md "Owner console"): authorization code with PKCE
  * (S256), state and nonce, against the provider at OWNER_ISSUER found by discovery. The
  * protocol is openid-client's, a certified relying party: this file only configures it.
  */

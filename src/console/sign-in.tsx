@@ -19,7 +19,7 @@ import { Page } from './layout.js';
 import { createOidcClient, oidcSettings, type PendingSignIn } from './oidc.js';
 
 /**
- * Signing in to the console: the consent page's owner session (README "Owner console"). Three
+ * Signing in to the console: the consent page's owner session (docs/owners/console.md "Owner console"). Three
  * ways in, by how the service is configured: the development identity provider's local form
  * (development only), OpenID Connect against OWNER_ISSUER (OWNER_OIDC_CLIENT_ID set), and
  * pasting an owner session token (always). Each ends with the same session cookie.

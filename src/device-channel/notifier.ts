@@ -3,7 +3,7 @@ import { isDeviceRevoked, storedActionFor } from '../domain/device-events.js';
 import { addKeyedListener, type EventHub } from '../domain/events.js';
 import type { Db } from '../store/driver.js';
 
-/** The wake frame, exactly as sent on the socket (README "Wake channel"). */
+/** The wake frame, exactly as sent on the socket (docs/devices/wire-protocol.md "Wake channel"). */
 export interface WakeFrame {
   type: 'wake';
   /** The device that runs the command: the socket's device, or one of its gateway's children. */
@@ -12,7 +12,7 @@ export interface WakeFrame {
 }
 
 /**
- * The cancel frame (README "Wake channel"): stop a command already fetched; its permission
+ * The cancel frame (docs/devices/wire-protocol.md "Wake channel"): stop a command already fetched; its permission
  * was withdrawn. Whatever the device reports for it is still stored.
  */
 export interface CancelFrame {
@@ -32,7 +32,7 @@ export type DeviceSignal =
 /**
  * Delivers signals to the sockets a device holds on this instance, whichever instance
  * raised them: `createLocalNotifier` below, fed by the event hub, which several instances
- * share through Redis (README "What instances share"). A wake is only a hint: a lost one
+ * share through Redis (docs/operators/scale-out.md "What instances share"). A wake is only a hint: a lost one
  * delays a command until the device's next poll, it never loses it, because the queue lives
  * in the database.
  */
@@ -52,7 +52,7 @@ export interface NotifierDeps {
  * At most this many database reads started by other instances' messages are in flight; past
  * it, a message is dropped rather than queue reads behind a flood of them. A dropped
  * wake waits for the device's next poll; a dropped revocation still fails the device's next
- * request with 401 (docs/scale-out-security.md).
+ * request with 401 (docs/operators/scale-out-security.md).
  */
 export const MAX_HINT_READS = 32;
 
@@ -65,7 +65,7 @@ export const MAX_HINT_READS = 32;
  *
  * This instance's own events carry what it committed. Another instance's arrive over the
  * shared bus as ids, which anyone able to publish there could forge or replay
- * (docs/scale-out-security.md): for a change that may call for a frame (the hint's `signal`)
+ * (docs/operators/scale-out-security.md): for a change that may call for a frame (the hint's `signal`)
  * or a revocation, the instance holding the device's sockets, and only it, reads the action
  * or the device's revocation from the database and signals what is stored, so a forged
  * revocation closes nothing and a replayed recall of a finished command sends nothing.
@@ -80,7 +80,7 @@ export function createLocalNotifier(events: EventHub, deps: NotifierDeps): Devic
       deliver(targetId, {
         type: 'wake',
         frame: { type: 'wake', deviceId: action.deviceId, actionId: action.id },
-        // An approved action was queued when it was approved (docs/rules.md "Approvals"), not when asked for.
+        // An approved action was queued when it was approved (docs/reference/rules.md "Approvals"), not when asked for.
         queuedAt: action.approval?.decidedAt ?? action.createdAt,
       });
     } else if (action.status === 'received' && action.cancelRequestedAt !== null) {

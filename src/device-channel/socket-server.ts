@@ -11,11 +11,11 @@ import { endWithEnvelope } from '../http/raw-answer.js';
 import type { Db } from '../store/driver.js';
 import type { CancelFrame, DeviceNotifier, WakeFrame } from './notifier.js';
 
-/** Close codes of the wake socket (README "Wake channel"). */
+/** Close codes of the wake socket (docs/devices/wire-protocol.md "Wake channel"). */
 export const CLOSE_CODES = {
   /** The service is shutting down; reconnect with backoff. */
   goingAway: 1001,
-  /** The device was revoked (docs/rules.md "Credentials"): do not reconnect. */
+  /** The device was revoked (docs/reference/rules.md "Credentials"): do not reconnect. */
   revoked: 4401,
   /** The device sent a frame other than a pong, or more pongs than a ping interval allows. */
   policyViolation: 1008,
@@ -62,7 +62,7 @@ export interface DeviceChannel {
 
 /**
  * What a socket must be told as it opens: signals raised while its upgrade was checked, and
- * the recalls of commands its device still holds (README "Wake channel"). Cancels are never
+ * the recalls of commands its device still holds (docs/devices/wire-protocol.md "Wake channel"). Cancels are never
  * dropped (a device holds few commands); wakes are capped, one drain serves them all.
  */
 interface Early {
@@ -106,7 +106,7 @@ const describeError = (error: unknown) => (error instanceof Error ? (error.stack
 /**
  * An upgrade is a GET: nothing reads a body sent with it, and bytes after its headers would be
  * taken for WebSocket frames. One declared over 16 KiB is refused as every other request's is
- * (413, docs/rules.md "Errors and limits"); any other body, chunked or not, is 400. Refused
+ * (413, docs/reference/rules.md "Errors and limits"); any other body, chunked or not, is 400. Refused
  * before the ticket is looked at, so it is not spent.
  */
 function upgradeBodyRefusal(contentLength: string | undefined, transferEncoding: string | undefined): DomainError | undefined {
@@ -127,7 +127,7 @@ function refuse(socket: Duplex, error: unknown, requestId: string): { status: nu
 }
 
 /**
- * The wake channel (docs/rules.md "Actions") on the API's own port: `ws` in noServer mode behind the
+ * The wake channel (docs/reference/rules.md "Actions") on the API's own port: `ws` in noServer mode behind the
  * node server's 'upgrade' event. The ticket is checked, and consumed, before the upgrade,
  * so a refused client gets an HTTP 401 with the error envelope, never a socket.
  */
@@ -135,7 +135,7 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
   const { db, clock, log, notifier } = deps;
   // autoPong off: a device's own ping is a protocol violation here, not something to answer.
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES, clientTracking: false, perMessageDeflate: false, autoPong: false });
-  // The 101 answer carries the request id too, like every other answer (docs/rules.md "Envelopes").
+  // The 101 answer carries the request id too, like every other answer (docs/reference/rules.md "Envelopes").
   const requestIds = new WeakMap<IncomingMessage, string>();
   // Requests whose 101 is being written: past that point a failure can only cut the connection.
   const switching = new WeakSet<IncomingMessage>();
@@ -185,7 +185,7 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
         log.error({ msg: 'device last-seen write failed', deviceId, error: describeError(error) }),
       );
     });
-    // Devices have nothing to say on this channel (README "Wake channel"): a data frame or a
+    // Devices have nothing to say on this channel (docs/devices/wire-protocol.md "Wake channel"): a data frame or a
     // ping of their own is a client breaking the protocol, not something to serve.
     socket.on('message', () => violate(peer, 'devices send only pongs'));
     socket.on('ping', () => violate(peer, 'devices send only pongs'));
@@ -279,7 +279,7 @@ export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): De
   /**
    * The last line of the upgrade path: whatever onUpgrade failed to foresee is logged with the
    * request id and answered with a 500 envelope (or the socket is cut, if bytes already went
-   * out), never left to reject and end the process (docs/rules.md "Errors and limits").
+   * out), never left to reject and end the process (docs/reference/rules.md "Errors and limits").
    */
   const onUpgradeEvent = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     onUpgrade(request, socket, head).catch((error: unknown) => {

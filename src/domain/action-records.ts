@@ -25,7 +25,7 @@ export const expiredReason = z.enum(Object.keys(EXPIRED_REASONS) as [ExpiredReas
     '.',
 );
 
-/** The human yes or no an action needed (docs/rules.md "Approvals"), as the Action and the history export show it. */
+/** The human yes or no an action needed (docs/reference/rules.md "Approvals"), as the Action and the history export show it. */
 export const approvalRecord = z
   .object({
     mode: approvalMode,

@@ -15,7 +15,7 @@ export type ActionStatus = (typeof ACTION_STATUSES)[number];
 
 /**
  * What a new action starts as: `awaiting_approval` when its grant asks for a human's yes
- * first (docs/rules.md "Approvals"), `queued` otherwise.
+ * first (docs/reference/rules.md "Approvals"), `queued` otherwise.
  */
 export const INITIAL_STATUSES = ['awaiting_approval', 'queued'] as const satisfies readonly ActionStatus[];
 
@@ -46,7 +46,7 @@ export const ACTION_STATES: Record<ActionStatus, StatusInfo> = {
 export interface Transition {
   from: readonly ActionStatus[];
   to: readonly ActionStatus[];
-  /** What makes the move, in the README's words. */
+  /** What makes the move, in the words of docs/reference/action-states.md. */
   by: string;
 }
 
@@ -95,7 +95,7 @@ export type TransitionName = keyof typeof TRANSITIONS;
 export interface Mark {
   /** The statuses it applies in; the status itself does not change. */
   on: readonly ActionStatus[];
-  /** What it records, in the README's words. */
+  /** What it records, in the words of docs/reference/action-states.md. */
   records: string;
   by: string;
 }
@@ -121,7 +121,7 @@ export type MarkName = keyof typeof MARKS;
 
 /**
  * Why an action was cancelled, or why a handed-out one was recalled (`cancelReason` on the
- * Action; README "Action states (as implemented)"). A command is cancelled whenever the
+ * Action; docs/reference/action-states.md "Action states (as implemented)"). A command is cancelled whenever the
  * permission it was requested under no longer holds, not only when someone asks.
  */
 export const CANCEL_REASONS = {
@@ -141,7 +141,7 @@ export const CANCEL_REASONS = {
 
 export type CancelReason = keyof typeof CANCEL_REASONS;
 
-/** Why an action expired (`expiredReason` on the Action; docs/rules.md "Approvals"). */
+/** Why an action expired (`expiredReason` on the Action; docs/reference/rules.md "Approvals"). */
 export const EXPIRED_REASONS = {
   deadline: 'no result arrived before its deadline',
   approval_timeout: 'nobody approved or rejected it within its approval window',

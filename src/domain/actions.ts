@@ -66,7 +66,7 @@ interface ActionRequest {
 
 /**
  * Checks access and arguments for one device and returns the action to create, without
- * creating it. The grant's approval mode decides where it starts (docs/rules.md "Approvals"):
+ * creating it. The grant's approval mode decides where it starts (docs/reference/rules.md "Approvals"):
  * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
  * agent's client confirmed this call under this very grant (`ctx.userConfirmation`), which
  * REST never does; `none` queues it.
@@ -292,7 +292,7 @@ const decisionInput = z.strictObject({
 });
 
 /**
- * The owner's decision on a waiting action (docs/rules.md "Approvals"), in one transaction:
+ * The owner's decision on a waiting action (docs/reference/rules.md "Approvals"), in one transaction:
  * the guarded move, or, when it matched nothing, why: an approval finds the permission
  * withdrawn (the action is cancelled with that reason), its window over (expired), or the
  * action already decided or ended. Any change is published; a refusal answers 409 with the
@@ -355,7 +355,7 @@ export const rejectAction = defineOperation({
  * Withdraws one action whatever stage it is in: a queued one is cancelled, a handed-out one
  * recalled (the device is asked to stop; its report is still stored), a finished one is left
  * as it is. For withdrawals nobody answers for, such as an MCP client going away
- * (docs/rules.md "Actions"). Returns the changed action, if any.
+ * (docs/reference/rules.md "Actions"). Returns the changed action, if any.
  */
 export async function withdrawAction(ctx: Context, workspaceId: string, actionId: string, reason: CancelReason): Promise<ActionRecord | undefined> {
   const now = ctx.clock.now();
@@ -367,7 +367,7 @@ export async function withdrawAction(ctx: Context, workspaceId: string, actionId
 
 /**
  * Inside the transaction of a revocation: cancels the commands in `scope` that may no longer
- * run and recalls the handed-out ones, each with its reason (docs/rules.md "Actions"). The
+ * run and recalls the handed-out ones, each with its reason (docs/reference/rules.md "Actions"). The
  * caller publishes the returned rows after the commit, so waiting MCP calls, owners and wake
  * sockets learn it at once and never see a change that rolled back.
  */

@@ -10,7 +10,7 @@ import { uuid } from './schemas.js';
 
 /**
  * The owner's approvals inbox by pages, and rejecting many waiting actions at once
- * (docs/approvals.md). An agent can queue approvals faster than anyone reads them: the inbox
+ * (docs/owners/approvals.md). An agent can queue approvals faster than anyone reads them: the inbox
  * is read a page at a time, and the owner can turn a page of them down in one go.
  */
 

@@ -11,7 +11,7 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 /** Issues one failed validation (or one refused schema) reports at most: enough to fix it, never a 59 MB answer. */
 export const MAX_ARGUMENT_ISSUES = 20;
-/** Compiled validators kept (least recently used dropped first); README "Argument schemas". */
+/** Compiled validators kept (least recently used dropped first); docs/devices/argument-schemas.md "Argument schemas". */
 export const VALIDATOR_CACHE_SIZE = 256;
 
 /**
@@ -96,7 +96,7 @@ const UNREACHABLE_MAPS = ['patternProperties', 'dependentSchemas', '$defs', 'def
  * A device may mark an argument `x-mcp-header` (MCP 2026-07-28 Streamable HTTP, "Schema
  * Extension"); clients then repeat it in an `Mcp-Param-*` header and drop a tool whose marks
  * break the extension's rules, so a schema that breaks them is refused at publish
- * (docs/rules.md "MCP"): a non-empty RFC 9110 token, on a string, integer or boolean property
+ * (docs/reference/rules.md "MCP"): a non-empty RFC 9110 token, on a string, integer or boolean property
  * reached from the root through `properties` only, unique ignoring case. Paths are relative to
  * the schema, as the other schema issues.
  */

@@ -8,7 +8,7 @@ import { DomainError } from './errors.js';
 export { STORAGE_BUDGETS };
 
 /**
- * Workspace capacity (docs/rules.md "Errors and limits"). Each check runs inside the transaction that would
+ * Workspace capacity (docs/reference/rules.md "Errors and limits"). Each check runs inside the transaction that would
  * exceed it, so two concurrent requests cannot both take the last place.
  */
 export async function assertDeviceCapacity(tx: Queryable, limits: CapacityLimits, workspaceId: string, adding: number): Promise<void> {
@@ -74,7 +74,7 @@ const budgetWhat: Record<StorageBudget, string> = {
 };
 
 /**
- * The workspace's storage budgets (docs/budgets.md) for one more action whose arguments are
+ * The workspace's storage budgets (docs/operators/budgets.md) for one more action whose arguments are
  * `argumentBytes` bytes: the same rule as the guarded insert's `storageRoom`, read inside the
  * transaction that would write it, so the refusal names the budget. The whole write is
  * refused; nothing stored earlier is touched.

@@ -68,7 +68,7 @@ async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurp
   const { row, withdrawn } = await ctx.db.transaction(async (tx) => {
     const row = await revokeConnection(tx, workspaceId, purpose, id, now);
     if (!row) throw fail.notFound(purpose === 'agent' ? 'Agent connection' : 'Setup token');
-    // An agent connection's commands stop with it (docs/rules.md "Actions"); another
+    // An agent connection's commands stop with it (docs/reference/rules.md "Actions"); another
     // connection of the same principal keeps its own.
     return { row, withdrawn: purpose === 'agent' ? await withdrawRevoked(tx, { workspaceId, connectionId: id }, now) : [] };
   });
@@ -76,7 +76,7 @@ async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurp
   return toConnection(row, now);
 }
 
-// Setup tokens (attach-only; docs/rules.md "Credentials").
+// Setup tokens (attach-only; docs/reference/rules.md "Credentials").
 
 export const createSetupToken = defineOperation({
   name: 'setupTokens.create',
@@ -136,7 +136,7 @@ export const revokeSetupToken = defineOperation({
   run: ({ ctx, credential, input }) => revoke(ctx, credential.workspaceId, 'device-setup', input.connectionId),
 });
 
-// Agent connections (docs/rules.md "Access": one principal each, with an access ceiling).
+// Agent connections (docs/reference/rules.md "Access": one principal each, with an access ceiling).
 
 export const createAgentConnection = defineOperation({
   name: 'agentConnections.create',

@@ -14,7 +14,7 @@ export type Credential =
       kind: 'owner';
       workspaceId: string;
       subject: string;
-      /** When the session token stops authenticating (its `exp`): a live stream ends then (docs/event-streams.md). */
+      /** When the session token stops authenticating (its `exp`): a live stream ends then (docs/reference/event-streams.md). */
       expiresAt?: number;
       /**
        * The hash of the console session this credential came from: a live stream re-reads that
@@ -42,7 +42,7 @@ export type Credential =
 
 /**
  * Set when an agent credential is an OAuth access token: `access` is then already the token's
- * scope ceiling intersected with its connection's (docs/rules.md "Access"), so every check that reads
+ * scope ceiling intersected with its connection's (docs/reference/rules.md "Access"), so every check that reads
  * `access` holds for OAuth tokens too.
  */
 export interface OAuthTokenInfo {
@@ -65,7 +65,7 @@ export interface Clock {
 /** LOG_LEVEL: `silent` writes nothing. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
-/** Levels as README "Logs" defines them: debug (diagnosis), info (what happened), warn (degraded, needs an operator soon), error (failed). */
+/** Levels as docs/operators/logs-and-metrics.md "Logs" defines them: debug (diagnosis), info (what happened), warn (degraded, needs an operator soon), error (failed). */
 export interface Logger {
   /** Whether a record at `level` would be written; absent means always (a caller then builds the record regardless). */
   enabled?(level: 'debug' | 'info' | 'warn' | 'error'): boolean;
@@ -83,13 +83,13 @@ export interface ServiceSettings {
   deviceControlsEnabled: boolean;
   publicBaseUrl: string;
   capacity: CapacityLimits;
-  /** What GET /readyz asks (README "Probes"): the database, and Redis when configured. */
+  /** What GET /readyz asks (docs/operators/probes.md "Probes"): the database, and Redis when configured. */
   dependencies: readonly DependencyCheck[];
-  /** The owner's event stream (README "Owner events"). */
+  /** The owner's event stream (docs/reference/events.md "Owner events"). */
   ownerEvents: OwnerEventSettings;
 }
 
-/** Workspace capacity (docs/rules.md "Errors and limits"), checked in the transaction that would exceed it. */
+/** Workspace capacity (docs/reference/rules.md "Errors and limits"), checked in the transaction that would exceed it. */
 export interface CapacityLimits {
   devicesPerWorkspace: number;
   queuedActionsPerWorkspace: number;
@@ -102,11 +102,11 @@ export interface CapacityLimits {
   enrollmentCodesPerWorkspace: number;
   /** Live webhooks (WORKSPACE_MAX_WEBHOOKS). */
   webhooksPerWorkspace: number;
-  /** What the workspace may make the service store (docs/budgets.md), checked when an action is requested. */
+  /** What the workspace may make the service store (docs/operators/budgets.md), checked when an action is requested. */
   storage: StorageLimits;
 }
 
-/** How the stream behaves; from EVENTS_* (README "Configuration"). */
+/** How the stream behaves; from EVENTS_* (docs/operators/configuration.md "Configuration"). */
 export interface OwnerEventSettings {
   /** A comment line after this long without an event, so proxies and clients know the stream is alive. */
   heartbeatMs: number;
@@ -140,13 +140,13 @@ export interface LiveStreams {
   closeAll(): void;
 }
 
-/** A device function an agent may call now, as the live access check found it (docs/rules.md "Access"). */
+/** A device function an agent may call now, as the live access check found it (docs/reference/rules.md "Access"). */
 export interface AuthorizedFunction {
   /** Who fetches the command: the device itself, or its gateway. */
   targetId: string;
   kind: 'read' | 'control';
   argumentSchema: string;
-  /** Whose yes the call needs first (docs/rules.md "Approvals"). */
+  /** Whose yes the call needs first (docs/reference/rules.md "Approvals"). */
   approval: ApprovalMode;
 }
 
@@ -167,11 +167,11 @@ export interface Context {
   schemas: ArgumentSchemas;
   /** The owner event streams open on this instance: bounded, and ended on shutdown. */
   streams: LiveStreams;
-  /** Checks webhook URLs against the SSRF guard (README "Webhooks"). */
+  /** Checks webhook URLs against the SSRF guard (docs/owners/webhooks.md). */
   webhooks: WebhookTransport;
   /**
    * The agent's MCP client reported that its user said yes to this very call, under the grant
-   * named here (a verified confirmation state: docs/confirmation.md). Set by the MCP surface
+   * named here (a verified confirmation state: docs/agents/confirmation.md). Set by the MCP surface
    * only; a grant in `user` mode then queues the action, recorded as confirmed by the client,
    * if it is still that grant; a revoke and re-grant since refuses the call.
    */

@@ -9,7 +9,7 @@ import { noteDeviceSeen } from './devices.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
-/** DeviceNext: what a device is handed (docs/rules.md "Actions"). */
+/** DeviceNext: what a device is handed (docs/reference/rules.md "Actions"). */
 export const deviceNext = z.object({
   id: uuid,
   deviceId: uuid.describe('Which device runs it: the gateway itself or one of its children.'),
@@ -53,7 +53,7 @@ export const fetchNextCommand = defineOperation({
     // (and expire at their deadline) rather than handed to devices while it is off.
     if (!ctx.settings.deviceControlsEnabled) return null;
     const now = ctx.clock.now();
-    // Authorization at hand-out (docs/rules.md "Actions"): the claim takes the oldest command
+    // Authorization at hand-out (docs/reference/rules.md "Actions"): the claim takes the oldest command
     // that may still run; the older ones it skipped are cancelled, each with its reason.
     // The cancel costs a statement only when something was skipped: the hot path stays one
     // UPDATE per command handed out (and one read more for an empty queue).
@@ -115,14 +115,14 @@ export const reportResult = defineOperation({
     let row = await completeAction(ctx.db, report, now);
     if (!row) {
       publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: input.actionId }));
-      // Past the deadline, what the device did is still stored, never dropped (docs/rules.md "Actions").
+      // Past the deadline, what the device did is still stored, never dropped (docs/reference/rules.md "Actions").
       row = await reportLate(ctx.db, report, now);
     }
     if (row) {
       publishActions(ctx, [row]);
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
-      // An action awaiting approval does not exist for the device yet (docs/rules.md "Approvals").
+      // An action awaiting approval does not exist for the device yet (docs/reference/rules.md "Approvals").
       if (!row || row.status === 'awaiting_approval') throw fail.notFound('Action');
       const reported = row.status === 'expired' && row.reportedLateAt !== null ? (row.errorCode === null ? 'succeeded' : 'failed') : row.status;
       const same =

@@ -11,7 +11,7 @@ import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
-/** A ticket opens one wake socket within 30 s of issue (docs/rules.md "Actions"). */
+/** A ticket opens one wake socket within 30 s of issue (docs/reference/rules.md "Actions"). */
 export const EVENT_TICKET_TTL_MS = 30_000;
 
 export const eventsTicket = z.object({
@@ -42,7 +42,7 @@ export const issueEventsTicket = defineOperation({
   },
 });
 
-/** A recalled command a device still holds: the wake channel's cancel frame (README "Wake channel"). */
+/** A recalled command a device still holds: the wake channel's cancel frame (docs/devices/wire-protocol.md "Wake channel"). */
 export interface Recall {
   deviceId: string;
   actionId: string;
@@ -51,7 +51,7 @@ export interface Recall {
 
 /**
  * The recalls a device's new wake socket is told at once: a device that was offline, or
- * reconnected, when a recall was sent still learns it (README "Wake channel").
+ * reconnected, when a recall was sent still learns it (docs/devices/wire-protocol.md "Wake channel").
  */
 export async function pendingRecalls(deps: { db: Db; clock: Clock }, deviceId: string): Promise<Recall[]> {
   const rows = await recalledFor(deps.db, deviceId, deps.clock.now());
@@ -90,14 +90,14 @@ export function markDeviceSeen(deps: { db: Db; clock: Clock }, deviceId: string)
 /**
  * An action another instance says changed, as stored, if `targetId` is the device that fetches
  * it; undefined otherwise. The shared bus only names what changed, and anyone able to publish
- * there could name anything (docs/scale-out-security.md): the wake channel decides from this.
+ * there could name anything (docs/operators/scale-out-security.md): the wake channel decides from this.
  */
 export async function storedActionFor(db: Db, workspaceId: string, actionId: string, targetId: string): Promise<ActionRecord | undefined> {
   const row = await getAction(db, workspaceId, actionId);
   return row && row.targetId === targetId ? toActionRecord(row) : undefined;
 }
 
-/** Whether the device's credential is revoked in the database, whatever a message said (docs/scale-out-security.md). */
+/** Whether the device's credential is revoked in the database, whatever a message said (docs/operators/scale-out-security.md). */
 export async function isDeviceRevoked(db: Db, workspaceId: string, deviceId: string): Promise<boolean> {
   const device = await getDevice(db, workspaceId, deviceId);
   return device !== undefined && device.revokedAt !== null;

@@ -180,10 +180,10 @@ export const revokeWorkspaceDevice = defineOperation({
       if (!(await getDevice(tx, credential.workspaceId, input.deviceId))) throw fail.notFound('Device');
       await revokeDevice(tx, credential.workspaceId, input.deviceId, now);
       // Nothing can deliver its commands any more: cancel them rather than let them expire,
-      // and ask it to stop the ones it holds (docs/rules.md "Actions").
+      // and ask it to stop the ones it holds (docs/reference/rules.md "Actions").
       return [
         ...(await cancelQueuedForTarget(tx, credential.workspaceId, input.deviceId, now)),
-        // Actions waiting for approval too (docs/rules.md "Approvals"): with the reason `device_revoked`.
+        // Actions waiting for approval too (docs/reference/rules.md "Approvals"): with the reason `device_revoked`.
         ...(await cancelWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: input.deviceId }, now)),
         ...(await recallWithdrawn(tx, { workspaceId: credential.workspaceId, deviceId: input.deviceId }, now)),
       ];
@@ -268,7 +268,7 @@ function fingerprinted(list: z.infer<typeof capability>[]): CapabilityInput[] {
 
 /**
  * Withdraws the commands of every function a republish removed or changed (another kind or
- * schema fingerprint): the grants they were requested under no longer apply (docs/rules.md
+ * schema fingerprint): the grants they were requested under no longer apply (docs/reference/rules.md
  * "Access"). Queued ones are cancelled and handed-out ones recalled, with `function_removed`
  * or `function_changed`. Runs in the republish's transaction.
  */
@@ -345,11 +345,11 @@ export const publishManifest = defineOperation({
       );
       const after = await familyFunctions(tx, credential.workspaceId, self.id);
       // A child left out of the manifest is no longer run by the gateway: its queued commands
-      // go, and the ones the gateway already fetched for it are recalled (docs/rules.md "Actions").
+      // go, and the ones the gateway already fetched for it are recalled (docs/reference/rules.md "Actions").
       const detached = await cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
       const changed = await withdrawChangedFunctions(tx, credential.workspaceId, before, after, now);
       const scope = { workspaceId: credential.workspaceId, deviceId: self.id };
-      // Actions waiting for approval on a detached child end too (docs/rules.md "Approvals"), as `device_detached`.
+      // Actions waiting for approval on a detached child end too (docs/reference/rules.md "Approvals"), as `device_detached`.
       return [...detached, ...changed, ...(await cancelWithdrawn(tx, scope, now)), ...(await recallWithdrawn(tx, scope, now))];
     });
     publishActions(ctx, cancelled);

@@ -8,7 +8,7 @@ import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
 import { attachedDevice, timestamp, uuid } from './schemas.js';
 
-/** Legacy board enrollment (docs/rules.md "Devices"): a one-use code valid 10 minutes. */
+/** Legacy board enrollment (docs/reference/rules.md "Devices"): a one-use code valid 10 minutes. */
 const ENROLLMENT_TTL_MS = 10 * 60_000;
 
 export const createEnrollment = defineOperation({

@@ -48,7 +48,7 @@ export interface ErrorDetails {
   rateLimit?: { limit: number; remaining: number };
   /** For a `conflict` about one action (approve, reject): the Action as it is now. */
   action?: Record<string, unknown>;
-  /** For `quota_exceeded`: the storage budget the write would exceed (docs/budgets.md), its limit and what is used. */
+  /** For `quota_exceeded`: the storage budget the write would exceed (docs/operators/budgets.md), its limit and what is used. */
   budget?: { name: string; limit: number; used: number };
 }
 
@@ -97,7 +97,7 @@ export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 /**
  * The store's "cannot serve now" as the domain says it: 503 `unavailable` with Retry-After
- * (README "Errors"), the same on every surface. The driver's text stays out of the message
+ * (docs/reference/errors.md "Errors"), the same on every surface. The driver's text stays out of the message
  * (it is logged, `cause`); any other error is returned as it is.
  */
 export function fromStoreError(error: unknown): unknown {
@@ -124,7 +124,7 @@ interface SweepLog {
 
 /**
  * A periodic job (expiry sweep, housekeeping) that failed: it runs again at its next tick. A
- * database out of reach is a degradation, logged as a warn line without a stack (README
+ * database out of reach is a degradation, logged as a warn line without a stack (docs/operators/logs-and-metrics.md
  * "Logs"); anything else is a bug, logged at error level with its stack.
  */
 export function logSweepFailure(log: SweepLog, msg: string, error: unknown): void {

@@ -5,7 +5,7 @@ import { serviceKey } from '../store/service-keys.js';
 import type { Context } from './context.js';
 
 /**
- * The event ids an owner sees (docs/event-ids.md): on the event stream, in each event's `id`,
+ * The event ids an owner sees (docs/reference/event-ids.md): on the event stream, in each event's `id`,
  * in webhook payloads, and sent back as `Last-Event-ID`. The journal numbers its rows with one
  * counter for the whole service; shown as they are, two ids a workspace saw would tell how many
  * events every other workspace had in between. So each id is shown encrypted: one AES-256

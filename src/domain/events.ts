@@ -12,7 +12,7 @@ export interface ActionChange {
   action: ActionRecord;
 }
 
-/** A device was revoked: its open wake sockets must close (docs/rules.md "Credentials", code 4401). */
+/** A device was revoked: its open wake sockets must close (docs/reference/rules.md "Credentials", code 4401). */
 export interface DeviceRevoked {
   type: 'device-revoked';
   workspaceId: string;
@@ -22,7 +22,7 @@ export interface DeviceRevoked {
 /**
  * Another instance says an action changed (its `ActionChange`, as the shared bus carries it):
  * which action, never how. Anyone able to publish on the bus could forge or replay one
- * (docs/scale-out-security.md), so whoever acts on it reads the action from the database.
+ * (docs/operators/scale-out-security.md), so whoever acts on it reads the action from the database.
  */
 export interface ActionHint {
   type: 'action-hint';
@@ -67,7 +67,7 @@ export type EventListener = (event: ServiceEvent, origin: EventOrigin) => void;
 /**
  * Something was written to the workspace's event journal that no other service event
  * announces (a grant given or revoked, a device going online or offline): the owner's open
- * event streams read the journal now instead of at their next safety poll (README "Owner events").
+ * event streams read the journal now instead of at their next safety poll (docs/reference/events.md "Owner events").
  */
 export interface JournalWritten {
   type: 'journal';
@@ -89,7 +89,7 @@ export function announceJournal(ctx: { events: EventHub }, workspaceId: string):
  * Where service events go: MCP tool calls wait on them, the wake channel turns `queued`
  * into wake frames. In one process this is the in-memory hub below; with `REDIS_URL` the
  * shared bus (src/bus/) puts Redis pub/sub behind the same interface, delivering every
- * instance's events on every instance (README "What instances share").
+ * instance's events on every instance (docs/operators/scale-out.md "What instances share").
  */
 export interface EventHub {
   /** Delivers to this instance's listeners at once (and, on a shared bus, to the other instances). */

@@ -14,9 +14,9 @@ const OFFLINE_BATCH = 500;
  * Moves queued or received actions past their deadline to `expired` every `intervalMs`, so
  * history is true even for a device that never calls again (reads also expire on the spot).
  * It also recalls handed-out commands whose permission ended without an event, a grant
- * expiring (docs/rules.md "Actions"): `next` refuses such queued ones itself, but a device
+ * expiring (docs/reference/rules.md "Actions"): `next` refuses such queued ones itself, but a device
  * holding one learns it only from a recall. And it journals `device.offline` for devices
- * quiet for the online window (README "Owner events"), which no request would ever reveal.
+ * quiet for the online window (docs/reference/events.md "Owner events"), which no request would ever reveal.
  * Returns a function that stops the sweep.
  */
 export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock; log: Logger }, intervalMs: number): () => void {
@@ -33,7 +33,7 @@ export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock;
         for (const row of rows) deps.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
         const quiet = await markQuietDevicesOffline(deps.db, deps.clock.now() - ONLINE_WINDOW_MS, OFFLINE_BATCH);
         for (const workspaceId of new Set(quiet)) announceJournal(deps, workspaceId);
-        // README "Logs": a sweep that changed something is news (info); an idle one is for diagnosis (debug).
+        // docs/operators/logs-and-metrics.md "Logs": a sweep that changed something is news (info); an idle one is for diagnosis (debug).
         const line = { msg: 'expiry sweep', expired: rows.length, offline: quiet.length, durationMs: Math.round((performance.now() - started) * 100) / 100 };
         if (rows.length + quiet.length > 0) deps.log.info(line);
         else deps.log.debug(line);

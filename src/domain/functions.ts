@@ -28,7 +28,7 @@ export const callableFunction = z.object({
   arguments: z.record(z.string(), z.unknown()).describe('JSON Schema of the arguments object.'),
   approval: approvalMode
     .optional()
-    .describe('For an agent: whose yes a call needs before the device is asked (docs/rules.md "Approvals"); absent in an owner\'s listing.'),
+    .describe('For an agent: whose yes a call needs before the device is asked (docs/reference/rules.md "Approvals"); absent in an owner\'s listing.'),
 });
 
 export type CallableFunction = z.infer<typeof callableFunction>;
@@ -117,7 +117,7 @@ export function authorizedFromListing(fn: CallableFunction): Context['callable']
 type Agent = { workspaceId: string; principal: string; access: Access };
 
 /**
- * The live access check of docs/rules.md "Access" for one function, from one read: the device
+ * The live access check of docs/reference/rules.md "Access" for one function, from one read: the device
  * is in the caller's workspace and usable, a live grant exists for the principal, and the
  * ceiling allows the function's kind. The refusals come in this order: no such device, no
  * grant, no such function, a ceiling too low, a revoked gateway, a revoked device.

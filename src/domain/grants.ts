@@ -45,7 +45,7 @@ export const grant = z.object({
 
 type Stale = z.infer<typeof grant>['stale'];
 
-/** How a grant differs from its function as published now (docs/rules.md "Access"); null when it still applies. */
+/** How a grant differs from its function as published now (docs/reference/rules.md "Access"); null when it still applies. */
 function staleness(row: GrantRow): Stale {
   const base = { grantedKind: row.functionKind, currentKind: row.currentKind, currentSchemaFingerprint: row.currentFingerprint };
   if (row.currentKind === null) return { reason: 'function_removed', ...base };
@@ -178,7 +178,7 @@ export const revokeWorkspaceGrants = defineOperation({
           now,
         );
       }
-      // Stop means stop (docs/rules.md "Actions"): the commands the revoked grants allowed.
+      // Stop means stop (docs/reference/rules.md "Actions"): the commands the revoked grants allowed.
       const withdrawn = await withdrawRevoked(tx, { workspaceId: credential.workspaceId, principal: scope.principal, deviceId: scope.deviceId }, now);
       return { revoked, withdrawn };
     });
@@ -231,7 +231,7 @@ async function replaceGatewayGrants(
       if (functions.length > 0) devices += 1;
     }
     await assertWithinCap(tx, ctx.settings.capacity, 'grants', owner.workspaceId, now);
-    // What the replacement no longer grants (e.g. control → read) stops now (docs/rules.md "Actions").
+    // What the replacement no longer grants (e.g. control → read) stops now (docs/reference/rules.md "Actions").
     const withdrawn = await withdrawRevoked(tx, { workspaceId: owner.workspaceId, principal: input.principal, deviceId: gateway.id }, now);
     return { devices, cancelledRows: [...cancelledRows, ...withdrawn] };
   });
@@ -256,7 +256,7 @@ export const grantGateway = defineOperation({
     mode: z.enum(['read', 'control']),
     includeServices: z.boolean().default(false),
     ttlSeconds: grantTtl.default(3600).describe('Lifetime in seconds (60 to 31536000, default 3600); null for no expiry.'),
-    approval: approvalMode.default('none').describe('The approval mode of every grant it writes (docs/rules.md "Approvals").'),
+    approval: approvalMode.default('none').describe('The approval mode of every grant it writes (docs/reference/rules.md "Approvals").'),
   }),
   output: z.object({ ok: z.boolean(), devices: z.number().int().describe('Devices that received at least one grant.') }),
   run: ({ ctx, credential, input }) => replaceGatewayGrants(ctx, credential, input),

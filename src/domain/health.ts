@@ -41,7 +41,7 @@ export const readinessObject = z.object({
 });
 
 /**
- * Readiness (README "Probes"): whether this instance can serve requests now. Unlike
+ * Readiness (docs/operators/probes.md "Probes"): whether this instance can serve requests now. Unlike
  * /healthz (liveness: the process answers), it asks every dependency — the database with a
  * bounded `SELECT 1`, Redis when configured — and answers 503 `unavailable` naming the ones
  * that do not answer. A probe is public, so the body says which dependency is down and not

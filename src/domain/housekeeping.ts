@@ -9,9 +9,9 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  * Rows that outlived their purpose, deleted so the database does not grow forever. What is
  * kept and why:
  *
- * - Actions are history (docs/rules.md "Actions": history and export) for ACTIONS_RETENTION_DAYS
+ * - Actions are history (docs/reference/rules.md "Actions": history and export) for ACTIONS_RETENTION_DAYS
  *   (30 days by default) after they were requested, then deleted once finished; one still
- *   waiting, queued or handed out stays (docs/budgets.md). What they stored then no longer
+ *   waiting, queued or handed out stays (docs/operators/budgets.md). What they stored then no longer
  *   counts against the workspace's storage budgets, and SQLite reuses the freed pages.
  * - Authorization codes: one hour past their 60 s expiry, so that a stolen code replayed in
  *   that hour still revokes the tokens it issued (src/domain/oauth/token.ts, exchangeCode).
@@ -20,16 +20,16 @@ import { IDEMPOTENCY_WINDOW_MS } from './idempotency.js';
  *   be detected (and its family revoked); a revoked one may go once it would have expired anyway.
  * - Consent-page sessions: until they expire (at most 8 h).
  * - Wake-channel tickets: once used, or past their 30 s.
- * - Idempotency records: 24 h, their replay window (docs/rules.md "Actions").
+ * - Idempotency records: 24 h, their replay window (docs/reference/rules.md "Actions").
  * - Owner events (the workspace event journal): their replay window, EVENTS_RETENTION_HOURS
- *   (24 h by default; README "Owner events"). Actions themselves stay, as history.
+ *   (24 h by default; docs/reference/events.md "Owner events"). Actions themselves stay, as history.
  * - OAuth clients no owner approved (no connection uses them): a dynamic registration a day
  *   after it was made, a cached client metadata document a day after it went stale. Anyone
  *   may register (POST /oauth/register), so unapproved ones would otherwise pile up; a client
  *   that comes back later registers again (or its document is fetched again).
  * - Webhook deliveries: 7 days after they finished (delivered, failed or cancelled), so the
  *   owner can look back at a week of `GET /v1/webhooks/{id}/deliveries`; pending ones stay
- *   until they finish. A revoked webhook goes once its deliveries have (docs/webhooks.md).
+ *   until they finish. A revoked webhook goes once its deliveries have (docs/owners/webhooks.md).
  * - An event's webhook payload: once none of its deliveries is pending (a delivery that
  *   finished never sends again; what it was is in its row).
  */
@@ -111,7 +111,7 @@ export function startHousekeeping(deps: { db: Db; clock: Clock; log: Logger }, i
     const started = performance.now();
     running = runHousekeeping(deps, options)
       .then((deleted) => {
-        // README "Logs": a run that deleted rows is news (info); an idle one is for diagnosis (debug).
+        // docs/operators/logs-and-metrics.md "Logs": a run that deleted rows is news (info); an idle one is for diagnosis (debug).
         const line = { msg: 'housekeeping', deleted, durationMs: Math.round((performance.now() - started) * 100) / 100 };
         if (Object.values(deleted).some((n) => n > 0)) deps.log.info(line);
         else deps.log.debug(line);

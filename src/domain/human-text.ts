@@ -1,5 +1,5 @@
 /**
- * Text shown to a human who decides (docs/approvals.md "What you see when you decide"): the
+ * Text shown to a human who decides (docs/owners/approvals.md "What you see when you decide"): the
  * MCP confirmation ask and the owner's approvals inbox. An agent chooses the arguments and a
  * device its name, so either could hide words from the person saying yes, or make them read
  * as something else: a right-to-left override (U+202E) reverses what follows, zero-width

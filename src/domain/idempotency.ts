@@ -3,7 +3,7 @@ import { findIdempotent, saveIdempotent } from '../store/idempotency.js';
 import type { Queryable } from '../store/driver.js';
 import { DomainError } from './errors.js';
 
-/** Keys replay for 24 hours (docs/rules.md "Actions"). */
+/** Keys replay for 24 hours (docs/reference/rules.md "Actions"). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** JSON with object keys sorted, so the same request always hashes the same. */

@@ -49,7 +49,7 @@ export function admit(operation: AnyOperation, ctx: Context): void {
 
 /**
  * An OAuth access token is an agent credential accepted only on the surfaces the operation
- * declares (docs/rules.md "Credentials"). REST asks this before reading a body, as it always
+ * declares (docs/reference/rules.md "Credentials"). REST asks this before reading a body, as it always
  * did; the credential kind itself is judged by `invoke` after the body.
  */
 export function assertOAuthSurface(operation: AnyOperation, ctx: Context): void {

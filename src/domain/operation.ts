@@ -33,7 +33,7 @@ export interface RestRoute {
   path: string;
   /** Success status; 200 unless stated. */
   status?: 200 | 201;
-  /** Health answers a raw object, not `{ data }` (docs/rules.md "Envelopes"). */
+  /** Health answers a raw object, not `{ data }` (docs/reference/rules.md "Envelopes"). */
   unwrapped?: boolean;
   /** Request headers copied into input fields: header name → field. */
   headers?: Readonly<Record<string, string>>;

@@ -9,7 +9,7 @@ import { timestamp } from './schemas.js';
 import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
 
 /**
- * The owner's live event stream (README "Owner events"): the workspace event journal, read
+ * The owner's live event stream (docs/reference/events.md "Owner events"): the workspace event journal, read
  * in order from where the owner left off, as events are written.
  *
  * The journal is the source of truth; the event hub only says "read it now". Each stream
@@ -246,7 +246,7 @@ export const streamOwnerEvents = defineLiveOperation({
   name: 'events.stream',
   title: 'Stream workspace events',
   description:
-    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (README "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; the stream ends when the owner token that opened it expires (reconnect with a fresh one), with a last `: end <reason>: <message>` comment (docs/event-streams.md); 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams of the workspace, 503 beyond EVENTS_MAX_STREAMS on the instance.',
+    'Server-Sent Events of the owner\'s workspace: actions created and changed, approvals requested, grants given and revoked, devices online, offline and revoked (docs/reference/events.md "Owner events"). A fresh connection starts now; `Last-Event-ID` (or `lastEventId`) resumes after that event from the replay window (EVENTS_RETENTION_HOURS), and an id older than the window begins with a `reset` event. Heartbeat comments every EVENTS_HEARTBEAT_SECONDS; the stream ends when the owner token that opened it expires (reconnect with a fresh one), with a last `: end <reason>: <message>` comment (docs/reference/event-streams.md); 429 beyond EVENTS_MAX_STREAMS_PER_WORKSPACE open streams of the workspace, 503 beyond EVENTS_MAX_STREAMS on the instance.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },

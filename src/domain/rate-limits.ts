@@ -92,7 +92,7 @@ export interface RateLimitSettings {
 }
 
 /**
- * The per-address bucket of failed authentications (docs/rules.md "Errors and limits"). One key for every place
+ * The per-address bucket of failed authentications (docs/reference/rules.md "Errors and limits"). One key for every place
  * that authenticates — bearer tokens on /v1 and /mcp, the consent page's sign-in, OAuth client
  * authentication and grants at /oauth/token and /oauth/revoke — so that guessing in one place
  * is not free in another.

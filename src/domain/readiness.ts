@@ -2,7 +2,7 @@ import type { Db } from '../store/driver.js';
 import { ping } from '../store/ping.js';
 
 /**
- * A dependency a readiness probe asks (README "Probes"): the database, Redis when
+ * A dependency a readiness probe asks (docs/operators/probes.md "Probes"): the database, Redis when
  * `REDIS_URL` is set. `check` resolves when the dependency answers and rejects (with a
  * message fit for an operator, no credentials) when it does not, within a bounded time.
  */

@@ -3,8 +3,8 @@ import type { ErrorIssue } from './errors.js';
 
 /**
  * The rules a device's argument schema must keep before it is compiled: it is untrusted input
- * (docs/rules.md "Devices"), and validating a 16 KiB arguments object against it must stay
- * bounded whatever the device wrote. Each number is in the README's "Argument schemas".
+ * (docs/reference/rules.md "Devices"), and validating a 16 KiB arguments object against it must stay
+ * bounded whatever the device wrote. Each number is in the docs/devices/argument-schemas.md "Argument schemas".
  */
 export const SCHEMA_BUDGET = {
   /** Subschemas nested in one another (with `$ref`s followed). */

@@ -5,7 +5,7 @@ import { canonical } from './idempotency.js';
 
 /**
  * Keywords that only annotate a schema: changing their text never changes which arguments
- * are valid, so it never changes what a grant allows (docs/rules.md "Access").
+ * are valid, so it never changes what a grant allows (docs/reference/rules.md "Access").
  */
 const ANNOTATIONS = new Set(['description', 'title', 'examples', '$comment']);
 /** Keywords whose value is one subschema. */
@@ -51,7 +51,7 @@ function withoutAnnotations(schema: unknown): unknown {
  * The fingerprint of a function's argument schema: sha256 of its canonical JSON (keys sorted,
  * annotations left out). Two schemas are compatible exactly when their fingerprints are equal:
  * any other change, even one that only widens what is accepted, makes grants given under
- * the old schema stale until the owner grants again (docs/rules.md "Access").
+ * the old schema stale until the owner grants again (docs/reference/rules.md "Access").
  */
 export function schemaFingerprint(schema: unknown): string {
   return createHash('sha256')
@@ -64,7 +64,7 @@ export function schemaFingerprint(schema: unknown): string {
  * before it, then gives the grants it recorded a kind for the fingerprint of the same
  * function. Runs at every start before the service answers, in one transaction; after the
  * first run nothing is left to fill. A grant whose function was gone at migration time keeps
- * no fingerprint, so it never applies again (docs/rules.md "Access").
+ * no fingerprint, so it never applies again (docs/reference/rules.md "Access").
  */
 export async function backfillSchemaFingerprints(db: Db): Promise<void> {
   // A read first, so a start after the first one costs no write transaction.

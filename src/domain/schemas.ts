@@ -75,7 +75,7 @@ export const attachedDevice = z.object({
     .describe('Routing identifier for the `x-service-workspace` header.'),
 });
 
-/** Whose yes a call under a grant needs before the device is asked (docs/rules.md "Approvals"). */
+/** Whose yes a call under a grant needs before the device is asked (docs/reference/rules.md "Approvals"). */
 export const approvalMode = z
   .enum(APPROVAL_MODES)
   .describe(

@@ -8,7 +8,7 @@ const CONFIRMATION_KEY = 'mcp-confirmation';
 const keys = new WeakMap<Db, Promise<Buffer>>();
 
 /**
- * The HMAC key of the MCP confirmation's requestState (README "User confirmation"): random,
+ * The HMAC key of the MCP confirmation's requestState (docs/agents/confirmation.md "User confirmation"): random,
  * kept in the database and shared by every instance, created on first use. A failed read is
  * not remembered, so the next call tries again.
  */

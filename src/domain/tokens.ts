@@ -1,6 +1,6 @@
 import { hash, randomBytes } from 'node:crypto';
 
-/** Kinds of opaque credential, each with a readable prefix (docs/rules.md "Credentials"). */
+/** Kinds of opaque credential, each with a readable prefix (docs/reference/rules.md "Credentials"). */
 export const tokenKinds = {
   agent: 'dfc_agent_',
   setup: 'dfc_setup_',

@@ -24,7 +24,7 @@ import { signDelivery, webhookSnapshot } from './webhooks.js';
 import { toWorkspaceEvent } from './workspace-events.js';
 
 /**
- * Webhook delivery (README "Webhooks"), run by every instance:
+ * Webhook delivery (docs/owners/webhooks.md), run by every instance:
  *
  * - the dispatcher follows the workspace event journal from a cursor kept in the database
  *   and writes, per event, its payload once and one pending delivery per live webhook that
@@ -39,7 +39,7 @@ import { toWorkspaceEvent } from './workspace-events.js';
  * - an endpoint that keeps failing is backed off as a whole (after three failures in a row,
  *   none of its deliveries is tried before the schedule's delay for its streak has passed),
  *   and once its streak is long enough in attempts and in time it is disabled, with a
- *   `webhook.disabled` event, until its owner enables it again (docs/webhooks.md).
+ *   `webhook.disabled` event, until its owner enables it again (docs/owners/webhooks.md).
  *
  * Delivery is at least once: a receiver deduplicates by the `webhook-id` header.
  */
@@ -274,7 +274,7 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
     // Started inside a promise so that even a synchronous throw is caught: a timer callback that throws ends the process.
     polling = Promise.resolve()
       .then(poll)
-      // A database outage is a warning like the sweeps' (README "Logs"); anything else is a bug.
+      // A database outage is a warning like the sweeps' (docs/operators/logs-and-metrics.md "Logs"); anything else is a bug.
       .catch((error: unknown) => logSweepFailure(deps.log, 'webhook delivery failed', error))
       .finally(() => {
         polling = undefined;

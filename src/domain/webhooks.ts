@@ -21,11 +21,11 @@ import { timestamp, uuid } from './schemas.js';
 import { eventType, EVENT_TYPES, type eventWebhook } from './workspace-events.js';
 
 /**
- * Webhooks (README "Webhooks"): the owner's events, delivered to an HTTPS endpoint of theirs
+ * Webhooks (docs/owners/webhooks.md): the owner's events, delivered to an HTTPS endpoint of theirs
  * from a durable outbox (src/domain/webhook-delivery.ts), signed as Standard Webhooks sign.
  */
 
-/** After a rotation the previous secret still signs deliveries for this long (README "Webhooks"). */
+/** After a rotation the previous secret still signs deliveries for this long (docs/owners/webhooks.md). */
 export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 3_600_000;
 
 const SECRET_PREFIX = 'whsec_';
@@ -133,7 +133,7 @@ const webhookUrl = z
   .url({ protocol: /^https?$/ })
   .max(2048)
   .refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), 'must not carry a user name or password')
-  .describe('HTTPS only; it must resolve to public addresses (README "Webhooks").');
+  .describe('HTTPS only; it must resolve to public addresses (docs/owners/webhooks.md).');
 
 async function found(db: Queryable, workspaceId: string, webhookId: string): Promise<WebhookRow> {
   const row = await getWebhook(db, workspaceId, webhookId);
@@ -157,7 +157,7 @@ export const createWebhook = defineOperation({
       .min(1)
       .max(Object.keys(EVENT_TYPES).length)
       .refine((types) => new Set(types).size === types.length, 'must not repeat a type')
-      .describe('The event types to deliver (README "Owner events").'),
+      .describe('The event types to deliver (docs/reference/events.md "Owner events").'),
     description: z.string().min(1).max(200).optional(),
   }),
   output: newWebhook,

@@ -7,7 +7,7 @@ import type { EventIds } from './event-ids.js';
 import { approvalMode, timestamp, uuid } from './schemas.js';
 
 /**
- * The owner's event catalogue (README "Owner events"): what `GET /v1/events` streams and
+ * The owner's event catalogue (docs/reference/events.md "Owner events"): what `GET /v1/events` streams and
  * webhooks deliver. Each event is about one action, grant, device or webhook, and carries its
  * record as it was when the event happened.
  */

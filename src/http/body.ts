@@ -4,7 +4,7 @@ export const MAX_BODY_BYTES = 16 * 1024;
 
 /**
  * Reads a request body counting the bytes actually received, so a chunked body with no
- * Content-Length (or one that lies) cannot get past the 16 KiB limit (docs/rules.md
+ * Content-Length (or one that lies) cannot get past the 16 KiB limit (docs/reference/rules.md
  * "Errors and limits"). Stops reading as soon as the limit is passed.
  */
 export async function readLimitedBody(request: Request, limit = MAX_BODY_BYTES): Promise<Uint8Array> {

@@ -9,7 +9,7 @@ import { endWithEnvelope } from './raw-answer.js';
  * Requests node's HTTP parser refuses before any handler runs — a request line or headers
  * over the 16 KiB header limit, a malformed request line or header, a bad chunk — are
  * answered by node with an empty body by default. The contract wants every non-2xx in the
- * error envelope (docs/rules.md "Errors and limits"), so this answers them with it: 431 for headers
+ * error envelope (docs/reference/rules.md "Errors and limits"), so this answers them with it: 431 for headers
  * too large, 400 for anything else the parser rejects, and the connection is closed since
  * the rest of its bytes cannot be trusted.
  */

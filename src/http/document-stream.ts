@@ -73,7 +73,7 @@ type Live = Extract<Answer, { kind: 'live' }>;
 export const EVENT_STREAM = 'text/event-stream';
 
 /**
- * Writes a live feed as Server-Sent Events (docs/event-streams.md), pulled by the socket
+ * Writes a live feed as Server-Sent Events (docs/reference/event-streams.md), pulled by the socket
  * like `documentStream`: each event as `id:`, `event:` and one `data:` line of JSON (JSON
  * text holds no line break), a heartbeat as a comment line, and a feed that ends on its own
  * (its credential expired or its session ended) says why in a last `: end <reason>` comment.

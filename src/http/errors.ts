@@ -1,7 +1,7 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { DomainError, fromStoreError, oneLine, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
 
-/** The one table from domain error to HTTP status (docs/rules.md "Errors and limits"). */
+/** The one table from domain error to HTTP status (docs/reference/rules.md "Errors and limits"). */
 export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   invalid_request: 400,
   validation_failed: 400,
@@ -27,12 +27,49 @@ export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   unavailable: 503,
 };
 
+/**
+ * When each code is answered, in the words docs/reference/errors.md shows (generated from this
+ * table by `npm run docs:generate`).
+ */
+export const errorMeanings: Record<ErrorCode, string> = {
+  invalid_request: 'The body is not a UTF-8 JSON object (malformed JSON, an array, …).',
+  validation_failed: 'The input breaks a schema or rule; `issues` say where.',
+  unauthorized:
+    'No credential, or one that is unknown, expired, revoked or forged. Carries `WWW-Authenticate: Bearer resource_metadata="…"` (on REST the metadata at `/.well-known/oauth-protected-resource`; `error="invalid_token"` when a token was sent).',
+  forbidden: 'A valid credential of the wrong kind (an agent token on an owner endpoint), or a device acting for another device.',
+  insufficient_access:
+    'The agent\'s ceiling is `read` and the call needs `act`. Carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="act", resource_metadata="…"`.',
+  grant_required: 'No live grant for this principal, device and function.',
+  device_limit_reached: 'The setup token already attached `deviceLimit` devices.',
+  not_found: "Unknown route, or a resource that does not exist in the caller's workspace.",
+  method_not_allowed: 'A method the path does not serve (`GET`/`DELETE /mcp`: the MCP endpoint is stateless, POST only).',
+  conflict: 'The state forbids it (e.g. cancelling an action that is no longer queued).',
+  idempotency_key_reused: 'The same `idempotencyKey` with a different body.',
+  confirmation_required:
+    "MCP: the function's grant asks the agent's user to confirm each call, and this client cannot ask (it declared no elicitation capability). The owner can change the grant's `approval`.",
+  confirmation_declined: "MCP: the agent's user declined or cancelled the confirmation; nothing was queued.",
+  confirmation_invalid:
+    "MCP: the confirmation's `requestState` is not one this service made for this principal, tool and arguments, or it expired; nothing was queued.",
+  payload_too_large:
+    'The body exceeds 16 KiB (a device manifest: 64 KiB), counted on the bytes received (chunked bodies too), on any method and path, a WebSocket upgrade too (`/oauth/*` answers in its own format).',
+  rate_limited: 'Too many requests; `Retry-After` says when to retry.',
+  capacity_exceeded:
+    "A workspace capacity limit, or a principal's share of a device's queue (`DEVICE_QUEUE_PER_PRINCIPAL`); `Retry-After` set, the message names the limit.",
+  quota_exceeded:
+    'A workspace storage budget is used up; `details` names it (`budget`, `limit`, `used`, `retryAfter`): [docs/operators/budgets.md](../operators/budgets.md).',
+  internal: 'A bug or an infrastructure fault; quote the request id.',
+  device_controls_disabled: '`DEVICE_CONTROLS_ENABLED=false`: no new actions.',
+  not_configured: 'A required integration is not configured.',
+  unavailable:
+    'A dependency is down, not the caller\'s fault. `Retry-After: 5`. **The database**: a libSQL server refuses connections, gives no answer within 8 s, or drops the stream; a write finds the database locked past the 5 s busy timeout (another process on the embedded file, a write lock sqld did not free in time); the disk is full or failing (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_CANTOPEN`: retrying later succeeds once an operator frees the disk). The same on every surface: MCP answers it as HTTP 503 with this envelope when the credential cannot be checked, as a tool result with `isError` once the call runs; a wake-socket upgrade is refused with it. The driver\'s own message goes to a `warn` log line (`msg: "dependency unavailable"`), never to the caller; the service serves again by itself once the database answers. **The identity provider**: an owner session cannot be verified because the key set (`OWNER_JWKS_URL`) cannot be fetched; it takes nothing from the failed-authentication budget. `GET /readyz` answers it too, naming the dependency (docs/operators/probes.md).',
+};
+
 export interface ErrorEnvelope {
   error: {
     code: ErrorCode;
     message: string;
     issues?: ErrorIssue[];
-    /** For `quota_exceeded` (docs/budgets.md); `retryAfter` repeats Retry-After for MCP clients, which see no headers. */
+    /** For `quota_exceeded` (docs/operators/budgets.md); `retryAfter` repeats Retry-After for MCP clients, which see no headers. */
     details?: { budget: string; limit: number; used: number; retryAfter?: number };
     requestId: string;
   };
@@ -99,7 +136,7 @@ export function toHttpError(thrown: unknown, requestId: string): HttpError & { i
 }
 
 /**
- * The bearer challenge of a REST refusal (docs/rules.md "OAuth"), the same as MCP's: a 401
+ * The bearer challenge of a REST refusal (docs/reference/rules.md "OAuth"), the same as MCP's: a 401
  * points at the protected-resource metadata (RFC 9728), with `error="invalid_token"` when a
  * token was sent (RFC 6750 §3.1); a 403 for a ceiling below the function names the scope that
  * would allow it, so an OAuth client can step up. Other answers carry no challenge.

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import type { HttpEnv } from './request.js';
 
-/** Where each part of the service lives, relative to its root (README "Quick start"). */
+/** Where each part of the service lives, relative to its root (docs/getting-started.md "2. Open the console"). */
 export const SERVICE_URLS = {
   console: '/console',
   apiReference: '/docs',

@@ -16,7 +16,7 @@ export function requestIdFrom(header: string | undefined): string {
 }
 
 /**
- * Who acted, as the request line names them (README "Logs"): the credential kind and an id an
+ * Who acted, as the request line names them (docs/operators/logs-and-metrics.md "Logs"): the credential kind and an id an
  * operator can look up — the agent or setup connection id (and the agent's principal, which
  * grants name), the device id — plus the workspace. Never a token. An owner's `sub` comes
  * from the identity provider and may be an e-mail address, so it is logged as a pseudonym:
@@ -65,7 +65,7 @@ export function requestLine(fields: {
 const isOAuth = (path: string) => path.startsWith('/oauth/');
 
 /**
- * Whether this request's body is over to this layer to hold to 16 KiB (docs/rules.md "Errors and
+ * Whether this request's body is over to this layer to hold to 16 KiB (docs/reference/rules.md "Errors and
  * limits": any method, any path). A POST's body is read, with the limit, by the handler that
  * serves it — the REST routes after a bad token has been refused, the MCP gate after its
  * protocol checks — or by `notFound` when none does. Nothing reads a body sent with another
@@ -148,7 +148,7 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     if (mapped.internal) {
       log.error({ msg: 'internal error', requestId: c.get('requestId'), route: c.req.routePath, error: error.stack ?? String(error) });
     }
-    // README "Logs": a dependency out of reach degrades the service (warn), it is not a bug.
+    // docs/operators/logs-and-metrics.md "Logs": a dependency out of reach degrades the service (warn), it is not a bug.
     if (mapped.dependencyFailure)
       log.warn({ msg: 'dependency unavailable', requestId: c.get('requestId'), route: c.req.routePath, error: mapped.dependencyFailure });
     const challenge = bearerChallenge(error, deps.resourceMetadataUrl, c.req.header('authorization') !== undefined);

@@ -9,7 +9,7 @@ import { clientAddress } from './request.js';
 /**
  * The owner's browser session, shared by the two surfaces a browser signs in to: the consent
  * page (src/oauth) and the owner console (src/console). One cookie, one sign-in for both
- * (README "Consent page, sign-in and cookies", "Owner console").
+ * (docs/agents/oauth.md "Consent page, sign-in and cookies", "Owner console").
  */
 
 /** Cookies are Secure when the service's public address is https. */
@@ -20,7 +20,7 @@ export const ownerSessionCookie = (publicBaseUrl: string) => (secureCookies(publ
 
 export const readOwnerSessionCookie = (c: HonoContext, publicBaseUrl: string) => getCookie(c, ownerSessionCookie(publicBaseUrl));
 
-/** Which origins may post the browser forms (README "Signing in"). */
+/** Which origins may post the browser forms (docs/owners/console.md "Signing in"). */
 export interface FormOrigins {
   publicBaseUrl: string;
   /** PUBLIC_BASE_URL was set: it is the only origin, whatever the request's Host. */
@@ -117,7 +117,7 @@ export async function startOwnerSession(c: HonoContext, deps: SignInDeps, jwt: s
         retryAfterSeconds: error.details.retryAfterSeconds ?? 60,
       };
     }
-    // README "Identity provider health": the token may be fine; the key set to check it is not.
+    // docs/operators/identity-provider.md "Identity provider health": the token may be fine; the key set to check it is not.
     if (error instanceof DomainError && error.code === 'unavailable') {
       return {
         code: 'unavailable',

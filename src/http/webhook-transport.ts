@@ -5,7 +5,7 @@ import { oneLine } from '../domain/errors.js';
 import { BlockedAddressError, pinnedLookup, resolvePublicAddress } from './ssrf.js';
 
 /**
- * Sends webhooks (README "Webhooks") through the SSRF guard OAuth metadata fetching uses
+ * Sends webhooks (docs/owners/webhooks.md) through the SSRF guard OAuth metadata fetching uses
  * (src/http/ssrf.ts): HTTPS only, public addresses only, checked when a webhook is registered
  * and again on every attempt (DNS may have changed since), the connection pinned to the
  * checked address. `allowLoopback` is the test-only OAUTH_CIMD_ALLOW_LOOPBACK: it admits

@@ -11,7 +11,7 @@ import type { DeviceTool } from './tools.js';
  * The version comes with the caller's credential, read in the statement that found its token
  * (`functionsVersion`), so a hit reads nothing. The gate's answer is the listing's answer;
  * the permission itself is checked again, live, by the guarded insert that creates the action
- * and by the claim that hands it out (docs/rules.md "Access"), whatever the gate found.
+ * and by the claim that hands it out (docs/reference/rules.md "Access"), whatever the gate found.
  *
  * Entries are frozen: requests share them, and nothing may change one after it was kept.
  * The cache holds at most `maxTextBytes` of the kept functions as JSON text, oldest kept

@@ -3,7 +3,7 @@ import type { EventHub } from '../domain/events.js';
 import type { ClientGone } from '../http/request.js';
 
 /**
- * Client cancellation of device tool calls (docs/rules.md "MCP").
+ * Client cancellation of device tool calls (docs/reference/rules.md "MCP").
  *
  * A call ends, and its action is withdrawn, when its client goes away or cancels it:
  *   - the response or connection is closed before the answer was written (`whenClientGone`,
@@ -11,7 +11,7 @@ import type { ClientGone } from '../http/request.js';
  *   - a 2025-era `notifications/cancelled` names the call's JSON-RPC id. The service is
  *     stateless, so that notification is a POST of its own, served by another per-request
  *     server that knows nothing of the call, maybe on another instance: it is published on
- *     the event hub as `work-cancelled` (the shared bus with REDIS_URL, README "What
+ *     the event hub as `work-cancelled` (the shared bus with REDIS_URL, docs/operators/scale-out.md "What
  *     instances share") and each instance's registry aborts the calls it runs.
  *
  * Calls are found by caller (workspace, principal, agent connection) and request id: a caller
@@ -35,7 +35,7 @@ export interface InflightCalls {
 /**
  * The `work-cancelled` key: prefixed with the surface, so other users of the event type never
  * collide, and hashed, so the shared bus shows no principal or connection
- * (docs/scale-out-security.md).
+ * (docs/operators/scale-out-security.md).
  */
 const keyOf = (caller: string, id: string | number) =>
   createHash('sha256')

@@ -7,7 +7,7 @@ import { confirmationKey } from '../domain/service-keys.js';
 import type { PromptRefusal } from './legacy-elicitation.js';
 
 // ---------------------------------------------------------------------------------------
-// User confirmation (docs/confirmation.md): a device tool whose grant is in `user` mode asks
+// User confirmation (docs/agents/confirmation.md): a device tool whose grant is in `user` mode asks
 // the agent's user, through the agent's own MCP client, before the action is queued. The ask
 // is a form elicitation (`confirm: boolean`); on the 2026-07-28 revision it rides an
 // `input_required` result, on a 2025-era connection the SDK's legacy shim sends it as a real

@@ -41,7 +41,7 @@ export function directDeviceCall(headers: HeaderSource, message: unknown, tools:
   if (args !== undefined && !isObject(args)) return undefined;
   const tool = tools?.find((t) => t.name === name);
   // A call that needs its user's confirmation goes to the SDK, which carries the ask
-  // (`input_required`) and the answer (README "User confirmation").
+  // (`input_required`) and the answer (docs/agents/confirmation.md "User confirmation").
   if (!tool || tool.fn.approval === 'user' || !paramHeadersAgree(tool.fn.arguments, args, headers)) return undefined;
   return { id: request.id, tool, args, meta: request.meta };
 }
@@ -62,7 +62,7 @@ function decodeParam(value: string): string | undefined {
 }
 
 /**
- * The 2026-07-28 `Mcp-Param-*` check the SDK makes before a tool runs (docs/rules.md "MCP"):
+ * The 2026-07-28 `Mcp-Param-*` check the SDK makes before a tool runs (docs/reference/rules.md "MCP"):
  * each argument the schema marks `x-mcp-header` that the body carries must come as its header
  * too, with the same value. The direct path takes a call only when they agree; any other call
  * goes to the SDK, which refuses it (400, -32020) as it refuses it on its own path, so both

@@ -4,14 +4,14 @@ import { DomainError, fromStoreError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
 
 /**
- * DomainError → MCP (docs/rules.md "Envelopes"). Inside a tool call an error is a tool result with
+ * DomainError → MCP (docs/reference/rules.md "Envelopes"). Inside a tool call an error is a tool result with
  * `isError: true`, so the model can read it and react (MCP "Error handling": tool errors are
  * results, protocol errors are for the protocol). Its content is a text a model reads at once
  * and then, as the last text, the same error envelope REST answers, as JSON, so an agent sees
  * one shape on both surfaces. The envelope is `structuredContent` too only where no `outputSchema` says
  * otherwise (`structured`: the device tools): a fixed tool's `structuredContent` must match its
  * output schema, and clients that check it (SDK 1.x, the Inspector, LangChain) would throw the
- * real error away (docs/rules.md "MCP"). The cases that must be HTTP statuses (401, the 403 of a
+ * real error away (docs/reference/rules.md "MCP"). The cases that must be HTTP statuses (401, the 403 of a
  * device tool, 503 of the kill switch) are decided in handler.ts before the SDK runs; an error
  * reaching this point is a race (a grant revoked between the gate and the queueing
  * transaction) or an ordinary 4xx of the operation.

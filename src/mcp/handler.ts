@@ -123,7 +123,7 @@ function callerKey(credential: CredentialOf<'agent'>): string {
  *
  * The SDK's `createMcpHandler` speaks the protocol (both eras, `_meta`, routing headers,
  * -32020/-32022, 404 for unknown methods). In front of it, in this order, this gate does
- * what the SDK does not (docs/rules.md "MCP"):
+ * what the SDK does not (docs/reference/rules.md "MCP"):
  *   Host/Origin (403) → method (405) → bearer (401, or 403 for another credential kind)
  *   → Content-Type (415) → Accept (406) → 16 KiB body (413) → for tools/call: the live
  *   grant and ceiling of a device tool (403) and the kill switch (503).
@@ -154,7 +154,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const server = new McpServer(serverInfo(session.ctx.settings.serviceName), {
       instructions: INSTRUCTIONS,
       // A 2025-era client's user has as long to answer a confirmation as its prompt is held
-      // (docs/confirmation.md "Limits"), not the SDK's default of ten minutes.
+      // (docs/agents/confirmation.md "Limits"), not the SDK's default of ten minutes.
       inputRequired: { roundTimeoutMs: config.mcpConfirmations.waitMs },
       // This server never emits list_changed (each request is a fresh server), so it says so.
       capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
@@ -221,7 +221,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       };
     }
     if (credential.kind !== 'agent') {
-      // docs/rules.md "Credentials": a valid credential of another kind is 403, not 401.
+      // docs/reference/rules.md "Credentials": a valid credential of another kind is 403, not 401.
       return {
         response: envelope(
           c,
@@ -233,7 +233,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   }
 
   /**
-   * tools/call re-checks what tools/list showed (docs/rules.md "MCP"): a device tool the caller
+   * tools/call re-checks what tools/list showed (docs/reference/rules.md "MCP"): a device tool the caller
    * may not call now is HTTP 403 with the error envelope, decided here because the SDK would
    * answer an unknown tool in-band with HTTP 200.
    */

@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server';
 
 /**
- * 2025-era elicitation over this server's stateless HTTP (README "User confirmation").
+ * 2025-era elicitation over this server's stateless HTTP (docs/agents/confirmation.md "User confirmation").
  *
  * On a 2025-era connection the SDK's legacy shim turns a tool's `input_required` into a real
  * `elicitation/create` request, sent on the tools/call's event stream, and waits for the
@@ -23,7 +23,7 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  * need none of this: their answer is a retry of the call, which any instance can check.
  *
  * A waiting ask costs its call's open stream and per-request server (about 110 KiB of heap,
- * docs/confirmation.md "Limits"), so they are capped per connection and per instance, and each
+ * docs/agents/confirmation.md "Limits"), so they are capped per connection and per instance, and each
  * is released when it is answered, its server closes (the client dropped the call) or its
  * wait ends.
  */
@@ -41,7 +41,7 @@ interface ServerInternals {
 
 const internals = (server: McpServer) => server.server as unknown as ServerInternals;
 
-/** How many 2025-era asks may wait for an answer at once, and for how long (docs/confirmation.md "Limits"). */
+/** How many 2025-era asks may wait for an answer at once, and for how long (docs/agents/confirmation.md "Limits"). */
 export interface PendingPromptLimits {
   perConnection: number;
   /** A workspace's connections together: one tenant cannot take every place of an instance. */

@@ -16,7 +16,7 @@ function contents(uri: string, value: unknown): ReadResourceResult {
 }
 
 /**
- * `device://{deviceId}` and `action://{actionId}` (docs/rules.md "MCP"). Both read through the
+ * `device://{deviceId}` and `action://{actionId}` (docs/reference/rules.md "MCP"). Both read through the
  * same registry operations as REST (`devices.list`, `actions.get`), so the grant filter is
  * the same one: an agent lists and reads only devices it may call a function on now, and
  * only actions its principal requested. Anything else reads as not found (SEP-2164).

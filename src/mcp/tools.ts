@@ -66,7 +66,7 @@ export interface DeviceTool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Tool names (docs/rules.md "MCP"): ^[a-zA-Z0-9_-]{1,64}$, the alphabet every major LLM API
+// Tool names (docs/reference/rules.md "MCP"): ^[a-zA-Z0-9_-]{1,64}$, the alphabet every major LLM API
 // accepts for a function name; containing the capability name where it fits, stable across
 // calls and restarts, and unique per caller.
 //
@@ -305,7 +305,7 @@ async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown
 
 function registerFixedTools(server: McpServer, session: McpSession): void {
   const schemas = fixedSchemas();
-  // The kill switch hides what would only answer 503 (broadcast); reads stay (docs/rules.md "MCP").
+  // The kill switch hides what would only answer 503 (broadcast); reads stay (docs/reference/rules.md "MCP").
   const controls = session.ctx.settings.deviceControlsEnabled;
   for (const tool of fixedTools) {
     if (tool.operation.queuesDeviceActions && !controls) continue;
@@ -338,7 +338,7 @@ export const DEFAULT_WAIT_MS = 10_000;
 export const MAX_WAIT_MS = 60_000;
 /** Request `_meta` key that sets how long a device tool call waits for the result, in seconds (0..60). */
 export const WAIT_META_KEY = 'dfc/waitSeconds';
-/** Request `_meta` key: the action request's `idempotencyKey` (README "Idempotency"). */
+/** Request `_meta` key: the action request's `idempotencyKey` (docs/agents/idempotency.md). */
 export const IDEMPOTENCY_META_KEY = 'dfc/idempotencyKey';
 /** Request `_meta` key: the action request's `ttlSeconds` (1..300, default 30). */
 export const TTL_META_KEY = 'dfc/ttlSeconds';
@@ -374,12 +374,12 @@ function describe(fn: CallableFunction): string {
   return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what}${APPROVAL_NOTES[fn.approval ?? 'none']} Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".`;
 }
 
-/** What the tool description says of the grant's approval mode (docs/rules.md "Approvals"). */
+/** What the tool description says of the grant's approval mode (docs/reference/rules.md "Approvals"). */
 const APPROVAL_NOTES: Record<NonNullable<CallableFunction['approval']>, string> = {
   none: '',
   owner:
     " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it (the answer may come back awaiting_approval; follow it with get_action).",
-  user: ' Your user is asked to confirm each call before the device is asked; your MCP client asks and answers, and this service cannot verify that a person did (docs/confirmation.md).',
+  user: ' Your user is asked to confirm each call before the device is asked; your MCP client asks and answers, and this service cannot verify that a person did (docs/agents/confirmation.md).',
 };
 
 /** The progress message of each status: what the call is waiting for, in words. */
@@ -468,7 +468,7 @@ async function awaitSettled(
         break;
       }
       // Another instance's change is a hint off the shared bus, forgeable by whoever can
-      // publish there: the answer is the action as stored (docs/scale-out-security.md).
+      // publish there: the answer is the action as stored (docs/operators/scale-out-security.md).
       const seen = change === CHANGED_ELSEWHERE ? await read() : change;
       // A change published before the read can be older than what the read saw.
       if (ACTION_STATES[seen.status].stage < ACTION_STATES[current.status].stage) continue;
@@ -493,7 +493,7 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
     {
       title: `${fn.capability} · ${deviceText(fn.deviceName, MAX_DEVICE_NAME_CHARS)}`,
       description: describe(fn),
-      // docs/rules.md "MCP": the inputSchema is the capability's argument schema, unchanged.
+      // docs/reference/rules.md "MCP": the inputSchema is the capability's argument schema, unchanged.
       inputSchema: advertised(fn.arguments),
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
@@ -512,7 +512,7 @@ function registerDeviceTool(server: McpServer, session: McpSession, name: string
 }
 
 /**
- * A device tool call under a `user`-mode grant (docs/confirmation.md): asks the agent's user
+ * A device tool call under a `user`-mode grant (docs/agents/confirmation.md): asks the agent's user
  * through its client first and queues the action only on a verified yes (confirmation.ts),
  * with the confirmation's id as its idempotency key and the grant it was asked under passed
  * to the domain as `userConfirmation`.
@@ -620,7 +620,7 @@ function atMetaKeys(error: unknown): unknown {
  * so both answer the same result.
  *
  * A client that goes away or cancels before the answer is written withdraws its action
- * (docs/rules.md "MCP"): a queued one is cancelled, a handed-out one recalled, both with
+ * (docs/reference/rules.md "MCP"): a queued one is cancelled, a handed-out one recalled, both with
  * `client_cancelled`; a finished one stays as it is.
  */
 export async function callDeviceTool(
@@ -703,7 +703,7 @@ export async function callDeviceTool(
  * only calls device tools), and one tool per callable function when the gate loaded them
  * (tools/list, tools/call). The kill switch hides
  * every device tool (each runs `actions.request`, which answers 503 then, read functions
- * included, docs/rules.md "Running") and the fixed tools that queue actions: tools/list shows
+ * included, docs/reference/rules.md "Running") and the fixed tools that queue actions: tools/list shows
  * only what the caller may call now.
  */
 export function registerTools(server: McpServer, session: McpSession): void {

@@ -21,7 +21,7 @@ import { mountSessionEndpoints } from './session.js';
 import { mountTokenEndpoint } from './token.js';
 
 /**
- * The authorization server's HTTP surface (docs/rules.md "OAuth"): RFC 8414 metadata (metadata.ts),
+ * The authorization server's HTTP surface (docs/reference/rules.md "OAuth"): RFC 8414 metadata (metadata.ts),
  * the authorization endpoint with its consent page (authorize.tsx), token (RFC 6749, PKCE;
  * token.ts), revocation (RFC 7009; revoke.ts), dynamic registration (RFC 7591, deprecated;
  * registration.ts), and the owner's sign-in (session.tsx). These endpoints speak OAuth's own

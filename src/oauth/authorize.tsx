@@ -18,7 +18,7 @@ const AUTHORIZATION_PARAMS = ['response_type', 'client_id', 'redirect_uri', 'cod
 const errorPage = (c: HonoContext, message: string, status: 400 | 403 = 400) =>
   c.html(<ErrorPage title="This authorization request cannot be completed" message={message} />, status);
 
-/** A request refused as unsafe: a 400 page, or a 429 page with Retry-After when a budget refused it (docs/rules.md "Errors and limits"). */
+/** A request refused as unsafe: a 400 page, or a 429 page with Retry-After when a budget refused it (docs/reference/rules.md "Errors and limits"). */
 const unsafeRequestPage = (c: HonoContext, error: UnsafeAuthorizationRequest) => {
   if (error.retryAfterSeconds === undefined) return errorPage(c, error.message);
   c.header('Retry-After', String(error.retryAfterSeconds));

@@ -4,7 +4,7 @@ import { MAX_BODY_BYTES, readLimitedBody } from '../http/body.js';
 import { ErrorPage } from './pages.js';
 
 /**
- * The 16 KiB body limit (docs/rules.md "Errors and limits": any method, any path) on the
+ * The 16 KiB body limit (docs/reference/rules.md "Errors and limits": any method, any path) on the
  * `/oauth/*` requests no endpoint reads a body for: every method and path but the posts below,
  * which read theirs through the same reader and answer 413 in their own format (form.ts,
  * registration.ts). That includes a method or path no endpoint serves (a DELETE of /oauth/token,

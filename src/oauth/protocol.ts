@@ -47,7 +47,7 @@ const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
 /**
  * Runs a protocol endpoint. With `failures`, each answer with one of those codes (a wrong
  * client secret, an unknown code or refresh token: guesses) costs the address a token of its
- * failed-authentication budget (docs/rules.md "Errors and limits"), and a failure from an
+ * failed-authentication budget (docs/reference/rules.md "Errors and limits"), and a failure from an
  * address whose budget is spent is answered 429 instead. Failures are throttled, not people:
  * a client that authenticates and presents a good grant is served even from an address over
  * its budget (one bad client behind a NAT must not lock out the others). What a refused

@@ -31,7 +31,7 @@ export function mountRegistrationEndpoint(app: Hono, deps: OAuthEndpointDeps): v
       try {
         bytes = await readLimitedBody(c.req.raw);
       } catch {
-        // RFC 7591 §3.2.2's error JSON, with the status that says what is wrong (docs/rules.md "Errors and limits").
+        // RFC 7591 §3.2.2's error JSON, with the status that says what is wrong (docs/reference/rules.md "Errors and limits").
         return c.json({ error: 'invalid_client_metadata', error_description: `The body exceeds ${MAX_BODY_BYTES} bytes.` }, 413, {
           'Cache-Control': 'no-store',
           Pragma: 'no-cache',

@@ -6,7 +6,7 @@ import type { HttpEnv } from '../http/request.js';
  * CORS for the REST API and /openapi.json, for browser callers on another origin (a web app,
  * a hosted API editor): only the origins of CORS_ALLOWED_ORIGINS, none by default. The
  * reference at /docs needs none (it calls its own origin); /mcp and the OAuth pages get none
- * (their Host/Origin checks refuse foreign browser origins, README "MCP").
+ * (their Host/Origin checks refuse foreign browser origins, docs/agents/mcp.md "MCP").
  */
 export function allowCrossOrigin(app: Hono<HttpEnv>, origins: readonly string[]): void {
   if (origins.length === 0) return;

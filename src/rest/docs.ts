@@ -72,7 +72,7 @@ function firstValue(header: string | undefined): string | undefined {
  * The origin the caller reached the service at, which the document names as its server so
  * the reference's "Test Request" and generated clients call the same origin the page came
  * from (`localhost` or `127.0.0.1` alike): PUBLIC_BASE_URL when set, else the request's
- * Host, or a trusted proxy's X-Forwarded-Host and -Proto (README "Configuration").
+ * Host, or a trusted proxy's X-Forwarded-Host and -Proto (docs/operators/configuration.md "Configuration").
  */
 function serverUrl(c: HonoContext<HttpEnv>, options: DocsOptions): string {
   if (options.publicBaseUrlSet) return options.publicBaseUrl;

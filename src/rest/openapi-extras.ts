@@ -1,7 +1,7 @@
 /**
  * The endpoints that are not registry operations — the MCP endpoint, OAuth, metadata, the
  * wake WebSocket, metrics and the reference itself — described by hand so /openapi.json
- * names every route the service answers. Their behaviour is specified in the README
+ * names every route the service answers. Their behaviour is specified in docs/
  * sections named in each description.
  */
 
@@ -29,7 +29,7 @@ export function extraPaths(): Record<string, PathItem> {
         tags: ['mcp'],
         summary: 'The MCP endpoint (protocol 2026-07-28, and 2025 revisions statelessly)',
         description:
-          'JSON-RPC over Streamable HTTP. Tools are built per caller from its live grants; a device tool call is re-checked live. Headers, statuses and tools: README "MCP".',
+          'JSON-RPC over Streamable HTTP. Tools are built per caller from its live grants; a device tool call is re-checked live. Headers, statuses and tools: docs/agents/mcp.md "MCP".',
         security: [{ agentToken: [] }, { oauth: ['read'] }, { oauth: ['read', 'act'] }],
         parameters: [
           { name: 'MCP-Protocol-Version', in: 'header', required: false, schema: str, description: 'Modern requests: must equal the version in params._meta.' },
@@ -81,7 +81,7 @@ export function extraPaths(): Record<string, PathItem> {
         tags: ['device'],
         summary: 'Open the device wake WebSocket',
         description:
-          'An HTTP upgrade to a WebSocket with a one-use ticket from POST /v1/device/{deviceId}/events-ticket. The server sends `{ "type": "wake", "deviceId", "actionId" }` text frames; results still go over HTTPS. Close codes and pings: README "Wake channel".',
+          'An HTTP upgrade to a WebSocket with a one-use ticket from POST /v1/device/{deviceId}/events-ticket. The server sends `{ "type": "wake", "deviceId", "actionId" }` text frames; results still go over HTTPS. Close codes and pings: docs/devices/wire-protocol.md "Wake channel".',
         security: [],
         parameters: [
           { name: 'deviceId', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
@@ -127,7 +127,7 @@ export function extraPaths(): Record<string, PathItem> {
         tags: ['oauth'],
         summary: 'Authorization request: sign-in, then the consent page',
         description:
-          'Authorization code with PKCE S256 only; `resource` must be `${PUBLIC_BASE_URL}/mcp`. Every redirect carries `iss` (RFC 9207). README "OAuth".',
+          'Authorization code with PKCE S256 only; `resource` must be `${PUBLIC_BASE_URL}/mcp`. Every redirect carries `iss` (RFC 9207). docs/agents/oauth.md "OAuth".',
         security: [],
         parameters: ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'resource', 'scope', 'state'].map((name) => ({
           name,

@@ -11,7 +11,7 @@ import { EVENT_STREAM, NDJSON } from '../http/document-stream.js';
 
 type JsonSchema = Record<string, unknown> & { properties?: Record<string, unknown>; required?: string[]; anyOf?: JsonSchema[] };
 
-/** Security scheme per credential kind (docs/rules.md "Credentials"). */
+/** Security scheme per credential kind (docs/reference/rules.md "Credentials"). */
 const securitySchemes: Record<CredentialKind, { scheme: string; description: string; bearerFormat?: string }> = {
   owner: {
     scheme: 'ownerSession',

@@ -38,7 +38,7 @@ export interface ActionRow {
   cancelRequestedAt: number | null;
   /** A result that arrived after the deadline, stored beside the `expired` status. */
   reportedLateAt: number | null;
-  /** The approval mode it was requested under (docs/rules.md "Approvals"); `none` for actions older than migration 0017. */
+  /** The approval mode it was requested under (docs/reference/rules.md "Approvals"); `none` for actions older than migration 0017. */
   approval: ApprovalMode;
   /** The end of the approval window of an action that had to wait for a yes. */
   approvalExpiresAt: number | null;
@@ -187,7 +187,7 @@ export async function insertActionIfAllowed(db: Queryable, row: NewActionRow, li
 export interface QueueLimits {
   perPrincipalOnDevice: number;
   perWorkspace: number;
-  /** The workspace's storage budgets (docs/budgets.md): a new action must fit them. */
+  /** The workspace's storage budgets (docs/operators/budgets.md): a new action must fit them. */
   storage: StorageLimits;
 }
 
@@ -259,7 +259,7 @@ async function eachStatus(statuses: readonly ActionStatus[], statement: (status:
 const PENDING_BY_DEVICE: Partial<Record<ActionStatus, string>> = { queued: 'actions_queued_by_device', awaiting_approval: 'actions_awaiting_by_device' };
 
 /**
- * awaiting_approval → queued (docs/rules.md "Approvals"): only inside the approval window and
+ * awaiting_approval → queued (docs/reference/rules.md "Approvals"): only inside the approval window and
  * while the permission it was requested under still holds (the `refusal` the hand-out checks).
  * The execution deadline starts now. Undefined when nothing matched: the caller tells why.
  */
@@ -293,7 +293,7 @@ export function rejectAction(
 
 /**
  * Cancels one waiting or queued action whose permission no longer holds, with the reason
- * (an approval that found it refused: docs/rules.md "Approvals"); undefined while it may run.
+ * (an approval that found it refused: docs/reference/rules.md "Approvals"); undefined while it may run.
  */
 export function cancelIfRefused(db: Queryable, workspaceId: string, id: string, now: number): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(
@@ -310,7 +310,7 @@ export function getAction(db: Queryable, workspaceId: string, id: string): Promi
 
 /**
  * The condition under which the grant `g` no longer fits the function `f` as it is now
- * published, given the requesting connection `c` (docs/rules.md "Access", "Actions":
+ * published, given the requesting connection `c` (docs/reference/rules.md "Access", "Actions":
  * `function_changed`): the grant recorded another kind or argument schema (a grant without
  * that record never fits: COALESCE turns its NULL into a refusal), or a `read` ceiling faces
  * a function that is no longer `read` (a connection's ceiling is only ever raised, so the
@@ -322,7 +322,7 @@ const FUNCTION_CHANGED = `((c.access = 'read' AND f.kind <> 'read') OR NOT COALE
  * The grant `g` asks for a stricter yes than the action `a` had, and `a` has not been handed
  * out: the owner re-granted the function in a stricter approval mode (which revokes the grant
  * `a` was requested under) while `a` was queued. The mode is read live like every other
- * permission (docs/rules.md "Approvals"), so `a` may not run without the yes the grant now
+ * permission (docs/reference/rules.md "Approvals"), so `a` may not run without the yes the grant now
  * wants. An action the owner approved (it had an approval window) had the strictest yes.
  */
 const stricterGrant = (a: string) =>
@@ -330,7 +330,7 @@ const stricterGrant = (a: string) =>
 
 /**
  * Why the action `a` (an alias of `actions`) may no longer move its device, or NULL while it
- * may (docs/rules.md "Actions"): the device and its gateway attached and unrevoked, the
+ * may (docs/reference/rules.md "Actions"): the device and its gateway attached and unrevoked, the
  * requesting connection unrevoked and unexpired (its token no longer authenticates: what it
  * asked for ends with it, as with a grant's expiry; actions older than migration 0013 name none: the
  * principal's grant alone decides), the function still published, the principal's grant for
@@ -394,7 +394,7 @@ export async function hasQueued(db: Queryable, targetId: string, now: number): P
 /**
  * Cancels a target's queued, unexpired commands that may no longer run, each with its
  * reason, created at or before `upTo` (the command `claimNext` just handed out; null for
- * all): what the same `next` skipped over (docs/rules.md "Actions").
+ * all): what the same `next` skipped over (docs/reference/rules.md "Actions").
  */
 export function cancelRefused(db: Queryable, targetId: string, upTo: number | null, now: number): Promise<ActionRow[]> {
   return db.all<ActionRow>(
@@ -431,12 +431,12 @@ function scoped(scope: WithdrawalScope): { sql: string; args: (string | null)[] 
 
 /**
  * After a revocation, in its transaction: cancels the queued commands in `scope` that may no
- * longer run, each with its reason (docs/rules.md "Actions"). The same refusal `next` checks,
+ * longer run, each with its reason (docs/reference/rules.md "Actions"). The same refusal `next` checks,
  * so the eager cancel and the hand-out agree.
  */
 export function cancelWithdrawn(db: Queryable, scope: WithdrawalScope, now: number): Promise<ActionRow[]> {
   const where = scoped(scope);
-  // Waiting actions too (docs/rules.md "Approvals"): a revocation while the owner decides ends them.
+  // Waiting actions too (docs/reference/rules.md "Approvals"): a revocation while the owner decides ends them.
   return eachStatus(TRANSITIONS.cancel.from, (status) =>
     db.all<ActionRow>(
       // ?1 is `now` wherever it appears; the scope's plain `?` placeholders number on from 2.
@@ -495,7 +495,7 @@ export function recalledFor(db: Queryable, targetId: string, now: number): Promi
 /**
  * A result that arrived after the deadline of a command the device had fetched: stored on the
  * `expired` action with the time it arrived, once (the `reportLate` mark). The status stays
- * `expired`; the result says what physically happened (docs/rules.md "Actions").
+ * `expired`; the result says what physically happened (docs/reference/rules.md "Actions").
  */
 export function reportLate(
   db: Queryable,
@@ -514,7 +514,7 @@ export function findTargetedAction(db: Queryable, targetId: string, id: string):
   return db.get<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE target_id = ? AND id = ?`, [targetId, id]);
 }
 
-/** The SET of a cancel: the status, when, and why (docs/rules.md "Actions"). */
+/** The SET of a cancel: the status, when, and why (docs/reference/rules.md "Actions"). */
 const CANCELLED = `${enter('cancel', 'cancelled')}, completed_at = ?, cancel_reason = ?`;
 
 /**
@@ -544,7 +544,7 @@ export function cancelQueued(
 /**
  * Asks the device holding a handed-out command to stop it: marks a `received` action, once,
  * with when and why. The status stays `received`: the device may already have acted, and
- * whatever it reports is stored (docs/rules.md "Actions").
+ * whatever it reports is stored (docs/reference/rules.md "Actions").
  */
 export function requestRecall(db: Queryable, workspaceId: string, id: string, reason: CancelReason, now: number): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(
@@ -605,7 +605,7 @@ export interface FunctionOfDevice {
 
 /**
  * Cancels every queued command for one function of one device: a republish changed or removed
- * it, so none was requested under what is published now (docs/rules.md "Access").
+ * it, so none was requested under what is published now (docs/reference/rules.md "Access").
  */
 export function cancelQueuedForFunction(db: Queryable, fn: FunctionOfDevice, reason: CancelReason, now: number): Promise<ActionRow[]> {
   return eachStatus(TRANSITIONS.cancel.from, (status) =>

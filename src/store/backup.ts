@@ -80,7 +80,7 @@ export function backupEmbedded(source: string, destination: string): BackupRepor
 /**
  * A restored journal gives again the ids given after the backup was taken, so an event id a
  * client was shown then would name another event now. The copy drops the key event ids are
- * encrypted with and the numeric ids it still reads (docs/event-ids.md): after a restore every
+ * encrypted with and the numeric ids it still reads (docs/reference/event-ids.md): after a restore every
  * earlier id is unknown, and a client that resumes with one gets a `reset` and reads the
  * current state again, instead of silently skipping events.
  */

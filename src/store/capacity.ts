@@ -27,7 +27,7 @@ export async function countQueued(
   return row!;
 }
 
-/** What a workspace cap counts (docs/rules.md "Errors and limits"). */
+/** What a workspace cap counts (docs/reference/rules.md "Errors and limits"). */
 export type CappedKind = 'agentConnections' | 'setupTokens' | 'grants' | 'oauthClients' | 'enrollmentCodes' | 'webhooks';
 
 // Live rows only: revoked, expired or used ones hold no place (their housekeeping is elsewhere).

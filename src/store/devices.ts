@@ -155,7 +155,7 @@ export const SEEN_WRITE_INTERVAL_MS = 5000;
 /**
  * Records that a device called in; written at most every few seconds per device. The same
  * UPDATE marks it reported online: when it was not, migration 0018's trigger journals
- * `device.online` in this statement (README "Owner events"), so the hot path costs no extra write.
+ * `device.online` in this statement (docs/reference/events.md "Owner events"), so the hot path costs no extra write.
  */
 export async function touchDevice(db: Queryable, id: string, now: number): Promise<void> {
   await db.run('UPDATE devices SET last_seen_at = ?, reported_online = 1 WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', [

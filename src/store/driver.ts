@@ -54,7 +54,7 @@ export interface Db extends Queryable {
  * The database cannot serve now: unreachable, not answering within the driver's bound, busy
  * past the busy timeout, out of disk. Both drivers throw this, and only for such failures
  * (`unavailableFrom`), so that one mapping turns it into 503 `unavailable` with Retry-After
- * (README "Errors"); any other driver error (a constraint, bad SQL) is a bug and stays as it
+ * (docs/reference/errors.md "Errors"); any other driver error (a constraint, bad SQL) is a bug and stays as it
  * was thrown (500 `internal`). The message names the cause for the log, never SQL or
  * arguments; callers are not shown it.
  */

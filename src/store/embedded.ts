@@ -111,7 +111,7 @@ export class EmbeddedDb implements Db {
 
   // Every entry point classifies its failures (`guarded`, src/store/driver.ts): SQLITE_BUSY
   // past the busy timeout (another process holds the file) and disk trouble are 503
-  // `unavailable`, not a 500 (README "Errors").
+  // `unavailable`, not a 500 (docs/reference/errors.md "Errors").
   //
   // A write outside a transaction takes the lock with `BEGIN IMMEDIATE` first: a prepared
   // write statement that fails with SQLITE_BUSY is left "in progress" by libsql 0.5 (no reset

@@ -15,7 +15,7 @@ export interface GrantRow {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
-  /** Whether a call under it needs a human's yes first (docs/rules.md "Approvals"). */
+  /** Whether a call under it needs a human's yes first (docs/reference/rules.md "Approvals"). */
   approval: ApprovalMode;
   /** The function's kind when it was granted; null for a grant whose function was gone when migration 0014 ran. */
   functionKind: 'read' | 'control' | null;
@@ -33,12 +33,12 @@ const COLUMNS = `g.id, g.principal, g.device_id AS deviceId, g.capability, g.gat
 /** A grant beside the function it names, as published now. */
 const GRANT_AND_FUNCTION = 'grants g LEFT JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability';
 
-/** A grant counts when it is not revoked and not past its expiry (docs/rules.md "Access"). */
+/** A grant counts when it is not revoked and not past its expiry (docs/reference/rules.md "Access"). */
 const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ?))';
 
 /**
  * A grant applies to the function `c` only while `c` is still what the owner granted: the same
- * kind and the same argument-schema fingerprint (docs/rules.md "Access"). Every query that asks
+ * kind and the same argument-schema fingerprint (docs/reference/rules.md "Access"). Every query that asks
  * "does this grant allow calling this function" includes it, over `g` (grants) and `c`
  * (capabilities joined on device and name), or other aliases through `grantMatchesFunction`.
  * A grant recorded without a fingerprint never matches (the condition is then NULL, not true).
@@ -79,7 +79,7 @@ export function getGrant(db: Queryable, workspaceId: string, id: string): Promis
  * Writes a grant, replacing the unrevoked one for the same principal, device and capability
  * (its expiry is renewed by revoking it and inserting the new row, so history keeps both).
  * The grant records the function as it is published now, read in the same statement, so the
- * kind and fingerprint are exactly what the owner granted (docs/rules.md "Access"); the
+ * kind and fingerprint are exactly what the owner granted (docs/reference/rules.md "Access"); the
  * caller has checked that the function exists.
  */
 export async function putGrant(
@@ -187,7 +187,7 @@ const FUNCTION_KEY = 'AND (d.created_at, d.id, c.position) > (?, ?, ?)';
 const USABLE_DEVICE = 'd.revoked_at IS NULL AND d.detached_at IS NULL AND (p.id IS NULL OR p.revoked_at IS NULL)';
 
 /**
- * The functions a principal may call now: the intersection of docs/rules.md "Access" — a live grant,
+ * The functions a principal may call now: the intersection of docs/reference/rules.md "Access" — a live grant,
  * the ceiling (`read` sees read functions only), and an attached, unrevoked device.
  */
 export function callableFunctions(
@@ -271,13 +271,13 @@ export async function workspaceFunctions(db: Queryable, workspaceId: string, pag
   return functionsPage(rows, page.limit);
 }
 
-/** An approval mode as a number, the strictest lowest: `owner` over `user` over `none` (docs/rules.md "Approvals"). */
+/** An approval mode as a number, the strictest lowest: `owner` over `user` over `none` (docs/reference/rules.md "Approvals"). */
 export const approvalRank = (column: string) => `CASE ${column} WHEN 'owner' THEN 0 WHEN 'user' THEN 1 ELSE 2 END`;
 
 const STRICTEST_APPROVAL = approvalRank('g.approval');
 
 /**
- * What the live access check of one function call needs, in one read (docs/rules.md "Access"):
+ * What the live access check of one function call needs, in one read (docs/reference/rules.md "Access"):
  * the device (attached to its gateway's latest manifest, else undefined) and whether it or its
  * gateway is revoked, the function as published (null when it is not), and the approval mode
  * of the principal's live grant for it that still matches the function as published (the

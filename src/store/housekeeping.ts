@@ -29,12 +29,12 @@ const STATEMENTS = {
   /**
    * Owner events (the workspace event journal) written at or before `before`, the start of
    * the replay window; oldest ids first, so what is kept is always the journal's newest part
-   * (a resumption from before it learns that events were lost: README "Owner events").
+   * (a resumption from before it learns that events were lost: docs/reference/events.md "Owner events").
    * Ids grow with time, so the batch is the oldest ids' due rows, read in rowid order: the
    * journal keeps no index on `created_at` (migration 0021), every journal row would pay for it.
    * Deleting the newest row leaves a tombstone in its place, so its id is never given again
    * (migration 0022); a tombstone goes once a newer row exists, and is otherwise left alone
-   * (deleting it would only put it back). README "Owner events".
+   * (deleting it would only put it back). docs/reference/events.md "Owner events".
    */
   workspaceEvents: `DELETE FROM workspace_events WHERE id IN (SELECT id FROM workspace_events ORDER BY id LIMIT ?2) AND created_at <= ?1
      AND (workspace_id <> '' OR id < (SELECT max(id) FROM workspace_events))`,

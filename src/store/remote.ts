@@ -21,7 +21,7 @@ import {
 const answeredByServer = (error: unknown) => error instanceof LibsqlError && !/client was manually closed/i.test(error.message);
 
 /**
- * How long one HTTP request to the server may take, connecting included (README "Errors":
+ * How long one HTTP request to the server may take, connecting included (docs/reference/errors.md "Errors":
  * a database that does not answer is 503 `unavailable` within a bounded time). Without it an
  * address that accepts connections and never answers would hold a request for undici's five
  * minutes. The server's own busy timeout (5 s) fits inside it.
@@ -77,7 +77,7 @@ const BUSY_TIMEOUT_MS = 5000;
  * pollers over three instances met it within 30 ms), where the embedded driver would wait
  * for the lock. A statement refused so did nothing, so it is sent again after a short,
  * growing pause, for up to BUSY_TIMEOUT_MS; only then does the caller see it (503
- * `unavailable`, README "Errors"). `refused` says whether to try again.
+ * `unavailable`, docs/reference/errors.md "Errors"). `refused` says whether to try again.
  */
 async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) => boolean = isBusy): Promise<T> {
   const deadline = Date.now() + BUSY_TIMEOUT_MS;
@@ -99,7 +99,7 @@ interface Member {
 }
 
 /**
- * At most this many statements go in one group. Bodies are at most 16 KiB (README "Errors"),
+ * At most this many statements go in one group. Bodies are at most 16 KiB (docs/reference/errors.md "Errors"),
  * so a group's request and answer stay far below sqld's 10 MB answer limit, which would fail
  * the whole group (docs/performance.md "Statements per request": a too large batch made sqld
  * close the WebSocket). Twenty device loops fill a group with about 20.
@@ -182,7 +182,7 @@ export class RemoteDb implements Db {
     return (async () => {
       try {
         // Waiting is bounded like the embedded driver's busy timeout: behind a writer stuck on
-        // a server that does not answer, the queue answers 503 instead of growing (README "Errors").
+        // a server that does not answer, the queue answers 503 instead of growing (docs/reference/errors.md "Errors").
         let timer: NodeJS.Timeout | undefined;
         const turn = await Promise.race([
           previous.then(() => true),
@@ -217,7 +217,7 @@ export class RemoteDb implements Db {
   }
 
   /**
-   * The WebSocket transport's bound (README "Errors": no hang): `boundedFetch` covers HTTP
+   * The WebSocket transport's bound (docs/reference/errors.md "Errors": no hang): `boundedFetch` covers HTTP
    * only, and a socket whose host stopped answering without closing it would hold every call
    * on it for good. A call that outlasts REQUEST_TIMEOUT_MS fails as not answered, and the
    * socket is given up for a new one, so the service recovers once the server answers again.
@@ -452,7 +452,7 @@ export class RemoteDb implements Db {
     ];
   }
 
-  /** Closes once the statements already issued are answered (each is bounded, README "Errors"), the open groups' included. */
+  /** Closes once the statements already issued are answered (each is bounded, docs/reference/errors.md "Errors"), the open groups' included. */
   async close(): Promise<void> {
     while (this.#writeGroup || this.#readsInFlight.size > 0) await Promise.all([this.#writes, ...this.#readsInFlight]);
     await this.#writes;

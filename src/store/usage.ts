@@ -2,7 +2,7 @@ import type { Queryable } from './driver.js';
 
 /**
  * What a workspace has made the service store (migration 0024 keeps the counters, by trigger,
- * in the statement that writes or deletes each row). docs/budgets.md.
+ * in the statement that writes or deletes each row). docs/operators/budgets.md.
  */
 export const STORAGE_BUDGETS = ['actions', 'action_bytes', 'event_bytes', 'webhook_deliveries'] as const;
 export type StorageBudget = (typeof STORAGE_BUDGETS)[number];

@@ -63,7 +63,7 @@ export async function countLiveWebhooks(db: Queryable, workspaceId: string): Pro
 
 /**
  * Replaces a live webhook's secret; the one it replaces stays valid until `previousUntil`
- * (README "Webhooks": rotation). Answers whether a live webhook was changed.
+ * (docs/owners/webhooks.md: rotation). Answers whether a live webhook was changed.
  */
 export async function rotateWebhookSecret(db: Queryable, workspaceId: string, id: string, secret: string, previousUntil: number): Promise<boolean> {
   const { changes } = await db.run(

@@ -10,7 +10,7 @@ export interface WorkspaceRow {
 
 const COLUMNS = 'id, external_id AS externalId, routing_id AS routingId, created_at AS createdAt';
 
-/** The owner's workspace, created on first use (docs/rules.md "Credentials"). */
+/** The owner's workspace, created on first use (docs/reference/rules.md "Credentials"). */
 export async function workspaceForOwner(db: Queryable, externalId: string, now: number): Promise<WorkspaceRow> {
   const existing = await db.get<WorkspaceRow>(`SELECT ${COLUMNS} FROM workspaces WHERE external_id = ?`, [externalId]);
   if (existing) return existing;

@@ -1,4 +1,4 @@
-/** Debian's Chromium, which the browser tests drive with playwright-core (README "Set up"). */
+/** Debian's Chromium, which the browser tests drive with playwright-core (docs/contributors/development.md "Set up"). */
 export const CHROMIUM = '/usr/bin/chromium';
 
 /**

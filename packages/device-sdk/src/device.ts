@@ -302,7 +302,7 @@ export class Device {
     });
   }
 
-  /** A cancel frame: aborts the command's signal if it runs, or when it starts (README "Wake channel"). */
+  /** A cancel frame: aborts the command's signal if it runs, or when it starts (docs/devices/wire-protocol.md "Wake channel"). */
   #recall(deviceId: string, actionId: string, reason: string): void {
     this.#emit({ type: 'cancel', deviceId, actionId, reason });
     const running = this.#running.get(actionId);

@@ -1,5 +1,5 @@
 /**
- * The device side of the HTTP API (docs/rules.md "Devices" and "Actions"): plain `fetch`, typed
+ * The device side of the HTTP API (docs/reference/rules.md "Devices" and "Actions"): plain `fetch`, typed
  * answers, one error type. Used by the Device class; usable on its own.
  */
 
@@ -46,7 +46,7 @@ export interface DeviceRecord {
   [field: string]: unknown;
 }
 
-/** A command handed to the device by `next` (docs/rules.md "Actions"). */
+/** A command handed to the device by `next` (docs/reference/rules.md "Actions"). */
 export interface DeviceCommand {
   id: string;
   /** Which device runs it: this device, or one of its gateway children. */

@@ -7,7 +7,7 @@
  *   lamp.handle('set_power', async ({ on }) => ({ on }));
  *   await lamp.start();
  *
- * README "Wake channel" describes the protocol underneath.
+ * docs/devices/wire-protocol.md "Wake channel" describes the protocol underneath.
  */
 export { backoffDelay, CommandError, CommandRecalled, Device } from './device.js';
 export type { ChildHandlers, CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';

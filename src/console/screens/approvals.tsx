@@ -11,7 +11,7 @@ import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
 
 /**
- * The approvals inbox (README "Owner console", docs/approvals.md): the actions awaiting the
+ * The approvals inbox (docs/owners/console.md "Owner console", docs/owners/approvals.md): the actions awaiting the
  * owner's yes a page at a time (`approvals.list`, oldest first, links to the neighbouring
  * pages), each with its agent, device, function, arguments and the end of its approval window;
  * approve, or reject with a reason (`actions.approve`, `actions.reject`), or reject the ones

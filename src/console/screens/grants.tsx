@@ -11,7 +11,7 @@ import { allDevices } from './devices.js';
 /**
  * Grants of one principal: a matrix of devices × functions with the function's kind (read or
  * control), the live grant with its expiry and approval mode, grant and revoke, and the stale
- * grants with why (README "Stale grants").
+ * grants with why (docs/owners/grants.md "Stale grants: a grant means what the owner saw").
  */
 
 type Grant = z.infer<typeof grantSchema>;
@@ -24,7 +24,7 @@ const APPROVAL_TEXT = {
 } as const;
 
 /**
- * What `user` approval is and is not (docs/confirmation.md): the owner picks it here, so this
+ * What `user` approval is and is not (docs/agents/confirmation.md): the owner picks it here, so this
  * is where it has to be said that the service cannot verify the yes.
  */
 const USER_APPROVAL_NOTE =

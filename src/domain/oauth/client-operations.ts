@@ -22,7 +22,7 @@ import { NEWEST_FIRST_KEY } from '../paging.js';
 import { access, connection, newConnection, principal } from '../schemas.js';
 
 /**
- * OAuth clients as the owner sees them (docs/rules.md "OAuth" and "Access"): each is
+ * OAuth clients as the owner sees them (docs/reference/rules.md "OAuth" and "Access"): each is
  * an agent connection with an `oauth` object and a principal. Pre-registered clients are
  * made here; dynamic and metadata-document clients get their connection when an owner
  * first approves them on the consent page, and are listed and revoked here too. How the
@@ -148,7 +148,7 @@ export const revokeOAuthClient = defineOperation({
       const found = await clientConnectionByClientId(tx, credential.workspaceId, input.clientId);
       if (!found) throw fail.notFound('OAuth client');
       await revokeClientConnection(tx, credential.workspaceId, found.id, now);
-      // The client's commands stop with it (docs/rules.md "Actions"). Revoking one token at
+      // The client's commands stop with it (docs/reference/rules.md "Actions"). Revoking one token at
       // /oauth/revoke is not this: the client keeps its connection and its commands.
       const withdrawn = await withdrawRevoked(tx, { workspaceId: credential.workspaceId, connectionId: found.id }, now);
       return { row: (await getClientConnection(tx, found.id))!, withdrawn };

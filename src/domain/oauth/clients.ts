@@ -12,7 +12,7 @@ import { FETCH_FAILED_MESSAGE, FetchBudgetExceeded, metadataDocumentUrl, Metadat
  * authenticate it. The owner's operations on clients are in client-operations.ts.
  */
 
-/** `oauth:<client id>` (docs/rules.md "Access"), or by application id when the client id is too long for a principal. */
+/** `oauth:<client id>` (docs/reference/rules.md "Access"), or by application id when the client id is too long for a principal. */
 export function defaultPrincipal(clientId: string, applicationId: string): string {
   const principal = `oauth:${clientId}`;
   return principal.length <= 128 ? principal : `oauth:${applicationId}`;

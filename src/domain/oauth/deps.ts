@@ -3,7 +3,7 @@ import type { CapacityLimits, Clock, Logger } from '../context.js';
 import type { DocumentFetcher, MetadataDocumentCache } from './metadata-documents.js';
 
 /**
- * The authorization server's protocol logic (docs/rules.md "OAuth"), free of HTTP: the
+ * The authorization server's protocol logic (docs/reference/rules.md "OAuth"), free of HTTP: the
  * endpoints in src/oauth parse requests into these calls and render what they return. This
  * folder holds one file per concern (scopes, clients, authorize, token, revoke, registration,
  * sessions); this file holds what every one of them is handed.

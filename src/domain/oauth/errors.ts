@@ -25,7 +25,7 @@ export class OAuthProtocolError extends Error {
   constructor(
     readonly code: OAuthErrorCode,
     readonly description: string,
-    /** Set on a rate-limit refusal: answered as HTTP 429 with Retry-After (docs/rules.md "Errors and limits"). */
+    /** Set on a rate-limit refusal: answered as HTTP 429 with Retry-After (docs/reference/rules.md "Errors and limits"). */
     readonly retryAfterSeconds?: number,
   ) {
     super(description);

@@ -1,7 +1,7 @@
 /**
  * Which redirect URIs a client may register: https anywhere, or plain http only on a
  * loopback address (RFC 8252 §7.3, native clients listening on this computer). Matching at
- * authorization time is exact string equality (docs/rules.md "OAuth"), no port wildcard.
+ * authorization time is exact string equality (docs/reference/rules.md "OAuth"), no port wildcard.
  */
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 

@@ -2,7 +2,7 @@ import type { Access } from '../context.js';
 import { oauthError } from './errors.js';
 
 /**
- * Scopes: a ceiling only (docs/rules.md "Access"); `act` implies `read`. Apart because the
+ * Scopes: a ceiling only (docs/reference/rules.md "Access"); `act` implies `read`. Apart because the
  * authorization and token endpoints and the bearer check in src/auth all read them.
  */
 

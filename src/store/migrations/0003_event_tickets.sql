@@ -1,4 +1,4 @@
--- One-use tickets for the device wake WebSocket (docs/rules.md "Actions"): a device trades its
+-- One-use tickets for the device wake WebSocket (docs/reference/rules.md "Actions"): a device trades its
 -- credential for a ticket over HTTPS, then presents the ticket in the WebSocket URL, where
 -- an Authorization header cannot be sent by every client. Only the hash is kept.
 

@@ -1,4 +1,4 @@
--- OAuth: the service as its own authorization server (docs/rules.md "OAuth"). A client acts in a
+-- OAuth: the service as its own authorization server (docs/reference/rules.md "OAuth"). A client acts in a
 -- workspace through an agent connection (purpose 'agent') linked to its oauth_clients row;
 -- codes, access and refresh tokens and owner sessions are stored as SHA-256 hashes only.
 

@@ -1,4 +1,4 @@
--- What an agent may call (docs/rules.md "Access") depends on grants, capabilities and devices only.
+-- What an agent may call (docs/reference/rules.md "Access") depends on grants, capabilities and devices only.
 -- Every write to them bumps the workspace's functions_version in the same transaction, by
 -- trigger so that no write path can forget it: a cache of a principal's tool list (src/mcp)
 -- is valid while the version it was built at is still the current one (and no grant it

@@ -1,4 +1,4 @@
--- Grants mean what the owner saw (docs/rules.md "Access"): a grant records the kind of the
+-- Grants mean what the owner saw (docs/reference/rules.md "Access"): a grant records the kind of the
 -- function and the fingerprint of its argument schema at grant time, and applies only while
 -- the published function still has both (GRANT_MATCHES_FUNCTION in src/store/grants.ts).
 -- A capability carries its fingerprint, written at publish. SQL cannot hash, so this file
@@ -11,7 +11,7 @@ ALTER TABLE grants ADD COLUMN function_kind TEXT CHECK (function_kind IN ('read'
 ALTER TABLE grants ADD COLUMN schema_fingerprint TEXT;
 UPDATE grants SET function_kind = (SELECT c.kind FROM capabilities c WHERE c.device_id = grants.device_id AND c.name = grants.capability);
 
--- Fair queues (docs/rules.md "Errors and limits"): the queue is counted per principal and
+-- Fair queues (docs/reference/rules.md "Errors and limits"): the queue is counted per principal and
 -- device inside the transaction that queues.
 DROP INDEX actions_queued_by_device;
 CREATE INDEX actions_queued_by_device ON actions (device_id, principal) WHERE status = 'queued';

@@ -1,4 +1,4 @@
--- Issue 16. A grant says whether a call under it needs a human's yes first (docs/rules.md
+-- A grant says whether a call under it needs a human's yes first (docs/reference/rules.md
 -- "Approvals"): 'none' (default), 'owner' (the workspace owner approves each action) or
 -- 'user' (the agent's own user confirms in the MCP client).
 ALTER TABLE grants ADD COLUMN approval TEXT NOT NULL DEFAULT 'none' CHECK (approval IN ('none', 'owner', 'user'));

@@ -1,4 +1,4 @@
--- Issue 16, owner approval (docs/rules.md "Approvals"). An action whose grant asks for a yes
+-- Owner approval (docs/reference/rules.md "Approvals"). An action whose grant asks for a yes
 -- starts `awaiting_approval` and ends `rejected` when the owner says no: two statuses the
 -- CHECK must accept, and SQLite cannot alter a CHECK, so the table is rebuilt. Nothing
 -- references `actions`, so dropping the old table breaks no foreign key.

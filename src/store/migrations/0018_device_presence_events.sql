@@ -1,4 +1,4 @@
--- Issue 16. Whether the owner's event journal last said a device was online (1) or offline
+-- Whether the owner's event journal last said a device was online (1) or offline
 -- (0): the guard that makes device.online and device.offline appear exactly once per
 -- transition, whichever instance notices it. A device's call sets it to 1 in the same UPDATE
 -- that records last_seen_at (src/store/devices.ts touchDevice); the presence sweep sets it

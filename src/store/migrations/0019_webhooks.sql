@@ -1,4 +1,4 @@
--- Issue 16: webhooks for owners who are not looking (README "Webhooks"). An owner registers an
+-- Webhooks for owners who are not looking (docs/owners/webhooks.md). An owner registers an
 -- HTTPS URL and the event types it wants; events of the workspace journal (migration 0016)
 -- are delivered to it from a durable outbox, signed with the webhook's secret.
 --

@@ -1,11 +1,11 @@
--- Issue 19: the workspace event journal without AUTOINCREMENT, see
+-- The workspace event journal without AUTOINCREMENT, see
 -- docs/performance.md "Journal ids without AUTOINCREMENT". Every journal row (three per
 -- action round trip) read and wrote `sqlite_sequence`; a plain INTEGER PRIMARY KEY gives
 -- max(id) + 1 instead, at no extra cost.
 --
 -- What AUTOINCREMENT guaranteed stays: an id is never given twice, even after pruning removed
 -- every row and the service restarted, so a stale Last-Event-ID or the webhook dispatcher's
--- cursor can never name a different, newer event (README "Owner events"). max(id) must
+-- cursor can never name a different, newer event (docs/reference/events.md "Owner events"). max(id) must
 -- therefore never go back: the trigger `workspace_events_keep_newest` below puts a tombstone
 -- in the place of the newest row whenever that row is deleted. A tombstone has the workspace
 -- id '' (no workspace has it), so every reader, which reads one workspace's events or joins

@@ -1,5 +1,5 @@
 -- Webhook delivery that one workspace cannot starve, and an event's payload stored once for all
--- its deliveries (docs/webhooks.md).
+-- its deliveries (docs/owners/webhooks.md).
 --
 -- Payloads. Migration 0019 copied the event into every delivery row, so that every attempt sends
 -- the same bytes even after the journal has been pruned: an action with 14 KB of arguments took

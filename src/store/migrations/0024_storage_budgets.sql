@@ -1,4 +1,4 @@
--- Storage budgets per workspace (docs/budgets.md): what each workspace makes the service
+-- Storage budgets per workspace (docs/operators/budgets.md): what each workspace makes the service
 -- store, counted as it is written and deleted, so that the request that would exceed a budget
 -- reads one row by key instead of summing the workspace's history.
 --
