@@ -1,0 +1,128 @@
+// `npm run check`: the fast inner loop, for what this branch changed. In order:
+//
+//   1. types     tsc --noEmit, incremental (its state in .cache/, gitignored)
+//   2. eslint    ESLint on the changed .ts/.tsx/.js/.mjs/.cjs files
+//   3. prettier  Prettier --check on the changed files it formats
+//   4. tests     the vitest tests related to the changed files (`vitest related … --run`):
+//                the changed test files, every test that imports a changed file, and for a
+//                changed file no test imports (a doc, a migration, a config) the tests that
+//                name its path; a migration also runs test/store.test.ts
+//   5. commits   commit subjects at most 72 characters (scripts/check-commits.mjs)
+//
+// "Changed" is every file that differs from the merge base with main, committed or not, plus
+// untracked files; on main itself (or without a main branch), what is staged, unstaged or
+// untracked. Every step runs even when one before it fails, so one run lists every problem.
+// The whole `npm run lint` (layers, ESLint and Prettier over the tree) and the whole suite stay in CI.
+//
+//   node scripts/check.mjs                 all five steps
+//   node scripts/check.mjs --no-tests      without step 4
+//   node scripts/check.mjs --list-changed  print the changed files and stop
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+function git(args, cwd) {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+}
+
+function tryGit(args, cwd) {
+  try {
+    return git(args, cwd).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+const lines = (text) => text.split('\n').filter(Boolean);
+
+/** The commit the branch forked from main (or origin/main in a CI clone); undefined on main itself. */
+function branchBase(cwd) {
+  const branch = tryGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], cwd);
+  if (branch === 'main') return undefined;
+  for (const main of ['main', 'origin/main']) {
+    const base = tryGit(['merge-base', 'HEAD', main], cwd);
+    if (base) return base;
+  }
+  return undefined;
+}
+
+/** The files this branch or working tree changed that still exist, relative to the repository root. */
+function changedFiles(cwd) {
+  const root = git(['rev-parse', '--show-toplevel'], cwd).trim();
+  const base = branchBase(root) ?? 'HEAD';
+  // `git diff <commit>` compares the commit with the working tree: staged and unstaged edits alike.
+  const tracked = tryGit(['rev-parse', '--verify', '--quiet', 'HEAD'], root) ? lines(git(['diff', '--name-only', base], root)) : [];
+  const cached = lines(git(['diff', '--name-only', '--cached'], root));
+  const untracked = lines(git(['ls-files', '--others', '--exclude-standard'], root));
+  const files = [...new Set([...tracked, ...cached, ...untracked])].filter((file) => fs.existsSync(path.join(root, file)));
+  return { root, base, files: files.sort() };
+}
+
+const bin = (name) => path.join(projectRoot, 'node_modules', '.bin', name);
+
+const MODULE = /\.(ts|tsx|js|mjs|cjs)$/;
+
+/**
+ * What `vitest related` is given: the changed modules, and the tests that read a changed
+ * non-module file by name (test/readme.test.ts reads README.md), which no import graph shows.
+ */
+function testTargets(root, files) {
+  const modules = files.filter((file) => /\.(ts|tsx)$/.test(file) && !file.startsWith('tools/'));
+  const others = files.filter((file) => !/\.(ts|tsx)$/.test(file));
+  if (others.length === 0) return modules;
+  const tests = fs.readdirSync(path.join(root, 'test'), { recursive: true }).filter((file) => String(file).endsWith('.test.ts'));
+  const readers = new Set();
+  for (const test of tests) {
+    const text = fs.readFileSync(path.join(root, 'test', String(test)), 'utf8');
+    for (const file of others) {
+      if (text.includes(file)) readers.add(`test/${String(test)}`);
+      if (file.startsWith('src/store/migrations/')) readers.add('test/store.test.ts');
+    }
+  }
+  return [...new Set([...modules, ...readers])];
+}
+
+/** Runs one step with its output shown as it comes; answers whether it passed and how long it took. */
+function step(name, command, args) {
+  const started = performance.now();
+  console.log(`\n── ${name}`);
+  const result = spawnSync(command, args, { cwd: projectRoot, stdio: 'inherit' });
+  const seconds = (performance.now() - started) / 1000;
+  return { name, ok: result.status === 0, seconds };
+}
+
+function main(argv) {
+  const { root, base, files } = changedFiles(process.cwd());
+  const shown = base === 'HEAD' ? 'HEAD and the working tree' : `the merge base with main (${base.slice(0, 7)})`;
+  if (argv.includes('--list-changed')) {
+    for (const file of files) console.log(file);
+    return 0;
+  }
+  console.log(`${files.length} file(s) changed against ${shown}`);
+  const absolute = (list) => list.map((file) => path.join(root, file));
+  const lintable = files.filter((file) => MODULE.test(file));
+  const related = testTargets(root, files);
+
+  const results = [];
+  // Incremental: the first run checks everything (~25 s here); later runs check what changed.
+  const buildInfo = path.join(projectRoot, '.cache', 'tsconfig.tsbuildinfo');
+  results.push(step('types', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit', '--incremental', '--tsBuildInfoFile', buildInfo]));
+  if (lintable.length > 0) results.push(step('eslint', bin('eslint'), ['--no-warn-ignored', ...absolute(lintable)]));
+  if (files.length > 0) results.push(step('prettier', bin('prettier'), ['--check', '--ignore-unknown', ...absolute(files)]));
+  if (!argv.includes('--no-tests') && related.length > 0) {
+    results.push(step('tests', bin('vitest'), ['related', '--run', '--passWithNoTests', ...absolute(related)]));
+  }
+  results.push(step('commits', process.execPath, [path.join(projectRoot, 'scripts', 'check-commits.mjs')]));
+
+  console.log('\n── check');
+  for (const r of results) console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name.padEnd(9)} ${r.seconds.toFixed(1)} s`);
+  const total = results.reduce((sum, r) => sum + r.seconds, 0);
+  const failed = results.filter((r) => !r.ok).length;
+  console.log(failed === 0 ? `passed in ${total.toFixed(1)} s` : `${failed} step(s) failed (${total.toFixed(1)} s)`);
+  return failed === 0 ? 0 : 1;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) process.exitCode = main(process.argv.slice(2));
