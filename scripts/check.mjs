@@ -3,24 +3,25 @@
 //   1. types     tsc --noEmit, incremental (its state in .cache/, gitignored)
 //   2. eslint    ESLint on the changed .ts/.tsx/.js/.mjs/.cjs files
 //   3. prettier  Prettier --check on the changed files it formats
-//   4. tests     the vitest tests related to the changed files (`vitest related … --run`):
-//                the changed test files, every test that imports a changed file, and for a
-//                changed file no test imports (a doc, a migration, a config) the tests that
-//                name its path; a migration also runs test/store.test.ts
+//   4. tests     the tests of the changed areas (scripts/related-tests.mjs says which):
+//                changed tests, tests named after a changed file, the tests nearest a
+//                changed module in the import graph, tests that name a changed doc or config
 //   5. commits   commit subjects at most 72 characters (scripts/check-commits.mjs)
 //
 // "Changed" is every file that differs from the merge base with main, committed or not, plus
 // untracked files; on main itself (or without a main branch), what is staged, unstaged or
-// untracked. Every step runs even when one before it fails, so one run lists every problem.
+// untracked; with --base <commit>, what differs from that commit. Every step runs even when one before it fails, so one run lists every problem.
 // The whole `npm run lint` (layers, ESLint and Prettier over the tree) and the whole suite stay in CI.
 //
 //   node scripts/check.mjs                 all five steps
 //   node scripts/check.mjs --no-tests      without step 4
-//   node scripts/check.mjs --list-changed  print the changed files and stop
+//   node scripts/check.mjs --base HEAD     only what is not committed yet
+//   node scripts/check.mjs --list          print the changed files and the tests, and stop
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { relatedTests } from './related-tests.mjs';
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -50,9 +51,9 @@ function branchBase(cwd) {
 }
 
 /** The files this branch or working tree changed that still exist, relative to the repository root. */
-function changedFiles(cwd) {
+function changedFiles(cwd, chosenBase) {
   const root = git(['rev-parse', '--show-toplevel'], cwd).trim();
-  const base = branchBase(root) ?? 'HEAD';
+  const base = chosenBase ?? branchBase(root) ?? 'HEAD';
   // `git diff <commit>` compares the commit with the working tree: staged and unstaged edits alike.
   const tracked = tryGit(['rev-parse', '--verify', '--quiet', 'HEAD'], root) ? lines(git(['diff', '--name-only', base], root)) : [];
   const cached = lines(git(['diff', '--name-only', '--cached'], root));
@@ -65,26 +66,6 @@ const bin = (name) => path.join(projectRoot, 'node_modules', '.bin', name);
 
 const MODULE = /\.(ts|tsx|js|mjs|cjs)$/;
 
-/**
- * What `vitest related` is given: the changed modules, and the tests that read a changed
- * non-module file by name (test/readme.test.ts reads README.md), which no import graph shows.
- */
-function testTargets(root, files) {
-  const modules = files.filter((file) => /\.(ts|tsx)$/.test(file) && !file.startsWith('tools/'));
-  const others = files.filter((file) => !/\.(ts|tsx)$/.test(file));
-  if (others.length === 0) return modules;
-  const tests = fs.readdirSync(path.join(root, 'test'), { recursive: true }).filter((file) => String(file).endsWith('.test.ts'));
-  const readers = new Set();
-  for (const test of tests) {
-    const text = fs.readFileSync(path.join(root, 'test', String(test)), 'utf8');
-    for (const file of others) {
-      if (text.includes(file)) readers.add(`test/${String(test)}`);
-      if (file.startsWith('src/store/migrations/')) readers.add('test/store.test.ts');
-    }
-  }
-  return [...new Set([...modules, ...readers])];
-}
-
 /** Runs one step with its output shown as it comes; answers whether it passed and how long it took. */
 function step(name, command, args) {
   const started = performance.now();
@@ -95,16 +76,18 @@ function step(name, command, args) {
 }
 
 function main(argv) {
-  const { root, base, files } = changedFiles(process.cwd());
-  const shown = base === 'HEAD' ? 'HEAD and the working tree' : `the merge base with main (${base.slice(0, 7)})`;
-  if (argv.includes('--list-changed')) {
-    for (const file of files) console.log(file);
+  const baseAt = argv.indexOf('--base');
+  const { root, base, files } = changedFiles(process.cwd(), baseAt === -1 ? undefined : argv[baseAt + 1]);
+  const { tests, notes } = relatedTests(root, files);
+  if (argv.includes('--list')) {
+    for (const file of files) console.log(`changed ${file}`);
+    for (const test of tests) console.log(`test ${test}`);
     return 0;
   }
-  console.log(`${files.length} file(s) changed against ${shown}`);
+  const against = base === 'HEAD' ? 'HEAD' : `${base.slice(0, 7)} (the merge base with main)`;
+  console.log(`${files.length} file(s) changed against ${argv.includes('--base') ? base : against}`);
   const absolute = (list) => list.map((file) => path.join(root, file));
   const lintable = files.filter((file) => MODULE.test(file));
-  const related = testTargets(root, files);
 
   const results = [];
   // Incremental: the first run checks everything (~25 s here); later runs check what changed.
@@ -112,9 +95,8 @@ function main(argv) {
   results.push(step('types', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit', '--incremental', '--tsBuildInfoFile', buildInfo]));
   if (lintable.length > 0) results.push(step('eslint', bin('eslint'), ['--no-warn-ignored', ...absolute(lintable)]));
   if (files.length > 0) results.push(step('prettier', bin('prettier'), ['--check', '--ignore-unknown', ...absolute(files)]));
-  if (!argv.includes('--no-tests') && related.length > 0) {
-    results.push(step('tests', bin('vitest'), ['related', '--run', '--passWithNoTests', ...absolute(related)]));
-  }
+  for (const note of notes) console.log(`\n${note}`);
+  if (!argv.includes('--no-tests') && tests.length > 0) results.push(step('tests', bin('vitest'), ['run', ...absolute(tests)]));
   results.push(step('commits', process.execPath, [path.join(projectRoot, 'scripts', 'check-commits.mjs')]));
 
   console.log('\n── check');
