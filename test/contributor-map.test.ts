@@ -17,6 +17,9 @@ const agentsFiles = execFileSync('git', ['ls-files', '--cached', '--others', '--
 const maps = ['CONTRIBUTING.md', ...agentsFiles];
 
 const topLevel = new Set(fs.readdirSync(root));
+/** MCP methods look like paths (`tools/list`, `notifications/cancelled`) and are not. */
+const MCP_METHOD =
+  /^(tools|resources|prompts|tasks|notifications|elicitation|sampling|completion|logging|roots)\/(list|call|read|get|result|cancel|subscribe|unsubscribe|create|complete|cancelled|progress|message|list_changed|updated|setLevel)$/;
 const FILE = /\.(ts|tsx|mjs|cjs|js|json|md|sql|png)$/;
 
 /** Whether git ignores the path (a cache the map mentions is not in a fresh clone). */
@@ -41,7 +44,7 @@ function namedPaths(map: string, mapText = read(map)): string[] {
   return [
     ...new Set(
       words.filter((word) => {
-        if (word === '' || /^[/@-]|:\/\/|[<>{}*…]|NNNN/.test(word)) return false;
+        if (word === '' || /^[/@-]|:\/\/|[<>{}*…]|NNNN/.test(word) || MCP_METHOD.test(word)) return false;
         const first = word.split('/')[0]!;
         // A word that starts with a dot is a file of the repository (`.ci/run`) or an extension (`.tsx`).
         if (word.startsWith('.') && !topLevel.has(first) && !local.has(first)) return false;
@@ -121,7 +124,7 @@ describe('the map check itself', () => {
   it('finds the paths, rules and test names of a map, and leaves patterns and routes alone', () => {
     const sample = [
       'Edit `src/domain/<resource>.ts` and `test/registry.test.ts` ("MCP fixed tools", "REST routes"),',
-      'then `POST /v1/actions/{actionId}/cancel` and **`.tsx`** files, `test/console-*.test.ts`, `src/console/…`;',
+      'then `POST /v1/actions/{actionId}/cancel` and **`.tsx`** files, `test/console-*.test.ts`, `src/console/…`, `tools/list`;',
       'see [the guide](CONTRIBUTING.md#commits) and rule `no-circular`.',
       '| folder | rule |',
       '| `src/store` | `store-imports-no-layer`, `made-up-rule` |',
