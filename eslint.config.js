@@ -83,6 +83,19 @@ export default defineConfig(
   },
 
   {
+    // Configuration is parsed once, by src/config.ts from what the entry points hand it: only
+    // src/main.ts and the CLI read the environment (test/eslint-rules.test.ts plants a read).
+    files: ['src/**/*.{ts,tsx}'],
+    ignores: ['src/main.ts', 'src/cli/**'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        { object: 'process', property: 'env', message: 'Only src/main.ts reads the environment: take a value of the parsed Config (src/config.ts).' },
+      ],
+    },
+  },
+
+  {
     // The config files themselves (this one, .dependency-cruiser.cjs) run on Node.
     files: ['**/*.js', '**/*.cjs', '**/*.mjs'],
     languageOptions: { globals: globals.node },

@@ -12,13 +12,16 @@ import { describe, expect, it } from 'vitest';
 type ConfigBlock = Linter.Config & { files?: string[]; ignores?: string[] };
 const configUrl = pathToFileURL(path.resolve(import.meta.dirname, '..', 'eslint.config.js')).href;
 const config = ((await import(configUrl)) as { default: ConfigBlock[] }).default;
-const sqlBlock = config.find((block) => block.rules && 'no-restricted-syntax' in block.rules && block.ignores?.includes('src/store/**'))!;
+const blockOf = (rule: string) => config.find((block) => block.rules && rule in block.rules)!;
 
-function sqlFindings(filename: string, code: string): string[] {
+/** The messages of one rule's block of the config for `code`, as if it were the file `filename`. */
+function findings(rule: string, filename: string, code: string): string[] {
   const linter = new Linter({ configType: 'flat', cwd: path.resolve(import.meta.dirname, '..') });
-  const messages = linter.verify(code, [{ files: ['**/*.ts', '**/*.tsx'], languageOptions: { parser: tseslint.parser } }, sqlBlock], filename);
+  const messages = linter.verify(code, [{ files: ['**/*.ts', '**/*.tsx'], languageOptions: { parser: tseslint.parser } }, blockOf(rule)], filename);
   return messages.map((m) => m.message);
 }
+
+const sqlFindings = (filename: string, code: string) => findings('no-restricted-syntax', filename, code);
 
 describe('SQL lives only in src/store (eslint.config.js no-restricted-syntax)', () => {
   it.each([
@@ -42,5 +45,17 @@ describe('SQL lives only in src/store (eslint.config.js no-restricted-syntax)', 
   it('takes neither HTTP methods nor prose for SQL', () => {
     const code = ["if (method === 'DELETE') stop();", "const note = 'Update the grant, then select a device.';", "const s = 'SELECTED';"].join('\n');
     expect(sqlFindings('src/domain/planted.ts', code)).toEqual([]);
+  });
+});
+
+describe('only src/main.ts and the CLI read the environment (eslint.config.js no-restricted-properties)', () => {
+  const read = 'const url = process.env.DATABASE_URL;';
+
+  it.each(['src/domain/planted.ts', 'src/service.ts', 'src/mcp/planted.ts'])('refuses process.env in %s', (file) => {
+    expect(findings('no-restricted-properties', file, read)).toEqual([expect.stringContaining('Only src/main.ts reads the environment')]);
+  });
+
+  it.each(['src/main.ts', 'src/cli/planted.ts'])('allows it in %s', (file) => {
+    expect(findings('no-restricted-properties', file, read)).toEqual([]);
   });
 });
