@@ -1,20 +1,22 @@
 // `npm run check`: the fast inner loop, for what this branch changed. In order:
 //
 //   1. types     tsc --noEmit, incremental (its state in .cache/, gitignored)
-//   2. eslint    ESLint on the changed .ts/.tsx/.js/.mjs/.cjs files
-//   3. prettier  Prettier --check on the changed files it formats
-//   4. tests     the tests of the changed areas (scripts/related-tests.mjs says which):
+//   2. layers    dependency-cruiser from the changed modules (the rules of npm run lint:layers)
+//   3. eslint    ESLint on the changed .ts/.tsx/.js/.mjs/.cjs files
+//   4. prettier  Prettier --check on the changed files it formats
+//   5. tests     the tests of the changed areas (scripts/related-tests.mjs says which):
 //                changed tests, tests named after a changed file, the tests nearest a
 //                changed module in the import graph, tests that name a changed doc or config
-//   5. commits   commit subjects at most 72 characters (scripts/check-commits.mjs)
+//   6. commits   commit subjects at most 72 characters (scripts/check-commits.mjs)
 //
 // "Changed" is every file that differs from the merge base with main, committed or not, plus
 // untracked files; on main itself (or without a main branch), what is staged, unstaged or
-// untracked; with --base <commit>, what differs from that commit. Every step runs even when one before it fails, so one run lists every problem.
-// The whole `npm run lint` (layers, ESLint and Prettier over the tree) and the whole suite stay in CI.
+// untracked; with --base <commit>, what differs from that commit. Every step runs even when one
+// before it fails, so one run lists every problem. The whole `npm run lint` (layers, ESLint and
+// Prettier over the tree) and the whole suite stay in CI.
 //
-//   node scripts/check.mjs                 all five steps
-//   node scripts/check.mjs --no-tests      without step 4
+//   node scripts/check.mjs                 every step
+//   node scripts/check.mjs --no-tests      without step 5
 //   node scripts/check.mjs --base HEAD     only what is not committed yet
 //   node scripts/check.mjs --list          print the changed files and the tests, and stop
 import { execFileSync, spawn } from 'node:child_process';
@@ -99,12 +101,14 @@ async function main(argv) {
   console.log(`${files.length} file(s) changed against ${argv.includes('--base') ? base : against}`);
   const absolute = (list) => list.map((file) => path.join(root, file));
   const lintable = files.filter((file) => MODULE.test(file));
+  const cruised = lintable.filter((file) => /^(src|test|scripts|packages)\//.test(file));
 
-  // Types, ESLint and Prettier side by side: on a busy machine, waiting on one another costs more than sharing the cores.
+  // Types, layers, ESLint and Prettier side by side: on a busy machine, waiting on one another costs more than sharing the cores.
   // The type-checker is incremental: a run after a small change re-checks little, but still parses every declaration (~5 s of CPU).
   const buildInfo = path.join(projectRoot, '.cache', 'tsconfig.tsbuildinfo');
   const results = await Promise.all([
     step('types', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit', '--incremental', '--tsBuildInfoFile', buildInfo]),
+    ...(cruised.length > 0 ? [step('layers', bin('depcruise'), [...cruised, '--config', '.dependency-cruiser.cjs'])] : []),
     ...(lintable.length > 0 ? [step('eslint', bin('eslint'), ['--no-warn-ignored', ...absolute(lintable)])] : []),
     ...(files.length > 0 ? [step('prettier', bin('prettier'), ['--check', '--ignore-unknown', ...absolute(files)])] : []),
   ]);
