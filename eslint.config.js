@@ -6,6 +6,9 @@ import { defineConfig } from 'eslint/config';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
+/** How a SQL statement starts, as a regular expression inside an esquery selector. */
+const SQL_START = String.raw`^\s*(SELECT\s|INSERT\s+INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s|(CREATE|ALTER|DROP)\s+(TABLE|INDEX|TRIGGER|VIEW)\s|PRAGMA\s)`;
+
 export default defineConfig(
   { ignores: ['**/dist/', 'data/', 'profiles/', 'coverage/', 'tools/', 'vendor/'] },
   { linterOptions: { reportUnusedDisableDirectives: 'error' } },
@@ -59,6 +62,37 @@ export default defineConfig(
     // their own argument type. Anywhere else in src/, `any` is an error.
     files: ['src/domain/operation.ts', 'packages/device-sdk/src/device.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+
+  {
+    // SQL lives only in src/store, parameterised, next to the migrations it depends on: a statement
+    // written anywhere else in src/ is an error (test/eslint-rules.test.ts plants one). Matched on
+    // how a statement starts, so an HTTP method named 'DELETE' or prose is not taken for SQL.
+    files: ['src/**/*.{ts,tsx}'],
+    ignores: ['src/store/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        { selector: `Literal[value=/${SQL_START}/]`, message: 'SQL belongs in src/store: call a store function instead.' },
+        {
+          selector: `TemplateLiteral > TemplateElement:first-child[value.raw=/${SQL_START}/]`,
+          message: 'SQL belongs in src/store: call a store function instead.',
+        },
+      ],
+    },
+  },
+
+  {
+    // Configuration is parsed once, by src/config.ts from what the entry points hand it: only
+    // src/main.ts and the CLI read the environment (test/eslint-rules.test.ts plants a read).
+    files: ['src/**/*.{ts,tsx}'],
+    ignores: ['src/main.ts', 'src/cli/**'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        { object: 'process', property: 'env', message: 'Only src/main.ts reads the environment: take a value of the parsed Config (src/config.ts).' },
+      ],
+    },
   },
 
   {
