@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dfc_device import backoff_delay, validate
 
 
@@ -34,3 +36,9 @@ def test_arguments_outside_the_manifest_schema_are_named_by_path() -> None:
     assert validate({"celsius": True}, SCHEMA) == ["args.celsius: must be number"]
     assert validate({"celsius": 40, "zones": [1.5]}, SCHEMA) == ["args.celsius: must be <= 30", "args.zones[0]: must be integer"]
     assert validate([], SCHEMA) == ["args: must be object"]
+
+
+def test_the_readme_shows_the_example_as_it_is() -> None:
+    package = Path(__file__).resolve().parents[1]
+    example = (package / "examples/thermostat.py").read_text(encoding="utf-8")
+    assert f"```python\n{example}```" in (package / "README.md").read_text(encoding="utf-8")
