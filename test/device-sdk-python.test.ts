@@ -23,7 +23,10 @@ interface Run {
   output: string;
 }
 
-/** Runs a command to its end; resolves with its exit code and everything it printed. */
+/**
+ * Runs a command to its end; resolves with its exit code and everything it printed. A run past
+ * its test's timeout is killed (the service a pytest run started dies with it).
+ */
 function run(command: string, args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
@@ -31,6 +34,7 @@ function run(command: string, args: string[], options: { cwd: string; env?: Reco
       // No bytecode caches written into the repository; the service the tests start runs on this Node.
       env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', DFC_NODE: process.execPath, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 110_000,
     });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += String(chunk)));

@@ -4,9 +4,12 @@ port with a temp database, and the owner and agent calls the tests make against 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -45,6 +48,12 @@ def _tsx(script: str) -> list[str]:
     return [NODE, "--import", "tsx", script]
 
 
+def _die_with_parent() -> None:
+    """Runs in the service's process before exec: a killed test run takes its service with it."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class Service:
     """``src/main.ts`` as its own process; ``url`` once it logs that it listens."""
 
@@ -55,11 +64,19 @@ class Service:
             "PORT": "0",
             "LOG_LEVEL": "info",
             "DATABASE_URL": f"file:{directory / 'service.db'}",
+            # Pings every second, so the tests see the socket's liveness rules at work.
+            "WS_PING_SECONDS": "1",
             **RELAXED_LIMITS,
         }
         self._output: list[str] = []
         self.process = subprocess.Popen(
-            _tsx("src/main.ts"), cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            _tsx("src/main.ts"),
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         self.url = self._listening()
         threading.Thread(target=self._drain_output, daemon=True).start()
@@ -169,13 +186,23 @@ def _settled(action: dict[str, Any]) -> dict[str, Any] | None:
 T = TypeVar("T")
 
 
+#: A bound on every wait, so a behaviour that never happens fails the test instead of hanging it.
+WAIT_LIMIT_S = 30.0
+
+
 async def until(check: Callable[[], T | None], pause: float = 0.02) -> T:
-    """Waits until ``check`` returns a value: no timed assertion, the test's timeout bounds it."""
-    while True:
+    """Waits until ``check`` returns a value (not a timed assertion: the limit only ends a hang)."""
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while time.monotonic() < deadline:
         value = await asyncio.to_thread(check)
         if value is not None:
             return value
         await asyncio.sleep(pause)
+    raise AssertionError(f"still waiting after {WAIT_LIMIT_S} s for {check}")
+
+
+async def waited(event: asyncio.Event) -> None:
+    await asyncio.wait_for(event.wait(), WAIT_LIMIT_S)
 
 
 class UpgradeRefusingProxy:
@@ -216,8 +243,3 @@ class UpgradeRefusingProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def wait_for_file(path: Path) -> None:
-    while not path.exists():
-        time.sleep(0.02)

@@ -7,11 +7,12 @@ import asyncio
 import os
 import stat
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import Owner, Service, until
+from support import Owner, Service, until, waited
 
 from dfc_device import (
     ApiError,
@@ -42,8 +43,21 @@ LAMP: Manifest = {
 GATEWAY: Manifest = {"capabilities": [], "children": [{"key": "bulb", "name": "Bulb", "kind": "device", "capabilities": LAMP["capabilities"]}]}
 
 
-def fast(url: str, device: Any, manifest: Manifest = LAMP, **options: Any) -> Device:
-    return Device(url, device, manifest, fallback_poll=0.05, backoff_initial=0.02, backoff_max=0.2, **options)
+STARTED: list[Device] = []
+
+
+def fast(url: str, credentials: Any, manifest: Manifest = LAMP, **options: Any) -> Device:
+    device = Device(url, credentials, manifest, fallback_poll=0.05, backoff_initial=0.02, backoff_max=0.2, **options)
+    STARTED.append(device)
+    return device
+
+
+@pytest.fixture(autouse=True)
+async def stop_devices() -> AsyncIterator[None]:
+    """Stops what a test started, also when it failed half-way."""
+    yield
+    while STARTED:
+        await STARTED.pop().stop()
 
 
 class TestCredentials:
@@ -145,7 +159,7 @@ class TestInterruptions:
         await until(lambda: device.connected or None)
         owner.grant(device.device_id, ["set_power"])
         action_id = owner.request(device.device_id, "set_power", {"on": True})
-        await running.wait()
+        await waited(running)
         owner.revoke_grants(device.device_id)
         action = await owner.finished(action_id)
         assert action["status"] == "failed"
@@ -195,7 +209,7 @@ class TestInterruptions:
         await until(lambda: device.connected or None)
         owner.grant(device.device_id, ["set_power"])
         action_id = owner.request(device.device_id, "set_power", {"on": True})
-        await asyncio.to_thread(running.wait)
+        await asyncio.to_thread(running.wait, 30)
         owner.revoke_grants(device.device_id)
         action = await owner.finished(action_id)
         assert action["result"] == {"stoppedBecause": "recalled"}
@@ -204,10 +218,23 @@ class TestInterruptions:
 
 
 class TestWakeSocket:
+    async def test_the_services_pings_keep_a_socket_open_and_answered(self, service: Service, owner: Owner) -> None:
+        attached = await attach_device(service.url, owner.setup_token(), "Pinged lamp")
+        events: list[dict[str, Any]] = []
+        # The test service pings every second: a 1.5 s silence limit holds while pings arrive,
+        # and the service drops a peer that does not answer them.
+        device = fast(service.url, attached.credentials, silence_timeout=1.5, on_event=events.append)
+        await device.start()
+        await until(lambda: device.connected or None)
+        await asyncio.sleep(4)
+        assert [e["type"] for e in events].count("connected") == 1
+        assert not [e for e in events if e["type"] == "disconnected"]
+        await device.stop()
+
     async def test_a_socket_that_hears_nothing_is_dropped_and_reopened_with_a_new_ticket(self, service: Service, owner: Owner) -> None:
         attached = await attach_device(service.url, owner.setup_token(), "Quiet lamp")
         events: list[dict[str, Any]] = []
-        # The service pings every 15 s: a 0.3 s silence limit sees the socket as dead.
+        # The service pings every second: a 0.3 s silence limit sees the socket as dead.
         device = fast(service.url, attached.credentials, silence_timeout=0.3, on_event=events.append)
         await device.start()
         await until(lambda: sum(e["type"] == "connected" for e in events) >= 2 or None)

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from support import SCENARIOS, Owner, Service, UpgradeRefusingProxy, until
+from support import SCENARIOS, Owner, Service, UpgradeRefusingProxy, until, waited
 
 from dfc_device import CommandContext, CommandError, CommandRecalled, Device, DeviceRevoked, attach_device
 
@@ -87,14 +87,14 @@ async def test_scenario(scenario: dict[str, Any], service: Service, owner: Owner
         if scenario.get("owner") == "revoke-device":
             owner.post(f"/v1/devices/{device.device_id}/revoke", expect=200)
             with pytest.raises(DeviceRevoked):
-                await run
+                await asyncio.wait_for(run, 30)
         else:
             target = device.device_id if request["target"] == "device" else device.child_id(request["target"])
             assert target is not None
             owner.grant(target, [request["capability"]])
             action_id = owner.request(target, request["capability"], request["arguments"])
             if scenario.get("owner") == "revoke-grant-while-running":
-                await running.wait()
+                await waited(running)
                 owner.revoke_grants(target)
             action = await owner.finished(action_id)
             assert matches(scenario["expect"]["action"], action), action
