@@ -20,6 +20,7 @@ from dfc_device import (
     CommandExpired,
     Device,
     DeviceApi,
+    DeviceCommand,
     Manifest,
     attach_device,
     attach_or_load,
@@ -142,6 +143,40 @@ class TestExactlyOnce:
         with pytest.raises(ApiError) as conflict:
             await api.report(action_id, {"ok": True, "result": {"on": False}})
         assert conflict.value.status == 409
+
+
+class TestReports:
+    async def handed(self, service: Service, owner: Owner, name: str) -> tuple[Device, DeviceCommand]:
+        """A device whose manifest is published and a command the service handed to it."""
+        attached = await attach_device(service.url, owner.setup_token(), name)
+        await DeviceApi(service.url, attached.credentials).publish_manifest(LAMP)
+        owner.grant(attached.credentials.device_id, ["set_power"])
+        owner.request(attached.credentials.device_id, "set_power", {"on": True})
+        command = await DeviceApi(service.url, attached.credentials).next()
+        assert command is not None
+        device = fast(service.url, attached.credentials)
+        await device.start()
+        return device, command
+
+    async def test_a_result_json_cannot_hold_is_reported_as_handler_error(self, service: Service, owner: Owner) -> None:
+        device, command = await self.handed(service, owner, "NaN lamp")
+        device.handle("set_power", lambda args, ctx: {"level": float("nan")})
+        await device._run(command)
+        action = await owner.finished(command["id"])
+        assert (action["status"], action["error"]["code"]) == ("failed", "handler_error")
+
+    async def test_arguments_outside_the_published_schema_never_reach_the_handler(self, service: Service, owner: Owner) -> None:
+        device, command = await self.handed(service, owner, "Checked lamp")
+        calls: list[Any] = []
+        device.handle("set_power", lambda args, ctx: calls.append(args))
+        # What the service would never send: the device checks anyway.
+        await device._run({**command, "args": {"on": "yes", "colour": "red"}})
+        action = await owner.finished(command["id"])
+        assert calls == []
+        assert action["error"] == {
+            "code": "invalid_arguments",
+            "message": "args.on: must be boolean; args.colour: not allowed",
+        }
 
 
 class TestInterruptions:

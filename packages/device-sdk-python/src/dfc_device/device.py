@@ -199,6 +199,8 @@ class Device(HandlerRegistry):
                 if error.unauthorized:
                     return self._revoke()
                 code, reason = 1006, error.message
+            except Exception as error:  # noqa: BLE001 - whatever broke this try, the next one may work
+                code, reason = 1006, str(error) or type(error).__name__
             if self.stopped:
                 return
             if code == 4401:
@@ -278,6 +280,9 @@ class Device(HandlerRegistry):
                 self._revoke()
             else:
                 self._emit({"type": "poll-error", "error": error.message})
+        except Exception as error:  # noqa: BLE001 - the next poll starts afresh
+            failed = True
+            self._emit({"type": "poll-error", "error": str(error) or type(error).__name__})
         finally:
             # Right after the last look at _drain_again: a wake arriving now starts a new drain.
             self._draining = None

@@ -127,13 +127,11 @@ async def _settle(outcome: Awaitable[Any]) -> ResultReport:
         if inspect.isawaitable(result):
             result = await result
         if result is not None:
-            json.dumps(result)
+            json.dumps(result, allow_nan=False)  # what the report can carry: no NaN, no objects
     except CommandError as error:
         return _failure(error.code, error.message)
     except CommandCancelled as error:
         return _failure(error.code, error.message)
-    except (TypeError, ValueError) as error:
-        return _failure("handler_error", str(error) or type(error).__name__)
     except Exception as error:  # noqa: BLE001 - any other failure is the handler's, reported as such
         return _failure("handler_error", str(error) or type(error).__name__)
     return {"ok": True} if result is None else {"ok": True, "result": result}

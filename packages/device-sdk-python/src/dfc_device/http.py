@@ -123,7 +123,7 @@ def _post(url: str, token: str, body: Any, headers: dict[str, str]) -> Any:
     sent = {"authorization": f"Bearer {token}", **headers}
     data = None
     if body is not None:
-        data = json.dumps(body).encode()
+        data = json.dumps(body, allow_nan=False).encode()
         sent["content-type"] = "application/json"
     request = urllib.request.Request(url, data=data, headers=sent, method="POST")
     try:
