@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import dfc_device.device
+import dfc_device.wake
 import pytest
 from support import Owner, Service, until, waited
 
@@ -21,6 +23,7 @@ from dfc_device import (
     Device,
     DeviceApi,
     DeviceCommand,
+    DeviceRevoked,
     Manifest,
     attach_device,
     attach_or_load,
@@ -81,6 +84,19 @@ class TestCredentials:
     async def test_a_first_start_without_a_setup_token_says_what_is_missing(self, service: Service, tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="setup token"):
             await attach_or_load(service.url, tmp_path / "none.json", setup_token=None, name="Lamp")
+
+
+class TestRevoked:
+    async def test_a_revoked_credential_stops_a_restarted_device_with_DeviceRevoked(self, service: Service, owner: Owner) -> None:
+        attached = await attach_device(service.url, owner.setup_token(), "Detached lamp")
+        owner.post(f"/v1/devices/{attached.credentials.device_id}/revoke", expect=200)
+        events: list[dict[str, Any]] = []
+        device = fast(service.url, attached.credentials, on_event=events.append)
+        with pytest.raises(DeviceRevoked):
+            await asyncio.wait_for(device.run(), 30)
+        await until(lambda: device.stopped or None)
+        assert device.revoked
+        assert events[0] == {"type": "revoked"}
 
 
 class TestManifest:
@@ -276,6 +292,26 @@ class TestWakeSocket:
         dropped = [e for e in events if e["type"] == "disconnected"]
         assert dropped[0]["code"] == 1006
         await device.stop()
+
+    async def test_stop_while_the_socket_is_opening_still_ends_the_device(
+        self, service: Service, owner: Owner, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        attached = await attach_device(service.url, owner.setup_token(), "Hasty lamp")
+        device = fast(service.url, attached.credentials)
+        stopping: list[asyncio.Task[None]] = []
+
+        async def open_then_stop(url: str, silence_timeout: float) -> Any:
+            opened = await dfc_device.wake.open_wake_socket(url, silence_timeout)
+            # stop() runs after the socket opened, before the device holds it.
+            stopping.append(asyncio.create_task(device.stop()))
+            await asyncio.sleep(0)
+            return opened
+
+        monkeypatch.setattr(dfc_device.device, "open_wake_socket", open_then_stop)
+        await device.start()
+        await until(lambda: stopping or None)
+        await asyncio.wait_for(stopping[0], 10)
+        assert device.stopped and not device.connected
 
     async def test_stop_closes_the_socket_and_ends_run(self, service: Service, owner: Owner) -> None:
         attached = await attach_device(service.url, owner.setup_token(), "Stopping lamp")

@@ -211,6 +211,10 @@ class Device(HandlerRegistry):
             await self._sleep(retry_in)
 
     async def _listen(self, socket: WakeSocket) -> tuple[int, str]:
+        if self.stopped:
+            # stop() ran while this socket was opening, so it had no socket to close.
+            await socket.close(1000, "device stopping")
+            return 1000, "device stopping"
         self._socket = socket
         self._connected = True
         self._emit({"type": "connected"})
