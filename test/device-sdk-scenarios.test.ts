@@ -28,6 +28,7 @@ interface Scenario {
   handler: HandlerSpec | null;
   request: { target: string; capability: string; arguments: Record<string, unknown> } | null;
   owner?: 'revoke-grant-while-running' | 'revoke-device';
+  maker?: 'stop-right-after-start';
   expect: { action?: Record<string, unknown>; device?: 'revoked'; events: string[]; noEvents?: string[] };
 }
 
@@ -134,9 +135,14 @@ describe('The shared device protocol scenarios, with the Node SDK', () => {
     }
     try {
       await device.start();
-      if (scenario.transport === 'socket') await until(() => (device.connected ? true : undefined));
+      if (scenario.maker === 'stop-right-after-start') {
+        const stopping = device.stop().then(() => 'stopped');
+        expect(await Promise.race([stopping, new Promise((resolve) => setTimeout(() => resolve('still stopping after 5 s'), 5_000))])).toBe('stopped');
+      } else if (scenario.transport === 'socket') await until(() => (device.connected ? true : undefined));
       else await until(() => (events.some((e) => e.type === 'disconnected') ? true : undefined));
-      if (scenario.owner === 'revoke-device') {
+      if (scenario.maker) {
+        // Nothing more to do: the device's own program acted.
+      } else if (scenario.owner === 'revoke-device') {
         expect((await api.post(`/v1/devices/${credentials.deviceId}/revoke`, { token: owner })).status).toBe(200);
         await until(() => (events.some((e) => e.type === 'stopped') ? true : undefined));
         expect(device.stopped).toBe(true);

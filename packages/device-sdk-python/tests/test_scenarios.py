@@ -80,11 +80,18 @@ async def test_scenario(scenario: dict[str, Any], service: Service, owner: Owner
         handlers.handle(request["capability"], handler_for(scenario["handler"], running))
     run = asyncio.create_task(device.run())
     try:
-        if scenario["transport"] == "socket":
+        if scenario.get("maker") == "stop-right-after-start":
+            # run() is start() then a wait: right after start is right after the manifest.
+            await until(lambda: any(e["type"] == "manifest" for e in events) or None)
+            await asyncio.wait_for(device.stop(), 5)
+            await asyncio.wait_for(run, 5)
+        elif scenario["transport"] == "socket":
             await until(lambda: device.connected or None)
         else:
             await until(lambda: any(e["type"] == "disconnected" for e in events) or None)
-        if scenario.get("owner") == "revoke-device":
+        if scenario.get("maker"):
+            pass  # nothing more: the device's own program acted
+        elif scenario.get("owner") == "revoke-device":
             owner.post(f"/v1/devices/{device.device_id}/revoke", expect=200)
             with pytest.raises(DeviceRevoked):
                 await asyncio.wait_for(run, 30)
