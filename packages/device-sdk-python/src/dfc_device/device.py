@@ -79,6 +79,7 @@ class Device(HandlerRegistry):
         self._drain_again = False
         self._poll_timer: asyncio.TimerHandle | None = None
         self._connect_loop: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
 
     @property
     def connected(self) -> bool:
@@ -152,7 +153,8 @@ class Device(HandlerRegistry):
             return
         self._revoked = True
         self._emit({"type": "revoked"})
-        asyncio.get_running_loop().create_task(self.stop())
+        # Held on to: the event loop keeps only a weak reference to a task.
+        self._stopping = asyncio.get_running_loop().create_task(self.stop())
 
     async def _publish_manifest(self, manifest: Manifest) -> None:
         attempt = 0

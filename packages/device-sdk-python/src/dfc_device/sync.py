@@ -37,8 +37,9 @@ def run_device(device: Device) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+        stopping: list[asyncio.Task[None]] = []  # held on to: the loop keeps only weak references
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, lambda: loop.create_task(device.stop()))
+            loop.add_signal_handler(signum, lambda: stopping.append(loop.create_task(device.stop())))
         await device.run()
 
     asyncio.run(main())
