@@ -25,6 +25,7 @@ from dfc_device import (
     DeviceCommand,
     DeviceRevoked,
     Manifest,
+    UrlSource,
     attach_device,
     attach_or_load,
     load_credentials,
@@ -50,7 +51,7 @@ GATEWAY: Manifest = {"capabilities": [], "children": [{"key": "bulb", "name": "B
 STARTED: list[Device] = []
 
 
-def fast(url: str, credentials: Any, manifest: Manifest = LAMP, **options: Any) -> Device:
+def fast(url: UrlSource, credentials: Any, manifest: Manifest = LAMP, **options: Any) -> Device:
     device = Device(url, credentials, manifest, fallback_poll=0.05, backoff_initial=0.02, backoff_max=0.2, **options)
     STARTED.append(device)
     return device
@@ -323,3 +324,37 @@ class TestWakeSocket:
         await run
         assert not device.connected and device.stopped and not device.revoked
         assert events[-1] == {"type": "stopped"}
+
+
+class TestReconnects:
+    async def test_a_service_restart_on_the_same_database_loses_no_command_and_runs_none_twice(self, tmp_path: Path) -> None:
+        first = Service(tmp_path)
+        restarted: list[Service] = [first]
+        try:
+            owner = Owner(first, "restart-owner")
+            attached = await attach_device(first.url, owner.setup_token(), "Restarted lamp")
+            events: list[dict[str, Any]] = []
+            # The URL is read on every request and reconnect: the service comes back on another port.
+            device = fast(lambda: restarted[-1].url, attached.credentials, on_event=events.append)
+            runs: list[str] = []
+            device.handle("set_power", lambda args, ctx: runs.append(ctx.action_id) or {"on": args["on"]})
+            await device.start()
+            await until(lambda: device.connected or None)
+            owner.grant(device.device_id, ["set_power"])
+            before = owner.request(device.device_id, "set_power", {"on": True})
+            await owner.finished(before)
+
+            first.process.kill()
+            first.process.wait()
+            await until(lambda: not device.connected or None)
+            restarted.append(Service(tmp_path))
+            owner.url = restarted[-1].url
+            await until(lambda: device.connected or None)
+            after = owner.request(device.device_id, "set_power", {"on": False})
+            assert (await owner.finished(after))["result"] == {"on": False}
+            assert runs == [before, after]
+            assert [e["type"] for e in events].count("connected") == 2
+            assert any(e["type"] == "disconnected" and e["retryInMs"] <= 200 for e in events)
+        finally:
+            for service in restarted:
+                service.stop()
