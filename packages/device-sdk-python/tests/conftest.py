@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from support import Owner, Service
@@ -17,8 +16,3 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 @pytest.fixture(scope="session")
 def owner(service: Service) -> Owner:
     return Owner(service, "python-sdk-owner")
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return tmp_path
