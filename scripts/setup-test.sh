@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `npm run setup:test`: every test prerequisite the project can install itself, after `npm ci`
 # (docs/operators/install.md "Running the tests"). The developer tools come from npm into tools/ (never
-# into the service's own node_modules); Chromium and redis-server are Debian packages, installed
-# when this runs as root or with passwordless sudo, and named for you to install otherwise.
+# into the service's own node_modules); Chromium, redis-server and the Python of the Python
+# device SDK's tests are Debian packages, installed when this runs as root or with passwordless
+# sudo, and named for you to install otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,15 @@ npm run -s setup:dev-tools
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v redis-server >/dev/null || missing+=(redis-server)
+# test/device-sdk-python.test.ts: Debian's python3 (not whichever python3 is first on PATH) with
+# what packages/device-sdk-python needs to test, type-check, build and install offline.
+python_modules=(ensurepip:python3-venv pip:python3-pip websockets:python3-websockets pytest:python3-pytest
+  pytest_asyncio:python3-pytest-asyncio build:python3-build hatchling:python3-hatchling mypy:python3-mypy)
+for entry in "${python_modules[@]}"; do
+  /usr/bin/python3 -c "import ${entry%%:*}" 2>/dev/null || missing+=("${entry#*:}")
+done
 if [ "${#missing[@]}" -eq 0 ]; then
-  echo "setup:test: developer tools installed; chromium and redis-server present."
+  echo "setup:test: developer tools installed; chromium, redis-server and the Python test packages present."
   exit 0
 fi
 

@@ -237,7 +237,10 @@ export class Device {
       let close = { code: 1006, reason: 'unreachable' };
       try {
         const { ticket } = await this.#api.eventsTicket();
-        close = await this.#openSocket(await this.#api.eventsUrl(ticket), () => (attempt = 0));
+        const url = await this.#api.eventsUrl(ticket);
+        // stop() during those awaits found no socket to close: opening one now would outlive it.
+        if (this.stopped) return;
+        close = await this.#openSocket(url, () => (attempt = 0));
       } catch (error) {
         if (error instanceof ApiError && error.unauthorized) return this.#revoked();
         close = { code: 1006, reason: (error as Error).message };

@@ -1,0 +1,104 @@
+"""One wake socket: open it with a ticket URL, hand each frame on, tell how it closed.
+
+Written against what websockets 10.4 (Debian 12) and the later releases share: the top-level
+``websockets.connect``, ``recv()``, ``close()``, ``ConnectionClosed.rcvd`` and the
+``InvalidHandshake`` family.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import websockets
+import websockets.exceptions
+
+# Looked up by name: websockets 10 loads it lazily, out of the type checker's sight.
+_connect: Any = getattr(websockets, "connect")
+
+#: The service closes a socket on any frame over 1 KiB it receives; its own frames are small.
+MAX_FRAME_BYTES = 64 * 1024
+
+
+class WakeSocket:
+    """An open socket; :meth:`listen` returns ``(code, reason)`` once it has closed."""
+
+    def __init__(self, connection: Any, silence_timeout: float) -> None:
+        self._connection = connection
+        self._silence_timeout = silence_timeout
+        loop = asyncio.get_running_loop()
+        self._last_heard = loop.time()
+        # websockets answers pings itself and tells nobody, so "heard nothing, not even a ping"
+        # is watched one level down: every chunk of bytes the transport hands the protocol.
+        received = connection.data_received
+
+        def heard(data: bytes) -> None:
+            self._last_heard = loop.time()
+            received(data)
+
+        connection.data_received = heard
+
+    async def listen(self, on_frame: Callable[[dict[str, Any]], None]) -> tuple[int, str]:
+        watchdog = asyncio.create_task(self._watch_silence())
+        try:
+            while True:
+                message = await self._connection.recv()
+                try:
+                    frame = json.loads(message)
+                except ValueError:
+                    continue
+                if isinstance(frame, dict):
+                    on_frame(frame)
+        except websockets.exceptions.ConnectionClosed as closed:
+            received = closed.rcvd
+            if received is None:
+                return 1006, "connection lost"
+            return int(received.code), str(received.reason)
+        finally:
+            watchdog.cancel()
+
+    async def close(self, code: int, reason: str) -> None:
+        await self._connection.close(code, reason)
+
+    async def _watch_silence(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            quiet = loop.time() - self._last_heard
+            if quiet >= self._silence_timeout:
+                # No close handshake with a peer that stopped answering: drop the connection.
+                self._connection.transport.abort()
+                return
+            await asyncio.sleep(self._silence_timeout - quiet)
+
+
+async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tuple[int, str]:
+    """The open socket, or ``(1006, why)`` when the upgrade failed or was refused."""
+    try:
+        connection = await _connect(
+            url,
+            # The service pings; a ping of the device's own closes the socket (1008).
+            ping_interval=None,
+            max_size=MAX_FRAME_BYTES,
+            open_timeout=10,
+            close_timeout=2,
+        )
+    except websockets.exceptions.InvalidHandshake as refused:
+        status = _refused_status(refused)
+        if status is None:
+            return 1006, f"upgrade failed: {refused}"
+        hint = " (ticket or device refused)" if status == 401 else ""
+        return 1006, f"upgrade refused with HTTP {status}{hint}"
+    except (OSError, asyncio.TimeoutError) as error:
+        return 1006, f"unreachable: {error or type(error).__name__}"
+    return WakeSocket(connection, silence_timeout)
+
+
+def _refused_status(error: Exception) -> int | None:
+    """The HTTP status of a refused upgrade: ``status_code`` up to websockets 13, ``response`` after."""
+    status = getattr(error, "status_code", None)
+    if status is None:
+        response = getattr(error, "response", None)
+        status = getattr(response, "status_code", None)
+    return int(status) if status is not None else None
