@@ -38,14 +38,19 @@ import { capabilityName, timestamp, uuid } from './schemas.js';
 export const HISTORY_LIMIT = 100;
 
 const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
+/**
+ * How long an action waits for the owner when the agent names no window: an hour, long enough
+ * for a person to see a notification, reach a console and decide (docs/decisions/0006).
+ */
+export const APPROVAL_WINDOW_DEFAULT_SECONDS = 3600;
 const approvalTtlSeconds = z
   .number()
   .int()
   .min(1)
   .max(86_400)
-  .default(300)
+  .default(APPROVAL_WINDOW_DEFAULT_SECONDS)
   .describe(
-    "For a function that needs the owner's approval: how long the action waits for a decision before it expires (`approval_timeout`), in seconds (1 to 86400, default 300). Its deadline (`ttlSeconds`) starts when it is approved.",
+    `For a function that needs the owner's approval: how long the action waits for a decision before it expires (\`approval_timeout\`), in seconds (1 to 86400, default ${APPROVAL_WINDOW_DEFAULT_SECONDS}). Its deadline (\`ttlSeconds\`) starts when it is approved.`,
   );
 const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
 const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
