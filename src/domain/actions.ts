@@ -380,20 +380,41 @@ export async function withdrawRevoked(tx: Queryable, scope: WithdrawalScope, now
   return [...(await cancelWithdrawn(tx, scope, now)), ...(await recallWithdrawn(tx, scope, now))];
 }
 
+const queryTime = z.coerce.number().int().min(0).optional();
+
 export const listRecentActions = definePagedOperation({
   name: 'actions.list',
   title: 'List recent actions',
-  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages. \`status\` keeps those in one status: \`?status=awaiting_approval\` is the owner's approval inbox.`,
+  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages. The filters narrow the whole history, not one page of it: \`status\` (\`?status=awaiting_approval\` is the owner's approval inbox), \`deviceId\`, \`principal\` (the agent), \`capability\` (the function) and a creation time range \`since\` (included) to \`until\` (excluded), in Unix ms; they combine with AND.`,
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
   rest: [{ method: 'GET', path: '/v1/actions' }],
-  input: z.strictObject({ status: z.enum(ACTION_STATUSES).optional().describe('Only actions in this status.') }),
+  input: z
+    .strictObject({
+      status: z.enum(ACTION_STATUSES).optional().describe('Only actions in this status.'),
+      deviceId: uuid.optional().describe('Only actions on this device.'),
+      principal: z.string().min(1).max(128).optional().describe('Only actions this agent (principal) requested.'),
+      capability: capabilityName.optional().describe('Only actions of this function.'),
+      since: queryTime.describe('Only actions created at or after this time (Unix ms).'),
+      until: queryTime.describe('Only actions created before this time (Unix ms).'),
+    })
+    .refine((input) => input.since === undefined || input.until === undefined || input.since < input.until, {
+      path: ['until'],
+      message: 'must be later than since',
+    }),
   output: z.array(action),
   paged: { key: ROW_ORDER_KEY },
   async run({ ctx, credential, input, page }) {
     publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
-    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page, input.status ?? null);
+    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page, {
+      status: input.status ?? null,
+      deviceId: input.deviceId ?? null,
+      principal: input.principal ?? null,
+      capability: input.capability ?? null,
+      since: input.since ?? null,
+      until: input.until ?? null,
+    });
     return { items: rows.map(toActionRecord), next };
   },
 });
@@ -415,8 +436,6 @@ export const listRequestedActions = defineOperation({
     return (await recentActionsOf(ctx.db, credential.workspaceId, credential.principal, HISTORY_LIMIT)).map(toActionRecord);
   },
 });
-
-const queryTime = z.coerce.number().int().min(0).optional();
 
 /** Rows per read of the export: one batch is what the export holds in memory at a time. */
 const EXPORT_BATCH = 200;
