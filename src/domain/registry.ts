@@ -30,6 +30,7 @@ import {
   listWorkspaceWebhooks,
   revokeWorkspaceWebhook,
   rotateWebhookSecretOperation,
+  testWorkspaceWebhook,
 } from './webhooks.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
@@ -79,6 +80,7 @@ export const operations = {
   revokeWebhook: revokeWorkspaceWebhook,
   enableWebhook: enableWorkspaceWebhook,
   listWebhookDeliveries,
+  testWebhook: testWorkspaceWebhook,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);
