@@ -31,6 +31,7 @@ import {
   revokeWorkspaceWebhook,
   rotateWebhookSecretOperation,
   testWorkspaceWebhook,
+  disableWorkspaceWebhook,
 } from './webhooks.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
@@ -81,6 +82,7 @@ export const operations = {
   enableWebhook: enableWorkspaceWebhook,
   listWebhookDeliveries,
   testWebhook: testWorkspaceWebhook,
+  disableWebhook: disableWorkspaceWebhook,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

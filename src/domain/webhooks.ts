@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Queryable } from '../store/driver.js';
 import {
+  disableWebhook,
   enableWebhook,
   getWebhook,
   insertWebhook,
@@ -301,6 +302,29 @@ export const enableWorkspaceWebhook = defineOperation({
       const current = await found(tx, credential.workspaceId, input.webhookId);
       if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
       await enableWebhook(tx, credential.workspaceId, input.webhookId);
+      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+    });
+    return toWebhook(row, now);
+  },
+});
+
+export const disableWorkspaceWebhook = defineOperation({
+  name: 'webhooks.disable',
+  title: 'Disable a webhook',
+  description:
+    'Stop sending to a webhook until it is enabled again (`POST /v1/webhooks/{webhookId}/enable`), keeping it and its secret; events from while it is disabled are not delivered. Disabling a disabled webhook changes nothing; 409 on a revoked one.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/disable' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: webhook,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const row = await ctx.db.transaction(async (tx) => {
+      const current = await found(tx, credential.workspaceId, input.webhookId);
+      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
       return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
     });
     return toWebhook(row, now);
