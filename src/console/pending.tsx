@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { CANCEL_REASONS, EXPIRED_REASONS } from '../domain/action-states.js';
 
 /**
  * Approvals that reach the owner while a console tab is open (docs/owners/approval-notifications.md):
@@ -35,6 +36,10 @@ export function NotifyButton() {
 
 const SCRIPT = `
 (function () {
+  // The owner's time zone on the forms that read dates and times (src/console/zones.ts).
+  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  document.querySelectorAll('input[data-owner-zone]').forEach(function (input) { if (!input.value) input.value = zone; });
+  document.querySelectorAll('[data-zone-label]').forEach(function (label) { label.textContent = 'Times are in ' + zone + ', the time zone of this browser.'; });
   var badge = document.getElementById('pending-count');
   if (!badge) return;
   var count = badge.querySelector('[data-field="count"]');
@@ -97,10 +102,16 @@ const SCRIPT = `
     return !(until > 0 && action.createdAt >= until);
   }
   function field(row, name) { return row.querySelector('[data-field="' + name + '"]'); }
+  // As the server words them (reasonOf in src/console/screens/action.tsx).
+  var CANCELLED = ${JSON.stringify(CANCEL_REASONS)};
+  var EXPIRED = ${JSON.stringify(EXPIRED_REASONS)};
   function reason(action) {
-    if (action.approval && action.approval.decision === 'rejected') return 'Rejected' + (action.approval.reason ? ': ' + action.approval.reason : ' (no reason given)');
-    if (action.cancelReason) return 'Cancelled: ' + action.cancelReason;
-    if (action.expiredReason) return 'Expired: ' + action.expiredReason;
+    var approval = action.approval;
+    if (approval && approval.decision === 'rejected') {
+      return 'Rejected by ' + (approval.decidedBy || 'the owner') + (approval.reason ? ': ' + approval.reason : ' (no reason given)');
+    }
+    if (action.cancelReason) return (action.status === 'cancelled' ? 'Cancelled' : 'Asked to stop') + ': ' + CANCELLED[action.cancelReason];
+    if (action.expiredReason) return 'Expired: ' + EXPIRED[action.expiredReason];
     return '';
   }
   function addRow(action) {

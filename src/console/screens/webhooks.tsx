@@ -28,7 +28,13 @@ const FORMATS = [
 ] as const;
 
 const stateOf = (w: Webhook) =>
-  w.revoked ? 'revoked' : w.disabled ? `disabled: ${w.disabledReason ?? ''}` : w.consecutiveFailures > 0 ? `failing (${w.consecutiveFailures} in a row)` : 'sending';
+  w.revoked
+    ? 'revoked'
+    : w.disabled
+      ? `disabled: ${w.disabledReason ?? ''}`
+      : w.consecutiveFailures > 0
+        ? `failing (${w.consecutiveFailures} in a row)`
+        : 'sending';
 
 function WebhookRow(props: { webhook: Webhook; viewer: Viewer }) {
   const w = props.webhook;
@@ -108,7 +114,9 @@ function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean
       </div>
       <p class={props.linkBaseSet ? 'muted' : 'warning'} id="link-base">
         Approve and reject links open <code>{props.linkBase}/console/actions/…</code>
-        {props.linkBaseSet ? '.' : ': PUBLIC_BASE_URL is not set, so they open only where that address reaches this service. Set PUBLIC_BASE_URL to the address owners use.'}
+        {props.linkBaseSet
+          ? '.'
+          : ': PUBLIC_BASE_URL is not set, so they open only where that address reaches this service. Set PUBLIC_BASE_URL to the address owners use.'}
       </p>
       <div>
         <button type="submit" class="primary" id="create-webhook">
@@ -119,7 +127,11 @@ function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean
   );
 }
 
-async function WebhooksPage(guards: Guards, signed: Signed, flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string }) {
+async function WebhooksPage(
+  guards: Guards,
+  signed: Signed,
+  flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string },
+) {
   const webhooks = (await guards.invoke(signed, operations.listWebhooks, { limit: 1000 })) as Webhook[];
   const { config } = guards.deps;
   return (
@@ -199,7 +211,12 @@ function DeliveriesPage(props: { viewer: Viewer; webhook: Webhook; deliveries: D
 }
 
 const TOLD = { rotate: 'A new signing secret: the old one still signs for 24 hours.', disable: 'Disabled.', enable: 'Enabled.', revoke: 'Revoked.' } as const;
-const MOVES = { rotate: operations.rotateWebhookSecret, disable: operations.disableWebhook, enable: operations.enableWebhook, revoke: operations.revokeWebhook };
+const MOVES = {
+  rotate: operations.rotateWebhookSecret,
+  disable: operations.disableWebhook,
+  enable: operations.enableWebhook,
+  revoke: operations.revokeWebhook,
+};
 
 export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
@@ -233,7 +250,8 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
         ...optional('chatId'),
         ...optional('description'),
       });
-      if (!outcome.ok) return c.html(await WebhooksPage(guards, signed, { error: outcome.message, ...(outcome.issues ? { issues: outcome.issues } : {}) }), outcome.status);
+      if (!outcome.ok)
+        return c.html(await WebhooksPage(guards, signed, { error: outcome.message, ...(outcome.issues ? { issues: outcome.issues } : {}) }), outcome.status);
       const done = 'Added. Send a test to see it arrive.';
       return c.html(await WebhooksPage(guards, signed, format === 'generic' ? { done, secret: outcome.value.secret } : { done }), 201);
     }),
@@ -242,9 +260,13 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/webhooks/:webhookId/test',
     guards.action(async (c, signed) => {
-      const outcome = await guards.attempt<{ delivered: boolean; error: string | null }>(signed, operations.testWebhook, { webhookId: c.req.param('webhookId') });
+      const outcome = await guards.attempt<{ delivered: boolean; error: string | null }>(signed, operations.testWebhook, {
+        webhookId: c.req.param('webhookId'),
+      });
       if (!outcome.ok) return c.html(await WebhooksPage(guards, signed, { error: outcome.message }), outcome.status);
-      const told = outcome.value.delivered ? { done: 'The test message was delivered.' } : { error: `The test message was not delivered: ${outcome.value.error ?? ''}` };
+      const told = outcome.value.delivered
+        ? { done: 'The test message was delivered.' }
+        : { error: `The test message was not delivered: ${outcome.value.error ?? ''}` };
       return c.html(await WebhooksPage(guards, signed, told));
     }),
   );
