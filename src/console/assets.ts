@@ -49,6 +49,7 @@ ul.tree { padding-left: 0; border-left: none; }
 fieldset { border: 1px solid #999; margin: 1rem 0; padding: .5rem 1rem; } legend { font-weight: 700; padding: 0 .25rem; }
 /* Approvals that reach the owner (src/console/pending.tsx): the pending count, an action's details. */
 .pending-badge [data-field="count"] { display: inline-block; min-width: 1.5em; margin-left: .25rem; padding: 0 .4em; border-radius: 1em; background: #b00020; color: #fff; font-size: .8rem; font-weight: 700; text-align: center; }
+#notify-me[hidden] { display: none; }
 dl.action-details { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; } dl.action-details dd { margin: 0; }
 /* End of the approvals block. */
 @media (max-width: 40rem) {
