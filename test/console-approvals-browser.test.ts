@@ -288,3 +288,21 @@ describe('activity filtered by the server, live, with reasons', () => {
     expect((await api.get(`/v1/actions/${action.id}`, { token: await owner() })).body.data).toMatchObject({ status: 'cancelled', cancelReason: 'owner' });
   });
 });
+
+describe('without JavaScript', () => {
+  it('shows the pending count the server counted, and filters activity with the plain form in UTC', async () => {
+    const plain = await browser.newContext({ javaScriptEnabled: false });
+    const tab = await signIn(plain);
+    const waiting = (await api.get('/v1/approvals?limit=1', { token: await owner() })).body.data.total as number;
+    expect(waiting).toBeGreaterThan(0);
+    expect(await badge(tab).textContent()).toBe(String(waiting));
+    await tab.goto(`${server.issuer}/console/activity`);
+    expect(await tab.textContent('[data-zone-label]')).toContain('UTC');
+    await tab.fill('#capability', 'set_brightness');
+    await tab.click('#filter');
+    const functions = await tab.locator('#actions tbody tr [data-field="capability"]').allTextContents();
+    expect(functions.length).toBeGreaterThan(0);
+    expect(new Set(functions)).toEqual(new Set(['set_brightness']));
+    await plain.close();
+  });
+});

@@ -99,105 +99,101 @@ function words(message: ApprovalMessage) {
 /** Slack's mrkdwn reads `&`, `<` and `>` as markup (links, mentions): they are escaped as Slack asks. */
 const slackEscape = (text: string) => text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
 
-/** The request body for `format` (all but `generic`, which sends the event itself), and the URL it goes to. */
-export function chatRequest(
-  format: Exclude<WebhookFormat, 'generic'>,
-  url: string,
-  chatId: string | null,
-  message: ApprovalMessage,
-): { url: string; body: unknown } {
-  const w = words(message);
-  const text = `${w.body}\nArguments: ${w.args}\n${w.until}`;
-  switch (format) {
-    case 'ntfy': {
-      const topic = new URL(url);
-      return {
-        url: `${topic.origin}/`,
-        body: {
-          topic: topic.pathname.slice(1),
-          title: w.title,
-          message: text,
-          priority: 4,
-          tags: ['bell'],
-          click: w.links.open,
-          actions: [
-            { action: 'view', label: 'Approve', url: w.links.approve, clear: true },
-            { action: 'view', label: 'Reject', url: w.links.reject, clear: true },
+type Words = ReturnType<typeof words>;
+type ChatFormat = Exclude<WebhookFormat, 'generic'>;
+
+/** Each chat format's request: where it goes and its body, from the message's words. */
+const RENDERERS: Record<ChatFormat, (w: Words, text: string, target: { url: string; chatId: string | null }) => { url: string; body: unknown }> = {
+  ntfy: (w, text, { url }) => {
+    const topic = new URL(url);
+    return {
+      url: `${topic.origin}/`,
+      body: {
+        topic: topic.pathname.slice(1),
+        title: w.title,
+        message: text,
+        priority: 4,
+        tags: ['bell'],
+        click: w.links.open,
+        actions: [
+          { action: 'view', label: 'Approve', url: w.links.approve, clear: true },
+          { action: 'view', label: 'Reject', url: w.links.reject, clear: true },
+        ],
+      },
+    };
+  },
+  slack: (w, text, { url }) => ({
+    url,
+    body: {
+      text: `${slackEscape(w.title)}: ${slackEscape(w.body)}`,
+      blocks: [
+        { type: 'section', text: { type: 'mrkdwn', text: `*${slackEscape(w.title)}*\n${slackEscape(text)}` } },
+        {
+          type: 'actions',
+          elements: [
+            { type: 'button', text: { type: 'plain_text', text: 'Approve' }, style: 'primary', url: w.links.approve, action_id: 'approve' },
+            { type: 'button', text: { type: 'plain_text', text: 'Reject' }, style: 'danger', url: w.links.reject, action_id: 'reject' },
           ],
         },
-      };
-    }
-    case 'slack':
-      return {
-        url,
-        body: {
-          text: `${slackEscape(w.title)}: ${slackEscape(w.body)}`,
-          blocks: [
-            { type: 'section', text: { type: 'mrkdwn', text: `*${slackEscape(w.title)}*\n${slackEscape(text)}` } },
-            {
-              type: 'actions',
-              elements: [
-                { type: 'button', text: { type: 'plain_text', text: 'Approve' }, style: 'primary', url: w.links.approve, action_id: 'approve' },
-                { type: 'button', text: { type: 'plain_text', text: 'Reject' }, style: 'danger', url: w.links.reject, action_id: 'reject' },
-              ],
-            },
-          ],
-        },
-      };
-    case 'discord':
-      return {
-        url,
-        body: {
-          content: `${w.title}\n${text}\nApprove: <${w.links.approve}>\nReject: <${w.links.reject}>`.slice(0, 2000),
-          embeds: [{ title: w.title.slice(0, 256), description: text.slice(0, 4096), url: w.links.open }],
-          allowed_mentions: { parse: [] },
-        },
-      };
-    case 'teams':
-      return {
-        url,
-        body: {
-          type: 'message',
-          attachments: [
-            {
-              contentType: 'application/vnd.microsoft.card.adaptive',
-              contentUrl: null,
-              content: {
-                $schema: 'http://adaptivecards.io/schemas/adaptive-card.json',
-                type: 'AdaptiveCard',
-                version: '1.4',
-                body: [
-                  { type: 'TextBlock', text: w.title, weight: 'Bolder', size: 'Medium', wrap: true },
-                  { type: 'TextBlock', text: w.body, wrap: true },
-                  { type: 'TextBlock', text: `Arguments: ${w.args}`, wrap: true, fontType: 'Monospace' },
-                  { type: 'TextBlock', text: w.until, wrap: true, isSubtle: true },
-                ],
-                actions: [
-                  { type: 'Action.OpenUrl', title: 'Approve', url: w.links.approve },
-                  { type: 'Action.OpenUrl', title: 'Reject', url: w.links.reject },
-                ],
-              },
-            },
-          ],
-        },
-      };
-    case 'telegram':
-      return {
-        url,
-        body: {
-          chat_id: chatId,
-          text: `${w.title}\n\n${text}`.slice(0, 4096),
-          reply_markup: {
-            inline_keyboard: [
-              [
-                { text: 'Approve', url: w.links.approve },
-                { text: 'Reject', url: w.links.reject },
-              ],
+      ],
+    },
+  }),
+  discord: (w, text, { url }) => ({
+    url,
+    body: {
+      content: `${w.title}\n${text}\nApprove: <${w.links.approve}>\nReject: <${w.links.reject}>`.slice(0, 2000),
+      embeds: [{ title: w.title.slice(0, 256), description: text.slice(0, 4096), url: w.links.open }],
+      allowed_mentions: { parse: [] },
+    },
+  }),
+  teams: (w, _text, { url }) => ({
+    url,
+    body: {
+      type: 'message',
+      attachments: [
+        {
+          contentType: 'application/vnd.microsoft.card.adaptive',
+          contentUrl: null,
+          content: {
+            $schema: 'http://adaptivecards.io/schemas/adaptive-card.json',
+            type: 'AdaptiveCard',
+            version: '1.4',
+            body: [
+              { type: 'TextBlock', text: w.title, weight: 'Bolder', size: 'Medium', wrap: true },
+              { type: 'TextBlock', text: w.body, wrap: true },
+              { type: 'TextBlock', text: `Arguments: ${w.args}`, wrap: true, fontType: 'Monospace' },
+              { type: 'TextBlock', text: w.until, wrap: true, isSubtle: true },
+            ],
+            actions: [
+              { type: 'Action.OpenUrl', title: 'Approve', url: w.links.approve },
+              { type: 'Action.OpenUrl', title: 'Reject', url: w.links.reject },
             ],
           },
         },
-      };
-  }
+      ],
+    },
+  }),
+  telegram: (w, text, { url, chatId }) => ({
+    url,
+    body: {
+      chat_id: chatId,
+      text: `${w.title}\n\n${text}`.slice(0, 4096),
+      reply_markup: {
+        inline_keyboard: [
+          [
+            { text: 'Approve', url: w.links.approve },
+            { text: 'Reject', url: w.links.reject },
+          ],
+        ],
+      },
+    },
+  }),
+};
+
+/** The request for `format` (all but `generic`, which sends the event itself): the URL it goes to and its body. */
+export function chatRequest(format: ChatFormat, url: string, chatId: string | null, message: ApprovalMessage): { url: string; body: unknown } {
+  const w = words(message);
+  return RENDERERS[format](w, `${w.body}\nArguments: ${w.args}\n${w.until}`, { url, chatId });
 }
 
 /** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed with the secret's decoded bytes (Standard Webhooks). */

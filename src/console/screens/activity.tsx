@@ -175,6 +175,64 @@ function FilterForm(props: { filters: Filters; devices: { id: string; name: stri
   );
 }
 
+/** The page of actions; on the first page the script adds new ones that its filters (the `data-filter-*`) keep. */
+function ActionsTable(props: { page: Action[]; names: Map<string, string>; viewer: Viewer; filters: Filters; live: boolean; until: string | undefined }) {
+  const { filters, until } = props;
+  return (
+    <div class="table-wrap">
+      <table
+        class="stack"
+        id="actions"
+        data-live-rows={props.live ? 'true' : undefined}
+        data-filter-status={filters.status || undefined}
+        data-filter-deviceid={filters.deviceId || undefined}
+        data-filter-principal={filters.principal || undefined}
+        data-filter-capability={filters.capability || undefined}
+        data-filter-until={until}
+      >
+        <thead>
+          <tr>
+            {['Created', 'Status', 'Why', 'Device', 'Function', 'Arguments', 'Agent', 'Outcome', 'More'].map((h) => (
+              <th scope="col">{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {props.page.map((a) => (
+            <ActionRow action={a} names={props.names} viewer={props.viewer} />
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** The history export: days in the owner's zone, sent along as `tz`. */
+function ExportForm(props: { tz: string; zone: string }) {
+  return (
+    <>
+      <h2>Export</h2>
+      <form method="get" action="/console/activity/export" class="fields" id="export-form">
+        <input type="hidden" name="tz" value={props.tz} data-owner-zone />
+        <p class="muted">Every action created in the range (both days included, both optional), oldest first, as a JSON document; days are in {props.zone}.</p>
+        <div>
+          <label for="since">From day</label>
+          <input type="date" id="since" name="since" />
+        </div>
+        <div>
+          <label for="until">To day</label>
+          <input type="date" id="until" name="until" />
+        </div>
+        <div>
+          <button type="submit" id="export">
+            Download the history
+          </button>
+        </div>
+      </form>
+    </>
+  );
+}
+
 async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cursor: string | undefined) {
   const [devices, agents, clients] = await Promise.all([
     allDevices(guards, signed),
@@ -215,31 +273,7 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
         )}{' '}
         <span id="live-status" role="status"></span>
       </p>
-      <div class="table-wrap">
-        <table
-          class="stack"
-          id="actions"
-          data-live-rows={cursor ? undefined : 'true'}
-          data-filter-status={filters.status || undefined}
-          data-filter-deviceid={filters.deviceId || undefined}
-          data-filter-principal={filters.principal || undefined}
-          data-filter-capability={filters.capability || undefined}
-          data-filter-until={until}
-        >
-          <thead>
-            <tr>
-              {['Created', 'Status', 'Why', 'Device', 'Function', 'Arguments', 'Agent', 'Outcome', 'More'].map((h) => (
-                <th scope="col">{h}</th>
-              ))}
-            </tr>
-          </thead>
-          <tbody>
-            {page.map((a) => (
-              <ActionRow action={a} names={names} viewer={signed.viewer} />
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <ActionsTable page={page} names={names} viewer={signed.viewer} filters={filters} live={!cursor} until={until} />
       {page.length === 0 && !refused ? <p id="no-actions">No action matches.</p> : null}
       {older ? (
         <p>
@@ -256,24 +290,7 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
           <li data-device-id={id}>{name}</li>
         ))}
       </ul>
-      <h2>Export</h2>
-      <form method="get" action="/console/activity/export" class="fields" id="export-form">
-        <input type="hidden" name="tz" value={filters.tz} data-owner-zone />
-        <p class="muted">Every action created in the range (both days included, both optional), oldest first, as a JSON document; days are in {zone}.</p>
-        <div>
-          <label for="since">From day</label>
-          <input type="date" id="since" name="since" />
-        </div>
-        <div>
-          <label for="until">To day</label>
-          <input type="date" id="until" name="until" />
-        </div>
-        <div>
-          <button type="submit" id="export">
-            Download the history
-          </button>
-        </div>
-      </form>
+      <ExportForm tz={filters.tz} zone={zone} />
     </Page>
   );
 }
