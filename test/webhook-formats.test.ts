@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { redacted } from '../src/domain/webhook-formats.js';
 import { grant, queue } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
@@ -195,6 +196,14 @@ describe('a Telegram bot token is never shown back', () => {
     expect(JSON.stringify(listed.body)).not.toContain(TOKEN);
     const one = await api.get(`/v1/webhooks/${created.body.data.id}`, { token: owner });
     expect(one.body.data).toMatchObject({ url: `${base}/bot…/sendMessage`, format: 'telegram', chatId: '-1001234567890' });
+  });
+});
+
+describe('a Telegram bot token never reaches a delivery error', () => {
+  it('is taken out of an error message that quotes the URL', () => {
+    const url = `https://api.telegram.org/bot${TOKEN}/sendMessage`;
+    expect(redacted('telegram', url, `request to ${url} failed`)).toBe('request to https://api.telegram.org/bot…/sendMessage failed');
+    expect(redacted('slack', 'https://hooks.slack.com/x', 'HTTP 404')).toBe('HTTP 404');
   });
 });
 
