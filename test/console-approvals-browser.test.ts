@@ -194,6 +194,22 @@ describe('webhooks managed in the console', () => {
     expect(await axeViolations(page)).toEqual([]);
   });
 
+  it('shows why a delivery failed', async () => {
+    const created = await api.post('/v1/webhooks', { token: await owner(), body: { url: 'http://127.0.0.1:1/closed', format: 'discord' } });
+    expect(created.status).toBe(201);
+    await queue(api, helper.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    await page.goto(`${server.issuer}/console/webhooks/${created.body.data.id}`);
+    await expect
+      .poll(
+        async () => {
+          await page.reload();
+          return page.locator('#deliveries [data-field="last-error"]').first().textContent();
+        },
+        { timeout: 10_000 },
+      )
+      .toContain('ECONNREFUSED');
+  });
+
   it('adds a Telegram webhook without ever showing its bot token, and disables it', async () => {
     await page.goto(`${server.issuer}/console/webhooks`);
     await page.selectOption('#format', 'telegram');
