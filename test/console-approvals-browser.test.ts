@@ -160,6 +160,7 @@ describe('browser notifications', () => {
     await tab.waitForFunction(`document.getElementById('notify-status').textContent.includes('shows a notification')`);
     expect(await tab.evaluate('window.__asked')).toBe(1);
     expect(await tab.isVisible('#notify-me')).toBe(false);
+    expect(await axeViolations(tab)).toEqual([]);
     await fresh.close();
   });
 
