@@ -133,7 +133,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     eventsRetentionMs: config.ownerEvents.retentionMs,
     actionsRetentionMs: config.actionsRetentionMs,
   });
-  const stopWebhooks = startWebhookDelivery({ db, clock, log, transport: webhooks, observer: metrics.webhooks }, config.webhooks);
+  const stopWebhooks = startWebhookDelivery(
+    { db, clock, log, transport: webhooks, observer: metrics.webhooks, consoleUrl: config.publicBaseUrl },
+    config.webhooks,
+  );
   const notifier = (options.notifier ?? createLocalNotifier)(events, {
     db,
     onError: (error) => log.warn({ msg: 'event from redis not acted on', error: oneLine(error) }),

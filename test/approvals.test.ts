@@ -72,6 +72,17 @@ describe('POST /v1/devices/{deviceId}/actions under an approval grant', () => {
     });
   });
 
+  it('waits an hour for the owner when the agent names no window, long enough for a person to decide', async () => {
+    const { lamp, agent } = await setup();
+    const now = clock.now();
+    const action = await waiting(agent.token, lamp);
+    expect(action.approval).toMatchObject({ mode: 'owner', expiresAt: now + 3_600_000 });
+    clock.advance(3_599_000);
+    expect((await read(action.id)).status).toBe('awaiting_approval');
+    clock.advance(1_000);
+    expect(await read(action.id)).toMatchObject({ status: 'expired', expiredReason: 'approval_timeout' });
+  });
+
   it('queues at once under a none grant, with no approval record', async () => {
     const { lamp, agent } = await setup();
     const action = (await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })) as Action;

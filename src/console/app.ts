@@ -3,6 +3,9 @@ import type { HttpEnv } from '../http/request.js';
 import { mountAssets } from './assets.js';
 import type { ConsoleDeps } from './deps.js';
 import { mountConsoleEvents } from './events.js';
+import { mountPending } from './pending-routes.js';
+import { mountActionPage } from './screens/action.js';
+import { mountWebhooks } from './screens/webhooks.js';
 import { mountActivity } from './screens/activity.js';
 import { mountAgents } from './screens/agents.js';
 import { mountApprovals } from './screens/approvals.js';
@@ -54,4 +57,7 @@ export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   mountActivity(app, guards);
   mountService(app, guards);
   mountConsoleEvents(app, guards);
+  mountPending(app, guards);
+  mountActionPage(app, guards);
+  mountWebhooks(app, guards);
 }

@@ -47,6 +47,11 @@ ul.tree { padding-left: 0; border-left: none; }
 .device { margin: .5rem 0; } .device summary { cursor: pointer; }
 .qr { width: 14rem; height: 14rem; image-rendering: pixelated; }
 fieldset { border: 1px solid #999; margin: 1rem 0; padding: .5rem 1rem; } legend { font-weight: 700; padding: 0 .25rem; }
+/* Approvals that reach the owner (src/console/pending.tsx): the pending count, an action's details. */
+.pending-badge [data-field="count"] { display: inline-block; min-width: 1.5em; margin-left: .25rem; padding: 0 .4em; border-radius: 1em; background: #b00020; color: #fff; font-size: .8rem; font-weight: 700; text-align: center; }
+#notify-me[hidden] { display: none; }
+dl.action-details { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; } dl.action-details dd { margin: 0; }
+/* End of the approvals block. */
 @media (max-width: 40rem) {
   header { padding: .5rem; } main { padding: .5rem; }
   table.stack thead { display: none; } table.stack tr { display: block; border-bottom: 2px solid #999; padding: .5rem 0; }
@@ -79,7 +84,8 @@ const SCRIPT = `
   });
   // Live pages: the owner's event stream keeps them current. Every value from an event is
   // set as text (textContent, attributes), never parsed as markup.
-  if (document.body.getAttribute('data-live') === null || !window.EventSource) return;
+  // Every signed-in page follows the stream for its pending count (src/console/pending.tsx).
+  if ((document.body.getAttribute('data-live') === null && !document.getElementById('pending-count')) || !window.EventSource) return;
   function rowOf(container, id) {
     if (!container) return null;
     var rows = container.querySelectorAll('tr[data-action-id]');
@@ -169,6 +175,13 @@ const SCRIPT = `
   var source = new EventSource('/console/events');
   on('approval.requested', addApproval);
   on('action.updated', updateAction);
+  // The page's other scripts hear the same events (the one stream a page opens).
+  ['approval.requested', 'action.created', 'action.updated', 'open'].forEach(function (type) {
+    source.addEventListener(type, function (message) {
+      var event = type === 'open' ? {} : JSON.parse(message.data);
+      document.dispatchEvent(new CustomEvent('owner-event', { detail: { type: type, action: event.data && event.data.action } }));
+    });
+  });
   // Events were lost (older than the replay window): only a reload shows the truth.
   source.addEventListener('reset', function () { if (status) status.textContent = 'Live updates missed some changes: reload the page.'; });
   source.addEventListener('open', function () {

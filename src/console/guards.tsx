@@ -4,6 +4,7 @@ import { DomainError, type ErrorIssue } from '../domain/errors.js';
 import { call, invoke, type Answer } from '../domain/invoke.js';
 import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
 import type { AnyOperation } from '../domain/operation.js';
+import { operations } from '../domain/registry.js';
 import { credentialBucket } from '../domain/rate-limits.js';
 import { httpStatus } from '../http/errors.js';
 import { readForm } from '../http/form.js';
@@ -76,9 +77,13 @@ export function createGuards(deps: ConsoleDeps) {
     return errorPage(c, 'Not done', error.message, httpStatus[error.code] as 400, viewer);
   };
 
+  /** How many actions wait for the owner: every page's navigation shows it (approvals.list counts them). */
+  const pendingApprovals = async (signed: Signed) => ((await invoke(operations.listApprovals, signed.ctx, { limit: 1 })) as { total: number }).total;
+
   return {
     deps,
     errorPage,
+    pendingApprovals,
 
     /** A GET page for the signed-in owner; anyone else is sent to sign in. */
     page(handler: (c: C, signed: Signed) => Response | Promise<Response>) {
@@ -87,6 +92,7 @@ export function createGuards(deps: ConsoleDeps) {
         if (signed instanceof Response) return signed;
         if (!signed) return c.redirect('/console/sign-in', 302);
         try {
+          signed.viewer.pending = await pendingApprovals(signed);
           return await handler(c, signed);
         } catch (error) {
           return domainErrorPage(c, error, signed.viewer);

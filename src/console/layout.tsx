@@ -1,5 +1,6 @@
 import type { Child } from 'hono/jsx';
 import { ASSETS } from './assets.js';
+import { OWNER_LIVE_SCRIPT, PendingBadge } from './pending.js';
 
 /**
  * The console's page frame and the small pieces every screen uses. hono/jsx escapes every
@@ -7,7 +8,7 @@ import { ASSETS } from './assets.js';
  * (all chosen by someone other than the owner) are text, never markup; no page writes raw HTML.
  */
 
-export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'approvals' | 'activity' | 'service';
+export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'approvals' | 'activity' | 'webhooks' | 'service';
 
 const NAV: { screen: Screen; href: string; label: string }[] = [
   { screen: 'devices', href: '/console', label: 'Devices' },
@@ -16,6 +17,7 @@ const NAV: { screen: Screen; href: string; label: string }[] = [
   { screen: 'grants', href: '/console/grants', label: 'Grants' },
   { screen: 'approvals', href: '/console/approvals', label: 'Approvals' },
   { screen: 'activity', href: '/console/activity', label: 'Activity' },
+  { screen: 'webhooks', href: '/console/webhooks', label: 'Webhooks' },
   { screen: 'service', href: '/console/service', label: 'Service' },
 ];
 
@@ -23,6 +25,8 @@ const NAV: { screen: Screen; href: string; label: string }[] = [
 export interface Viewer {
   subject: string;
   csrf: string;
+  /** Actions awaiting the owner's approval when the page was rendered (the script keeps it current). */
+  pending?: number;
 }
 
 /**
@@ -41,6 +45,7 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
         <title>{`${props.title} · Owner console`}</title>
         <link rel="stylesheet" href={ASSETS.css.path} />
         <script src={ASSETS.js.path} defer></script>
+        <script src={OWNER_LIVE_SCRIPT.path} defer></script>
       </head>
       <body data-live={props.live ? 'true' : undefined}>
         <header>
@@ -52,6 +57,7 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
                   <li>
                     <a href={item.href} aria-current={item.screen === props.screen ? 'page' : undefined}>
                       {item.label}
+                      {item.screen === 'approvals' ? <PendingBadge count={props.viewer?.pending ?? 0} /> : null}
                     </a>
                   </li>
                 ))}

@@ -38,14 +38,19 @@ import { capabilityName, timestamp, uuid } from './schemas.js';
 export const HISTORY_LIMIT = 100;
 
 const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
+/**
+ * How long an action waits for the owner when the agent names no window: an hour, long enough
+ * for a person to see a notification, reach a console and decide (docs/decisions/0006).
+ */
+export const APPROVAL_WINDOW_DEFAULT_SECONDS = 3600;
 const approvalTtlSeconds = z
   .number()
   .int()
   .min(1)
   .max(86_400)
-  .default(300)
+  .default(APPROVAL_WINDOW_DEFAULT_SECONDS)
   .describe(
-    "For a function that needs the owner's approval: how long the action waits for a decision before it expires (`approval_timeout`), in seconds (1 to 86400, default 300). Its deadline (`ttlSeconds`) starts when it is approved.",
+    `For a function that needs the owner's approval: how long the action waits for a decision before it expires (\`approval_timeout\`), in seconds (1 to 86400, default ${APPROVAL_WINDOW_DEFAULT_SECONDS}). Its deadline (\`ttlSeconds\`) starts when it is approved.`,
   );
 const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
 const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
@@ -375,20 +380,41 @@ export async function withdrawRevoked(tx: Queryable, scope: WithdrawalScope, now
   return [...(await cancelWithdrawn(tx, scope, now)), ...(await recallWithdrawn(tx, scope, now))];
 }
 
+const queryTime = z.coerce.number().int().min(0).optional();
+
 export const listRecentActions = definePagedOperation({
   name: 'actions.list',
   title: 'List recent actions',
-  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages. \`status\` keeps those in one status: \`?status=awaiting_approval\` is the owner's approval inbox.`,
+  description: `The most recent actions of the workspace, newest first: ${HISTORY_LIMIT} unless \`limit\` says otherwise, older ones on the next pages. The filters narrow the whole history, not one page of it: \`status\` (\`?status=awaiting_approval\` is the owner's approval inbox), \`deviceId\`, \`principal\` (the agent), \`capability\` (the function) and a creation time range \`since\` (included) to \`until\` (excluded), in Unix ms; they combine with AND.`,
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: true },
   rest: [{ method: 'GET', path: '/v1/actions' }],
-  input: z.strictObject({ status: z.enum(ACTION_STATUSES).optional().describe('Only actions in this status.') }),
+  input: z
+    .strictObject({
+      status: z.enum(ACTION_STATUSES).optional().describe('Only actions in this status.'),
+      deviceId: uuid.optional().describe('Only actions on this device.'),
+      principal: z.string().min(1).max(128).optional().describe('Only actions this agent (principal) requested.'),
+      capability: capabilityName.optional().describe('Only actions of this function.'),
+      since: queryTime.describe('Only actions created at or after this time (Unix ms).'),
+      until: queryTime.describe('Only actions created before this time (Unix ms).'),
+    })
+    .refine((input) => input.since === undefined || input.until === undefined || input.since < input.until, {
+      path: ['until'],
+      message: 'must be later than since',
+    }),
   output: z.array(action),
   paged: { key: ROW_ORDER_KEY },
   async run({ ctx, credential, input, page }) {
     publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
-    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page, input.status ?? null);
+    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page, {
+      status: input.status ?? null,
+      deviceId: input.deviceId ?? null,
+      principal: input.principal ?? null,
+      capability: input.capability ?? null,
+      since: input.since ?? null,
+      until: input.until ?? null,
+    });
     return { items: rows.map(toActionRecord), next };
   },
 });
@@ -410,8 +436,6 @@ export const listRequestedActions = defineOperation({
     return (await recentActionsOf(ctx.db, credential.workspaceId, credential.principal, HISTORY_LIMIT)).map(toActionRecord);
   },
 });
-
-const queryTime = z.coerce.number().int().min(0).optional();
 
 /** Rows per read of the export: one batch is what the export holds in memory at a time. */
 const EXPORT_BATCH = 200;

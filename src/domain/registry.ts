@@ -30,6 +30,8 @@ import {
   listWorkspaceWebhooks,
   revokeWorkspaceWebhook,
   rotateWebhookSecretOperation,
+  testWorkspaceWebhook,
+  disableWorkspaceWebhook,
 } from './webhooks.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
@@ -79,6 +81,8 @@ export const operations = {
   revokeWebhook: revokeWorkspaceWebhook,
   enableWebhook: enableWorkspaceWebhook,
   listWebhookDeliveries,
+  testWebhook: testWorkspaceWebhook,
+  disableWebhook: disableWorkspaceWebhook,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

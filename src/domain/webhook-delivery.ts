@@ -19,8 +19,9 @@ import { appendWorkspaceEvent } from '../store/workspace-events.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
 import { eventIds } from './event-ids.js';
+import { formattedRequest, redacted } from './webhook-formats.js';
 import type { WebhookTransport } from './webhook-transport.js';
-import { signDelivery, webhookSnapshot } from './webhooks.js';
+import { webhookSnapshot } from './webhooks.js';
 import { toWorkspaceEvent } from './workspace-events.js';
 
 /**
@@ -98,6 +99,8 @@ interface Deps {
   log: Logger;
   transport: WebhookTransport;
   observer?: WebhookDeliveryObserver;
+  /** The origin the chat formats' approve and reject links open (PUBLIC_BASE_URL). */
+  consoleUrl: string;
 }
 
 /**
@@ -161,22 +164,6 @@ export function retryDelay(retryDelaysMs: readonly number[], attempts: number, r
   return base === undefined ? undefined : Math.round(base * (1 + 0.2 * random()));
 }
 
-/** The Standard Webhooks headers of one attempt: signed with the secret, and with the previous one while it is still valid. */
-export function deliveryHeaders(delivery: ClaimedDelivery, now: number): Record<string, string> {
-  const timestampSeconds = Math.floor(now / 1000);
-  const signatures = [signDelivery(delivery.secret, delivery.id, timestampSeconds, delivery.payload)];
-  if (delivery.previousSecret !== null && delivery.previousSecretUntil !== null && delivery.previousSecretUntil > now) {
-    signatures.push(signDelivery(delivery.previousSecret, delivery.id, timestampSeconds, delivery.payload));
-  }
-  return {
-    'content-type': 'application/json',
-    'user-agent': 'dfc-webhooks',
-    'webhook-id': delivery.id,
-    'webhook-timestamp': String(timestampSeconds),
-    'webhook-signature': signatures.join(' '),
-  };
-}
-
 /**
  * Starts dispatching and sending every `pollMs`. Nothing it does can reject unhandled or block
  * a request: each poll is one promise whose failure is logged, and attempts run concurrently
@@ -189,16 +176,16 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
   let polling: Promise<void> | undefined;
 
   async function attempt(delivery: ClaimedDelivery, leaseToken: string): Promise<void> {
-    const outcome = await deps.transport.post(delivery.url, {
-      headers: deliveryHeaders(delivery, deps.clock.now()),
-      body: delivery.payload,
-      timeoutMs: settings.timeoutMs,
-      signal: stopping.signal,
-    });
+    const request = await formattedRequest(deps, delivery);
+    const outcome = await deps.transport.post(request.url, { ...request, timeoutMs: settings.timeoutMs, signal: stopping.signal });
     const now = deps.clock.now();
     const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
-    const error = delivered ? null : 'error' in outcome ? outcome.error.slice(0, MAX_ERROR_LENGTH) : `HTTP ${statusCode}`;
+    const error = delivered
+      ? null
+      : 'error' in outcome
+        ? redacted(delivery.format, delivery.url, outcome.error).slice(0, MAX_ERROR_LENGTH)
+        : `HTTP ${statusCode}`;
     const delay = delivered ? undefined : retryDelay(settings.retryDelaysMs, delivery.attempts);
     const status: AttemptOutcome = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
     await recordAttempt(deps.db, { id: delivery.id, leaseToken }, { status, statusCode, error, nextAttemptAt: delay === undefined ? null : now + delay, now });

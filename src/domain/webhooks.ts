@@ -1,7 +1,8 @@
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Queryable } from '../store/driver.js';
 import {
+  disableWebhook,
   enableWebhook,
   getWebhook,
   insertWebhook,
@@ -9,6 +10,7 @@ import {
   listWebhooks,
   revokeWebhook,
   rotateWebhookSecret,
+  type ClaimedDelivery,
   type DeliveryRow,
   type WebhookRow,
 } from '../store/webhooks.js';
@@ -18,6 +20,7 @@ import { eventIds } from './event-ids.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
+import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, redacted, shownUrl, webhookFormat } from './webhook-formats.js';
 import { eventType, EVENT_TYPES, type eventWebhook } from './workspace-events.js';
 
 /**
@@ -35,15 +38,11 @@ export function newWebhookSecret(): string {
   return SECRET_PREFIX + randomBytes(32).toString('base64');
 }
 
-/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed with the secret's decoded bytes (Standard Webhooks). */
-export function signDelivery(secret: string, id: string, timestampSeconds: number, body: string): string {
-  const key = Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64');
-  return `v1,${createHmac('sha256', key).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`;
-}
-
 export const webhook = z.object({
   id: uuid,
-  url: z.string(),
+  url: z.string().describe('Where deliveries go. A Telegram bot token in it is shown as `…`: it is never shown back.'),
+  format: webhookFormat,
+  chatId: z.string().nullable().describe('The chat a `telegram` webhook writes to; null for the other formats.'),
   description: z.string().nullable(),
   events: z.array(eventType),
   revoked: z.boolean(),
@@ -85,7 +84,9 @@ export const webhookDelivery = z.object({
 function toWebhook(row: WebhookRow, now: number): z.input<typeof webhook> {
   return {
     id: row.id,
-    url: row.url,
+    url: shownUrl(row.format, row.url),
+    format: row.format,
+    chatId: row.chatId,
     description: row.description,
     events: JSON.parse(row.events) as z.input<typeof webhook>['events'],
     revoked: row.revokedAt !== null,
@@ -150,16 +151,37 @@ export const createWebhook = defineOperation({
   access: 'none',
   hints: { readOnly: false },
   rest: [{ method: 'POST', path: '/v1/webhooks', status: 201 }],
-  input: z.strictObject({
-    url: webhookUrl,
-    events: z
-      .array(eventType)
-      .min(1)
-      .max(Object.keys(EVENT_TYPES).length)
-      .refine((types) => new Set(types).size === types.length, 'must not repeat a type')
-      .describe('The event types to deliver (docs/reference/events.md "Owner events").'),
-    description: z.string().min(1).max(200).optional(),
-  }),
+  input: z
+    .strictObject({
+      url: webhookUrl,
+      format: webhookFormat.default('generic'),
+      events: z
+        .array(eventType)
+        .min(1)
+        .max(Object.keys(EVENT_TYPES).length)
+        .refine((types) => new Set(types).size === types.length, 'must not repeat a type')
+        .optional()
+        .describe(
+          `The event types to deliver (docs/reference/events.md "Owner events"). Required for \`generic\`; the chat formats carry ${CHAT_EVENTS.join(', ')} only, their default.`,
+        ),
+      chatId: z
+        .string()
+        .regex(/^(-?\d{1,20}|@[A-Za-z0-9_]{5,32})$/, 'must be a chat id (a number) or @channelusername')
+        .optional()
+        .describe('For `telegram` only, and required there: the chat the bot writes to.'),
+      description: z.string().min(1).max(200).optional(),
+    })
+    .superRefine((input, check) => {
+      const issue = (path: string, message: string) => check.addIssue({ code: 'custom', path: [path], message });
+      if (input.format === 'generic' && input.events === undefined) issue('events', 'required for the generic format');
+      if (input.format !== 'generic' && input.events?.some((type) => !(CHAT_EVENTS as readonly string[]).includes(type))) {
+        issue('events', `the ${input.format} format carries ${CHAT_EVENTS.join(', ')} only`);
+      }
+      if ((input.format === 'telegram') !== (input.chatId !== undefined))
+        issue('chatId', input.format === 'telegram' ? 'required for telegram' : 'for telegram only');
+      const refusal = URL.canParse(input.url) ? formatUrlRefusal(input.format, new URL(input.url)) : undefined;
+      if (refusal) issue('url', refusal);
+    }),
   output: newWebhook,
   async run({ ctx, credential, input }) {
     const refusal = await ctx.webhooks.refusal(new URL(input.url));
@@ -173,8 +195,10 @@ export const createWebhook = defineOperation({
         workspaceId: credential.workspaceId,
         url: input.url,
         description: input.description ?? null,
-        events: input.events,
+        events: input.events ?? [...CHAT_EVENTS],
         secret,
+        format: input.format,
+        chatId: input.chatId ?? null,
         createdBy: credential.subject,
         now,
       });
@@ -284,6 +308,29 @@ export const enableWorkspaceWebhook = defineOperation({
   },
 });
 
+export const disableWorkspaceWebhook = defineOperation({
+  name: 'webhooks.disable',
+  title: 'Disable a webhook',
+  description:
+    'Stop sending to a webhook until it is enabled again (`POST /v1/webhooks/{webhookId}/enable`), keeping it and its secret; events from while it is disabled are not delivered. Disabling a disabled webhook changes nothing; 409 on a revoked one.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/disable' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: webhook,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const row = await ctx.db.transaction(async (tx) => {
+      const current = await found(tx, credential.workspaceId, input.webhookId);
+      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
+      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+    });
+    return toWebhook(row, now);
+  },
+});
+
 export const listWebhookDeliveries = definePagedOperation({
   name: 'webhooks.deliveries',
   title: 'List webhook deliveries',
@@ -302,5 +349,55 @@ export const listWebhookDeliveries = definePagedOperation({
     // The event's id as the workspace sees it on its stream and in the payload (event-ids.ts).
     const ids = await eventIds(ctx);
     return { items: rows.map((row) => toDelivery(row, ids.show(credential.workspaceId, row.eventId))), next };
+  },
+});
+
+/** The action a test message names: no action has it, and the console says so when its link is opened. */
+export const TEST_ACTION_ID = '00000000-0000-0000-0000-000000000000';
+/** A test send's deadline: the owner is waiting for the answer on the page. */
+const TEST_TIMEOUT_MS = 10_000;
+
+/** The delivery a test send makes: a `webhook.test` event, or for a chat format an approval request of a sample action. */
+function testDelivery(row: WebhookRow, now: number): ClaimedDelivery {
+  const action = {
+    id: TEST_ACTION_ID,
+    principal: 'test message',
+    deviceId: TEST_ACTION_ID,
+    capability: 'test',
+    arguments: {},
+    approval: { expiresAt: now },
+    expiresAt: now,
+  };
+  const event =
+    row.format === 'generic'
+      ? { id: `test_${randomUUID()}`, type: 'webhook.test', createdAt: now, data: { webhook: { id: row.id } } }
+      : { id: `test_${randomUUID()}`, type: 'approval.requested', createdAt: now, data: { action } };
+  return { ...row, id: randomUUID(), webhookId: row.id, attempts: 1, payload: JSON.stringify(event) };
+}
+
+export const testWorkspaceWebhook = defineOperation({
+  name: 'webhooks.test',
+  title: 'Send a test message to a webhook',
+  description:
+    'Send one test message to the webhook now and answer how its endpoint answered. `generic` webhooks get a signed `webhook.test` event; the chat formats a sample approval request whose links open the console. Test sends are not retried and not listed among the deliveries.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, openWorld: true },
+  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/test' }],
+  input: z.strictObject({ webhookId: uuid }),
+  output: z.object({
+    delivered: z.boolean().describe('The endpoint answered 2xx.'),
+    statusCode: z.number().int().nullable().describe("The endpoint's HTTP status, null when there was no answer."),
+    error: z.string().nullable().describe('Why it was not delivered, when it was not.'),
+  }),
+  async run({ ctx, credential, input }) {
+    const row = await found(ctx.db, credential.workspaceId, input.webhookId);
+    if (row.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+    const request = await formattedRequest({ db: ctx.db, clock: ctx.clock, consoleUrl: ctx.settings.publicBaseUrl }, testDelivery(row, ctx.clock.now()));
+    const outcome = await ctx.webhooks.post(request.url, { ...request, timeoutMs: TEST_TIMEOUT_MS, signal: new AbortController().signal });
+    const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
+    const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
+    const error = delivered ? null : 'error' in outcome ? redacted(row.format, row.url, outcome.error) : `HTTP ${statusCode}`;
+    return { delivered, statusCode, error };
   },
 });

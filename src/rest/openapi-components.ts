@@ -62,6 +62,8 @@ const connectionExample = {
 const webhookExample = {
   id: '2b4d6f80-1a3c-4e5f-8a9b-0c1d2e3f4a5b',
   url: 'https://hooks.example.com/dfc',
+  format: 'generic',
+  chatId: null,
   description: 'my phone',
   events: ['approval.requested'],
   revoked: false,

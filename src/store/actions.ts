@@ -655,18 +655,49 @@ export function recentActionsOf(db: Queryable, workspaceId: string, principal: s
   ]);
 }
 
+/** What the owner's history list narrows to; each field left null keeps every action. */
+export interface ActionFilter {
+  status: ActionStatus | null;
+  deviceId: string | null;
+  principal: string | null;
+  capability: string | null;
+  /** Created at or after (Unix ms). */
+  since: number | null;
+  /** Created before (Unix ms). */
+  until: number | null;
+}
+
+export const NO_ACTION_FILTER: ActionFilter = { status: null, deviceId: null, principal: null, capability: null, since: null, until: null };
+
 /**
  * The newest actions first, a page of them (src/store/paging.ts), keyed by `(created_at, rowid)`
- * as `actions_history` holds them; only those in `status` when it is given.
+ * as `actions_history` holds them; only those the filter keeps. The page is cut after the
+ * filter, in SQL, so a narrow filter still fills pages with matches from the whole history.
  */
-export async function recentActions(db: Queryable, workspaceId: string, page: PageQuery, status: ActionStatus | null = null): Promise<RowsPage<ActionRow>> {
+export async function recentActions(
+  db: Queryable,
+  workspaceId: string,
+  page: PageQuery,
+  filter: ActionFilter = NO_ACTION_FILTER,
+): Promise<RowsPage<ActionRow>> {
   // The status is one of the table's constants, written into the SQL so that
   // `awaiting_approval` (the owner's inbox) walks its partial index actions_awaiting_by_workspace.
-  const only = status === null ? '' : `AND ${statusIn([status])}`;
+  const where = [filter.status === null ? '' : `AND ${statusIn([filter.status])}`];
+  const args: (string | number)[] = [workspaceId];
+  const keep = (condition: string, value: string | number | null) => {
+    if (value === null) return;
+    where.push(condition);
+    args.push(value);
+  };
+  keep('AND device_id = ?', filter.deviceId);
+  keep('AND principal = ?', filter.principal);
+  keep('AND capability = ?', filter.capability);
+  keep('AND created_at >= ?', filter.since);
+  keep('AND created_at < ?', filter.until);
+  if (page.after) where.push('AND (created_at, rowid) < (?, ?)');
   const rows = await db.all<ActionRow & { position: number }>(
-    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? ${only} ${page.after ? 'AND (created_at, rowid) < (?, ?)' : ''}
-     ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-    [workspaceId, ...(page.after ?? []), page.limit + 1],
+    `SELECT ${COLUMNS}, rowid AS position FROM actions WHERE workspace_id = ? ${where.join(' ')} ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+    [...args, ...(page.after ?? []), page.limit + 1],
   );
   return cutPage(rows, page.limit, (row) => [row.createdAt, row.position], withoutPosition);
 }

@@ -2,6 +2,10 @@ import type { Queryable, Statement } from './driver.js';
 import type { WorkspaceEventRow } from './workspace-events.js';
 import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
+/** How a webhook's deliveries are written (migration 0026; src/domain/webhook-formats.ts). */
+export const WEBHOOK_FORMATS = ['generic', 'ntfy', 'slack', 'discord', 'teams', 'telegram'] as const;
+export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+
 /** A registered webhook (migration 0019); `events` is a JSON array of event types. */
 export interface WebhookRow {
   id: string;
@@ -19,21 +23,47 @@ export interface WebhookRow {
   pausedUntil: number | null;
   disabledAt: number | null;
   disabledReason: string | null;
+  /** How deliveries are written (migration 0026): `generic` or a chat format. */
+  format: WebhookFormat;
+  /** The chat a Telegram webhook's bot writes to. */
+  chatId: string | null;
 }
 
 const WEBHOOK_COLUMNS = `id, workspace_id AS workspaceId, url, description, events, secret, previous_secret AS previousSecret,
   previous_secret_until AS previousSecretUntil, created_at AS createdAt, revoked_at AS revokedAt, failure_count AS failureCount,
-  failing_since AS failingSince, paused_until AS pausedUntil, disabled_at AS disabledAt, disabled_reason AS disabledReason`;
+  failing_since AS failingSince, paused_until AS pausedUntil, disabled_at AS disabledAt, disabled_reason AS disabledReason, format, chat_id AS chatId`;
 
 /** Writes a webhook that receives the journal's events after the newest one committed now. */
 export async function insertWebhook(
   db: Queryable,
-  webhook: { id: string; workspaceId: string; url: string; description: string | null; events: string[]; secret: string; createdBy: string; now: number },
+  webhook: {
+    id: string;
+    workspaceId: string;
+    url: string;
+    description: string | null;
+    events: string[];
+    secret: string;
+    format: WebhookFormat;
+    chatId: string | null;
+    createdBy: string;
+    now: number;
+  },
 ): Promise<void> {
   await db.run(
-    `INSERT INTO webhooks (id, workspace_id, url, description, events, secret, after_event_id, created_by, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, (SELECT coalesce(max(id), 0) FROM workspace_events), ?, ?)`,
-    [webhook.id, webhook.workspaceId, webhook.url, webhook.description, JSON.stringify(webhook.events), webhook.secret, webhook.createdBy, webhook.now],
+    `INSERT INTO webhooks (id, workspace_id, url, description, events, secret, format, chat_id, after_event_id, created_by, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(id), 0) FROM workspace_events), ?, ?)`,
+    [
+      webhook.id,
+      webhook.workspaceId,
+      webhook.url,
+      webhook.description,
+      JSON.stringify(webhook.events),
+      webhook.secret,
+      webhook.format,
+      webhook.chatId,
+      webhook.createdBy,
+      webhook.now,
+    ],
   );
 }
 
@@ -271,6 +301,8 @@ export interface ClaimedDelivery {
   previousSecretUntil: number | null;
   /** The endpoint's failed attempts in a row when it was claimed (0: it is healthy). */
   failureCount: number;
+  format: WebhookFormat;
+  chatId: string | null;
 }
 
 /** How many attempts may be in flight at once, across all instances. */
@@ -336,9 +368,10 @@ export async function claimDueDeliveries(
   );
   if (claimed.length === 0) return [];
   // What sending needs, read once for all the claimed deliveries: on a libSQL server each read is a round trip.
-  type Endpoint = Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'failureCount'> & { id: string };
+  type Endpoint = Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'failureCount' | 'format' | 'chatId'> & { id: string };
   const endpoints = await db.all<Endpoint>(
-    `SELECT id, url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil, failure_count AS failureCount
+    `SELECT id, url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil, failure_count AS failureCount,
+       format, chat_id AS chatId
      FROM webhooks WHERE id IN (SELECT value FROM json_each(?))`,
     [JSON.stringify([...new Set(claimed.map((row) => row.webhookId))])],
   );

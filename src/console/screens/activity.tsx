@@ -2,170 +2,333 @@ import type { Hono } from 'hono';
 import type { z } from 'zod';
 import type { action as actionSchema } from '../../domain/action-records.js';
 import { ACTION_STATUSES } from '../../domain/action-states.js';
+import { DomainError, type ErrorIssue } from '../../domain/errors.js';
+import { humanText, MAX_FIELD_CHARS } from '../../domain/human-text.js';
 import { operations } from '../../domain/registry.js';
+import type { connection } from '../../domain/schemas.js';
 import { documentStream } from '../../http/document-stream.js';
 import type { HttpEnv } from '../../http/request.js';
-import type { Guards } from '../guards.js';
-import { Page, Time } from '../layout.js';
+import type { Guards, Signed } from '../guards.js';
+import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
+import { zonedMs, zoneOf } from '../zones.js';
+import { reasonOf } from './action.js';
 import { allDevices } from './devices.js';
 
 /**
- * Activity: the workspace's actions, newest first, a page at a time (the `actions.list`
- * operation), narrowed by status, device and principal, their statuses kept current by the
- * script from the event stream (the live feed); and the history export download (the
- * `actions.export` operation) for a date range.
+ * Activity (docs/owners/activity-log.md): the workspace's actions, newest first, a page at a
+ * time, narrowed by the `actions.list` operation itself (status, device, agent, function, a time
+ * range), so a filter reaches the whole history; the filter form is a plain GET. Each row says
+ * why an action ended as it did and links to the action's page; a queued one can be cancelled
+ * on the spot. On the first page the script adds new actions as they are requested
+ * (src/console/pending.tsx) and console.js keeps statuses current. Times typed and exported are
+ * the owner's (the browser's zone, `tz`), UTC without script.
  */
 
 type Action = z.infer<typeof actionSchema>;
+type Connection = z.infer<typeof connection>;
 
 const PAGE = 50;
 
-/** A UTC calendar day (`YYYY-MM-DD`) as Unix ms at its start, or undefined. */
-const dayStart = (day: string | undefined) => (day && /^\d{4}-\d{2}-\d{2}$/.test(day) ? Date.parse(`${day}T00:00:00Z`) : undefined);
+interface Filters {
+  status: string;
+  deviceId: string;
+  principal: string;
+  capability: string;
+  from: string;
+  to: string;
+  tz: string;
+}
+
+const filtersOf = (get: (name: string) => string | undefined): Filters => {
+  const read = (name: string) => (get(name) ?? '').trim();
+  return {
+    status: read('status'),
+    deviceId: read('deviceId'),
+    principal: read('principal'),
+    capability: read('capability'),
+    from: read('from'),
+    to: read('to'),
+    tz: read('tz'),
+  };
+};
+
+/** The operation's input for the filters: empty fields are no filter; times in the owner's zone. */
+function listInput(filters: Filters) {
+  const zone = zoneOf(filters.tz);
+  const since = zonedMs(filters.from, zone);
+  const until = zonedMs(filters.to, zone);
+  const given = Object.entries({ status: filters.status, deviceId: filters.deviceId, principal: filters.principal, capability: filters.capability }).filter(
+    ([, value]) => value !== '',
+  );
+  return {
+    ...Object.fromEntries(given),
+    ...(filters.from ? { since: since ?? filters.from } : {}),
+    ...(filters.to ? { until: until ?? filters.to } : {}),
+  };
+}
+
+function ActionRow(props: { action?: Action; names?: Map<string, string>; viewer: Viewer }) {
+  const a = props.action;
+  const cancellable = a?.status === 'queued' || a?.status === 'awaiting_approval';
+  return (
+    <tr data-action-id={a?.id ?? ''}>
+      <td data-label="Created" data-field="created">
+        {a ? <Time ms={a.createdAt} /> : ''}
+      </td>
+      <td data-label="Status" data-field="status">
+        {a ? <strong>{a.status}</strong> : ''}
+      </td>
+      <td data-label="Why" data-field="reason">
+        {a ? reasonOf(a) : ''}
+      </td>
+      <td data-label="Device" data-field="device">
+        {a ? (props.names?.get(a.deviceId) ?? a.deviceId) : ''}
+      </td>
+      <td data-label="Function">
+        <code data-field="capability">{a?.capability ?? ''}</code>
+      </td>
+      <td data-label="Arguments">
+        <pre data-field="arguments">{a ? humanText(JSON.stringify(a.arguments), MAX_FIELD_CHARS) : ''}</pre>
+      </td>
+      <td data-label="Agent">
+        <code data-field="principal">{a ? humanText(a.principal, MAX_FIELD_CHARS) : ''}</code>
+      </td>
+      <td data-label="Outcome" data-field="outcome">
+        {a?.error ? `${a.error.code}: ${a.error.message}` : a && a.result !== null ? <pre>{JSON.stringify(a.result)}</pre> : ''}
+      </td>
+      <td data-label="More">
+        <a href={a ? `/console/actions/${a.id}` : '#'} data-field="details">
+          Details
+        </a>
+        {cancellable ? (
+          <form method="post" action={`/console/actions/${a.id}/cancel`} class="inline">
+            <Csrf viewer={props.viewer} />{' '}
+            <button type="submit" class="danger" data-cancel={a.id}>
+              Cancel
+            </button>
+          </form>
+        ) : null}
+      </td>
+    </tr>
+  );
+}
+
+function FilterForm(props: { filters: Filters; devices: { id: string; name: string }[]; agents: Connection[] }) {
+  const f = props.filters;
+  return (
+    <form method="get" action="/console/activity" class="fields" id="filters">
+      <input type="hidden" name="tz" value={f.tz} data-owner-zone />
+      <div>
+        <label for="status">Status</label>
+        <select id="status" name="status">
+          <option value="">any</option>
+          {ACTION_STATUSES.map((s) => (
+            <option value={s} selected={s === f.status}>
+              {s}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="deviceId">Device</label>
+        <select id="deviceId" name="deviceId">
+          <option value="">any</option>
+          {props.devices.map((d) => (
+            <option value={d.id} selected={d.id === f.deviceId}>
+              {humanText(d.name, MAX_FIELD_CHARS)}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="filter-principal">Agent</label>
+        <select id="filter-principal" name="principal">
+          <option value="">any</option>
+          {props.agents.map((a) => (
+            <option value={a.principal} selected={a.principal === f.principal}>
+              {`${humanText(a.name, MAX_FIELD_CHARS)} (${a.principal})`}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="capability">Function</label>
+        <input type="text" id="capability" name="capability" value={f.capability} maxlength={64} />
+      </div>
+      <div>
+        <label for="from">From (included)</label>
+        <input type="datetime-local" id="from" name="from" value={f.from} />
+      </div>
+      <div>
+        <label for="to">Until (not included)</label>
+        <input type="datetime-local" id="to" name="to" value={f.to} />
+      </div>
+      <p class="muted" data-zone-label>
+        Times are in {f.tz ? zoneOf(f.tz) : 'UTC (without script the console cannot know your time zone)'}.
+      </p>
+      <div>
+        <button type="submit" id="filter">
+          Filter
+        </button>
+      </div>
+    </form>
+  );
+}
+
+/** The page of actions; on the first page the script adds new ones that its filters (the `data-filter-*`) keep. */
+function ActionsTable(props: { page: Action[]; names: Map<string, string>; viewer: Viewer; filters: Filters; live: boolean; until: string | undefined }) {
+  const { filters, until } = props;
+  return (
+    <div class="table-wrap">
+      <table
+        class="stack"
+        id="actions"
+        data-live-rows={props.live ? 'true' : undefined}
+        data-filter-status={filters.status || undefined}
+        data-filter-deviceid={filters.deviceId || undefined}
+        data-filter-principal={filters.principal || undefined}
+        data-filter-capability={filters.capability || undefined}
+        data-filter-until={until}
+      >
+        <thead>
+          <tr>
+            {['Created', 'Status', 'Why', 'Device', 'Function', 'Arguments', 'Agent', 'Outcome', 'More'].map((h) => (
+              <th scope="col">{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {props.page.map((a) => (
+            <ActionRow action={a} names={props.names} viewer={props.viewer} />
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** The history export: days in the owner's zone, sent along as `tz`. */
+function ExportForm(props: { tz: string; zone: string }) {
+  return (
+    <>
+      <h2>Export</h2>
+      <form method="get" action="/console/activity/export" class="fields" id="export-form">
+        <input type="hidden" name="tz" value={props.tz} data-owner-zone />
+        <p class="muted">Every action created in the range (both days included, both optional), oldest first, as a JSON document; days are in {props.zone}.</p>
+        <div>
+          <label for="since">From day</label>
+          <input type="date" id="since" name="since" />
+        </div>
+        <div>
+          <label for="until">To day</label>
+          <input type="date" id="until" name="until" />
+        </div>
+        <div>
+          <button type="submit" id="export">
+            Download the history
+          </button>
+        </div>
+      </form>
+    </>
+  );
+}
+
+async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cursor: string | undefined) {
+  const [devices, agents, clients] = await Promise.all([
+    allDevices(guards, signed),
+    guards.invoke(signed, operations.listAgentConnections, {}) as Promise<Connection[]>,
+    guards.invoke(signed, operations.listOAuthClients, {}) as Promise<Connection[]>,
+  ]);
+  const input = listInput(filters);
+  let page: Action[] = [];
+  let next: string | null = null;
+  let refused: { message: string; issues: ErrorIssue[] } | undefined;
+  try {
+    const answer = await guards.call(signed, operations.listActions, { ...input, limit: PAGE, ...(cursor ? { cursor } : {}) });
+    if (answer.kind !== 'page') throw new Error('actions.list answers pages');
+    page = answer.data as Action[];
+    next = answer.nextCursor;
+  } catch (error) {
+    if (!(error instanceof DomainError)) throw error;
+    refused = { message: error.message, issues: error.details.issues ?? [] };
+  }
+  const names = new Map(devices.map((d) => [d.id, humanText(d.name, MAX_FIELD_CHARS)]));
+  const query = new URLSearchParams(Object.entries(filters).filter(([, v]) => v !== ''));
+  const older = next ? `/console/activity?${query.toString()}${query.size ? '&' : ''}cursor=${encodeURIComponent(next)}` : undefined;
+  const zone = zoneOf(filters.tz);
+  const until = 'until' in input && typeof input.until === 'number' ? String(input.until) : undefined;
+  return (
+    <Page title="Activity" viewer={signed.viewer} screen="activity" live>
+      <Flash error={refused?.message} issues={refused?.issues} />
+      <FilterForm filters={filters} devices={devices} agents={[...agents, ...clients]} />
+      <p class="muted" id="activity-summary">
+        {cursor ? 'Older actions' : 'The most recent actions'} that match, {PAGE} a page, newest first.
+        {cursor ? '' : ' New ones appear at the top as agents ask for them '}
+        {cursor ? (
+          ''
+        ) : (
+          <>
+            (<span id="live-count">0</span> so far).
+          </>
+        )}{' '}
+        <span id="live-status" role="status"></span>
+      </p>
+      <ActionsTable page={page} names={names} viewer={signed.viewer} filters={filters} live={!cursor} until={until} />
+      {page.length === 0 && !refused ? <p id="no-actions">No action matches.</p> : null}
+      {older ? (
+        <p>
+          <a href={older} id="older">
+            Older actions
+          </a>
+        </p>
+      ) : null}
+      <template id="action-row">
+        <ActionRow viewer={signed.viewer} />
+      </template>
+      <ul hidden id="device-names">
+        {[...names].map(([id, name]) => (
+          <li data-device-id={id}>{name}</li>
+        ))}
+      </ul>
+      <ExportForm tz={filters.tz} zone={zone} />
+    </Page>
+  );
+}
 
 export function mountActivity(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
     '/console/activity',
-    guards.page(async (c, signed) => {
-      const status = c.req.query('status') ?? '';
-      const deviceId = c.req.query('deviceId') ?? '';
-      const principal = (c.req.query('principal') ?? '').trim();
-      const cursor = c.req.query('cursor');
-      const answer = await guards.call(signed, operations.listActions, cursor ? { cursor, limit: PAGE } : { limit: PAGE });
-      if (answer.kind !== 'page') throw new Error('actions.list answers pages');
-      const devices = await allDevices(guards, signed);
-      const names = new Map(devices.map((d) => [d.id, d.name]));
-      const page = answer.data as Action[];
-      const shown = page.filter((a) => (!status || a.status === status) && (!deviceId || a.deviceId === deviceId) && (!principal || a.principal === principal));
-      const filters = new URLSearchParams({ status, deviceId, principal });
-      const older = answer.nextCursor ? `/console/activity?${filters}&cursor=${encodeURIComponent(answer.nextCursor)}` : undefined;
-      return c.html(
-        <Page title="Activity" viewer={signed.viewer} screen="activity" live>
-          <section class="notice" id="live-feed">
-            <h2>Live feed</h2>
-            <p>
-              The statuses and outcomes below change as the actions do, from the owner's event stream. Without script, reload the page to see them.{' '}
-              <span id="live-status" role="status"></span>
-            </p>
-          </section>
-          <h2>History</h2>
-          <form method="get" action="/console/activity" class="fields">
-            <div>
-              <label for="status">Status</label>
-              <select id="status" name="status">
-                <option value="">any</option>
-                {ACTION_STATUSES.map((s) => (
-                  <option value={s} selected={s === status}>
-                    {s}
-                  </option>
-                ))}
-              </select>
-            </div>
-            <div>
-              <label for="deviceId">Device</label>
-              <select id="deviceId" name="deviceId">
-                <option value="">any</option>
-                {devices.map((d) => (
-                  <option value={d.id} selected={d.id === deviceId}>
-                    {d.name}
-                  </option>
-                ))}
-              </select>
-            </div>
-            <div>
-              <label for="filter-principal">Principal</label>
-              <input type="text" id="filter-principal" name="principal" value={principal} maxlength={128} />
-            </div>
-            <div>
-              <button type="submit" id="filter">
-                Filter
-              </button>
-            </div>
-          </form>
-          <p class="muted">
-            {shown.length} of the {page.length} {cursor ? 'older ' : 'most recent '}actions on this page match.
-          </p>
-          <div class="table-wrap">
-            <table class="stack" id="actions">
-              <thead>
-                <tr>
-                  <th scope="col">Created</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Device</th>
-                  <th scope="col">Function</th>
-                  <th scope="col">Arguments</th>
-                  <th scope="col">Principal</th>
-                  <th scope="col">Outcome</th>
-                </tr>
-              </thead>
-              <tbody>
-                {shown.map((a) => (
-                  <tr data-action-id={a.id}>
-                    <td data-label="Created">
-                      <Time ms={a.createdAt} />
-                    </td>
-                    <td data-label="Status" data-field="status">
-                      <strong>{a.status}</strong>
-                      {a.cancelReason ? ` (${a.cancelReason})` : ''}
-                    </td>
-                    <td data-label="Device">{names.get(a.deviceId) ?? a.deviceId}</td>
-                    <td data-label="Function">
-                      <code>{a.capability}</code>
-                    </td>
-                    <td data-label="Arguments">
-                      <pre>{JSON.stringify(a.arguments)}</pre>
-                    </td>
-                    <td data-label="Principal">
-                      <code>{a.principal}</code>
-                    </td>
-                    <td data-label="Outcome" data-field="outcome">
-                      {a.error ? `${a.error.code}: ${a.error.message}` : a.result !== null ? <pre>{JSON.stringify(a.result)}</pre> : ''}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-          {older ? (
-            <p>
-              <a href={older}>Older actions</a>
-            </p>
-          ) : null}
-          <h2>Export</h2>
-          <form method="get" action="/console/activity/export" class="fields">
-            <p class="muted">Every action created in the range (days in UTC; both optional), oldest first, as a JSON document.</p>
-            <div>
-              <label for="since">From (UTC day, included)</label>
-              <input type="date" id="since" name="since" />
-            </div>
-            <div>
-              <label for="until">To (UTC day, included)</label>
-              <input type="date" id="until" name="until" />
-            </div>
-            <div>
-              <button type="submit" id="export">
-                Download the history
-              </button>
-            </div>
-          </form>
-        </Page>,
-      );
-    }),
+    guards.page(async (c, signed) =>
+      c.html(
+        await ActivityPage(
+          guards,
+          signed,
+          filtersOf((name) => c.req.query(name)),
+          c.req.query('cursor'),
+        ),
+      ),
+    ),
   );
 
   app.get(
     '/console/activity/export',
     guards.page(async (c, signed) => {
-      const since = dayStart(c.req.query('since'));
-      const untilDay = dayStart(c.req.query('until'));
+      const zone = zoneOf(c.req.query('tz'));
+      const since = zonedMs(c.req.query('since'), zone);
+      const untilDay = c.req.query('until');
+      // The day after the last one, at midnight in the owner's zone: the range ends there.
+      const until =
+        untilDay && /^\d{4}-\d{2}-\d{2}$/.test(untilDay)
+          ? zonedMs(new Date(Date.parse(`${untilDay}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10), zone)
+          : undefined;
       const answer = await guards.call(signed, operations.exportActions, {
         ...(since !== undefined ? { since } : {}),
-        ...(untilDay !== undefined ? { until: untilDay + 86_400_000 } : {}),
+        ...(until !== undefined ? { until } : {}),
       });
       if (answer.kind !== 'stream') throw new Error('actions.export answers a stream');
       return c.body(documentStream(answer, 'json', signed.ctx.log, signed.ctx.requestId), 200, {
         'Content-Type': 'application/json',
-        'Content-Disposition': 'attachment; filename="actions.json"',
+        'Content-Disposition': `attachment; filename="actions-${zone.replace(/[^A-Za-z0-9_-]+/g, '_')}.json"`,
       });
     }),
   );

@@ -8,6 +8,7 @@ import type { connection } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
+import { NotifyButton } from '../pending.js';
 import { allDevices } from './devices.js';
 
 /**
@@ -148,6 +149,10 @@ function ApprovalsPage(props: { viewer: Viewer; inbox: Inbox; done?: string | un
       <p class="muted">
         Actions that wait for your yes before their device is asked. An approved action is queued for its device; a rejected one ends there. Without a decision
         by the time shown, the action expires. <span id="live-status" role="status"></span>
+      </p>
+      <NotifyButton />
+      <p class="muted">
+        Away from the console? <a href="/console/webhooks">Send approval requests to your phone or chat</a>.
       </p>
       <p id="no-approvals" hidden={pending.length > 0}>
         Nothing waits for your decision.
