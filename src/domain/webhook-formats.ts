@@ -11,7 +11,7 @@ const shownText = (text: string) => humanText(text, MAX_FIELD_CHARS);
 
 /**
  * Webhook formats (docs/owners/approval-notifications.md). `generic` is the signed JSON event
- * of docs/webhooks.md, byte for byte; the others turn an approval request into a message the
+ * of docs/owners/webhooks.md, byte for byte; the others turn an approval request into a message the
  * service at the other end accepts as it is, each with an approve and a reject link that open
  * the console at the action (the owner decides there: a link never decides on its own).
  *
@@ -33,7 +33,7 @@ export { WEBHOOK_FORMATS, type WebhookFormat };
 export const webhookFormat = z
   .enum(WEBHOOK_FORMATS)
   .describe(
-    '`generic`: the signed JSON event (docs/webhooks.md). `ntfy`, `slack`, `discord`, `teams`, `telegram`: a chat or push message for each approval request, with approve and reject links to the console.',
+    '`generic`: the signed JSON event (docs/owners/webhooks.md). `ntfy`, `slack`, `discord`, `teams`, `telegram`: a chat or push message for each approval request, with approve and reject links to the console.',
   );
 
 /** The events a chat format carries: a person is asked to decide, nothing else is worth a ping. */

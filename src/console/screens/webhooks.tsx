@@ -8,7 +8,7 @@ import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
 
 /**
- * Webhooks (docs/owners/approval-notifications.md, docs/webhooks.md): the workspace's webhooks
+ * Webhooks (docs/owners/approval-notifications.md, docs/owners/webhooks.md): the workspace's webhooks
  * (`webhooks.list`) with how each is doing, added in one of the formats owners read
  * (`webhooks.create`), tried at once with a test message (`webhooks.test`), their deliveries and
  * why they failed (`webhooks.deliveries`), a new secret (`webhooks.rotateSecret`), disabled,
@@ -24,7 +24,7 @@ const FORMATS = [
   ['discord', 'Discord', "The channel webhook URL from the channel's Integrations, https://discord.com/api/webhooks/…"],
   ['teams', 'Microsoft Teams', 'The URL of a Workflows "Post to a channel when a webhook request is received" flow'],
   ['telegram', 'Telegram bot', 'https://api.telegram.org/bot<token>/sendMessage, and the chat id below'],
-  ['generic', 'Signed JSON (your own receiver)', 'Your HTTPS endpoint; deliveries are signed (docs/webhooks.md)'],
+  ['generic', 'Signed JSON (your own receiver)', 'Your HTTPS endpoint; deliveries are signed (docs/owners/webhooks.md)'],
 ] as const;
 
 const stateOf = (w: Webhook) =>
