@@ -13,11 +13,12 @@ import {
 import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
+import { getDeviceControls, setDeviceControls } from './device-controls.js';
 import { issueEventsTicket } from './device-events.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
-import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants } from './grants.js';
+import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants, updateWorkspaceGrant } from './grants.js';
 import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
@@ -37,6 +38,8 @@ export const operations = {
   getHealth,
   getReadiness,
   getAccount,
+  getDeviceControls,
+  setDeviceControls,
   createSetupToken,
   listSetupTokens,
   revokeSetupToken,
@@ -55,6 +58,7 @@ export const operations = {
   createGrants,
   listGrants: listWorkspaceGrants,
   revokeGrants: revokeWorkspaceGrants,
+  updateGrant: updateWorkspaceGrant,
   grantGateway,
   listFunctions,
   requestAction,
