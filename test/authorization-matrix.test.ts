@@ -278,6 +278,7 @@ const matrix: Record<string, Row> = {
     }),
     cells: ownerRoute('404'),
   },
+  'GET /v1/usage': { request: async () => ({ path: '/v1/usage' }), cells: ownerRoute('2xx') },
   'GET /v1/device-controls': { request: async () => ({ path: '/v1/device-controls' }), cells: ownerRoute('2xx') },
   // Resuming a running workspace: every caller's attempt leaves device control running.
   'POST /v1/device-controls': { request: async () => ({ path: '/v1/device-controls', body: { paused: false } }), cells: ownerRoute('2xx') },

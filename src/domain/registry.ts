@@ -22,6 +22,7 @@ import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants,
 import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
+import { getUsage } from './usage.js';
 import { streamOwnerEvents } from './owner-events.js';
 import {
   createWebhook,
@@ -38,6 +39,7 @@ export const operations = {
   getHealth,
   getReadiness,
   getAccount,
+  getUsage,
   getDeviceControls,
   setDeviceControls,
   createSetupToken,
