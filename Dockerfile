@@ -36,6 +36,7 @@ COPY src/store/migrations ./src/store/migrations
 COPY vendor/scalar-api-reference ./vendor/scalar-api-reference
 # The owner console's icons (Lucide SVGs, committed).
 COPY vendor/lucide-icons ./vendor/lucide-icons
+COPY src/console/static ./src/console/static
 # The embedded database and the development identity key live in /data, owned by the
 # unprivileged `node` user (uid 1000) the image ships with.
 RUN mkdir -p /data && chown node:node /data
