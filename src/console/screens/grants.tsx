@@ -165,7 +165,7 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
             </select>
           </div>
           <div>
-            <button type="submit" class="primary" aria-label={`Grant the checked functions of ${device.name}`}>
+            <button type="submit" class="primary" aria-label={`Grant checked functions of ${device.name}`}>
               Grant checked functions
             </button>
           </div>
