@@ -77,7 +77,6 @@ describe('console sign-in with the development identity provider', () => {
     expect(new URL(page.url()).pathname).toBe('/console/sign-in');
     expect(await page.textContent('#development-heading')).toBe('Development sign-in');
     expect(await page.textContent('main')).toContain('Development only.');
-    await page.screenshot({ path: path.join(SHOTS, 'sign-in-desktop.png') });
     await page.fill('#sub', 'alice');
     await Promise.all([page.waitForURL((url) => url.pathname === '/console'), page.click('#development-sign-in')]);
     expect(await page.textContent('#signed-in-as')).toBe('alice');
