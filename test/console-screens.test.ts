@@ -152,9 +152,10 @@ describe('the pause switch', () => {
 });
 
 /** Every screen of the console, by the name its screenshots carry. */
-const SCREENS: { name: string; path: () => string; signedOut?: boolean }[] = [
+const SCREENS: { name: string; path: () => string; signedOut?: boolean; prepare?: (target: Page) => Promise<void> }[] = [
   { name: 'sign-in', path: () => '/console/sign-in', signedOut: true },
-  { name: 'devices', path: () => '/console' },
+  // A device opened: its functions with their access level and the arguments they take.
+  { name: 'devices', path: () => '/console', prepare: (target) => target.locator(`[data-device-id="${lamp.id}"] summary`).first().click() },
   { name: 'device-revoke', path: () => `/console/devices/${lamp.id}/revoke` },
   { name: 'attach', path: () => '/console/attach' },
   { name: 'agents', path: () => '/console/agents' },
@@ -200,14 +201,18 @@ describe('every screen, in light and dark mode, at desktop and phone width', () 
             await target.emulateMedia({ colorScheme: scheme });
             await target.setViewportSize(viewport);
             await target.goto(url(screen.path()));
+            await screen.prepare?.(target);
             expect(new URL(target.url()).pathname, screen.name).toBe(screen.path().split('?')[0]);
             for (const violation of await axe(target)) {
               if (violation.impact !== 'serious' && violation.impact !== 'critical') continue;
-              found.push(`${screen.name} ${scheme} ${width}: ${violation.id} (${violation.impact}) ${violation.help} at ${violation.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+              found.push(
+                `${screen.name} ${scheme} ${width}: ${violation.id} (${violation.impact}) ${violation.help} at ${violation.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+              );
             }
             const suffix = scheme === 'dark' ? `dark-${width}` : width;
             // Light mode at both widths, dark mode at phone width: the screens the docs show.
-            if (scheme === 'light' || width === 'phone') await target.screenshot({ path: path.join(SHOTS, `${screen.name}-${suffix}.png`), fullPage: width === 'desktop' });
+            if (scheme === 'light' || width === 'phone')
+              await target.screenshot({ path: path.join(SHOTS, `${screen.name}-${suffix}.png`), fullPage: width === 'desktop' });
             await target.close();
           }
         }

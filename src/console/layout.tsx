@@ -93,7 +93,7 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
             </nav>
           ) : null}
           {props.viewer ? (
-            <form method="post" action="/console/sign-out" class="inline account">
+            <form method="post" action="/console/sign-out" class="account">
               <span class="muted who">
                 Signed in as <strong id="signed-in-as">{props.viewer.subject}</strong>
               </span>

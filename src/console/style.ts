@@ -65,6 +65,8 @@ const COMPONENTS = `
 header.top { border-bottom: 1px solid var(--border); background: var(--surface); padding: var(--space-2) var(--space-4); display: flex; flex-wrap: wrap; gap: var(--space-2) var(--space-4); align-items: center; justify-content: space-between; }
 .brand { font-weight: 700; display: inline-flex; align-items: center; gap: var(--space-2); color: var(--text); text-decoration: none; }
 .brand-mark { display: inline-flex; align-items: center; justify-content: center; width: 1.75rem; height: 1.75rem; border-radius: .4rem; background: #1d4ed8; color: #ffffff; }
+/* Brand and account on the first row, the navigation on its own row beneath. */
+nav.console { order: 1; flex-basis: 100%; }
 nav.console ul { list-style: none; display: flex; flex-wrap: wrap; gap: var(--space-1) var(--space-2); margin: 0; padding: 0; }
 nav.console a { display: inline-flex; align-items: center; gap: var(--space-1); padding: var(--space-1) var(--space-2); border-radius: var(--radius); color: var(--text); text-decoration: none; }
 nav.console a:hover { background: var(--surface-2); }
