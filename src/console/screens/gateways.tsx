@@ -2,9 +2,9 @@ import type { Hono } from 'hono';
 import { operations } from '../../domain/registry.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
-import { Csrf, Flash, Icon, Page, Term } from '../layout.js';
+import { Csrf, Flash, Icon, Page, Term, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
-import { APPROVAL_TEXT, knownAgents } from './grant-parts.js';
+import { APPROVAL_TEXT, knownAgents, type Connection } from './grant-parts.js';
 import type { Flashed } from './grants-overview.js';
 
 /**
@@ -12,6 +12,8 @@ import type { Flashed } from './grants-overview.js';
  * and its linked devices in one step, read or control, replacing that agent's earlier grants on
  * them. The same safer choices are preselected as for single grants: owner approval, 7 days.
  */
+
+type Device = Awaited<ReturnType<typeof allDevices>>[number];
 
 const TTL_CHOICES = [
   { value: '3600', label: '1 hour' },
@@ -21,11 +23,80 @@ const TTL_CHOICES = [
   { value: '', label: 'No expiry' },
 ];
 
+function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: (id: string) => number; viewer: Viewer }) {
+  return (
+    <form method="post" action="/console/gateways" class="fields" id="gateway-grant">
+      <Csrf viewer={props.viewer} />
+      <div>
+        <label for="gateway">Gateway</label>
+        <select id="gateway" name="deviceId">
+          {props.gateways.map((g) => (
+            <option value={g.id}>{`${g.name} (${props.linked(g.id)} linked devices)`}</option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="gateway-agent">
+          <Term api="principal">Agent</Term>
+        </label>
+        <select id="gateway-agent" name="principal">
+          {props.agents.map((a) => (
+            <option value={a.principal}>{`${a.name} (${a.principal})`}</option>
+          ))}
+        </select>
+      </div>
+      <fieldset>
+        <legend>
+          <Term api="mode">Access level</Term>
+        </legend>
+        <label>
+          <input type="radio" name="mode" value="read" checked /> read: see state, change nothing
+        </label>
+        <label>
+          <input type="radio" name="mode" value="control" /> control: read and change the devices
+        </label>
+      </fieldset>
+      <div>
+        <label>
+          <input type="checkbox" name="includeServices" value="true" /> Include the gateway's service devices (integration-wide functions)
+        </label>
+      </div>
+      <div>
+        <label for="gateway-approval">Approval</label>
+        <select id="gateway-approval" name="approval">
+          {Object.entries(APPROVAL_TEXT).map(([value, text]) => (
+            <option value={value} selected={value === 'owner'}>
+              {text}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="gateway-ttl">Expiry</label>
+        <select id="gateway-ttl" name="ttlSeconds">
+          {TTL_CHOICES.map((choice) => (
+            <option value={choice.value} selected={choice.value === '604800'}>
+              {choice.label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <p class="notice">Preselected: owner approval and 7 days, as for single grants.</p>
+      <div>
+        <button type="submit" class="primary" id="grant-gateway">
+          <Icon name="network" />
+          Grant the gateway and its devices
+        </button>
+      </div>
+    </form>
+  );
+}
+
 async function render(guards: Guards, signed: Signed, flash: Flashed) {
   const devices = await allDevices(guards, signed);
   const gateways = devices.filter((d) => d.kind === 'gateway' && !d.revoked);
   const agents = await knownAgents(guards, signed);
-  const childCount = (id: string) => devices.filter((d) => d.parentId === id && !d.revoked).length;
+  const linked = (id: string) => devices.filter((d) => d.parentId === id && !d.revoked).length;
   return (
     <Page title="Gateway grants" viewer={signed.viewer} screen="gateways">
       <Flash {...flash} />
@@ -42,70 +113,7 @@ async function render(guards: Guards, signed: Signed, flash: Flashed) {
           No agents yet: <a href="/console/agents">create one</a> first.
         </p>
       ) : (
-        <form method="post" action="/console/gateways" class="fields" id="gateway-grant">
-          <Csrf viewer={signed.viewer} />
-          <div>
-            <label for="gateway">Gateway</label>
-            <select id="gateway" name="deviceId">
-              {gateways.map((g) => (
-                <option value={g.id}>{`${g.name} (${childCount(g.id)} linked devices)`}</option>
-              ))}
-            </select>
-          </div>
-          <div>
-            <label for="gateway-agent">
-              <Term api="principal">Agent</Term>
-            </label>
-            <select id="gateway-agent" name="principal">
-              {agents.map((a) => (
-                <option value={a.principal}>{`${a.name} (${a.principal})`}</option>
-              ))}
-            </select>
-          </div>
-          <fieldset>
-            <legend>
-              <Term api="mode">Access level</Term>
-            </legend>
-            <label>
-              <input type="radio" name="mode" value="read" checked /> read: see state, change nothing
-            </label>
-            <label>
-              <input type="radio" name="mode" value="control" /> control: read and change the devices
-            </label>
-          </fieldset>
-          <div>
-            <label>
-              <input type="checkbox" name="includeServices" value="true" /> Include the gateway's service devices (integration-wide functions)
-            </label>
-          </div>
-          <div>
-            <label for="gateway-approval">Approval</label>
-            <select id="gateway-approval" name="approval">
-              {Object.entries(APPROVAL_TEXT).map(([value, text]) => (
-                <option value={value} selected={value === 'owner'}>
-                  {text}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div>
-            <label for="gateway-ttl">Expiry</label>
-            <select id="gateway-ttl" name="ttlSeconds">
-              {TTL_CHOICES.map((choice) => (
-                <option value={choice.value} selected={choice.value === '604800'}>
-                  {choice.label}
-                </option>
-              ))}
-            </select>
-          </div>
-          <p class="notice">Preselected: owner approval and 7 days, as for single grants.</p>
-          <div>
-            <button type="submit" class="primary" id="grant-gateway">
-              <Icon name="network" />
-              Grant the gateway and its devices
-            </button>
-          </div>
-        </form>
+        <GatewayForm gateways={gateways} agents={agents} linked={linked} viewer={signed.viewer} />
       )}
     </Page>
   );
