@@ -4,6 +4,7 @@ import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../src/auth/owner.js';
+import { ICON_NAMES } from '../src/console/icons.js';
 import { grant, hubManifest, queue, requestAction } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
@@ -255,6 +256,17 @@ describe('every screen, in light and dark mode, at desktop and phone width', () 
 });
 
 describe('icons, favicon and manifest', () => {
+  it('vendors exactly the icons the console uses', () => {
+    const source = JSON.parse(fs.readFileSync(path.resolve(import.meta.dirname, '..', 'vendor', 'lucide-icons', 'source.json'), 'utf8')) as { icons: string[] };
+    expect(source.icons).toEqual([...ICON_NAMES]);
+    const screens = fs
+      .readdirSync(path.resolve(import.meta.dirname, '..', 'src', 'console'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.tsx'))
+      .map((file) => fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'console', file), 'utf8'))
+      .join('\n');
+    for (const name of ICON_NAMES) expect(screens, name).toMatch(new RegExp(`['"]${name}['"]`));
+  });
+
   it('serves the icons and PNGs for a year under hashed paths, and the manifest and favicon the pages link', async () => {
     const html = await (await page.request.get(url('/console'))).text();
     const manifestPath = /<link rel="manifest" href="([^"]+)"/.exec(html)![1]!;

@@ -22,7 +22,6 @@ export const ICON_NAMES = [
   'check',
   'circle-pause',
   'circle-plus',
-  'clock',
   'cpu',
   'gauge',
   'inbox',
@@ -30,15 +29,12 @@ export const ICON_NAMES = [
   'log-out',
   'network',
   'pause',
-  'pencil',
   'play',
   'search',
   'settings',
   'shield-check',
   'ticket',
   'trash-2',
-  'triangle-alert',
-  'x',
 ] as const;
 
 export type IconName = (typeof ICON_NAMES)[number];
