@@ -81,14 +81,18 @@ describe('usage (/console/usage)', () => {
 });
 
 describe('the pause switch (/console/service)', () => {
-  it('pauses and resumes through deviceControls.set, and the screen says which', async () => {
+  it('pauses and resumes through deviceControls.set, and every screen says while it is paused', async () => {
     const paused = await post('/console/service/device-controls', { paused: 'true' });
     expect(paused.headers.get('location')).toBe('/console/service?done=paused');
     expect((await api.get('/v1/device-controls', { token: owner })).body.data).toMatchObject({ paused: true, pausedBy: 'tara' });
     expect(await page('/console/service')).toContain('data-paused="true"');
+    // Every other screen says so too, with the way back.
+    expect(await page('/console')).toContain('id="paused-banner"');
+    expect(await page('/console/grants')).toContain('Resume on the Control screen');
     await post('/console/service/device-controls', { paused: 'false' });
     expect((await api.get('/v1/device-controls', { token: owner })).body.data.paused).toBe(false);
     expect(await page('/console/service')).toContain('data-paused="false"');
+    expect(await page('/console')).not.toContain('id="paused-banner"');
   });
 });
 

@@ -28,6 +28,8 @@ const NAV: { screen: Screen; href: string; label: string; icon: IconName }[] = [
 export interface Viewer {
   subject: string;
   csrf: string;
+  /** The owner has paused device control for the workspace (src/domain/device-controls.ts). */
+  paused?: boolean;
 }
 
 /** An icon of the console's set (src/console/icons.ts), drawn in the text colour; decorative, so hidden from screen readers. */
@@ -106,6 +108,12 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
           ) : null}
         </header>
         <main id="main">
+          {props.viewer?.paused && props.screen !== 'service' ? (
+            <p class="warning" id="paused-banner">
+              <Icon name="circle-pause" /> <strong>Device control is paused:</strong> agents are refused and devices are handed nothing.{' '}
+              <a href="/console/service">Resume on the Control screen</a>
+            </p>
+          ) : null}
           <h1>{props.title}</h1>
           {props.children}
         </main>
