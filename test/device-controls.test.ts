@@ -4,6 +4,7 @@ import { grant, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
+import { connectDevice } from './helpers/ws.js';
 
 /**
  * The owner's pause switch for device control (docs/owners/console-guide.md "Pause device
@@ -84,6 +85,26 @@ describe('the pause switch over REST', () => {
     expect((await api.get('/v1/functions', { token: agent.token })).body.data).toHaveLength(2);
     await pause(false);
     expect((await next(api, lamp)).body.data.id).toBe(held.id);
+  });
+
+  it('wakes a device holding a queued command when control resumes, once per device', async () => {
+    const held = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
+    await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
+    await pause(true);
+    const socket = await connectDevice(api, server.url, lamp);
+    try {
+      await pause(false);
+      expect(await socket.nextFrame()).toEqual({ type: 'wake', deviceId: lamp.id, actionId: held.id });
+      // Resuming a workspace that runs wakes nobody.
+      await pause(false);
+      expect((await next(api, lamp)).body.data.id).toBe(held.id);
+      expect(socket.frames).toHaveLength(1);
+    } finally {
+      socket.ws.close();
+      for (const a of (await api.get('/v1/actions', { token: owner })).body.data) {
+        if (a.status === 'queued' || a.status === 'received') await api.post(`/v1/actions/${a.id}/cancel`, { token: owner });
+      }
+    }
   });
 
   it("pauses only the owner's own workspace", async () => {

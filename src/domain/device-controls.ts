@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { oldestQueuedPerTarget } from '../store/actions.js';
 import { controlsPause, pauseControls, resumeControls } from '../store/workspaces.js';
+import { publishActions } from './actions.js';
 import type { Context } from './context.js';
 import { defineOperation } from './operation.js';
 import { timestamp } from './schemas.js';
@@ -60,7 +62,11 @@ export const setDeviceControls = defineOperation({
   output: deviceControls,
   async run({ ctx, credential, input }) {
     if (input.paused) await pauseControls(ctx.db, credential.workspaceId, credential.subject, ctx.clock.now());
-    else await resumeControls(ctx.db, credential.workspaceId);
+    else if ((await resumeControls(ctx.db, credential.workspaceId)) === 1) {
+      // Commands held while paused: each device that holds one is woken (the wake channel sends a
+      // frame for a queued action), rather than waiting for its next safety poll.
+      publishActions(ctx, await oldestQueuedPerTarget(ctx.db, credential.workspaceId, ctx.clock.now()));
+    }
     return stateOf(ctx, credential.workspaceId);
   },
 });

@@ -63,6 +63,10 @@ export async function pauseControls(db: Queryable, workspaceId: string, subject:
   await db.run('UPDATE workspaces SET controls_paused_at = ?, controls_paused_by = ? WHERE id = ? AND controls_paused_at IS NULL', [now, subject, workspaceId]);
 }
 
-export async function resumeControls(db: Queryable, workspaceId: string): Promise<void> {
-  await db.run('UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL WHERE id = ? AND controls_paused_at IS NOT NULL', [workspaceId]);
+/** Resumes device control; 1 when it was paused, 0 when it was running already. */
+export async function resumeControls(db: Queryable, workspaceId: string): Promise<number> {
+  const result = await db.run('UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL WHERE id = ? AND controls_paused_at IS NOT NULL', [
+    workspaceId,
+  ]);
+  return result.changes;
 }
