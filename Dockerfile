@@ -34,6 +34,9 @@ COPY --from=build /app/dist ./dist
 COPY src/store/migrations ./src/store/migrations
 # The API reference script /docs serves (Scalar's standalone bundle, committed).
 COPY vendor/scalar-api-reference ./vendor/scalar-api-reference
+# The owner console's icons (Lucide SVGs, committed).
+COPY vendor/lucide-icons ./vendor/lucide-icons
+COPY src/console/static ./src/console/static
 # The embedded database and the development identity key live in /data, owned by the
 # unprivileged `node` user (uid 1000) the image ships with.
 RUN mkdir -p /data && chown node:node /data

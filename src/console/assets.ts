@@ -2,10 +2,12 @@ import { createHash } from 'node:crypto';
 import type { Hono } from 'hono';
 import { MARKED, MAX_FIELD_CHARS } from '../domain/human-text.js';
 import type { HttpEnv } from '../http/request.js';
+import { mountIcons } from './icons.js';
+import { CSS } from './style.js';
 
 /**
- * The console's only assets, served by the service itself (no CDN, no build step): one style
- * sheet and one small script. Served as files, so the Content-Security-Policy allows scripts and
+ * The console's style sheet (src/console/style.ts) and its one small script, served by the
+ * service itself (no CDN, no build step), with the icons and favicon of src/console/icons.ts. Served as files, so the Content-Security-Policy allows scripts and
  * styles from this origin only ('self') and no inline code at all.
  *
  * The script only enhances what the server already rendered (docs/owners/console.md "Owner console"): times
@@ -13,51 +15,6 @@ import type { HttpEnv } from '../http/request.js';
  * buttons appear next to secrets shown once, and pages marked `data-live` (the approvals inbox,
  * the activity feed) follow the owner's event stream. Everything works without it.
  */
-
-const CSS = `
-*, *::before, *::after { box-sizing: border-box; }
-body { font: 16px/1.5 system-ui, sans-serif; margin: 0; color: #1b1b1b; background: #fff; }
-a { color: #0645ad; } a:focus-visible, button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible { outline: 3px solid #1b1b1b; outline-offset: 2px; }
-header { border-bottom: 2px solid #1b1b1b; padding: .5rem 1rem; display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; justify-content: space-between; }
-header .brand { font-weight: 700; }
-nav ul { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; margin: 0; padding: 0; }
-nav a[aria-current="page"] { font-weight: 700; text-decoration: none; border-bottom: 3px solid currentColor; }
-main { max-width: 64rem; margin: 0 auto; padding: 1rem; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-.muted { color: #555; } code, pre { background: #f2f2f2; font-family: ui-monospace, monospace; } code { padding: 0 .25rem; overflow-wrap: anywhere; }
-pre { padding: .5rem; overflow-x: auto; max-width: 100%; font-size: .85rem; }
-.notice { border-left: 4px solid #555; background: #f4f4f4; padding: .5rem 1rem; }
-.warning { border-left: 4px solid #c77700; background: #fff6e5; padding: .5rem 1rem; }
-.error { border-left: 4px solid #b00020; background: #fdecee; padding: .5rem 1rem; }
-.secret { border: 2px dashed #1b1b1b; padding: .75rem 1rem; }
-.secret code { font-size: 1rem; word-break: break-all; }
-.status-online::before { content: "● "; } .status-offline::before { content: "○ "; } .status-revoked::before { content: "✕ "; }
-table { border-collapse: collapse; width: 100%; } th, td { text-align: left; border-bottom: 1px solid #ccc; padding: .35rem .5rem .35rem 0; vertical-align: top; }
-.table-wrap { overflow-x: auto; }
-form.inline { display: inline; }
-#approvals code[data-field="capability"] { overflow-wrap: normal; }
-form.decision { margin: .25rem 0 .5rem; } .pager { display: flex; gap: 1rem; margin: .5rem 0; }
-.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; } form.decision label { display: block; font-size: .9rem; }
-.fields { display: grid; gap: .75rem; max-width: 32rem; } .fields label { display: block; font-weight: 600; }
-input[type=text], input[type=number], input[type=date], select, textarea { font: inherit; padding: .35rem; width: 100%; max-width: 32rem; border: 1px solid #555; }
-button, .button { font: inherit; padding: .4rem 1rem; border: 2px solid #1b1b1b; background: #fff; color: #1b1b1b; cursor: pointer; text-decoration: none; display: inline-block; }
-button.danger { border-color: #b00020; color: #b00020; } button.primary { background: #1b1b1b; color: #fff; }
-ul.tree, ul.tree ul { list-style: none; padding-left: 1rem; border-left: 2px solid #ccc; margin: .25rem 0; }
-ul.tree { padding-left: 0; border-left: none; }
-.device { margin: .5rem 0; } .device summary { cursor: pointer; }
-.qr { width: 14rem; height: 14rem; image-rendering: pixelated; }
-fieldset { border: 1px solid #999; margin: 1rem 0; padding: .5rem 1rem; } legend { font-weight: 700; padding: 0 .25rem; }
-/* Approvals that reach the owner (src/console/pending.tsx): the pending count, an action's details. */
-.pending-badge [data-field="count"] { display: inline-block; min-width: 1.5em; margin-left: .25rem; padding: 0 .4em; border-radius: 1em; background: #b00020; color: #fff; font-size: .8rem; font-weight: 700; text-align: center; }
-#notify-me[hidden] { display: none; }
-dl.action-details { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; } dl.action-details dd { margin: 0; }
-/* End of the approvals block. */
-@media (max-width: 40rem) {
-  header { padding: .5rem; } main { padding: .5rem; }
-  table.stack thead { display: none; } table.stack tr { display: block; border-bottom: 2px solid #999; padding: .5rem 0; }
-  table.stack td { display: block; border: none; padding: .1rem 0; } table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
-}
-`;
 
 const SCRIPT = `
 (function () {
@@ -110,6 +67,28 @@ const SCRIPT = `
     var rest = chars.length - kept.length;
     return rest > 0 ? marked + '… (' + rest + ' more character' + (rest === 1 ? '' : 's') + ')' : marked;
   }
+  // An action's arguments as the server renders them (src/console/arguments.tsx): a definition list.
+  function argumentList(args) {
+    var names = Object.keys(args);
+    if (names.length === 0) {
+      var none = document.createElement('span');
+      none.className = 'muted';
+      none.textContent = 'no arguments';
+      return none;
+    }
+    var list = document.createElement('dl');
+    list.className = 'args';
+    names.forEach(function (name) {
+      var value = args[name];
+      var dt = document.createElement('dt');
+      dt.textContent = shown(name);
+      var dd = document.createElement('dd');
+      dd.textContent = shown(value === null ? 'null' : typeof value === 'string' ? (value === '' ? '(empty text)' : value)
+        : typeof value === 'boolean' ? (value ? 'yes (true)' : 'no (false)') : typeof value === 'number' ? String(value) : JSON.stringify(value));
+      list.append(dt, dd);
+    });
+    return list;
+  }
   var inbox = document.getElementById('approval-rows');
   var template = document.getElementById('approval-row');
   var empty = document.getElementById('no-approvals');
@@ -132,6 +111,7 @@ const SCRIPT = `
     field(row, 'device').textContent = named('data-device-id', action.deviceId) || action.deviceId;
     field(row, 'capability').textContent = action.capability;
     field(row, 'arguments').textContent = shown(JSON.stringify(action.arguments, null, 1));
+    field(row, 'argument-list').replaceChildren(argumentList(action.arguments || {}));
     var until = (action.approval && action.approval.expiresAt) || action.expiresAt;
     var time = document.createElement('time');
     time.setAttribute('datetime', new Date(until).toISOString());
@@ -203,6 +183,7 @@ export const ASSETS = {
 } as const;
 
 export function mountAssets(app: Hono<HttpEnv>): void {
+  mountIcons(app);
   for (const asset of Object.values(ASSETS)) {
     app.get(asset.path, (c) => {
       if (c.req.header('if-none-match') === asset.etag) return c.body(null, 304, { ETag: asset.etag });

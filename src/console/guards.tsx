@@ -1,5 +1,6 @@
 import type { Context as HonoContext } from 'hono';
 import type { Context } from '../domain/context.js';
+import { workspacePaused } from '../domain/device-controls.js';
 import { DomainError, type ErrorIssue } from '../domain/errors.js';
 import { call, invoke, type Answer } from '../domain/invoke.js';
 import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
@@ -67,7 +68,10 @@ export function createGuards(deps: ConsoleDeps) {
       return errorPage(c, 'Slow down', `Too many requests; try again in ${taken.retryAfterSeconds} s.`, 429);
     }
     c.set('credential', owner);
-    return { owner, viewer: { subject: session.subject, csrf: csrfToken(token) }, ctx: c.get('context')(owner, 'rest') };
+    const ctx = c.get('context')(owner, 'rest');
+    // Every page says when the owner has paused device control, so it is not forgotten.
+    const paused = await workspacePaused(ctx, owner.workspaceId);
+    return { owner, viewer: { subject: session.subject, csrf: csrfToken(token), paused }, ctx };
   }
 
   /** A DomainError an operation threw, as a page (anything else is a bug: the app's 500). */

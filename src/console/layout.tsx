@@ -1,6 +1,7 @@
 import type { Child } from 'hono/jsx';
 import { ASSETS } from './assets.js';
 import { OWNER_LIVE_SCRIPT, PendingBadge } from './pending.js';
+import { STATIC, type IconName } from './icons.js';
 
 /**
  * The console's page frame and the small pieces every screen uses. hono/jsx escapes every
@@ -8,17 +9,21 @@ import { OWNER_LIVE_SCRIPT, PendingBadge } from './pending.js';
  * (all chosen by someone other than the owner) are text, never markup; no page writes raw HTML.
  */
 
-export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'approvals' | 'activity' | 'webhooks' | 'service';
+export type Screen = 'devices' | 'attach' | 'agents' | 'grants' | 'gateways' | 'enrollments' | 'approvals' | 'activity' | 'webhooks' | 'usage' | 'service';
 
-const NAV: { screen: Screen; href: string; label: string }[] = [
-  { screen: 'devices', href: '/console', label: 'Devices' },
-  { screen: 'attach', href: '/console/attach', label: 'Attach a device' },
-  { screen: 'agents', href: '/console/agents', label: 'Agents' },
-  { screen: 'grants', href: '/console/grants', label: 'Grants' },
-  { screen: 'approvals', href: '/console/approvals', label: 'Approvals' },
-  { screen: 'activity', href: '/console/activity', label: 'Activity' },
-  { screen: 'webhooks', href: '/console/webhooks', label: 'Webhooks' },
-  { screen: 'service', href: '/console/service', label: 'Service' },
+/** The screens in the navigation; at phone width it is a bar at the bottom with approvals first. */
+const NAV: { screen: Screen; href: string; label: string; icon: IconName }[] = [
+  { screen: 'devices', href: '/console', label: 'Devices', icon: 'cpu' },
+  { screen: 'attach', href: '/console/attach', label: 'Attach', icon: 'circle-plus' },
+  { screen: 'agents', href: '/console/agents', label: 'Agents', icon: 'bot' },
+  { screen: 'grants', href: '/console/grants', label: 'Grants', icon: 'key-round' },
+  { screen: 'gateways', href: '/console/gateways', label: 'Gateways', icon: 'network' },
+  { screen: 'enrollments', href: '/console/enrollments', label: 'Enrollment', icon: 'ticket' },
+  { screen: 'approvals', href: '/console/approvals', label: 'Approvals', icon: 'inbox' },
+  { screen: 'activity', href: '/console/activity', label: 'Activity', icon: 'activity' },
+  { screen: 'webhooks', href: '/console/webhooks', label: 'Webhooks', icon: 'webhook' },
+  { screen: 'usage', href: '/console/usage', label: 'Usage', icon: 'gauge' },
+  { screen: 'service', href: '/console/service', label: 'Control', icon: 'settings' },
 ];
 
 /** Who is signed in, and the token their forms carry (src/console/app.ts checks it on every post). */
@@ -27,6 +32,22 @@ export interface Viewer {
   csrf: string;
   /** Actions awaiting the owner's approval when the page was rendered (the script keeps it current). */
   pending?: number;
+  /** The owner has paused device control for the workspace (src/domain/device-controls.ts). */
+  paused?: boolean;
+}
+
+/** An icon of the console's set (src/console/icons.ts), drawn in the text colour; decorative, so hidden from screen readers. */
+export function Icon(props: { name: IconName }) {
+  return <span class={`icon icon-${props.name}`} aria-hidden="true"></span>;
+}
+
+/** A plain word on the screen with the API's term in its tooltip, e.g. "agent" for `principal`. */
+export function Term(props: { api: string; children: Child }) {
+  return (
+    <span class="term" title={`In the API: ${props.api}`}>
+      {props.children}
+    </span>
+  );
 }
 
 /**
@@ -41,21 +62,36 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="referrer" content="same-origin" />
+        <meta name="color-scheme" content="light dark" />
+        <meta name="theme-color" content="#1d4ed8" />
         {props.refreshTo ? <meta http-equiv="refresh" content={`0;url=${props.refreshTo}`} /> : null}
         <title>{`${props.title} · Owner console`}</title>
+        <link rel="icon" href={STATIC.favicon.path} type="image/svg+xml" />
+        <link rel="icon" href={STATIC.png192.path} type="image/png" sizes="192x192" />
+        <link rel="apple-touch-icon" href={STATIC.png192.path} />
+        <link rel="manifest" href={STATIC.manifest.path} />
         <link rel="stylesheet" href={ASSETS.css.path} />
         <script src={ASSETS.js.path} defer></script>
         <script src={OWNER_LIVE_SCRIPT.path} defer></script>
       </head>
       <body data-live={props.live ? 'true' : undefined}>
-        <header>
-          <span class="brand">Owner console</span>
+        <a class="skip" href="#main">
+          Skip to the page
+        </a>
+        <header class="top">
+          <a class="brand" href="/console">
+            <span class="brand-mark">
+              <Icon name="shield-check" />
+            </span>
+            Owner console
+          </a>
           {props.viewer ? (
-            <nav aria-label="Console">
+            <nav aria-label="Console" class="console">
               <ul>
                 {NAV.map((item) => (
-                  <li>
+                  <li class={item.screen === 'approvals' ? 'first-on-phone' : undefined}>
                     <a href={item.href} aria-current={item.screen === props.screen ? 'page' : undefined}>
+                      <Icon name={item.icon} />
                       {item.label}
                       {item.screen === 'approvals' ? <PendingBadge count={props.viewer?.pending ?? 0} /> : null}
                     </a>
@@ -65,18 +101,25 @@ export function Page(props: { title: string; viewer?: Viewer | undefined; screen
             </nav>
           ) : null}
           {props.viewer ? (
-            <form method="post" action="/console/sign-out" class="inline">
-              <span class="muted">
-                Signed in as <strong id="signed-in-as">{props.viewer.subject}</strong>{' '}
+            <form method="post" action="/console/sign-out" class="account">
+              <span class="muted who">
+                Signed in as <strong id="signed-in-as">{props.viewer.subject}</strong>
               </span>
               <input type="hidden" name="csrf" value={props.viewer.csrf} />
-              <button type="submit" id="sign-out">
+              <button type="submit" id="sign-out" class="small">
+                <Icon name="log-out" />
                 Sign out
               </button>
             </form>
           ) : null}
         </header>
         <main id="main">
+          {props.viewer?.paused && props.screen !== 'service' ? (
+            <p class="warning" id="paused-banner">
+              <Icon name="circle-pause" /> <strong>Device control is paused:</strong> agents are refused and devices are handed nothing.{' '}
+              <a href="/console/service">Resume on the Control screen</a>
+            </p>
+          ) : null}
           <h1>{props.title}</h1>
           {props.children}
         </main>

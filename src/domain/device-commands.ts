@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { workspacePaused } from './device-controls.js';
 import { cancelRefused, claimNext, completeAction, expireDue, findTargetedAction, hasQueued, reportLate } from '../store/actions.js';
 import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './actions.js';
@@ -50,8 +51,9 @@ export const fetchNextCommand = defineOperation({
   async run({ ctx, credential, input }) {
     await checkDevice(ctx, credential, input.workspace);
     // The kill switch is for physical safety: commands queued before it was thrown are held
-    // (and expire at their deadline) rather than handed to devices while it is off.
-    if (!ctx.settings.deviceControlsEnabled) return null;
+    // (and expire at their deadline) rather than handed to devices while it is off. The
+    // owner's pause switch holds them the same way for one workspace.
+    if (!ctx.settings.deviceControlsEnabled || (await workspacePaused(ctx, credential.workspaceId))) return null;
     const now = ctx.clock.now();
     // Authorization at hand-out (docs/reference/rules.md "Actions"): the claim takes the oldest command
     // that may still run; the older ones it skipped are cancelled, each with its reason.

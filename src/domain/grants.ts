@@ -2,7 +2,17 @@ import { z } from 'zod';
 import { assertWithinCap } from './capacity.js';
 import { cancelQueuedOnServices } from '../store/actions.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
-import { getGrant, listGrants, putGrant, revokeGatewayFamilyGrants, revokeGrantById, revokeGrants, type ApprovalMode, type GrantRow } from '../store/grants.js';
+import {
+  getGrant,
+  listGrants,
+  putGrant,
+  revokeGatewayFamilyGrants,
+  revokeGrantById,
+  revokeGrants,
+  updateGrant,
+  type ApprovalMode,
+  type GrantRow,
+} from '../store/grants.js';
 import { publishActions, withdrawRevoked } from './actions.js';
 import { announceJournal } from './events.js';
 import type { Context } from './context.js';
@@ -144,6 +154,39 @@ export const listWorkspaceGrants = definePagedOperation({
     const now = ctx.clock.now();
     const { rows, next } = await listGrants(ctx.db, credential.workspaceId, input, page);
     return { items: rows.map((row) => toGrant(row, now)), next };
+  },
+});
+
+export const updateWorkspaceGrant = defineOperation({
+  name: 'grants.update',
+  title: 'Change a grant',
+  description:
+    "Change a live grant's approval mode or expiry in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now. Commands already queued under the grant keep the approval they were given.",
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, destructive: false, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/grants/{grantId}/update' }],
+  input: z
+    .strictObject({
+      grantId: uuid,
+      approval: approvalMode.optional(),
+      ttlSeconds: grantTtl.optional().describe('A new lifetime in seconds from now (60 to 31536000); null for no expiry; absent keeps the expiry.'),
+    })
+    .refine((input) => input.approval !== undefined || input.ttlSeconds !== undefined, { message: 'give approval, ttlSeconds or both', path: ['approval'] }),
+  output: grant,
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const updated = await ctx.db.transaction(async (tx) => {
+      const found = await getGrant(tx, credential.workspaceId, input.grantId);
+      if (!found || found.revokedAt !== null) throw fail.notFound('Grant');
+      // README "Stale grants": a grant means what the owner saw. Renewing a stale one here would
+      // look like accepting the function as it is now without the owner seeing it.
+      if (staleness(found) !== null) throw fail.conflict('The device changed this function since it was granted: grant it again to accept it as it is now.');
+      const expiresAt = input.ttlSeconds === undefined ? undefined : input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
+      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt })) !== 1) throw fail.notFound('Grant');
+      return (await getGrant(tx, credential.workspaceId, found.id))!;
+    });
+    return toGrant(updated, now);
   },
 });
 

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { Context, Credential, CredentialKind, Surface } from './context.js';
 import { DomainError, issuesFromZod, type ErrorIssue } from './errors.js';
 import type { AnyOperation, LiveItem } from './operation.js';
+import { workspacePaused } from './device-controls.js';
 import { inputIssues } from './input-limits.js';
 import { decodeCursor, encodeCursor, PAGE_DEFAULT, PAGE_MAX, pageFields, type PageKey } from './paging.js';
 
@@ -59,10 +60,22 @@ export function assertOAuthSurface(operation: AnyOperation, ctx: Context): void 
   }
 }
 
-/** The kill switch (DEVICE_CONTROLS_ENABLED=false) refuses every operation that queues device actions. */
-export function assertControlsEnabled(operation: AnyOperation, ctx: Context): void {
-  if (operation.queuesDeviceActions && !ctx.settings.deviceControlsEnabled) {
+/**
+ * The kill switch (DEVICE_CONTROLS_ENABLED=false) refuses every operation that queues device
+ * actions, and so does the caller's workspace while its owner has paused device control
+ * (src/domain/device-controls.ts): one check for both, on every surface.
+ */
+export async function assertControlsEnabled(operation: AnyOperation, ctx: Context): Promise<void> {
+  if (!operation.queuesDeviceActions) return;
+  if (!ctx.settings.deviceControlsEnabled) {
     throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
+  }
+  const workspaceId = ctx.credential?.workspaceId;
+  if (workspaceId !== undefined && (await workspacePaused(ctx, workspaceId))) {
+    throw new DomainError(
+      'device_controls_disabled',
+      'Device control is paused for this workspace by its owner: no action is queued or handed to a device until the owner resumes it. Reads keep working.',
+    );
   }
 }
 
@@ -115,7 +128,7 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
   ) {
     throw new DomainError('forbidden', 'A device credential acts only for its own device.');
   }
-  assertControlsEnabled(operation, ctx);
+  await assertControlsEnabled(operation, ctx);
 
   if (operation.paged) {
     const page = await operation.run({ ctx, credential, input: input.data, page: { limit: paging.data.limit ?? defaultLimit, after } });

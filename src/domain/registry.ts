@@ -13,14 +13,16 @@ import {
 import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
+import { getDeviceControls, setDeviceControls } from './device-controls.js';
 import { issueEventsTicket } from './device-events.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
-import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants } from './grants.js';
+import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants, updateWorkspaceGrant } from './grants.js';
 import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
+import { getUsage } from './usage.js';
 import { streamOwnerEvents } from './owner-events.js';
 import {
   createWebhook,
@@ -39,6 +41,9 @@ export const operations = {
   getHealth,
   getReadiness,
   getAccount,
+  getUsage,
+  getDeviceControls,
+  setDeviceControls,
   createSetupToken,
   listSetupTokens,
   revokeSetupToken,
@@ -57,6 +62,7 @@ export const operations = {
   createGrants,
   listGrants: listWorkspaceGrants,
   revokeGrants: revokeWorkspaceGrants,
+  updateGrant: updateWorkspaceGrant,
   grantGateway,
   listFunctions,
   requestAction,

@@ -245,7 +245,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
 
     for (const name of calls) {
       const operation = fixedToolOperation(name);
-      const refusal = operation && admissionRefusal(c, operation, ctx);
+      const refusal = operation && (await admissionRefusal(c, operation, ctx));
       if (refusal) return { response: refusal };
     }
 
@@ -281,7 +281,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       };
     }
     // A device tool runs actions.request: its descriptor's checks (the kill switch among them) apply.
-    const refusal = deviceCalls.length > 0 && admissionRefusal(c, operations.requestAction, ctx);
+    const refusal = deviceCalls.length > 0 && (await admissionRefusal(c, operations.requestAction, ctx));
     if (refusal) return { response: refusal };
 
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
@@ -305,10 +305,10 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
    * the kill switch), answered here as an HTTP status because the SDK would answer it in-band
    * with 200. `invoke` checks the same again when the tool runs (after parsing the arguments).
    */
-  function admissionRefusal(c: HonoContext<HttpEnv>, operation: AnyOperation, ctx: Context): Response | undefined {
+  async function admissionRefusal(c: HonoContext<HttpEnv>, operation: AnyOperation, ctx: Context): Promise<Response | undefined> {
     try {
       admit(operation, ctx);
-      assertControlsEnabled(operation, ctx);
+      await assertControlsEnabled(operation, ctx);
       return undefined;
     } catch (error) {
       if (error instanceof DomainError) return envelope(c, error);

@@ -392,6 +392,18 @@ export async function hasQueued(db: Queryable, targetId: string, now: number): P
 }
 
 /**
+ * The oldest queued, unexpired command of each target in the workspace: one per device that
+ * holds work, to wake it when device control resumes (src/domain/device-controls.ts).
+ */
+export function oldestQueuedPerTarget(db: Queryable, workspaceId: string, now: number): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `SELECT ${COLUMNS} FROM actions a WHERE a.workspace_id = ?1 AND ${guard('claim')} AND a.expires_at > ?2
+       AND a.id = (SELECT b.id FROM actions b WHERE b.target_id = a.target_id AND b.status = a.status AND b.expires_at > ?2 ORDER BY b.created_at, b.id LIMIT 1)`,
+    [workspaceId, now],
+  );
+}
+
+/**
  * Cancels a target's queued, unexpired commands that may no longer run, each with its
  * reason, created at or before `upTo` (the command `claimNext` just handed out; null for
  * all): what the same `next` skipped over (docs/reference/rules.md "Actions").

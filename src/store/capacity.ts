@@ -51,3 +51,9 @@ export async function countLive(db: Queryable, kind: CappedKind, workspaceId: st
   const row = await db.get<{ n: number }>(sql, withNow ? [workspaceId, now] : [workspaceId]);
   return row!.n;
 }
+
+/** Actions queued or awaiting approval in the workspace: what the queue capacity counts. */
+export async function countPending(db: Queryable, workspaceId: string): Promise<number> {
+  const row = await db.get<{ n: number }>(`SELECT ${pendingCounts('?1', "''", "''").workspace} AS n`, [workspaceId]);
+  return row!.n;
+}

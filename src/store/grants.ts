@@ -126,6 +126,25 @@ export async function putGrant(
   return id;
 }
 
+/**
+ * Changes a live grant's approval mode and expiry in place (`undefined` keeps a field). The
+ * function it records (kind, fingerprint) is left as it is: an edit never turns a grant into one
+ * for a function the owner did not see. One guarded UPDATE; 0 when the grant is revoked.
+ */
+export async function updateGrant(
+  db: Queryable,
+  workspaceId: string,
+  id: string,
+  change: { approval?: ApprovalMode | undefined; expiresAt?: number | null | undefined },
+): Promise<number> {
+  const result = await db.run(
+    `UPDATE grants SET approval = coalesce(?, approval), expires_at = CASE WHEN ? THEN ? ELSE expires_at END
+     WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL`,
+    [change.approval ?? null, change.expiresAt !== undefined ? 1 : 0, change.expiresAt ?? null, workspaceId, id],
+  );
+  return result.changes;
+}
+
 export async function revokeGrantById(db: Queryable, workspaceId: string, id: string, now: number): Promise<number> {
   const result = await db.run('UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL', [now, workspaceId, id]);
   return result.changes;

@@ -43,3 +43,30 @@ export async function workspaceUsage(db: Queryable, workspaceId: string): Promis
   );
   return row!;
 }
+
+/** The owner's pause switch (migration 0027); null fields while device control runs. */
+export interface ControlsPause {
+  pausedAt: number | null;
+  pausedBy: string | null;
+}
+
+export async function controlsPause(db: Queryable, workspaceId: string): Promise<ControlsPause> {
+  const row = await db.get<ControlsPause>('SELECT controls_paused_at AS pausedAt, controls_paused_by AS pausedBy FROM workspaces WHERE id = ?', [workspaceId]);
+  return row ?? { pausedAt: null, pausedBy: null };
+}
+
+/**
+ * Pauses device control; pausing a paused workspace keeps the first pause's time and owner, so
+ * the screen says since when it has been off.
+ */
+export async function pauseControls(db: Queryable, workspaceId: string, subject: string, now: number): Promise<void> {
+  await db.run('UPDATE workspaces SET controls_paused_at = ?, controls_paused_by = ? WHERE id = ? AND controls_paused_at IS NULL', [now, subject, workspaceId]);
+}
+
+/** Resumes device control; 1 when it was paused, 0 when it was running already. */
+export async function resumeControls(db: Queryable, workspaceId: string): Promise<number> {
+  const result = await db.run('UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL WHERE id = ? AND controls_paused_at IS NOT NULL', [
+    workspaceId,
+  ]);
+  return result.changes;
+}

@@ -4,7 +4,7 @@ import { operations } from '../../domain/registry.js';
 import type { connection, newConnection } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
-import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
+import { Csrf, Flash, Page, Secret, Term, Time, type Viewer } from '../layout.js';
 
 /** Agents: agent connections and OAuth clients; create (the secret shown once), revoke. */
 
@@ -29,10 +29,10 @@ function ConnectionRows(props: { rows: Connection[]; viewer: Viewer; kind: 'agen
       {props.rows.map((row) => (
         <tr data-principal={row.principal}>
           <td data-label="Name">{row.name}</td>
-          <td data-label="Principal">
+          <td data-label="Agent identity">
             <code>{row.principal}</code>
           </td>
-          <td data-label="Ceiling">{row.access === 'act' ? 'act (read and control)' : 'read'}</td>
+          <td data-label="Access level">{row.access === 'act' ? 'act (read and control)' : 'read'}</td>
           <td data-label={props.kind === 'agent' ? 'Token starts' : 'Client id'}>
             <code>{props.kind === 'agent' ? `${row.tokenPrefix}…` : row.oauth?.clientId}</code>
           </td>
@@ -62,8 +62,12 @@ function Head() {
     <thead>
       <tr>
         <th scope="col">Name</th>
-        <th scope="col">Principal</th>
-        <th scope="col">Ceiling</th>
+        <th scope="col">
+          <Term api="principal">Agent identity</Term>
+        </th>
+        <th scope="col">
+          <Term api="access (the credential's ceiling)">Access level</Term>
+        </th>
         <th scope="col">Credential</th>
         <th scope="col">Expires</th>
         <th scope="col">State</th>
@@ -94,7 +98,7 @@ function AgentsPage(props: {
             {created.kind === 'agent' ? 'Agent connection' : 'OAuth client'} {created.value.name}
           </h2>
           <p>
-            Principal <code id="created-principal">{created.value.principal}</code>: it reaches no device until you{' '}
+            Agent identity <code id="created-principal">{created.value.principal}</code>: it reaches no device until you{' '}
             <a href={`/console/grants?principal=${encodeURIComponent(created.value.principal)}`}>grant it functions</a>.
           </p>
           {created.kind === 'client' && created.value.oauth ? (
@@ -130,14 +134,18 @@ function AgentsPage(props: {
               <input type="text" id="agent-name" name="name" required maxlength={64} placeholder="Support bot" />
             </div>
             <div>
-              <label for="agent-access">Ceiling</label>
+              <label for="agent-access">
+                <Term api="access (the credential's ceiling)">Access level</Term>
+              </label>
               <select id="agent-access" name="access">
                 <option value="read">read: read functions only</option>
                 <option value="act">act: read and control functions</option>
               </select>
             </div>
             <div>
-              <label for="agent-principal">Principal (optional)</label>
+              <label for="agent-principal">
+                <Term api="principal">Agent identity</Term> (optional)
+              </label>
               <input type="text" id="agent-principal" name="principal" maxlength={128} placeholder="agent:support-bot" />
             </div>
             <div>
@@ -186,7 +194,9 @@ function AgentsPage(props: {
               </label>
             </div>
             <div>
-              <label for="client-access">Ceiling</label>
+              <label for="client-access">
+                <Term api="access (the credential's ceiling)">Access level</Term>
+              </label>
               <select id="client-access" name="access">
                 <option value="read">read</option>
                 <option value="act">act</option>

@@ -7,6 +7,7 @@ import { operations } from '../../domain/registry.js';
 import type { connection } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
+import { ArgumentList } from '../arguments.js';
 import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
 import { NotifyButton } from '../pending.js';
 import { allDevices } from './devices.js';
@@ -92,7 +93,11 @@ function ApprovalRow(props: { action?: Action; names?: Names; viewer: Viewer }) 
         <code data-field="capability">{a?.capability ?? ''}</code>
       </td>
       <td data-label="Arguments">
-        <pre data-field="arguments">{a ? humanText(JSON.stringify(a.arguments, null, 1), MAX_FIELD_CHARS) : ''}</pre>
+        <div data-field="argument-list">{a ? <ArgumentList args={a.arguments} /> : null}</div>
+        <details>
+          <summary class="muted">as JSON</summary>
+          <pre data-field="arguments">{a ? humanText(JSON.stringify(a.arguments, null, 1), MAX_FIELD_CHARS) : ''}</pre>
+        </details>
       </td>
       <td data-label="Decide by" data-field="window">
         {a ? <Time ms={a.approval?.expiresAt ?? a.expiresAt} /> : ''}

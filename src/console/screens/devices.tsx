@@ -4,7 +4,8 @@ import { operations } from '../../domain/registry.js';
 import type { device as deviceSchema } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
-import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
+import { ArgumentFields } from '../arguments.js';
+import { Csrf, Flash, Page, Term, Time, type Viewer } from '../layout.js';
 
 /** Devices: the tree of gateways, children and services, their functions, revoke with a confirmation. */
 
@@ -73,21 +74,27 @@ function DeviceNode(props: { device: Device; children: Map<string | null, Device
               <thead>
                 <tr>
                   <th scope="col">Function</th>
-                  <th scope="col">Kind</th>
+                  <th scope="col">
+                    <Term api="kind">Access level</Term>
+                  </th>
                   <th scope="col">Description</th>
-                  <th scope="col">Arguments (JSON Schema)</th>
+                  <th scope="col">Arguments</th>
                 </tr>
               </thead>
               <tbody>
                 {device.capabilities.map((fn) => (
                   <tr>
                     <td data-label="Function">
-                      <code>{fn.name}</code>
+                      <code class="fn">{fn.name}</code>
                     </td>
-                    <td data-label="Kind">{fn.kind === 'control' ? 'control (changes the device)' : 'read'}</td>
+                    <td data-label="Access level">{fn.kind === 'control' ? 'control (changes the device)' : 'read'}</td>
                     <td data-label="Description">{fn.description ?? ''}</td>
                     <td data-label="Arguments">
-                      <pre>{JSON.stringify(fn.arguments, null, 2)}</pre>
+                      <ArgumentFields schema={fn.arguments} />
+                      <details>
+                        <summary class="muted">JSON Schema</summary>
+                        <pre>{JSON.stringify(fn.arguments, null, 2)}</pre>
+                      </details>
                     </td>
                   </tr>
                 ))}

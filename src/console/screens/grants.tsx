@@ -1,27 +1,32 @@
 import type { Hono } from 'hono';
-import type { z } from 'zod';
-import type { grant as grantSchema } from '../../domain/grants.js';
 import { operations } from '../../domain/registry.js';
-import type { connection } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
-import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
+import { Csrf, Flash, Icon, Page, Term, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
+import {
+  AccessLevel,
+  allGrants,
+  APPROVAL_TEXT,
+  backTo,
+  EditGrant,
+  EditGrantForm,
+  GrantState,
+  knownAgents,
+  staleReason,
+  updateInput,
+  type Grant,
+} from './grant-parts.js';
+import { renderOverview, type Flashed } from './grants-overview.js';
 
 /**
- * Grants of one principal: a matrix of devices × functions with the function's kind (read or
- * control), the live grant with its expiry and approval mode, grant and revoke, and the stale
- * grants with why (docs/owners/grants.md "Stale grants: a grant means what the owner saw").
+ * Grants: the overview of every grant (grants-overview.tsx), and one agent's grants as a matrix
+ * of devices × functions with each function's access level, the live grant with its expiry and
+ * approval mode changed in place, grant and revoke, and the stale grants with why
+ * (docs/owners/grants.md "Stale grants: a grant means what the owner saw").
  */
 
-type Grant = z.infer<typeof grantSchema>;
 type Device = Awaited<ReturnType<typeof allDevices>>[number];
-
-const APPROVAL_TEXT = {
-  none: 'none: a call queues the action',
-  owner: 'owner: waits for your approval',
-  user: "user: the agent's own MCP client asks its user (as owner over REST)",
-} as const;
 
 /**
  * What `user` approval is and is not (docs/agents/confirmation.md): the owner picks it here, so this
@@ -30,34 +35,81 @@ const APPROVAL_TEXT = {
 const USER_APPROVAL_NOTE =
   "Approval user: the confirmation is asked and answered inside the agent's own MCP client. This service cannot verify that a person saw or answered it: a client that answers by itself passes, and the action records the client as the confirmer. Choose owner for a yes you give yourself.";
 
+/**
+ * New grants start with the safer choices preselected (docs/owners/console-guide.md "Safer
+ * defaults"): owner approval, so a control function moves nothing without the owner's yes, and an
+ * expiry, so a forgotten grant ends by itself. The API's own defaults (none, no expiry) are
+ * unchanged; the screen says what is preselected and why.
+ */
+const DEFAULT_APPROVAL = 'owner';
+const DEFAULT_TTL = '604800';
+
 const TTL_CHOICES = [
-  { value: '', label: 'No expiry' },
   { value: '3600', label: '1 hour' },
   { value: '86400', label: '1 day' },
+  { value: '604800', label: '7 days' },
   { value: '2592000', label: '30 days' },
+  { value: '', label: 'No expiry' },
 ];
 
-const DONE = { granted: 'Granted.', revoked: 'Grant revoked: it stops allowing anything from the next request on.' } as const;
+const DONE = {
+  granted: 'Granted.',
+  updated: 'Grant changed: the next request follows it.',
+  revoked: 'Grant revoked: it stops allowing anything from the next request on.',
+} as const;
 
-export function staleReason(stale: NonNullable<Grant['stale']>): string {
-  if (stale.reason === 'function_removed') return 'the device no longer publishes this function';
-  if (stale.reason === 'kind_changed') return `the device changed this function from ${stale.grantedKind ?? 'unknown'} to ${stale.currentKind ?? 'unknown'}`;
-  return "the device changed this function's arguments since it was granted";
-}
+/** A grant that allows calls now, so the function needs no checkbox to be granted. */
+const holds = (grant: Grant) => !grant.stale && !grant.expired;
 
-function GrantState(props: { grant: Grant }) {
-  const { grant } = props;
+function FunctionRow(props: { device: Device; fn: Device['capabilities'][number]; held: Grant[]; back: string; viewer: Viewer }) {
+  const { device, fn } = props;
+  const box = `grant-${device.id}-${fn.name}`;
+  const label = `${fn.name} on ${device.name}`;
   return (
-    <span data-grant-id={grant.id}>
-      granted, approval <strong>{grant.approval}</strong>, expires <Time ms={grant.expiresAt} never="never" />
-      {grant.gatewayId ? ' (by a gateway grant)' : ''}
-      {grant.expired ? <strong> · expired</strong> : null}
-      {grant.stale ? <strong> · stale: {staleReason(grant.stale)}</strong> : null}
-    </span>
+    <tr data-function={fn.name}>
+      <td>
+        {props.held.some(holds) ? (
+          <span class="muted">
+            <Icon name="check" /> granted
+          </span>
+        ) : (
+          <>
+            <input type="checkbox" id={box} name={`fn:${fn.name}`} value="on" />{' '}
+            <label for={box}>
+              grant <code class="fn">{fn.name}</code>
+            </label>
+          </>
+        )}
+      </td>
+      <td data-label="Function">
+        <code class="fn">{fn.name}</code>
+        {fn.description ? <div class="muted">{fn.description}</div> : null}
+      </td>
+      <td data-label="Access level">
+        <AccessLevel kind={fn.kind} />
+      </td>
+      <td data-label="Now">
+        {props.held.length === 0 ? (
+          <span class="muted">not granted</span>
+        ) : (
+          props.held.map((grant) => (
+            <div>
+              <GrantState grant={grant} />{' '}
+              <button type="submit" class="danger small" formaction="/console/grants/revoke" name="grantId" value={grant.id} aria-label={`Revoke ${label}`}>
+                Revoke
+              </button>
+              <div>
+                <EditGrant grant={grant} label={label} back={props.back} viewer={props.viewer} />
+              </div>
+            </div>
+          ))
+        )}
+      </td>
+    </tr>
   );
 }
 
-function DeviceGrants(props: { device: Device; grants: Grant[]; principal: string; viewer: Viewer }) {
+function DeviceGrants(props: { device: Device; grants: Grant[]; principal: string; back: string; viewer: Viewer }) {
   const { device } = props;
   const formId = `grant-${device.id}`;
   return (
@@ -65,6 +117,7 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
       <Csrf viewer={props.viewer} />
       <input type="hidden" name="principal" value={props.principal} />
       <input type="hidden" name="deviceId" value={device.id} />
+      <input type="hidden" name="back" value={props.back} />
       <fieldset>
         <legend>
           {device.name} <span class="muted">({device.kind})</span>
@@ -74,52 +127,19 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
             <thead>
               <tr>
                 <th scope="col">Grant</th>
-                <th scope="col">Function</th>
-                <th scope="col">Kind</th>
+                <th scope="col">
+                  <Term api="capability">Function</Term>
+                </th>
+                <th scope="col">
+                  <Term api="kind">Access level</Term>
+                </th>
                 <th scope="col">Now</th>
               </tr>
             </thead>
             <tbody>
-              {device.capabilities.map((fn) => {
-                const held = props.grants.filter((g) => g.capability === fn.name);
-                const box = `${formId}-${fn.name}`;
-                return (
-                  <tr data-function={fn.name}>
-                    <td>
-                      <input type="checkbox" id={box} name={`fn:${fn.name}`} value="on" />{' '}
-                      <label for={box}>
-                        grant <code>{fn.name}</code>
-                      </label>
-                    </td>
-                    <td data-label="Function">
-                      <code>{fn.name}</code>
-                      {fn.description ? <div class="muted">{fn.description}</div> : null}
-                    </td>
-                    <td data-label="Kind">{fn.kind}</td>
-                    <td data-label="Now">
-                      {held.length === 0 ? (
-                        <span class="muted">not granted</span>
-                      ) : (
-                        held.map((grant) => (
-                          <div>
-                            <GrantState grant={grant} />{' '}
-                            <button
-                              type="submit"
-                              class="danger"
-                              formaction="/console/grants/revoke"
-                              name="grantId"
-                              value={grant.id}
-                              aria-label={`Revoke ${fn.name} on ${device.name}`}
-                            >
-                              Revoke
-                            </button>
-                          </div>
-                        ))
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
+              {device.capabilities.map((fn) => (
+                <FunctionRow device={device} fn={fn} held={props.grants.filter((g) => g.capability === fn.name)} back={props.back} viewer={props.viewer} />
+              ))}
             </tbody>
           </table>
         </div>
@@ -128,7 +148,9 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
             <label for={`${formId}-approval`}>Approval for the checked functions</label>
             <select id={`${formId}-approval`} name="approval">
               {Object.entries(APPROVAL_TEXT).map(([value, text]) => (
-                <option value={value}>{text}</option>
+                <option value={value} selected={value === DEFAULT_APPROVAL}>
+                  {text}
+                </option>
               ))}
             </select>
           </div>
@@ -136,12 +158,14 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
             <label for={`${formId}-ttl`}>Expiry</label>
             <select id={`${formId}-ttl`} name="ttlSeconds">
               {TTL_CHOICES.map((choice) => (
-                <option value={choice.value}>{choice.label}</option>
+                <option value={choice.value} selected={choice.value === DEFAULT_TTL}>
+                  {choice.label}
+                </option>
               ))}
             </select>
           </div>
           <div>
-            <button type="submit" class="primary" aria-label={`Grant the checked functions of ${device.name}`}>
+            <button type="submit" class="primary" aria-label={`Grant checked functions of ${device.name}`}>
               Grant checked functions
             </button>
           </div>
@@ -151,88 +175,68 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
   );
 }
 
-export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
-  const render = async (signed: Signed, principal: string, flash: { error?: string; issues?: { path: string; message: string }[]; done?: string } = {}) => {
-    const known = [
-      ...((await guards.invoke(signed, operations.listAgentConnections, {})) as z.infer<typeof connection>[]),
-      ...((await guards.invoke(signed, operations.listOAuthClients, {})) as z.infer<typeof connection>[]),
-    ].filter((row) => !row.revoked);
-    const devices = principal ? (await allDevices(guards, signed)).filter((d) => !d.revoked && d.capabilities.length > 0) : [];
-    const grants = principal ? ((await guards.invoke(signed, operations.listGrants, { principal })) as Grant[]) : [];
-    const stale = grants.filter((g) => g.stale !== null);
-    const names = new Map(devices.map((d) => [d.id, d.name]));
-    return (
-      <Page title="Grants" viewer={signed.viewer} screen="grants">
-        <Flash {...flash} />
-        <form method="get" action="/console/grants" class="fields">
-          <div>
-            <label for="principal">Principal</label>
-            <input type="text" id="principal" name="principal" value={principal} list="principals" required maxlength={128} placeholder="agent:support-bot" />
-            <datalist id="principals">
-              {known.map((row) => (
-                <option value={row.principal}>{row.name}</option>
-              ))}
-            </datalist>
-          </div>
-          <div>
-            <button type="submit" id="show-grants">
-              Show grants
-            </button>
-          </div>
-        </form>
-        {known.length > 0 ? (
-          <p class="muted">
-            Principals of your agents:{' '}
-            {known.map((row, index) => (
-              <>
-                {index > 0 ? ', ' : ''}
-                <a href={`/console/grants?principal=${encodeURIComponent(row.principal)}`}>{row.principal}</a> ({row.name})
-              </>
+async function renderAgent(guards: Guards, signed: Signed, principal: string, flash: Flashed) {
+  const agent = (await knownAgents(guards, signed)).find((row) => row.principal === principal);
+  const devices = (await allDevices(guards, signed)).filter((d) => !d.revoked && d.capabilities.length > 0);
+  const grants = await allGrants(guards, signed, principal);
+  const stale = grants.filter((g) => g.stale !== null);
+  const names = new Map(devices.map((d) => [d.id, d.name]));
+  const back = `/console/grants?principal=${encodeURIComponent(principal)}`;
+  return (
+    <Page title={agent ? `Grants of ${agent.name}` : 'Grants'} viewer={signed.viewer} screen="grants">
+      <Flash {...flash} />
+      <p>
+        <a href="/console/grants">All grants</a>
+      </p>
+      <h2>
+        What <code id="grants-principal">{principal}</code> may call
+      </h2>
+      {stale.length > 0 ? (
+        <section class="warning" id="stale-grants" aria-labelledby="stale-heading">
+          <h3 id="stale-heading">Stale grants</h3>
+          <p>These allow nothing until you grant the function again: the device changed what you granted.</p>
+          <ul>
+            {stale.map((grant) => (
+              <li>
+                <code class="fn">{grant.capability}</code> on {names.get(grant.deviceId) ?? grant.deviceId}: {staleReason(grant.stale!)}
+              </li>
             ))}
-          </p>
-        ) : null}
-        {principal ? (
-          <>
-            <h2>
-              What <code id="grants-principal">{principal}</code> may call
-            </h2>
-            {stale.length > 0 ? (
-              <section class="warning" id="stale-grants" aria-labelledby="stale-heading">
-                <h3 id="stale-heading">Stale grants</h3>
-                <p>These allow nothing until you grant the function again: the device changed what you granted.</p>
-                <ul>
-                  {stale.map((grant) => (
-                    <li>
-                      <code>{grant.capability}</code> on {names.get(grant.deviceId) ?? grant.deviceId}: {staleReason(grant.stale!)}
-                    </li>
-                  ))}
-                </ul>
-              </section>
-            ) : null}
-            <p class="muted" id="user-approval-note">
-              {USER_APPROVAL_NOTE}
-            </p>
-            {devices.length === 0 ? (
-              <p class="muted">No device publishes functions yet.</p>
-            ) : (
-              devices.map((device) => (
-                <DeviceGrants device={device} grants={grants.filter((g) => g.deviceId === device.id)} principal={principal} viewer={signed.viewer} />
-              ))
-            )}
-          </>
-        ) : null}
-      </Page>
-    );
-  };
+          </ul>
+        </section>
+      ) : null}
+      <p class="notice" id="safer-defaults">
+        Preselected for new grants: <strong>owner approval</strong> and an expiry of <strong>7 days</strong>. Control functions move real devices: with owner
+        approval nothing moves without your yes, and a grant you forget ends by itself. Choose otherwise when you mean to.
+      </p>
+      <p class="muted" id="user-approval-note">
+        {USER_APPROVAL_NOTE}
+      </p>
+      {devices.length === 0 ? (
+        <p class="muted">No device publishes functions yet.</p>
+      ) : (
+        devices.map((device) => (
+          <DeviceGrants device={device} grants={grants.filter((g) => g.deviceId === device.id)} principal={principal} back={back} viewer={signed.viewer} />
+        ))
+      )}
+      {grants.map((grant) => (
+        <EditGrantForm grant={grant} back={back} viewer={signed.viewer} />
+      ))}
+    </Page>
+  );
+}
 
+export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
     '/console/grants',
-    guards.page(async (c, signed) =>
-      c.html(await render(signed, (c.req.query('principal') ?? '').trim(), { done: DONE[c.req.query('done') as keyof typeof DONE] })),
-    ),
+    guards.page(async (c, signed) => {
+      const principal = (c.req.query('principal') ?? '').trim();
+      const flash = { done: DONE[c.req.query('done') as keyof typeof DONE] };
+      if (principal) return c.html(await renderAgent(guards, signed, principal, flash));
+      return c.html(await renderOverview(guards, signed, (c.req.query('q') ?? '').trim().slice(0, 128), Number(c.req.query('page') ?? '1') || 1, flash));
+    }),
   );
 
-  const back = (principal: string, done: keyof typeof DONE) => `/console/grants?principal=${encodeURIComponent(principal)}&done=${done}`;
+  const done = (back: string, what: keyof typeof DONE) => `${back}${back.includes('?') ? '&' : '?'}done=${what}`;
 
   app.post(
     '/console/grants',
@@ -244,18 +248,24 @@ export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
         principal,
         deviceId: form.get('deviceId') ?? '',
         capabilities,
-        approval: form.get('approval') ?? 'none',
+        approval: form.get('approval') ?? DEFAULT_APPROVAL,
         ttlSeconds: ttl === '' ? null : Number(ttl),
       });
-      if (!outcome.ok)
-        return c.html(
-          await render(signed, principal, {
-            error: capabilities.length === 0 ? 'Check at least one function to grant.' : outcome.message,
-            issues: outcome.issues,
-          }),
-          outcome.status,
-        );
-      return c.redirect(back(principal, 'granted'), 303);
+      if (!outcome.ok) {
+        const error = capabilities.length === 0 ? 'Check at least one function to grant.' : outcome.message;
+        return c.html(await renderAgent(guards, signed, principal, { error, issues: outcome.issues }), outcome.status);
+      }
+      return c.redirect(done(`/console/grants?principal=${encodeURIComponent(principal)}`, 'granted'), 303);
+    }),
+  );
+
+  app.post(
+    '/console/grants/update',
+    guards.action(async (c, signed, form) => {
+      const outcome = await guards.attempt(signed, operations.updateGrant, updateInput(form));
+      const back = backTo(form.get('back'));
+      if (!outcome.ok) return guards.errorPage(c, 'Not changed', outcome.message, outcome.status, signed.viewer);
+      return c.redirect(done(back, 'updated'), 303);
     }),
   );
 
@@ -263,7 +273,8 @@ export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
     '/console/grants/revoke',
     guards.action(async (c, signed, form) => {
       await guards.invoke(signed, operations.revokeGrants, { grantId: form.get('grantId') ?? '' });
-      return c.redirect(back(form.get('principal') ?? '', 'revoked'), 303);
+      const principal = form.get('principal');
+      return c.redirect(done(principal ? `/console/grants?principal=${encodeURIComponent(principal)}` : backTo(form.get('back')), 'revoked'), 303);
     }),
   );
 }

@@ -1,0 +1,148 @@
+import type { Hono } from 'hono';
+import { operations } from '../../domain/registry.js';
+import type { HttpEnv } from '../../http/request.js';
+import type { Guards, Signed } from '../guards.js';
+import { Csrf, Flash, Icon, Page, Term, type Viewer } from '../layout.js';
+import { allDevices } from './devices.js';
+import { APPROVAL_TEXT, knownAgents, type Connection } from './grant-parts.js';
+import type { Flashed } from './grants-overview.js';
+
+/**
+ * Gateway grants (`gatewayGrants.replace`, README "Gateway grants"): one agent granted a gateway
+ * and its linked devices in one step, read or control, replacing that agent's earlier grants on
+ * them. The same safer choices are preselected as for single grants: owner approval, 7 days.
+ */
+
+type Device = Awaited<ReturnType<typeof allDevices>>[number];
+
+const TTL_CHOICES = [
+  { value: '3600', label: '1 hour' },
+  { value: '86400', label: '1 day' },
+  { value: '604800', label: '7 days' },
+  { value: '2592000', label: '30 days' },
+  { value: '', label: 'No expiry' },
+];
+
+function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: (id: string) => number; viewer: Viewer }) {
+  return (
+    <form method="post" action="/console/gateways" class="fields" id="gateway-grant">
+      <Csrf viewer={props.viewer} />
+      <div>
+        <label for="gateway">Gateway</label>
+        <select id="gateway" name="deviceId">
+          {props.gateways.map((g) => (
+            <option value={g.id}>{`${g.name} (${props.linked(g.id)} linked devices)`}</option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="gateway-agent">
+          <Term api="principal">Agent</Term>
+        </label>
+        <select id="gateway-agent" name="principal">
+          {props.agents.map((a) => (
+            <option value={a.principal}>{`${a.name} (${a.principal})`}</option>
+          ))}
+        </select>
+      </div>
+      <fieldset>
+        <legend>
+          <Term api="mode">Access level</Term>
+        </legend>
+        <label>
+          <input type="radio" name="mode" value="read" checked /> read: see state, change nothing
+        </label>
+        <label>
+          <input type="radio" name="mode" value="control" /> control: read and change the devices
+        </label>
+      </fieldset>
+      <div>
+        <label>
+          <input type="checkbox" name="includeServices" value="true" /> Include the gateway's service devices (integration-wide functions)
+        </label>
+      </div>
+      <div>
+        <label for="gateway-approval">Approval</label>
+        <select id="gateway-approval" name="approval">
+          {Object.entries(APPROVAL_TEXT).map(([value, text]) => (
+            <option value={value} selected={value === 'owner'}>
+              {text}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div>
+        <label for="gateway-ttl">Expiry</label>
+        <select id="gateway-ttl" name="ttlSeconds">
+          {TTL_CHOICES.map((choice) => (
+            <option value={choice.value} selected={choice.value === '604800'}>
+              {choice.label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <p class="notice">Preselected: owner approval and 7 days, as for single grants.</p>
+      <div>
+        <button type="submit" class="primary" id="grant-gateway">
+          <Icon name="network" />
+          Grant the gateway and its devices
+        </button>
+      </div>
+    </form>
+  );
+}
+
+async function render(guards: Guards, signed: Signed, flash: Flashed) {
+  const devices = await allDevices(guards, signed);
+  const gateways = devices.filter((d) => d.kind === 'gateway' && !d.revoked);
+  const agents = await knownAgents(guards, signed);
+  const linked = (id: string) => devices.filter((d) => d.parentId === id && !d.revoked).length;
+  return (
+    <Page title="Gateway grants" viewer={signed.viewer} screen="gateways">
+      <Flash {...flash} />
+      <p class="lede">
+        Grant an agent a gateway and every device linked to it in one step. <strong>Read</strong> grants the read functions only, <strong>control</strong> all
+        functions. It replaces that agent's earlier grants on the gateway and its devices; devices linked later stay ungranted until you grant again.
+      </p>
+      {gateways.length === 0 ? (
+        <p class="muted" id="no-gateways">
+          No gateways attached. A gateway is a device that brings its own linked devices (a hub, a bridge).
+        </p>
+      ) : agents.length === 0 ? (
+        <p>
+          No agents yet: <a href="/console/agents">create one</a> first.
+        </p>
+      ) : (
+        <GatewayForm gateways={gateways} agents={agents} linked={linked} viewer={signed.viewer} />
+      )}
+    </Page>
+  );
+}
+
+export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
+  app.get(
+    '/console/gateways',
+    guards.page(async (c, signed) => {
+      const devices = Number(c.req.query('devices'));
+      const done = c.req.query('done') === 'granted' ? `Granted: ${Number.isFinite(devices) ? devices : 0} devices received grants.` : undefined;
+      return c.html(await render(guards, signed, { done }));
+    }),
+  );
+
+  app.post(
+    '/console/gateways',
+    guards.action(async (c, signed, form) => {
+      const ttl = form.get('ttlSeconds') ?? '';
+      const outcome = await guards.attempt<{ devices: number }>(signed, operations.grantGateway, {
+        deviceId: form.get('deviceId') ?? '',
+        principal: form.get('principal') ?? '',
+        mode: form.get('mode') ?? '',
+        includeServices: form.get('includeServices') === 'true',
+        approval: form.get('approval') ?? 'owner',
+        ttlSeconds: ttl === '' ? null : Number(ttl),
+      });
+      if (!outcome.ok) return c.html(await render(guards, signed, { error: outcome.message, issues: outcome.issues }), outcome.status);
+      return c.redirect(`/console/gateways?done=granted&devices=${outcome.value.devices}`, 303);
+    }),
+  );
+}

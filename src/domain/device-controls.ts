@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { oldestQueuedPerTarget } from '../store/actions.js';
+import { controlsPause, pauseControls, resumeControls } from '../store/workspaces.js';
+import { publishActions } from './actions.js';
+import type { Context } from './context.js';
+import { defineOperation } from './operation.js';
+import { timestamp } from './schemas.js';
+
+/**
+ * The owner's pause switch for device control (docs/owners/console-guide.md "Pause device
+ * control"): the service-wide kill switch (DEVICE_CONTROLS_ENABLED) for one workspace, thrown
+ * and reset by its owner without a restart. `invoke` refuses what would queue an action while
+ * either is off (src/domain/invoke.ts `assertControlsEnabled`), and `next` hands out nothing.
+ */
+
+export const deviceControls = z.object({
+  enabled: z
+    .boolean()
+    .describe("Whether agents' requests may queue actions in this workspace now: the service's switch is on and the workspace is not paused."),
+  paused: z.boolean().describe("The workspace's own pause switch, set by its owner."),
+  pausedAt: timestamp.nullable().describe('When the owner paused device control; null while it runs.'),
+  pausedBy: z.string().nullable().describe('The owner (`sub`) who paused it; null while it runs.'),
+  serviceEnabled: z.boolean().describe('The service-wide kill switch (`DEVICE_CONTROLS_ENABLED`), which only the operator sets.'),
+});
+
+type DeviceControls = z.infer<typeof deviceControls>;
+
+async function stateOf(ctx: Context, workspaceId: string): Promise<DeviceControls> {
+  const pause = await controlsPause(ctx.db, workspaceId);
+  const serviceEnabled = ctx.settings.deviceControlsEnabled;
+  return { enabled: serviceEnabled && pause.pausedAt === null, paused: pause.pausedAt !== null, ...pause, serviceEnabled };
+}
+
+/** Whether the workspace's owner has paused device control (read on every request that would queue an action). */
+export async function workspacePaused(ctx: Context, workspaceId: string): Promise<boolean> {
+  return (await controlsPause(ctx.db, workspaceId)).pausedAt !== null;
+}
+
+export const getDeviceControls = defineOperation({
+  name: 'deviceControls.get',
+  title: 'Get the device-control switch',
+  description: "Whether agents' requests may queue actions in this workspace: the owner's pause switch and the service-wide kill switch.",
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: true },
+  rest: [{ method: 'GET', path: '/v1/device-controls' }],
+  input: z.strictObject({}),
+  output: deviceControls,
+  run: ({ ctx, credential }) => stateOf(ctx, credential.workspaceId),
+});
+
+export const setDeviceControls = defineOperation({
+  name: 'deviceControls.set',
+  title: 'Pause or resume device control',
+  description:
+    'Pause (`paused: true`) or resume device control for this workspace. While paused, every request that would queue an action (REST, broadcast, MCP device tool) answers 503 `device_controls_disabled`, and devices are handed nothing: commands already queued wait, cancellable, until they expire or control resumes. Reads, grants, history and cancel keep working. Persisted: it holds across restarts and on every instance.',
+  credentials: ['owner'],
+  access: 'none',
+  hints: { readOnly: false, destructive: false, idempotent: true },
+  rest: [{ method: 'POST', path: '/v1/device-controls' }],
+  input: z.strictObject({ paused: z.boolean().describe('true pauses device control for this workspace; false resumes it.') }),
+  output: deviceControls,
+  async run({ ctx, credential, input }) {
+    if (input.paused) await pauseControls(ctx.db, credential.workspaceId, credential.subject, ctx.clock.now());
+    else if ((await resumeControls(ctx.db, credential.workspaceId)) === 1) {
+      // Commands held while paused: each device that holds one is woken (the wake channel sends a
+      // frame for a queued action), rather than waiting for its next safety poll.
+      publishActions(ctx, await oldestQueuedPerTarget(ctx.db, credential.workspaceId, ctx.clock.now()));
+    }
+    return stateOf(ctx, credential.workspaceId);
+  },
+});
