@@ -295,6 +295,8 @@ const matrix: Record<string, Row> = {
   },
   'POST /v1/webhooks/{webhookId}/revoke': { request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/revoke` }), cells: ownerRoute('404') },
   'POST /v1/webhooks/{webhookId}/enable': { request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/enable` }), cells: ownerRoute('404') },
+  'POST /v1/webhooks/{webhookId}/disable': { request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/disable` }), cells: ownerRoute('404') },
+  'POST /v1/webhooks/{webhookId}/test': { request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/test` }), cells: ownerRoute('404') },
   'GET /v1/webhooks/{webhookId}/deliveries': {
     request: async () => ({ path: `/v1/webhooks/${await freshWebhookId()}/deliveries` }),
     cells: ownerRoute('404'),
