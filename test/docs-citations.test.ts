@@ -57,6 +57,26 @@ describe('citations of the project docs', () => {
   });
 });
 
+/** `README "Section"`: the README is a front door, so a cited section must be one of its own headings. */
+const readmeCitations = tracked
+  .filter((file) => file !== 'test/docs-citations.test.ts')
+  .flatMap((file) =>
+    [...fs.readFileSync(path.join(root, file), 'utf8').matchAll(/(?<![\w/.-])README(?:\.md)?[\s*/-]*"([^"]+)"/g)].map((m) => ({
+      file,
+      section: m[1]!.replace(/\s*\n\s*(\*|\/\/|--)?\s*/g, ' '),
+    })),
+  );
+
+describe('citations of the README', () => {
+  it('are found by the pattern (a self-check, on this sentence)', () => {
+    expect([...'as README "Two commands" says'.matchAll(/(?<![\w/.-])README(?:\.md)?[\s*/-]*"([^"]+)"/g)]).toHaveLength(1);
+  });
+
+  it.each(readmeCitations.map((c) => [`${c.file} → README "${c.section}"`, c] as const))('%s names a real section', (_label, citation) => {
+    expect([...headings('README.md')]).toContain(citation.section);
+  });
+});
+
 /** Every docs/….md path that code, tests, scripts and docs name, with or without a section. */
 const docPaths = tracked.flatMap((file) =>
   [...fs.readFileSync(path.join(root, file), 'utf8').matchAll(/\bdocs\/([a-z0-9/-]+\.md)\b/g)].map((m) => ({ file, doc: `docs/${m[1]}` })),

@@ -179,7 +179,7 @@ export const updateWorkspaceGrant = defineOperation({
     const updated = await ctx.db.transaction(async (tx) => {
       const found = await getGrant(tx, credential.workspaceId, input.grantId);
       if (!found || found.revokedAt !== null) throw fail.notFound('Grant');
-      // README "Stale grants": a grant means what the owner saw. Renewing a stale one here would
+      // docs/owners/grants.md "Stale grants: a grant means what the owner saw". Renewing a stale one here would
       // look like accepting the function as it is now without the owner seeing it.
       if (staleness(found) !== null) throw fail.conflict('The device changed this function since it was granted: grant it again to accept it as it is now.');
       const expiresAt = input.ttlSeconds === undefined ? undefined : input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;

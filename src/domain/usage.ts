@@ -5,8 +5,8 @@ import type { CapacityLimits } from './context.js';
 import { defineOperation } from './operation.js';
 
 /**
- * The workspace's use against its limits (README "Configuration" `WORKSPACE_MAX_*`,
- * docs/budgets.md): what the owner would otherwise learn only from a 429. Read-only; the
+ * The workspace's use against its limits (docs/operators/configuration.md `WORKSPACE_MAX_*`,
+ * docs/operators/budgets.md): what the owner would otherwise learn only from a 429. Read-only; the
  * limits are the ones the checks use.
  */
 
@@ -36,7 +36,7 @@ export const usage = z.object({
     .describe('Rows the workspace holds live at once; a request beyond a limit answers 429 `capacity_exceeded`.'),
   storage: z
     .object(Object.fromEntries(STORAGE_BUDGETS.map((budget) => [budget, measure])) as Record<(typeof STORAGE_BUDGETS)[number], typeof measure>)
-    .describe('Storage budgets (docs/budgets.md): an action request beyond one answers 429 `quota_exceeded`.'),
+    .describe('Storage budgets (docs/operators/budgets.md): an action request beyond one answers 429 `quota_exceeded`.'),
 });
 
 export const getUsage = defineOperation({

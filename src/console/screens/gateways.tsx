@@ -8,7 +8,7 @@ import { APPROVAL_TEXT, knownAgents, type Connection } from './grant-parts.js';
 import type { Flashed } from './grants-overview.js';
 
 /**
- * Gateway grants (`gatewayGrants.replace`, README "Gateway grants"): one agent granted a gateway
+ * Gateway grants (`gatewayGrants.replace`, docs/owners/grants.md "Giving and revoking grants"): one agent granted a gateway
  * and its linked devices in one step, read or control, replacing that agent's earlier grants on
  * them. The same safer choices are preselected as for single grants: owner approval, 7 days.
  */

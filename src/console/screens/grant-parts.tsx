@@ -69,7 +69,7 @@ export function backTo(raw: string | null | undefined): string {
 /**
  * A grant's approval mode and expiry, changed in place (`grants.update`). The controls belong to
  * a form of their own (`form=`), so they can sit inside another form's table. A stale grant has
- * nothing to change: it is granted again instead (README "Stale grants").
+ * nothing to change: it is granted again instead (docs/owners/grants.md "Stale grants: a grant means what the owner saw").
  */
 export function EditGrant(props: { grant: Grant; label: string; back: string; viewer: Viewer }) {
   const { grant } = props;

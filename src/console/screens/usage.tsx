@@ -8,7 +8,7 @@ import { Page, Term } from '../layout.js';
 
 /**
  * The workspace's usage against its limits (`usage.get`): what holds a place (devices, agents,
- * grants …) and what is stored (docs/budgets.md), each with a meter, so the owner sees a limit
+ * grants …) and what is stored (docs/operators/budgets.md), each with a meter, so the owner sees a limit
  * coming before the agents' 429 answers say it is reached.
  */
 
