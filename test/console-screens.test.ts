@@ -93,6 +93,7 @@ describe('the grants overview', () => {
     const asked = await requestAction(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     expect(asked.body.data.status).toBe('awaiting_approval');
     await api.post(`/v1/actions/${asked.body.data.id}/reject`, { token: await owner(), body: { reason: 'test' } });
+    rejectedActionId = asked.body.data.id;
   });
 
   it('searches by agent, device or function, and pages', async () => {
@@ -152,6 +153,9 @@ describe('the pause switch', () => {
   });
 });
 
+/** An action the owner rejected in the grants tests: the action page shows it with its reason. */
+let rejectedActionId = '';
+
 /** Every screen of the console, by the name its screenshots carry. */
 const SCREENS: { name: string; path: () => string; signedOut?: boolean; prepare?: (target: Page) => Promise<void> }[] = [
   { name: 'sign-in', path: () => '/console/sign-in', signedOut: true },
@@ -166,6 +170,8 @@ const SCREENS: { name: string; path: () => string; signedOut?: boolean; prepare?
   { name: 'enrollments', path: () => '/console/enrollments' },
   { name: 'approvals', path: () => '/console/approvals' },
   { name: 'activity', path: () => '/console/activity' },
+  { name: 'action', path: () => `/console/actions/${rejectedActionId}` },
+  { name: 'webhooks', path: () => '/console/webhooks' },
   { name: 'usage', path: () => '/console/usage' },
   { name: 'service', path: () => '/console/service' },
 ];
