@@ -140,7 +140,7 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
 /**
  * `call` for a caller that wants one value: a list answers its first page at the largest
  * size, without its cursor (the MCP fixed tools `list_devices` and `list_functions` page
- * through `call` instead, src/mcp/tools.ts). A streamed document has no single value; its
+ * through `call` instead, src/mcp/fixed-tools.ts). A streamed document has no single value; its
  * surface streams it through `call`.
  */
 export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {

@@ -7,7 +7,7 @@ import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { resourceError } from './errors.js';
-import type { McpSession } from './tools.js';
+import type { McpSession } from './session.js';
 
 const JSON_TYPE = 'application/json';
 
