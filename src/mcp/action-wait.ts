@@ -48,7 +48,7 @@ export async function awaitSettled(
 ): Promise<ActionRecord> {
   const { ctx } = session;
   const deadline = Date.now() + waitMs;
-  const read = async () => (await invoke(operations.getAction, ctx, { actionId: first.id })) as ActionRecord;
+  const read = () => invoke(operations.getAction, ctx, { actionId: first.id });
   await progress(first);
   if (ACTION_STATES[first.status].terminal) return first;
   const changes = coming ? coming.of(first.id) : watchAction(ctx.events, first.id);

@@ -137,13 +137,13 @@ export async function callDeviceTool(
       // confirmed one may have waited minutes for the user, and reads afresh.
       const callable = confirmed ? undefined : authorizedFromListing(fn);
       const callCtx = confirmed ? { ...ctx, userConfirmation: { grantId: confirmed.grantId } } : callable ? { ...ctx, callable } : ctx;
-      queued = (await invoke(operations.requestAction, callCtx, {
+      queued = await invoke(operations.requestAction, callCtx, {
         deviceId: fn.deviceId,
         capability: fn.capability,
         arguments: args ?? {},
         ...actionOptions(call.meta),
         ...(confirmed ? { idempotencyKey: confirmed.idempotencyKey } : {}),
-      })) as ActionRecord;
+      });
     } catch (error) {
       throw atMetaKeys(error);
     }
@@ -154,7 +154,7 @@ export async function callDeviceTool(
     }
     return {
       content: [{ type: 'text', text: `${summary(fn, action)}\n${JSON.stringify(action, null, 2)}` }],
-      structuredContent: action as unknown as Record<string, unknown>,
+      structuredContent: action,
       ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
     };
   } catch (error) {

@@ -35,7 +35,7 @@ export function toolError(error: unknown, ctx: Context, { structured }: { struct
       { type: 'text', text: lines.join('\n') },
       { type: 'text', text: JSON.stringify(mapped.body, null, 2) },
     ],
-    ...(structured ? { structuredContent: mapped.body as unknown as Record<string, unknown> } : {}),
+    ...(structured ? { structuredContent: mapped.body } : {}),
     isError: true,
   };
 }
