@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- the one schema of every setting: each variable, its default and its meaning side by side, the source of docs/operators/configuration.md (npm run docs:generate) */
 import path from 'node:path';
 import { z } from 'zod';
 import type { CapacityLimits, OwnerEventSettings } from './domain/context.js';
@@ -341,7 +342,6 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   }
   const e = parsed.data;
   const dbFile = e.DATABASE_URL.startsWith('file:') ? e.DATABASE_URL.slice('file:'.length) : undefined;
-  const external = e.OWNER_JWKS_URL || e.OWNER_JWKS_FILE;
   return {
     port: e.PORT,
     host: e.HOST,
@@ -356,24 +356,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       .split(',')
       .map((origin) => origin.trim().toLowerCase())
       .filter(Boolean),
-    owner: external
-      ? {
-          mode: 'external',
-          ...(e.OWNER_JWKS_URL ? { jwksUrl: e.OWNER_JWKS_URL } : {}),
-          ...(e.OWNER_JWKS_FILE ? { jwksFile: e.OWNER_JWKS_FILE } : {}),
-          issuer: e.OWNER_ISSUER!,
-          audience: e.OWNER_AUDIENCE!,
-          workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
-          ...(e.OWNER_OIDC_CLIENT_ID
-            ? { oidc: { clientId: e.OWNER_OIDC_CLIENT_ID, ...(e.OWNER_OIDC_CLIENT_SECRET ? { clientSecret: e.OWNER_OIDC_CLIENT_SECRET } : {}) } }
-            : {}),
-        }
-      : {
-          mode: 'development',
-          issuer: e.OWNER_ISSUER ?? 'urn:dfc:development-identity-provider',
-          audience: e.OWNER_AUDIENCE ?? 'urn:dfc:owner',
-          workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
-        },
+    owner: ownerSettings(e),
     deviceControlsEnabled: e.DEVICE_CONTROLS_ENABLED,
     commit: e.SERVICE_COMMIT,
     expirySweepMs: e.EXPIRY_SWEEP_SECONDS * 1000,
@@ -400,30 +383,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     },
     trustProxyHops: e.TRUST_PROXY_HOPS,
     metricsToken: e.METRICS_TOKEN,
-    rateLimits: {
-      agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
-      device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },
-      owner: { ratePerSecond: e.RATE_LIMIT_OWNER_PER_SECOND, burst: e.RATE_LIMIT_OWNER_BURST },
-      authFailures: { ratePerSecond: e.AUTH_FAILURES_PER_MINUTE / 60, burst: e.AUTH_FAILURES_PER_MINUTE },
-      registrations: { ratePerSecond: e.OAUTH_REGISTRATIONS_PER_HOUR / 3600, burst: e.OAUTH_REGISTRATIONS_PER_HOUR },
-    },
-    capacity: {
-      devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
-      queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
-      queuedActionsPerPrincipalPerDevice: e.DEVICE_QUEUE_PER_PRINCIPAL,
-      agentConnectionsPerWorkspace: e.WORKSPACE_MAX_AGENT_CONNECTIONS,
-      setupTokensPerWorkspace: e.WORKSPACE_MAX_SETUP_TOKENS,
-      grantsPerWorkspace: e.WORKSPACE_MAX_GRANTS,
-      oauthClientsPerWorkspace: e.WORKSPACE_MAX_OAUTH_CLIENTS,
-      enrollmentCodesPerWorkspace: e.WORKSPACE_MAX_ENROLLMENT_CODES,
-      webhooksPerWorkspace: e.WORKSPACE_MAX_WEBHOOKS,
-      storage: {
-        actions: e.WORKSPACE_MAX_STORED_ACTIONS,
-        action_bytes: e.WORKSPACE_MAX_ACTION_BYTES,
-        event_bytes: e.WORKSPACE_MAX_EVENT_BYTES,
-        webhook_deliveries: e.WORKSPACE_MAX_WEBHOOK_DELIVERIES,
-      },
-    },
+    rateLimits: rateLimitSettings(e),
+    capacity: capacitySettings(e),
     actionsRetentionMs: e.ACTIONS_RETENTION_DAYS * 24 * 3_600_000,
     webhooks: {
       pollMs: e.WEBHOOK_POLL_SECONDS * 1000,
@@ -434,6 +395,61 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       maxInFlightPerWorkspace: e.WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE,
       disableAfterFailures: e.WEBHOOK_DISABLE_AFTER_FAILURES,
       disableAfterMs: e.WEBHOOK_DISABLE_AFTER_HOURS * 3_600_000,
+    },
+  };
+}
+
+type Env = z.output<typeof configSchema>;
+
+/** Who signs owner sessions: an external identity provider when a JWKS is given, else the development one. */
+function ownerSettings(e: Env): Config['owner'] {
+  const external = e.OWNER_JWKS_URL || e.OWNER_JWKS_FILE;
+  return external
+    ? {
+        mode: 'external',
+        ...(e.OWNER_JWKS_URL ? { jwksUrl: e.OWNER_JWKS_URL } : {}),
+        ...(e.OWNER_JWKS_FILE ? { jwksFile: e.OWNER_JWKS_FILE } : {}),
+        issuer: e.OWNER_ISSUER!,
+        audience: e.OWNER_AUDIENCE!,
+        workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
+        ...(e.OWNER_OIDC_CLIENT_ID
+          ? { oidc: { clientId: e.OWNER_OIDC_CLIENT_ID, ...(e.OWNER_OIDC_CLIENT_SECRET ? { clientSecret: e.OWNER_OIDC_CLIENT_SECRET } : {}) } }
+          : {}),
+      }
+    : {
+        mode: 'development',
+        issuer: e.OWNER_ISSUER ?? 'urn:dfc:development-identity-provider',
+        audience: e.OWNER_AUDIENCE ?? 'urn:dfc:owner',
+        workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
+      };
+}
+
+function rateLimitSettings(e: Env): Config['rateLimits'] {
+  return {
+    agent: { ratePerSecond: e.RATE_LIMIT_AGENT_PER_SECOND, burst: e.RATE_LIMIT_AGENT_BURST },
+    device: { ratePerSecond: e.RATE_LIMIT_DEVICE_PER_SECOND, burst: e.RATE_LIMIT_DEVICE_BURST },
+    owner: { ratePerSecond: e.RATE_LIMIT_OWNER_PER_SECOND, burst: e.RATE_LIMIT_OWNER_BURST },
+    authFailures: { ratePerSecond: e.AUTH_FAILURES_PER_MINUTE / 60, burst: e.AUTH_FAILURES_PER_MINUTE },
+    registrations: { ratePerSecond: e.OAUTH_REGISTRATIONS_PER_HOUR / 3600, burst: e.OAUTH_REGISTRATIONS_PER_HOUR },
+  };
+}
+
+function capacitySettings(e: Env): Config['capacity'] {
+  return {
+    devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
+    queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
+    queuedActionsPerPrincipalPerDevice: e.DEVICE_QUEUE_PER_PRINCIPAL,
+    agentConnectionsPerWorkspace: e.WORKSPACE_MAX_AGENT_CONNECTIONS,
+    setupTokensPerWorkspace: e.WORKSPACE_MAX_SETUP_TOKENS,
+    grantsPerWorkspace: e.WORKSPACE_MAX_GRANTS,
+    oauthClientsPerWorkspace: e.WORKSPACE_MAX_OAUTH_CLIENTS,
+    enrollmentCodesPerWorkspace: e.WORKSPACE_MAX_ENROLLMENT_CODES,
+    webhooksPerWorkspace: e.WORKSPACE_MAX_WEBHOOKS,
+    storage: {
+      actions: e.WORKSPACE_MAX_STORED_ACTIONS,
+      action_bytes: e.WORKSPACE_MAX_ACTION_BYTES,
+      event_bytes: e.WORKSPACE_MAX_EVENT_BYTES,
+      webhook_deliveries: e.WORKSPACE_MAX_WEBHOOK_DELIVERIES,
     },
   };
 }

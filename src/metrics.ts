@@ -54,28 +54,8 @@ export const STORAGE_TOP_WORKSPACES = 10;
 export function createMetrics(deps: { db: Db; events: EventHub; storageLimits: StorageLimits }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'dfc_' });
-  const requests = new Counter({
-    name: 'dfc_http_requests_total',
-    help: 'HTTP requests by method, route pattern and status.',
-    labelNames: ['method', 'route', 'status'],
-    registers: [registry],
-  });
-  const durations = new Histogram({
-    name: 'dfc_http_request_duration_seconds',
-    help: 'HTTP request duration by method and route pattern.',
-    labelNames: ['method', 'route'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
-    registers: [registry],
-  });
-  const actions = new Counter({
-    name: 'dfc_actions_total',
-    help: 'Action state changes by the status entered.',
-    labelNames: ['status'],
-    registers: [registry],
-  });
-  // Every status is exported from the start, at 0: a series that first appears at 1 hides
-  // that first change from rate() and increase().
-  for (const status of ACTION_STATUSES) actions.inc({ status }, 0);
+  const observeRequest = httpMetrics(registry);
+  countActionChanges(registry, deps.events);
   const mcp = new Counter({
     name: 'dfc_mcp_messages_total',
     help: 'MCP messages that passed the gate, by method and by what answered them (direct, cache or sdk).',
@@ -97,6 +77,67 @@ export function createMetrics(deps: { db: Db; events: EventHub; storageLimits: S
       this.set(socketCount());
     },
   });
+  registerStorageGauges(registry, deps);
+  const unhandled = new Counter({
+    name: 'dfc_unhandled_rejections_total',
+    help: 'Promise rejections nothing handled. Each one is a bug: the process logged it and kept serving.',
+    registers: [registry],
+  });
+  const keySetFailures = new Counter({
+    name: 'dfc_owner_jwks_fetch_failures_total',
+    help: 'Failed fetches of the owner key set (OWNER_JWKS_URL). While they fail, owner requests that need a fetch answer 503.',
+    registers: [registry],
+  });
+  const webhooks = webhookCounters(registry);
+  let identityProviderOk: () => boolean = () => true;
+  new Gauge({
+    name: 'dfc_identity_provider_up',
+    help: '1 while owner sessions can be verified (the last key set fetch, if any, succeeded), else 0.',
+    registers: [registry],
+    collect() {
+      this.set(identityProviderOk() ? 1 : 0);
+    },
+  });
+  let redisFallbacks: Counter<'what'> | undefined;
+  return {
+    registry,
+    observeRequest,
+    observeMcp: (method, answeredBy) => mcp.inc({ method, answered_by: answeredBy }),
+    observeWake: (seconds) => wake.observe(seconds),
+    countSocketsWith(count) {
+      socketCount = count;
+    },
+    countUnhandledRejection: () => unhandled.inc(),
+    countKeySetFailure: () => keySetFailures.inc(),
+    watchIdentityProvider(ok) {
+      identityProviderOk = ok;
+    },
+    watchRedis(up) {
+      redisFallbacks = redisMetrics(registry, up);
+    },
+    countRedisFallback: (what) => redisFallbacks?.inc({ what }),
+    webhooks,
+  };
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** GET /metrics, behind METRICS_TOKEN; without a configured token the endpoint is off (503). */
+export function mountMetrics(app: Hono<HttpEnv>, metrics: Metrics, token: string | undefined): void {
+  app.get('/metrics', async (c) => {
+    if (!token) throw new DomainError('not_configured', 'Metrics are off: set METRICS_TOKEN to enable /metrics.');
+    const given = bearerToken(c.req.header('authorization'));
+    if (!given || !sameSecret(given, token)) throw new DomainError('unauthorized', 'The metrics token is missing or wrong.');
+    return c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType });
+  });
+}
+
+/** The queue depth and the storage budgets, read from the database at scrape time. */
+function registerStorageGauges(registry: Registry, deps: { db: Db; storageLimits: StorageLimits }): void {
   new Gauge({
     name: 'dfc_actions_queued',
     help: 'Actions queued and not yet fetched by a device (queue depth).',
@@ -137,16 +178,9 @@ export function createMetrics(deps: { db: Db; events: EventHub; storageLimits: S
     registers: [registry],
   });
   for (const budget of STORAGE_BUDGETS) limits.set({ budget }, deps.storageLimits[budget]);
-  const unhandled = new Counter({
-    name: 'dfc_unhandled_rejections_total',
-    help: 'Promise rejections nothing handled. Each one is a bug: the process logged it and kept serving.',
-    registers: [registry],
-  });
-  const keySetFailures = new Counter({
-    name: 'dfc_owner_jwks_fetch_failures_total',
-    help: 'Failed fetches of the owner key set (OWNER_JWKS_URL). While they fail, owner requests that need a fetch answer 503.',
-    registers: [registry],
-  });
+}
+
+function webhookCounters(registry: Registry): Metrics['webhooks'] {
   const webhookAttempts = new Counter({
     name: 'dfc_webhook_attempts_total',
     help: 'Webhook delivery attempts this instance made, by outcome: delivered, pending (failed, to be retried) or failed (for good).',
@@ -159,74 +193,67 @@ export function createMetrics(deps: { db: Db; events: EventHub; storageLimits: S
     help: 'Webhooks this instance disabled because their endpoint kept failing; each waits for its owner to enable it.',
     registers: [registry],
   });
-  let identityProviderOk: () => boolean = () => true;
-  new Gauge({
-    name: 'dfc_identity_provider_up',
-    help: '1 while owner sessions can be verified (the last key set fetch, if any, succeeded), else 0.',
-    registers: [registry],
-    collect() {
-      this.set(identityProviderOk() ? 1 : 0);
-    },
-  });
-  let redisFallbacks: Counter<'what'> | undefined;
-  // Only this instance's own changes: with a shared bus every instance hears every change,
-  // and a sum over instances must count each once.
-  deps.events.subscribe((event, origin) => {
-    if (event.type === 'action' && origin === 'this-instance') actions.inc({ status: event.action.status });
-  });
   return {
-    registry,
-    observeRequest(method, route, status, seconds) {
-      requests.inc({ method, route, status: String(status) });
-      durations.observe({ method, route }, seconds);
-    },
-    observeMcp: (method, answeredBy) => mcp.inc({ method, answered_by: answeredBy }),
-    observeWake: (seconds) => wake.observe(seconds),
-    countSocketsWith(count) {
-      socketCount = count;
-    },
-    countUnhandledRejection: () => unhandled.inc(),
-    countKeySetFailure: () => keySetFailures.inc(),
-    watchIdentityProvider(ok) {
-      identityProviderOk = ok;
-    },
-    watchRedis(up) {
-      new Gauge({
-        name: 'dfc_redis_up',
-        help: '1 while this instance is connected to Redis (REDIS_URL), else 0: events then reach only this instance and rate limits are per instance.',
-        registers: [registry],
-        collect() {
-          this.set(up() ? 1 : 0);
-        },
-      });
-      redisFallbacks = new Counter({
-        name: 'dfc_redis_fallbacks_total',
-        help: 'Work done without Redis while it was down, by what: an event not sent to the other instances, a rate limit taken from this instance.',
-        labelNames: ['what'],
-        registers: [registry],
-      });
-      for (const what of REDIS_FALLBACKS) redisFallbacks.inc({ what }, 0);
-    },
-    countRedisFallback: (what) => redisFallbacks?.inc({ what }),
-    webhooks: {
-      attempted: (outcome) => webhookAttempts.inc({ outcome }),
-      disabled: () => webhooksDisabled.inc(),
-    },
+    attempted: (outcome) => webhookAttempts.inc({ outcome }),
+    disabled: () => webhooksDisabled.inc(),
   };
 }
 
-function sameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
+/** Registered only on an instance with REDIS_URL: without one there is no Redis to be up or down. */
+function redisMetrics(registry: Registry, up: () => boolean): Counter<'what'> {
+  new Gauge({
+    name: 'dfc_redis_up',
+    help: '1 while this instance is connected to Redis (REDIS_URL), else 0: events then reach only this instance and rate limits are per instance.',
+    registers: [registry],
+    collect() {
+      this.set(up() ? 1 : 0);
+    },
+  });
+  const fallbacks = new Counter({
+    name: 'dfc_redis_fallbacks_total',
+    help: 'Work done without Redis while it was down, by what: an event not sent to the other instances, a rate limit taken from this instance.',
+    labelNames: ['what'],
+    registers: [registry],
+  });
+  for (const what of REDIS_FALLBACKS) fallbacks.inc({ what }, 0);
+  return fallbacks;
 }
 
-/** GET /metrics, behind METRICS_TOKEN; without a configured token the endpoint is off (503). */
-export function mountMetrics(app: Hono<HttpEnv>, metrics: Metrics, token: string | undefined): void {
-  app.get('/metrics', async (c) => {
-    if (!token) throw new DomainError('not_configured', 'Metrics are off: set METRICS_TOKEN to enable /metrics.');
-    const given = bearerToken(c.req.header('authorization'));
-    if (!given || !sameSecret(given, token)) throw new DomainError('unauthorized', 'The metrics token is missing or wrong.');
-    return c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType });
+/** Action state changes by the status entered. */
+function countActionChanges(registry: Registry, events: EventHub): void {
+  const actions = new Counter({
+    name: 'dfc_actions_total',
+    help: 'Action state changes by the status entered.',
+    labelNames: ['status'],
+    registers: [registry],
   });
+  // Every status is exported from the start, at 0: a series that first appears at 1 hides
+  // that first change from rate() and increase().
+  for (const status of ACTION_STATUSES) actions.inc({ status }, 0);
+  // Only this instance's own changes: with a shared bus every instance hears every change,
+  // and a sum over instances must count each once.
+  events.subscribe((event, origin) => {
+    if (event.type === 'action' && origin === 'this-instance') actions.inc({ status: event.action.status });
+  });
+}
+
+/** HTTP requests by method, route pattern and status, and their durations. */
+function httpMetrics(registry: Registry): Metrics['observeRequest'] {
+  const requests = new Counter({
+    name: 'dfc_http_requests_total',
+    help: 'HTTP requests by method, route pattern and status.',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  });
+  const durations = new Histogram({
+    name: 'dfc_http_request_duration_seconds',
+    help: 'HTTP request duration by method and route pattern.',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [registry],
+  });
+  return (method, route, status, seconds) => {
+    requests.inc({ method, route, status: String(status) });
+    durations.observe({ method, route }, seconds);
+  };
 }

@@ -17,10 +17,11 @@ import { startHousekeeping } from './domain/housekeeping.js';
 import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
 import { createLiveStreams } from './domain/owner-events.js';
 import { startWebhookDelivery } from './domain/webhook-delivery.js';
+import type { WebhookTransport } from './domain/webhook-transport.js';
 import { createWebhookTransport } from './http/webhook-transport.js';
 import { backfillSchemaFingerprints } from './domain/schema-fingerprints.js';
 import { createLogger } from './logger.js';
-import { createMetrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
 import { answerClientErrors } from './http/client-errors.js';
@@ -89,24 +90,15 @@ export async function startService(config: Config, options: ServiceOptions = {})
     sharedEvents?.close();
     redis?.close();
   };
-  let owners;
-  try {
-    owners = await createOwnerVerifier(config, { log, onKeySetFailure: () => metrics.countKeySetFailure() });
-  } catch (error) {
+  // A start that fails after this point lets go of what it opened.
+  const giveUp = async () => {
     closeShared();
     await db.close();
-    // An external key set names its own variable; the development key is written next to the database.
-    throw error instanceof KeySetStartError
-      ? new StartupError(error.variable, error.message, { cause: error.cause })
-      : new StartupError('DATABASE_URL', `cannot create the development identity key next to the database: ${oneLine(error)}`, { cause: error });
-  }
+  };
+  const owners = await ownerVerifier(config, log, metrics, giveUp);
   // One limiter for the authenticator and the OAuth endpoints: a failure anywhere counts everywhere (docs/reference/rules.md "Errors and limits").
   // While Redis is down, each instance's own buckets answer (docs/operators/scale-out.md "What instances share").
-  const limiter =
-    options.rateLimiter ??
-    (redis
-      ? createRedisRateLimiter(redis, { fallback: createMemoryRateLimiter(), onFallback: () => metrics.countRedisFallback('rate_limit') })
-      : createMemoryRateLimiter());
+  const limiter = options.rateLimiter ?? sharedRateLimiter(redis, metrics);
   const authenticator = withRateLimits(createAuthenticator({ db, owners, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` }), {
     limiter,
     settings: config.rateLimits,
@@ -116,27 +108,15 @@ export async function startService(config: Config, options: ServiceOptions = {})
   // What GET /readyz asks (docs/operators/probes.md "Probes"): one entry per dependency this instance is configured with.
   const readiness: DependencyCheck[] = [databaseCheck(db), ...(redis ? [redis.readiness] : [])];
   const streams = createLiveStreams();
-  // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (docs/owners/webhooks.md).
+  // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (docs/owners/webhooks.md "Webhooks").
   const webhooks = createWebhookTransport({ allowLoopback: config.oauthCimdAllowLoopback });
   const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness, streams, webhooks });
 
-  let server: ServerType;
-  try {
-    server = await listen(app.fetch, config);
-  } catch (error) {
-    closeShared();
-    await db.close();
+  const server = await listen(app.fetch, config).catch(async (error: unknown) => {
+    await giveUp();
     throw error;
-  }
-  const stopSweep = startExpirySweep({ db, events, clock, log }, config.expirySweepMs);
-  const stopHousekeeping = startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, {
-    eventsRetentionMs: config.ownerEvents.retentionMs,
-    actionsRetentionMs: config.actionsRetentionMs,
   });
-  const stopWebhooks = startWebhookDelivery(
-    { db, clock, log, transport: webhooks, observer: metrics.webhooks, consoleUrl: config.publicBaseUrl },
-    config.webhooks,
-  );
+  const { stopSweep, stopHousekeeping, stopWebhooks } = startBackgroundWork(config, { db, events, clock, log, webhooks, metrics });
   const notifier = (options.notifier ?? createLocalNotifier)(events, {
     db,
     onError: (error) => log.warn({ msg: 'event from redis not acted on', error: oneLine(error) }),
@@ -153,10 +133,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
   metrics.countSocketsWith(() => channel.openSockets());
   answerClientErrors(server as Server, log);
   const { port } = server.address() as AddressInfo;
-  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
 
   return {
-    url: `http://${host}:${port}`,
+    url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
     port,
     db,
     events,
@@ -175,33 +154,83 @@ export async function startService(config: Config, options: ServiceOptions = {})
      * `shutdownGraceMs`, then cut what is left — and only then stop the sweep and close the
      * database, which those requests may still be writing to.
      */
-    async close() {
-      const drained = new Promise<void>((resolve) => server.close(() => resolve()));
-      // A keep-alive connection goes idle once its response is out, and would otherwise be
-      // held open until the keep-alive timeout: close idle ones as they appear.
-      const closeIdle = () => {
-        if ('closeIdleConnections' in server) server.closeIdleConnections();
-      };
-      // Owner event streams never end on their own: they end now, and their clients
-      // reconnect (to another instance) with Last-Event-ID (docs/reference/events.md "Owner events").
-      streams.closeAll();
-      closeIdle();
-      const idleSweep = setInterval(closeIdle, 50);
-      await channel.close();
-      notifier.close();
-      const cutOff = setTimeout(() => {
-        if ('closeAllConnections' in server) server.closeAllConnections();
-      }, options.shutdownGraceMs ?? 10_000);
-      await drained;
-      clearInterval(idleSweep);
-      clearTimeout(cutOff);
-      stopSweep();
-      await stopHousekeeping();
-      closeShared();
-      await stopWebhooks();
-      await db.close();
-    },
+    close: () =>
+      closeGracefully({ server, streams, channel, notifier, stopSweep, stopHousekeeping, closeShared, stopWebhooks, db }, options.shutdownGraceMs ?? 10_000),
   };
+}
+
+/** The loops that run beside the requests: the expiry sweep, housekeeping and webhook delivery. */
+function startBackgroundWork(config: Config, deps: { db: Db; events: EventHub; clock: Clock; log: Logger; webhooks: WebhookTransport; metrics: Metrics }) {
+  const { db, events, clock, log, webhooks, metrics } = deps;
+  return {
+    stopSweep: startExpirySweep({ db, events, clock, log }, config.expirySweepMs),
+    stopHousekeeping: startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, {
+      eventsRetentionMs: config.ownerEvents.retentionMs,
+      actionsRetentionMs: config.actionsRetentionMs,
+    }),
+    stopWebhooks: startWebhookDelivery({ db, clock, log, transport: webhooks, observer: metrics.webhooks, consoleUrl: config.publicBaseUrl }, config.webhooks),
+  };
+}
+
+/** The owner session verifier; a failure is a StartupError naming the variable that fixes it, after `cleanUp`. */
+async function ownerVerifier(config: Config, log: Logger, metrics: Metrics, cleanUp: () => Promise<void>) {
+  try {
+    return await createOwnerVerifier(config, { log, onKeySetFailure: () => metrics.countKeySetFailure() });
+  } catch (error) {
+    await cleanUp();
+    // An external key set names its own variable; the development key is written next to the database.
+    throw error instanceof KeySetStartError
+      ? new StartupError(error.variable, error.message, { cause: error.cause })
+      : new StartupError('DATABASE_URL', `cannot create the development identity key next to the database: ${oneLine(error)}`, { cause: error });
+  }
+}
+
+/** Redis-backed when there is Redis, with each instance's own buckets while it is down; else in memory. */
+function sharedRateLimiter(redis: RedisConnection | undefined, metrics: Metrics): RateLimiter {
+  return redis
+    ? createRedisRateLimiter(redis, { fallback: createMemoryRateLimiter(), onFallback: () => metrics.countRedisFallback('rate_limit') })
+    : createMemoryRateLimiter();
+}
+
+/** What a running service stops when it closes. */
+interface Stoppable {
+  server: ServerType;
+  streams: ReturnType<typeof createLiveStreams>;
+  channel: ReturnType<typeof attachDeviceChannel>;
+  notifier: DeviceNotifier;
+  stopSweep: () => void;
+  stopHousekeeping: () => Promise<void>;
+  closeShared: () => void;
+  stopWebhooks: () => Promise<void>;
+  db: Db;
+}
+
+async function closeGracefully(running: Stoppable, graceMs: number): Promise<void> {
+  const { server, streams, channel, notifier, stopSweep, stopHousekeeping, closeShared, stopWebhooks, db } = running;
+  const drained = new Promise<void>((resolve) => server.close(() => resolve()));
+  // A keep-alive connection goes idle once its response is out, and would otherwise be
+  // held open until the keep-alive timeout: close idle ones as they appear.
+  const closeIdle = () => {
+    if ('closeIdleConnections' in server) server.closeIdleConnections();
+  };
+  // Owner event streams never end on their own: they end now, and their clients
+  // reconnect (to another instance) with Last-Event-ID (docs/reference/events.md "Owner events").
+  streams.closeAll();
+  closeIdle();
+  const idleSweep = setInterval(closeIdle, 50);
+  await channel.close();
+  notifier.close();
+  const cutOff = setTimeout(() => {
+    if ('closeAllConnections' in server) server.closeAllConnections();
+  }, graceMs);
+  await drained;
+  clearInterval(idleSweep);
+  clearTimeout(cutOff);
+  stopSweep();
+  await stopHousekeeping();
+  closeShared();
+  await stopWebhooks();
+  await db.close();
 }
 
 /** Credentials can ride in a database URL (user:pass@ or ?authToken=): neither is shown. */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCallGateCache } from '../src/mcp/call-gate-cache.js';
-import type { DeviceTool } from '../src/mcp/tools.js';
+import type { DeviceTool } from '../src/mcp/device-tool-names.js';
 import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { manualClock, type ManualClock } from './helpers/clock.js';

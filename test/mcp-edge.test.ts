@@ -2,7 +2,7 @@ import { fc, test } from '@fast-check/vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CallableFunction } from '../src/domain/functions.js';
-import { DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames } from '../src/mcp/tools.js';
+import { DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames } from '../src/mcp/device-tool-names.js';
 import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';

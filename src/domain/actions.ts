@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- every action operation (request, approve, reject, cancel, next, result) and the helpers they share; edited in parallel, to be split by transition after that */
 import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToRequests } from 'node:timers/promises';
 import { z } from 'zod';

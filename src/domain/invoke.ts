@@ -79,11 +79,17 @@ export async function assertControlsEnabled(operation: AnyOperation, ctx: Contex
   }
 }
 
-/** What an operation answered, in the form its declaration gives it (src/domain/operation.ts). */
-export type Answer =
-  | { kind: 'value'; data: unknown }
+/**
+ * What an operation answers: its output schema's parsed type. For a list, `output` is the
+ * array one page holds (src/domain/operation.ts), so this is a page's items.
+ */
+export type OutputOf<O extends AnyOperation> = z.output<O['output']>;
+
+/** What an operation answered, in the form its declaration gives it (src/domain/operation.ts); `T` is its output. */
+export type Answer<T = unknown> =
+  | { kind: 'value'; data: T }
   /** A page of a list: its items and the cursor of the next page, null on the last. */
-  | { kind: 'page'; data: unknown[]; nextCursor: string | null }
+  | { kind: 'page'; data: T; nextCursor: string | null }
   /** A streamed document: its other fields, and its items checked one by one as they are read. */
   | { kind: 'stream'; head: Record<string, unknown>; listKey: string; countKey: string; items: AsyncIterable<unknown> }
   /** A live feed: its events, each checked as it is sent, until the signal `call` was given aborts. */
@@ -98,7 +104,13 @@ export type Answer =
  * underneath it. `defaultLimit` is a list's page size when the caller names none; `signal`
  * ends a live feed (the caller went away): a surface that serves one must pass it.
  */
-export async function call(operation: AnyOperation, ctx: Context, raw: unknown, defaultLimit = PAGE_DEFAULT, signal?: AbortSignal): Promise<Answer> {
+export async function call<O extends AnyOperation>(
+  operation: O,
+  ctx: Context,
+  raw: unknown,
+  defaultLimit = PAGE_DEFAULT,
+  signal?: AbortSignal,
+): Promise<Answer<OutputOf<O>>> {
   admit(operation, ctx);
   const credential = ctx.credential;
 
@@ -132,8 +144,11 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
 
   if (operation.paged) {
     const page = await operation.run({ ctx, credential, input: input.data, page: { limit: paging.data.limit ?? defaultLimit, after } });
-    const items = checked(operation, page.items) as unknown[];
-    return { kind: 'page', data: items, nextCursor: page.next && credential ? encodeCursor(operation.name, credential.workspaceId, page.next) : null };
+    return {
+      kind: 'page',
+      data: checked(operation, page.items),
+      nextCursor: page.next && credential ? encodeCursor(operation.name, credential.workspaceId, page.next) : null,
+    };
   }
   if (operation.streamed) {
     const { listKey, countKey, item } = operation.streamed;
@@ -153,10 +168,11 @@ export async function call(operation: AnyOperation, ctx: Context, raw: unknown, 
 /**
  * `call` for a caller that wants one value: a list answers its first page at the largest
  * size, without its cursor (the MCP fixed tools `list_devices` and `list_functions` page
- * through `call` instead, src/mcp/tools.ts). A streamed document has no single value; its
- * surface streams it through `call`.
+ * through `call` instead, src/mcp/fixed-tools.ts). A streamed document has no single value; its
+ * surface streams it through `call`. The value has the operation's output type, so a caller
+ * names the operation and needs no cast.
  */
-export async function invoke(operation: AnyOperation, ctx: Context, raw: unknown): Promise<unknown> {
+export async function invoke<O extends AnyOperation>(operation: O, ctx: Context, raw: unknown): Promise<OutputOf<O>> {
   const answer = await call(operation, ctx, raw, PAGE_MAX);
   if (answer.kind === 'stream' || answer.kind === 'live') throw new Error(`operation ${operation.name} streams its answer: call it through call()`);
   return answer.data;
@@ -166,11 +182,17 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function checked(operation: AnyOperation, result: unknown): unknown {
-  const output = operation.output.safeParse(result);
+function checked<O extends AnyOperation>(operation: O, result: unknown): OutputOf<O> {
+  const schema: O['output'] = operation.output;
+  return parsedOutput(operation.name, schema, result);
+}
+
+/** Generic over the schema itself, so the parsed value keeps the schema's output type. */
+function parsedOutput<S extends z.ZodType>(name: string, schema: S, result: unknown): z.output<S> {
+  const output = schema.safeParse(result);
   if (!output.success) {
     // A bug in the operation, not the caller's fault: never send a shape the contract denies.
-    throw new Error(`operation ${operation.name} produced an invalid result: ${output.error.message}`);
+    throw new Error(`operation ${name} produced an invalid result: ${output.error.message}`);
   }
   return output.data;
 }

@@ -43,7 +43,7 @@ export interface RestRoute {
   maxBodyBytes?: number;
 }
 
-/** The operation's fixed MCP tool (device functions are tools of their own, src/mcp/tools.ts). */
+/** The operation's fixed MCP tool (device functions are tools of their own, src/mcp/device-tools.ts). */
 export interface McpTool {
   /** Lowercase letters, digits and `_` only, so every LLM API accepts it; never `__` (device tools' separator). */
   name: string;

@@ -165,6 +165,29 @@ export function retryDelay(retryDelaysMs: readonly number[], attempts: number, r
 }
 
 /**
+ * Backs the endpoint off once its streak is ENDPOINT_PAUSE_AFTER_FAILURES long, for the
+ * schedule's delay for the failures past that; disables it once the streak is long enough in
+ * attempts and time.
+ */
+async function endpointFailed(deps: Deps, settings: WebhookDeliverySettings, delivery: ClaimedDelivery, error: string, now: number): Promise<void> {
+  const past = delivery.failureCount + 1 - (ENDPOINT_PAUSE_AFTER_FAILURES - 1);
+  const pause = retryDelay(settings.retryDelaysMs, Math.min(Math.max(past, 1), settings.retryDelaysMs.length)) ?? 0;
+  const streak = await recordEndpointFailure(deps.db, delivery.webhookId, now, { from: ENDPOINT_PAUSE_AFTER_FAILURES, until: now + pause });
+  if (!streak || streak.failureCount < settings.disableAfterFailures || now - streak.failingSince < settings.disableAfterMs) return;
+  const reason = `Every attempt failed since ${new Date(streak.failingSince).toISOString()} (${streak.failureCount} in a row); the last: ${error}`;
+  const disabled = await deps.db.transaction(async (tx) => {
+    const row = await disableWebhook(tx, delivery.webhookId, now, reason);
+    // Another instance's attempt disabled it first, and wrote the event.
+    if (!row) return false;
+    await appendWorkspaceEvent(tx, { workspaceId: row.workspaceId, type: 'webhook.disabled', subjectId: row.id, data: webhookSnapshot(row), createdAt: now });
+    return true;
+  });
+  if (!disabled) return;
+  deps.observer?.disabled();
+  deps.log.warn({ msg: 'webhook disabled', webhookId: delivery.webhookId, workspaceId: delivery.workspaceId, reason });
+}
+
+/**
  * Starts dispatching and sending every `pollMs`. Nothing it does can reject unhandled or block
  * a request: each poll is one promise whose failure is logged, and attempts run concurrently
  * up to `maxInFlight`. The returned stop function aborts attempts in flight (they are recorded
@@ -199,31 +222,8 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
       if (delivery.failureCount > 0) await recordEndpointSuccess(deps.db, delivery.webhookId);
     } else if (!stopping.signal.aborted) {
       // An attempt cut by the shutdown says nothing about the endpoint.
-      await endpointFailed(delivery, error ?? '', now);
+      await endpointFailed(deps, settings, delivery, error ?? '', now);
     }
-  }
-
-  /**
-   * Backs the endpoint off once its streak is ENDPOINT_PAUSE_AFTER_FAILURES long, for the
-   * schedule's delay for the failures past that; disables it once the streak is long enough in
-   * attempts and time.
-   */
-  async function endpointFailed(delivery: ClaimedDelivery, error: string, now: number): Promise<void> {
-    const past = delivery.failureCount + 1 - (ENDPOINT_PAUSE_AFTER_FAILURES - 1);
-    const pause = retryDelay(settings.retryDelaysMs, Math.min(Math.max(past, 1), settings.retryDelaysMs.length)) ?? 0;
-    const streak = await recordEndpointFailure(deps.db, delivery.webhookId, now, { from: ENDPOINT_PAUSE_AFTER_FAILURES, until: now + pause });
-    if (!streak || streak.failureCount < settings.disableAfterFailures || now - streak.failingSince < settings.disableAfterMs) return;
-    const reason = `Every attempt failed since ${new Date(streak.failingSince).toISOString()} (${streak.failureCount} in a row); the last: ${error}`;
-    const disabled = await deps.db.transaction(async (tx) => {
-      const row = await disableWebhook(tx, delivery.webhookId, now, reason);
-      // Another instance's attempt disabled it first, and wrote the event.
-      if (!row) return false;
-      await appendWorkspaceEvent(tx, { workspaceId: row.workspaceId, type: 'webhook.disabled', subjectId: row.id, data: webhookSnapshot(row), createdAt: now });
-      return true;
-    });
-    if (!disabled) return;
-    deps.observer?.disabled();
-    deps.log.warn({ msg: 'webhook disabled', webhookId: delivery.webhookId, workspaceId: delivery.workspaceId, reason });
   }
 
   async function poll(): Promise<void> {

@@ -1,8 +1,8 @@
-import type { DeviceTool } from './tools.js';
+import type { DeviceTool } from './device-tool-names.js';
 
 /**
  * What the tools/call gate read for a caller and a tool name's device id prefix: the device
- * tools that prefix can point at (src/mcp/handler.ts `gateToolCalls`). Every device tool call
+ * tools that prefix can point at (src/mcp/tool-call-gate.ts). Every device tool call
  * read them afresh; an entry now stands in for that read under the same conditions as the
  * `tools/list` cache (src/mcp/tools-list-cache.ts):
  *   - the workspace's functions_version, bumped by trigger with every write to grants,

@@ -1,3 +1,5 @@
+import type { CallableFunction } from '../domain/functions.js';
+
 /**
  * Text a device wrote (device, gateway and service names, function descriptions), rendered
  * into what an agent's model reads: tool titles and descriptions and the call summary.
@@ -56,4 +58,21 @@ export function functionForAgent<T extends { deviceName: string; parentName: str
 /** A device record (list_devices, device://) as answered to an agent: its name and function descriptions cleaned. */
 export function deviceForAgent<T extends { name: string; capabilities: { description?: string }[] }>(device: T): T {
   return { ...device, name: nameForAgent(device.name), capabilities: device.capabilities.map(descriptionForAgent) };
+}
+
+/**
+ * Where the device sits, in words: the description must name the device and its place. The
+ * names are the device's own words, cleaned and quoted (device-text.ts).
+ */
+export function placeOf(fn: CallableFunction): string {
+  const name = quotedName(fn.deviceName);
+  const parent = fn.parentName !== null ? quotedName(fn.parentName) : 'its gateway';
+  switch (fn.deviceKind) {
+    case 'gateway':
+      return `gateway ${name}`;
+    case 'service':
+      return `integration-wide service ${name} of gateway ${parent}`;
+    default:
+      return fn.parentId !== null ? `device ${name} behind gateway ${parent}` : `device ${name}`;
+  }
 }

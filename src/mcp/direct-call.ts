@@ -1,7 +1,9 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { headerDeclarations } from '../domain/argument-schemas.js';
 import { isObject, plainModernRequest } from './modern-requests.js';
-import { IDEMPOTENCY_META_KEY, TTL_META_KEY, WAIT_META_KEY, type DeviceTool } from './tools.js';
+import { WAIT_META_KEY } from './action-wait.js';
+import { IDEMPOTENCY_META_KEY, TTL_META_KEY } from './device-tool-call.js';
+import type { DeviceTool } from './device-tool-names.js';
 
 /**
  * A plain call of a device tool, answered without building the SDK's per-request server.

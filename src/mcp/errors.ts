@@ -12,7 +12,7 @@ import { toHttpError } from '../http/errors.js';
  * otherwise (`structured`: the device tools): a fixed tool's `structuredContent` must match its
  * output schema, and clients that check it (SDK 1.x, the Inspector, LangChain) would throw the
  * real error away (docs/reference/rules.md "MCP"). The cases that must be HTTP statuses (401, the 403 of a
- * device tool, 503 of the kill switch) are decided in handler.ts before the SDK runs; an error
+ * device tool, 503 of the kill switch) are decided in gate.ts and tool-call-gate.ts before the SDK runs; an error
  * reaching this point is a race (a grant revoked between the gate and the queueing
  * transaction) or an ordinary 4xx of the operation.
  */
@@ -35,7 +35,7 @@ export function toolError(error: unknown, ctx: Context, { structured }: { struct
       { type: 'text', text: lines.join('\n') },
       { type: 'text', text: JSON.stringify(mapped.body, null, 2) },
     ],
-    ...(structured ? { structuredContent: mapped.body as unknown as Record<string, unknown> } : {}),
+    ...(structured ? { structuredContent: mapped.body } : {}),
     isError: true,
   };
 }

@@ -1,13 +1,11 @@
 import { ResourceTemplate, type McpServer, type ReadResourceResult } from '@modelcontextprotocol/server';
-import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATUSES } from '../domain/action-states.js';
-import type { DeviceRecord } from '../domain/devices.js';
 import { fail } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
 import { deviceForAgent, deviceText, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { resourceError } from './errors.js';
-import type { McpSession } from './tools.js';
+import type { McpSession } from './session.js';
 
 const JSON_TYPE = 'application/json';
 
@@ -23,7 +21,7 @@ function contents(uri: string, value: unknown): ReadResourceResult {
  */
 export function registerResources(server: McpServer, session: McpSession): void {
   const { ctx } = session;
-  const devices = async () => (await invoke(operations.listDevices, ctx, {})) as DeviceRecord[];
+  const devices = () => invoke(operations.listDevices, ctx, {});
 
   server.registerResource(
     'device',
@@ -61,7 +59,7 @@ export function registerResources(server: McpServer, session: McpSession): void 
     new ResourceTemplate('action://{actionId}', {
       // The principal's own newest actions: what an agent may read with get_action.
       list: async () => ({
-        resources: ((await invoke(operations.listRequestedActions, ctx, {})) as ActionRecord[]).map((a) => ({
+        resources: (await invoke(operations.listRequestedActions, ctx, {})).map((a) => ({
           uri: `action://${a.id}`,
           name: `${a.capability} ${a.status}`,
           title: `${a.capability} on ${a.deviceId}: ${a.status}`,
@@ -76,7 +74,7 @@ export function registerResources(server: McpServer, session: McpSession): void 
     },
     async (uri, variables) => {
       try {
-        return contents(uri.href, (await invoke(operations.getAction, ctx, { actionId: variables.actionId })) as ActionRecord);
+        return contents(uri.href, await invoke(operations.getAction, ctx, { actionId: variables.actionId }));
       } catch (error) {
         throw resourceError(error, uri.href, ctx);
       }

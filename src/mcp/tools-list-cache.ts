@@ -16,7 +16,7 @@ import { isObject, plainModernRequest } from './modern-requests.js';
  *   - the key matches: workspace, principal, access ceiling (an OAuth token's scope is
  *     already part of its ceiling) and whether device controls are enabled.
  * The filter is UX, the check is correctness: tools/call re-checks the live grant on every
- * call whatever this cache says (src/mcp/handler.ts).
+ * call whatever this cache says (src/mcp/tool-call-gate.ts).
  *
  * Only a request the SDK would answer with exactly that result takes the fast path: one
  * modern (2026-07-28) `tools/list` with matching routing headers, at most a cursor in its params, nothing in

@@ -138,26 +138,7 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
         </p>
       ) : null}
       <h2>Devices this principal is granted</h2>
-      {view.devices.length === 0 ? (
-        <p id="devices" class="muted">
-          None yet. Scopes are a ceiling only: the client reaches no device until you grant <code>{view.principal}</code> device functions.
-        </p>
-      ) : (
-        <ul id="devices" class="devices">
-          {view.devices.map((device) => (
-            <li>
-              <strong>{device.name}</strong>:{' '}
-              {device.functions.map((fn, index) => (
-                <>
-                  {index > 0 ? ', ' : ''}
-                  {fn.name}
-                  {fn.kind === 'control' ? (view.granted === 'act' ? ' (control)' : ' (control, not with read)') : ''}
-                </>
-              ))}
-            </li>
-          ))}
-        </ul>
-      )}
+      <GrantedDevices view={view} />
       <form method="post" action="/oauth/authorize">
         {Object.entries(props.fields).map(([name, value]) => (
           <input type="hidden" name={name} value={value} />
@@ -176,5 +157,29 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
         </button>
       </form>
     </Layout>
+  );
+}
+
+/** The devices the principal is granted, with each function and whether the token's scope reaches it. */
+function GrantedDevices({ view }: { view: ConsentView }) {
+  return view.devices.length === 0 ? (
+    <p id="devices" class="muted">
+      None yet. Scopes are a ceiling only: the client reaches no device until you grant <code>{view.principal}</code> device functions.
+    </p>
+  ) : (
+    <ul id="devices" class="devices">
+      {view.devices.map((device) => (
+        <li>
+          <strong>{device.name}</strong>:{' '}
+          {device.functions.map((fn, index) => (
+            <>
+              {index > 0 ? ', ' : ''}
+              {fn.name}
+              {fn.kind === 'control' ? (view.granted === 'act' ? ' (control)' : ' (control, not with read)') : ''}
+            </>
+          ))}
+        </li>
+      ))}
+    </ul>
   );
 }

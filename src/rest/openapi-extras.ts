@@ -22,6 +22,11 @@ const form = (properties: Record<string, unknown>, required: string[]) => ({
 const str = { type: 'string' };
 
 export function extraPaths(): Record<string, PathItem> {
+  return { ...mcpPaths(), ...metadataPaths(), ...oauthProtocolPaths(), ...oauthSessionPaths(), ...servicePaths() };
+}
+
+/** The MCP endpoint and the device wake WebSocket. */
+function mcpPaths(): Record<string, PathItem> {
   return {
     '/mcp': {
       post: {
@@ -94,6 +99,12 @@ export function extraPaths(): Record<string, PathItem> {
         },
       },
     },
+  };
+}
+
+/** The well-known metadata documents (RFC 9728, RFC 8414). */
+function metadataPaths(): Record<string, PathItem> {
+  return {
     '/.well-known/oauth-protected-resource': {
       get: {
         operationId: 'metadata.protectedResource',
@@ -121,6 +132,12 @@ export function extraPaths(): Record<string, PathItem> {
         responses: { '200': { description: 'issuer, endpoints, S256 only, scopes read and act.', ...rawJson } },
       },
     },
+  };
+}
+
+/** The OAuth 2.1 endpoints clients call. */
+function oauthProtocolPaths(): Record<string, PathItem> {
+  return {
     '/oauth/authorize': {
       get: {
         operationId: 'oauth.authorize',
@@ -192,6 +209,12 @@ export function extraPaths(): Record<string, PathItem> {
         responses: { '201': { description: 'The registered client.', ...rawJson }, '400': oauthError },
       },
     },
+  };
+}
+
+/** The authorization server's owner sign-in pages. */
+function oauthSessionPaths(): Record<string, PathItem> {
+  return {
     '/oauth/sign-in': {
       get: {
         operationId: 'oauth.signInPage',
@@ -235,6 +258,12 @@ export function extraPaths(): Record<string, PathItem> {
         },
       },
     },
+  };
+}
+
+/** Metrics and the API reference itself. */
+function servicePaths(): Record<string, PathItem> {
+  return {
     '/metrics': {
       get: {
         operationId: 'metrics',

@@ -1,0 +1,167 @@
+import type { CallToolResult, ProgressNotificationParams } from '@modelcontextprotocol/server';
+import type { ActionRecord } from '../domain/action-records.js';
+import { ACTION_STATES, type ActionStatus } from '../domain/action-states.js';
+import { withdrawAction } from '../domain/actions.js';
+import { DomainError } from '../domain/errors.js';
+import { watchComingAction } from '../domain/events.js';
+import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
+import { invoke } from '../domain/invoke.js';
+import { operations } from '../domain/registry.js';
+import { awaitSettled, PROGRESS_MESSAGES, PROGRESS_TOTAL, waitBound } from './action-wait.js';
+import { placeOf } from './device-text.js';
+import { toolError } from './errors.js';
+import type { McpSession } from './session.js';
+
+/** Request `_meta` key: the action request's `idempotencyKey` (docs/agents/idempotency.md). */
+export const IDEMPOTENCY_META_KEY = 'dfc/idempotencyKey';
+/** Request `_meta` key: the action request's `ttlSeconds` (1..300, default 30). */
+export const TTL_META_KEY = 'dfc/ttlSeconds';
+
+export interface DeviceToolCall {
+  /** The request's `_meta`: its progress token, the wait bound, the idempotency key and the TTL. */
+  meta: Record<string, unknown> | undefined;
+  /** The call's JSON-RPC id, by which a 2025-era `notifications/cancelled` names it. */
+  id: string | number | undefined;
+  /** Aborts when the SDK ends the call; the client's own cancellation is the session's (cancellation.ts). */
+  signal?: AbortSignal;
+  /** Sends a notification on the request's stream; absent when the answer is plain JSON. */
+  notify?: (notification: { method: 'notifications/progress'; params: ProgressNotificationParams }) => Promise<void>;
+}
+
+/** The `_meta` keys a device tool call passes to the action request, and the input field each one is. */
+const ACTION_META = { [IDEMPOTENCY_META_KEY]: 'idempotencyKey', [TTL_META_KEY]: 'ttlSeconds' } as const;
+
+/** The action request's options from `_meta`, checked by the operation with REST's rules. */
+function actionOptions(meta: Record<string, unknown> | undefined): Record<string, unknown> {
+  const options: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(ACTION_META)) if (meta?.[key] !== undefined) options[field] = meta[key];
+  return options;
+}
+
+/** A refused `_meta` value is reported where the caller wrote it, not as the operation's field. */
+function atMetaKeys(error: unknown): unknown {
+  if (!(error instanceof DomainError) || error.code !== 'validation_failed' || !error.details.issues) return error;
+  const issues = error.details.issues.map((issue) => {
+    const key = Object.entries(ACTION_META).find(([, field]) => issue.path === field)?.[0];
+    return key ? { ...issue, path: `_meta.${key}` } : issue;
+  });
+  return new DomainError(error.code, error.message, { ...error.details, issues });
+}
+
+/**
+ * What a device tool's answer says of each status, and whether it is an error result. A
+ * Record over the statuses, so a new status cannot be added without deciding both.
+ */
+const OUTCOMES: Record<ActionStatus, { detail: (action: ActionRecord) => string | null; isError: boolean }> = {
+  awaiting_approval: {
+    detail: (action) =>
+      `It waits for the owner's approval (until ${new Date(action.approval?.expiresAt ?? action.expiresAt).toISOString()}); the device is asked only once it is approved. ${unfinished(action)}`,
+    isError: false,
+  },
+  queued: { detail: unfinished, isError: false },
+  received: { detail: unfinished, isError: false },
+  succeeded: { detail: (action) => `Result: ${JSON.stringify(action.result)}`, isError: false },
+  failed: { detail: (action) => `Device error: ${action.error ? `${action.error.code}: ${action.error.message}` : 'unknown'}`, isError: true },
+  rejected: { detail: (action) => `The owner rejected it${action.approval?.reason ? `: ${JSON.stringify(action.approval.reason)}` : '.'}`, isError: true },
+  cancelled: { detail: () => null, isError: false },
+  expired: {
+    detail: (action) =>
+      action.expiredReason === 'approval_timeout' ? 'Nobody approved it within its approval window.' : 'No result arrived before its deadline.',
+    isError: true,
+  },
+};
+
+function unfinished(action: ActionRecord): string {
+  return `The wait ended first; follow it with get_action { "actionId": "${action.id}" } or read action://${action.id}.`;
+}
+
+function summary(fn: CallableFunction, action: ActionRecord): string {
+  const head = `${fn.capability} on ${placeOf(fn)}: ${action.status} (action ${action.id}).`;
+  const detail = OUTCOMES[action.status].detail(action);
+  return detail === null ? head : `${head}\n${detail}`;
+}
+
+/**
+ * A device tool's call: queues the action (through `invoke`, like REST: the same idempotency
+ * and TTL rules, from `_meta`), waits for it to settle and answers the Action. Shared by the
+ * tool registered on the SDK's server and by the direct path for plain calls (direct-call.ts),
+ * so both answer the same result.
+ *
+ * A client that goes away or cancels before the answer is written withdraws its action
+ * (docs/reference/rules.md "MCP"): a queued one is cancelled, a handed-out one recalled, both with
+ * `client_cancelled`; a finished one stays as it is.
+ */
+export async function callDeviceTool(
+  session: McpSession,
+  fn: CallableFunction,
+  args: unknown,
+  call: DeviceToolCall,
+  confirmed?: { idempotencyKey: string; grantId: string },
+): Promise<CallToolResult> {
+  const { ctx } = session;
+  const { notify } = call;
+  const cancellation = session.cancellation(call.id);
+  const signal = call.signal ? AbortSignal.any([call.signal, cancellation.signal]) : cancellation.signal;
+  const token = call.meta?.progressToken as string | number | undefined;
+  let lastStatus: string | undefined;
+  const progress = async (action: ActionRecord) => {
+    if (token === undefined || !notify || action.status === lastStatus || signal.aborted) return;
+    lastStatus = action.status;
+    try {
+      await notify({
+        method: 'notifications/progress',
+        params: {
+          progressToken: token,
+          progress: ACTION_STATES[action.status].stage + 1,
+          total: PROGRESS_TOTAL,
+          message: PROGRESS_MESSAGES[action.status] ?? action.status,
+        },
+      });
+    } catch {
+      // The client went away between the check and the send: the wait ends on the abort.
+    }
+  };
+  // A call without an idempotency key always creates its action: watched from before the
+  // insert, its changes need no read after it (awaitSettled). A key may replay an older Action.
+  const coming =
+    confirmed || call.meta?.[IDEMPOTENCY_META_KEY] !== undefined
+      ? undefined
+      : watchComingAction(ctx.events, session.credential.workspaceId, session.credential.principal);
+  try {
+    let queued: ActionRecord;
+    try {
+      // A confirmed call: the user said yes to exactly this one (a copy of the context, so
+      // nothing else on this request is taken as confirmed), once (the idempotency key). Any
+      // other call runs right after the gate found its function callable in this request, so
+      // the action request need not read that access again (a copy of the context too); a
+      // confirmed one may have waited minutes for the user, and reads afresh.
+      const callable = confirmed ? undefined : authorizedFromListing(fn);
+      const callCtx = confirmed ? { ...ctx, userConfirmation: { grantId: confirmed.grantId } } : callable ? { ...ctx, callable } : ctx;
+      queued = await invoke(operations.requestAction, callCtx, {
+        deviceId: fn.deviceId,
+        capability: fn.capability,
+        arguments: args ?? {},
+        ...actionOptions(call.meta),
+        ...(confirmed ? { idempotencyKey: confirmed.idempotencyKey } : {}),
+      });
+    } catch (error) {
+      throw atMetaKeys(error);
+    }
+    const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress, coming);
+    if (signal.aborted) {
+      const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
+      ctx.log.info({ msg: 'mcp call cancelled by its client', requestId: ctx.requestId, actionId: action.id, withdrawn: withdrawn?.status ?? null });
+    }
+    return {
+      content: [{ type: 'text', text: `${summary(fn, action)}\n${JSON.stringify(action, null, 2)}` }],
+      structuredContent: action,
+      ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
+    };
+  } catch (error) {
+    return toolError(error, ctx, { structured: true });
+  } finally {
+    // Stops keeping the principal's changes if the action was never created (a no-op once named).
+    coming?.close();
+    cancellation.release();
+  }
+}

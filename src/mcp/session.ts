@@ -1,0 +1,37 @@
+import type { McpServer } from '@modelcontextprotocol/server';
+import type { Context, CredentialOf } from '../domain/context.js';
+import type { CallCancellation } from './cancellation.js';
+import type { DeviceTool } from './device-tool-names.js';
+import type { PromptRefusal } from './legacy-elicitation.js';
+
+/** What the tools/call gate (tool-call-gate.ts) resolved for this request, handed to the per-request server. */
+export interface McpSession {
+  ctx: Context;
+  credential: CredentialOf<'agent'>;
+  /**
+   * The caller's device tools, resolved by the gate: all of them for `tools/list`, only the
+   * called one for a device `tools/call`, none for other methods (they never pay the query).
+   */
+  tools: DeviceTool[] | undefined;
+  /** Tracks a device tool call by its JSON-RPC id while it runs (cancellation.ts). */
+  cancellation: (id: string | number | undefined) => CallCancellation;
+  /**
+   * Every message of the request calls a device tool: its per-request server needs those
+   * tools only. A 2025-era ask keeps that server while its user decides (legacy-elicitation.ts),
+   * so what it does not register it does not hold.
+   */
+  deviceCallsOnly?: boolean;
+  /** The protocol era of the per-request server, set when the SDK builds it. */
+  era?: 'legacy' | 'modern';
+  /**
+   * On a 2025-era request: holds the per-request server as one waiting for its client's
+   * answer to an elicitation, until the server closes (legacy-elicitation.ts); a refusal
+   * when too many asks wait already.
+   */
+  awaitAnswer?: (server: McpServer) => PromptRefusal | undefined;
+}
+
+/** Whose calls a `notifications/cancelled` may reach: the same agent connection's only. */
+export function callerKey(credential: CredentialOf<'agent'>): string {
+  return JSON.stringify([credential.workspaceId, credential.principal, credential.connectionId]);
+}

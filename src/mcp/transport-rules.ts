@@ -1,0 +1,39 @@
+import type { HttpBindings } from '@hono/node-server';
+import type { Context as HonoContext } from 'hono';
+import { DomainError } from '../domain/errors.js';
+import type { HttpEnv } from '../http/request.js';
+import type { HostPolicy } from './hosts.js';
+import { envelope, rpcError } from './refusals.js';
+
+/**
+ * The Streamable HTTP rules the SDK does not check, or answers in a shape other than the
+ * service's: Host/Origin (403, DNS rebinding), the method (405) before authentication; the
+ * Content-Type (415) and Accept (406) after it.
+ */
+export function transportRefusal(c: HonoContext<HttpEnv>, hosts: HostPolicy): Response | undefined {
+  const localPort = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.localPort;
+  const refusal = hosts.refusal(c.req.header('host'), c.req.header('origin'), localPort);
+  if (refusal) return envelope(c, new DomainError('forbidden', refusal));
+
+  if (c.req.method !== 'POST') {
+    // Stateless server: no GET stream, no session to DELETE (MCP Streamable HTTP allows 405).
+    return envelope(c, new DomainError('method_not_allowed', 'POST /mcp only: this server keeps no stream or session.'), { Allow: 'POST' });
+  }
+  return undefined;
+}
+
+function mediaTypes(header: string | undefined): string[] {
+  return (header ?? '').split(',').map((part) => part.split(';')[0]!.trim().toLowerCase());
+}
+
+/** The SDK checks neither the Content-Type nor (on the modern path) the Accept header. */
+export function mediaRefusal(c: HonoContext<HttpEnv>): Response | undefined {
+  if (!mediaTypes(c.req.header('content-type')).includes('application/json')) {
+    return rpcError(415, 'Unsupported Media Type: Content-Type must be application/json');
+  }
+  const accepted = mediaTypes(c.req.header('accept'));
+  if (!accepted.includes('application/json') || !accepted.includes('text/event-stream')) {
+    return rpcError(406, 'Not Acceptable: Accept must include both application/json and text/event-stream');
+  }
+  return undefined;
+}
