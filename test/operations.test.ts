@@ -69,6 +69,10 @@ const cases: Record<string, Case> = {
     const [grant] = await invoke(ops.createGrants, owner, { principal: 'revoked-agent', deviceId, capabilities: ['get_state'] });
     return { as: owner, input: { grantId: grant!.id } };
   },
+  'grants.update': async () => {
+    const [grant] = await invoke(ops.createGrants, owner, { principal: 'updated-agent', deviceId, capabilities: ['get_state'] });
+    return { as: owner, input: { grantId: grant!.id, approval: 'owner', ttlSeconds: 3600 } };
+  },
   'gatewayGrants.replace': async () => {
     const gateway = await invoke(ops.attachDevice, await w.credentialOf((await newSetupToken()).token), { name: 'Hub', kind: 'gateway' });
     await invoke(ops.publishManifest, await w.credentialOf(gateway.token), { deviceId: gateway.device.id, ...lampManifest });
@@ -107,6 +111,11 @@ const cases: Record<string, Case> = {
   'webhooks.revoke': async () => ({ as: owner, input: { webhookId: (await newWebhook()).id } }),
   'webhooks.enable': async () => ({ as: owner, input: { webhookId: (await newWebhook()).id } }),
   'webhooks.deliveries': async () => ({ as: owner, input: { webhookId: (await newWebhook()).id } }),
+  'webhooks.test': async () => ({ as: owner, input: { webhookId: (await newWebhook()).id } }),
+  'webhooks.disable': async () => ({ as: owner, input: { webhookId: (await newWebhook()).id } }),
+  'usage.get': async () => ({ as: owner, input: {} }),
+  'deviceControls.get': async () => ({ as: owner, input: {} }),
+  'deviceControls.set': async () => ({ as: owner, input: { paused: false } }),
 };
 
 beforeAll(async () => {
