@@ -147,10 +147,13 @@ export async function callDeviceTool(
     } catch (error) {
       throw atMetaKeys(error);
     }
-    const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress, coming);
+    let action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress, coming);
     if (signal.aborted) {
       const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
       ctx.log.info({ msg: 'mcp call cancelled by its client', requestId: ctx.requestId, actionId: action.id, withdrawn: withdrawn?.status ?? null });
+      // A 2025-era cancellation leaves the call's stream open: what it still carries is the
+      // action as withdrawn, never the state it had before.
+      action = withdrawn ?? action;
     }
     return {
       content: [{ type: 'text', text: `${summary(fn, action)}\n${JSON.stringify(action, null, 2)}` }],
