@@ -7,6 +7,7 @@ import type { HttpEnv } from '../http/request.js';
 import type { ServerInfo } from './direct-call.js';
 import type { Admitted } from './gate.js';
 import type { LegacyElicitation } from './legacy-elicitation.js';
+import { refuseListCursors } from './list-cursors.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
 import { callerKey, type McpSession } from './session.js';
@@ -121,6 +122,7 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
   if (!session.deviceCallsOnly) {
     registerResources(server, session);
     registerPrompts(server);
+    refuseListCursors(server);
   }
   return server;
 }
