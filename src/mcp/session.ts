@@ -21,6 +21,8 @@ export interface McpSession {
    * so what it does not register it does not hold.
    */
   deviceCallsOnly?: boolean;
+  /** A 2025-era client's `Mcp-Session-Id`: whose `initialize` capabilities apply (client-sessions.ts). */
+  clientSession?: string;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**
