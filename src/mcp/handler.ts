@@ -17,6 +17,7 @@ import { takeLegacyPosts } from './legacy-posts.js';
 import { mountResourceMetadata, resourceMetadataUrl } from './resource-metadata.js';
 import { createSdkAnswer } from './sdk-answer.js';
 import { createToolCallGate } from './tool-call-gate.js';
+import { taskModeFor } from './tasks/task-methods.js';
 import { createToolsListCache } from './tools-list-cache.js';
 
 export interface McpDeps {
@@ -78,6 +79,8 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const gate = await toolCallGate(c, ctx, credential, messages);
     if ('response' in gate) return gate.response;
 
+    // A device call of a client that declared MCP Tasks may answer with its action's task (tasks/).
+    gate.session.taskFor = taskModeFor(messages, { ttlMs: config.actionsRetentionMs });
     const direct = request.parsedOk ? directDeviceCall(c.req.raw.headers, request.parsed, gate.session.tools) : undefined;
     if (direct) {
       metrics.observeMcp('tools/call', 'direct');

@@ -12,6 +12,8 @@ import { refuseListCursors } from './list-cursors.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
 import { callerKey, type McpSession } from './session.js';
+import { registerTaskMethods } from './tasks/task-methods.js';
+import { TASKS_EXTENSION } from './tasks/task-view.js';
 import { registerTools } from './tools.js';
 
 export interface SdkAnswerDeps {
@@ -48,6 +50,10 @@ const KNOWN_METHODS = new Set([
   'notifications/initialized',
   'notifications/cancelled',
   'notifications/progress',
+  'tasks/get',
+  'tasks/update',
+  'tasks/cancel',
+  'subscriptions/listen',
 ]);
 
 function methodLabel(method: unknown): string {
@@ -105,7 +111,13 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
     // (docs/confirmation.md "Limits"), not the SDK's default of ten minutes.
     inputRequired: { roundTimeoutMs: deps.config.mcpConfirmations.waitMs },
     // This server never emits list_changed (each request is a fresh server), so it says so.
-    capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
+    capabilities: {
+      tools: { listChanged: false },
+      resources: { listChanged: false },
+      prompts: { listChanged: false },
+      // MCP Tasks: a device call may answer with its action's task (tasks/).
+      extensions: { [TASKS_EXTENSION]: {} },
+    },
     // Every list depends on the caller's live grants and may change on the next request:
     // never shared (private), never reused (ttl 0).
     cacheHints: {
@@ -127,6 +139,8 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
     registerResources(server, session);
     registerPrompts(server);
     refuseListCursors(server);
+    // A task can be read as long as its action is kept (tasks/task-view.ts).
+    registerTaskMethods(server, session, { ttlMs: deps.config.actionsRetentionMs });
   }
   return server;
 }
