@@ -1,4 +1,4 @@
-import { devicePlace, type DevicePlaceRow } from '../store/tasks.js';
+import { agentStanding, devicePlace, type DevicePlaceRow } from '../store/tasks.js';
 import type { ActionRecord } from './action-records.js';
 import { toActionRecord } from './action-records.js';
 import { readAction, withdrawAction } from './actions.js';
@@ -59,4 +59,16 @@ export async function withdrawOwnAction(ctx: Context, credential: CredentialOf<'
 /** Names of the device the action ran on, for the words of its result. */
 export function placeOfAction(ctx: Context, workspaceId: string, action: ActionRecord): Promise<DevicePlace | undefined> {
   return devicePlace(ctx.db, workspaceId, action.deviceId);
+}
+
+/**
+ * Whether the agent connection may still act (not revoked, not expired), and the version of
+ * what its workspace's agents may call. A long-lived stream (MCP subscriptions/listen) asks
+ * this again and again, since it outlives the authentication of the request that opened it.
+ */
+export async function agentStandingOf(ctx: Context, credential: CredentialOf<'agent'>): Promise<{ live: boolean; functionsVersion: number }> {
+  const row = await agentStanding(ctx.db, credential.workspaceId, credential.connectionId);
+  const now = ctx.clock.now();
+  const live = row !== undefined && row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);
+  return { live, functionsVersion: row?.functionsVersion ?? -1 };
 }

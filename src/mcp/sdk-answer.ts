@@ -110,9 +110,10 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
     // A 2025-era client's user has as long to answer a confirmation as its prompt is held
     // (docs/confirmation.md "Limits"), not the SDK's default of ten minutes.
     inputRequired: { roundTimeoutMs: deps.config.mcpConfirmations.waitMs },
-    // This server never emits list_changed (each request is a fresh server), so it says so.
+    // tools/list_changed reaches a caller on its subscriptions/listen stream (subscriptions/);
+    // resources and prompts announce no changes.
     capabilities: {
-      tools: { listChanged: false },
+      tools: { listChanged: true },
       resources: { listChanged: false },
       prompts: { listChanged: false },
       // MCP Tasks: a device call may answer with its action's task (tasks/).

@@ -22,3 +22,20 @@ export function devicePlace(db: Queryable, workspaceId: string, deviceId: string
     [workspaceId, deviceId],
   );
 }
+
+/** An agent connection's standing and its workspace's functions version, in one read. */
+export interface AgentStandingRow {
+  revokedAt: number | null;
+  expiresAt: number | null;
+  functionsVersion: number;
+}
+
+export function agentStanding(db: Queryable, workspaceId: string, connectionId: string): Promise<AgentStandingRow | undefined> {
+  return db.get<AgentStandingRow>(
+    `SELECT c.revoked_at AS revokedAt, c.expires_at AS expiresAt,
+            (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion
+       FROM connections c
+      WHERE c.workspace_id = ? AND c.id = ? AND c.purpose = 'agent'`,
+    [workspaceId, connectionId],
+  );
+}

@@ -68,3 +68,98 @@ export function declaringTasks(capabilities: Record<string, unknown> = {}, meta:
     'io.modelcontextprotocol/clientCapabilities': { ...capabilities, extensions: { 'io.modelcontextprotocol/tasks': {} } },
   };
 }
+
+export interface Listening {
+  status: number;
+  /** The next JSON-RPC message on the stream that `match` accepts (others are kept in `seen`). */
+  next(match: (message: Record<string, any>) => boolean, timeoutMs?: number): Promise<Record<string, any>>;
+  seen: Record<string, any>[];
+  /** Resolves when the server ends the stream. */
+  ended: Promise<void>;
+  close(): void;
+}
+
+/** Opens a 2026-07-28 `subscriptions/listen` stream and reads its messages as they come. */
+export async function listen(
+  url: string,
+  token: string,
+  notifications: Record<string, unknown>,
+  capabilities: Record<string, unknown> = {},
+): Promise<Listening> {
+  const abort = new AbortController();
+  const res = await fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': MODERN,
+      'mcp-method': 'subscriptions/listen',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 'listen-1',
+      method: 'subscriptions/listen',
+      params: {
+        notifications,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': MODERN,
+          'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': capabilities,
+        },
+      },
+    }),
+    signal: abort.signal,
+  });
+  const messages: Record<string, any>[] = [];
+  const seen: Record<string, any>[] = [];
+  let wake: (() => void) | undefined;
+  let done = false;
+  const ended = (async () => {
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let cut: number;
+        while ((cut = buffer.indexOf('\n\n')) >= 0) {
+          const frame = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          const data = frame
+            .split('\n')
+            .filter((l) => l.startsWith('data:'))
+            .map((l) => l.slice(5).trim())
+            .join('\n');
+          if (data) messages.push(JSON.parse(data));
+          wake?.();
+        }
+      }
+    } catch {
+      // Closed by the test.
+    }
+    done = true;
+    wake?.();
+  })();
+  return {
+    status: res.status,
+    seen,
+    ended,
+    close: () => abort.abort(),
+    async next(match, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const index = messages.findIndex(match);
+        if (index >= 0) {
+          seen.push(...messages.splice(0, index));
+          return messages.shift()!;
+        }
+        if (done) throw new Error(`stream ended first; seen ${JSON.stringify([...seen, ...messages])}`);
+        if (Date.now() > deadline) throw new Error(`no matching message; seen ${JSON.stringify([...seen, ...messages])}`);
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 100);
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,142 @@
+import { agentStandingOf } from '../../domain/agent-tasks.js';
+import type { Context, CredentialOf } from '../../domain/context.js';
+import type { ServiceEvent } from '../../domain/events.js';
+import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
+import { deviceToolNames } from '../device-tool-names.js';
+import { readTask } from '../tasks/task-methods.js';
+import type { TaskClock } from '../tasks/task-view.js';
+
+/** What a subscription was granted: the tool-list notification, and the caller's own task ids. */
+export interface Honored {
+  toolsListChanged: boolean;
+  taskIds: string[];
+}
+
+export interface SubscriptionOptions {
+  ctx: Context;
+  credential: CredentialOf<'agent'>;
+  honored: Honored;
+  clock: TaskClock;
+  /** `_meta` every notification of the subscription carries: its id. */
+  stamp: Record<string, unknown>;
+  /** The listen request's result, written when the server ends the subscription. */
+  closing: unknown;
+  signal: AbortSignal;
+}
+
+/** An SSE comment now and then, so proxies keep the stream open. */
+const KEEPALIVE_MS = 15_000;
+/**
+ * How often the caller's standing (its connection revoked or expired) and its workspace's
+ * functions version are read again without any event: a revoked connection ends its
+ * subscriptions within this, and an event lost on the bus delays a notification by no more.
+ */
+export const RECHECK_MS = 2_000;
+
+/**
+ * One agent's subscription stream. Events only say when to look: a change of one of its
+ * tasks (this instance's or a hint from another), a grant or device change in its workspace
+ * (the journal announcement), or the recheck timer. What it is told is always read from the
+ * database (docs/scale-out-security.md "hints, never facts"): the task as tasks/get answers
+ * it, and its tool list, compared by name with the last one it was told of.
+ */
+export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Array> {
+  const { ctx, credential } = o;
+  const encoder = new TextEncoder();
+  const watched = new Set(o.honored.taskIds);
+  const lastSent = new Map<string, string>();
+  let controller: ReadableStreamDefaultController<Uint8Array>;
+  let closed = false;
+  let work: Promise<void> = Promise.resolve();
+  const tools = { version: credential.functionsVersion, validUntil: Number.POSITIVE_INFINITY, names: '' };
+  const timers: NodeJS.Timeout[] = [];
+  let unsubscribe = () => {};
+
+  const write = (frame: string) => {
+    if (closed) return;
+    try {
+      controller.enqueue(encoder.encode(frame));
+    } catch {
+      // The client went away; the abort ends the subscription.
+    }
+  };
+  const notify = (method: string, params: Record<string, unknown>) =>
+    write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, _meta: o.stamp } })}\n\n`);
+  const serially = (job: () => Promise<void>) => {
+    work = work.then(job).catch((error: unknown) => ctx.log.warn({ msg: 'mcp subscription check failed', error: String(error) }));
+  };
+  const teardown = (graceful: boolean) => {
+    if (closed) return;
+    if (graceful) write(`event: message\ndata: ${JSON.stringify(o.closing)}\n\n`);
+    closed = true;
+    unsubscribe();
+    for (const timer of timers) clearInterval(timer);
+    o.signal.removeEventListener('abort', onAbort);
+    try {
+      controller.close();
+    } catch {
+      // Already closed by the client.
+    }
+  };
+  const onAbort = () => teardown(false);
+
+  const refreshTask = async (id: string) => {
+    if (closed || !watched.has(id)) return;
+    const task = await readTask(ctx, credential, id, o.clock);
+    if (!task) return void watched.delete(id);
+    const text = JSON.stringify(task);
+    if (lastSent.get(id) !== text) {
+      lastSent.set(id, text);
+      notify('notifications/tasks', task);
+    }
+    if (task.status === 'completed' || task.status === 'cancelled' || task.status === 'failed') watched.delete(id);
+  };
+  const toolNames = async (now: number) => {
+    const names = deviceToolNames(await listCallableFunctions(ctx.db, credential, now)).map((t) => t.name);
+    tools.validUntil = await callableFunctionsValidUntil(ctx.db, credential, now);
+    return names.join('\n');
+  };
+  const recheck = async () => {
+    if (closed) return;
+    const standing = await agentStandingOf(ctx, credential);
+    if (!standing.live) return teardown(true);
+    const now = ctx.clock.now();
+    if (!o.honored.toolsListChanged || (standing.functionsVersion === tools.version && now < tools.validUntil)) return;
+    tools.version = standing.functionsVersion;
+    const names = await toolNames(now);
+    if (names !== tools.names) {
+      tools.names = names;
+      notify('notifications/tools/list_changed', {});
+    }
+  };
+  const onEvent = (event: ServiceEvent) => {
+    if (event.type === 'action' && watched.has(event.action.id)) serially(() => refreshTask(event.action.id));
+    else if (event.type === 'action-hint' && watched.has(event.actionId)) serially(() => refreshTask(event.actionId));
+    else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
+  };
+
+  return new ReadableStream<Uint8Array>({
+    start(streamController) {
+      controller = streamController;
+      const { toolsListChanged, taskIds } = o.honored;
+      notify('notifications/subscriptions/acknowledged', { notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds } });
+      if (!toolsListChanged && taskIds.length === 0) return teardown(true);
+      o.signal.addEventListener('abort', onAbort, { once: true });
+      if (o.signal.aborted) return teardown(false);
+      unsubscribe = ctx.events.subscribe(onEvent);
+      serially(async () => {
+        if (toolsListChanged) tools.names = await toolNames(ctx.clock.now());
+        // Each task as it stands now: the client sees a change that came before it listened.
+        for (const id of taskIds) await refreshTask(id);
+      });
+      timers.push(
+        setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
+        setInterval(() => serially(recheck), RECHECK_MS),
+      );
+      for (const timer of timers) timer.unref();
+    },
+    cancel() {
+      teardown(false);
+    },
+  });
+}
