@@ -1,9 +1,11 @@
-import { agentStandingOf } from '../../domain/agent-tasks.js';
+import { ACTION_STATES } from '../../domain/action-states.js';
+import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
 import type { Context, CredentialOf } from '../../domain/context.js';
-import type { ServiceEvent } from '../../domain/events.js';
+import type { EventOrigin, ServiceEvent } from '../../domain/events.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
-import { readTask } from '../tasks/task-methods.js';
+import type { ActionRecord } from '../../domain/action-records.js';
+import { taskOf } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
 
 /** What a subscription was granted: the tool-list notification, and the caller's own task ids. */
@@ -45,6 +47,7 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
   const encoder = new TextEncoder();
   const watched = new Set(o.honored.taskIds);
   const lastSent = new Map<string, string>();
+  const stages = new Map<string, number>();
   let controller: ReadableStreamDefaultController<Uint8Array>;
   let closed = false;
   let work: Promise<void> = Promise.resolve();
@@ -80,10 +83,16 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
   };
   const onAbort = () => teardown(false);
 
-  const refreshTask = async (id: string) => {
+  /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
+  const refreshTask = async (id: string, known?: ActionRecord) => {
     if (closed || !watched.has(id)) return;
-    const task = await readTask(ctx, credential, id, o.clock);
-    if (!task) return void watched.delete(id);
+    const action = known ?? (await readOwnAction(ctx, credential, id))?.action;
+    if (!action) return void watched.delete(id);
+    // A change published before a read can be older than what the read saw.
+    const stage = ACTION_STATES[action.status].stage;
+    if (stage < (stages.get(id) ?? -1)) return;
+    stages.set(id, stage);
+    const task = await taskOf(ctx, credential, action, o.clock);
     const text = JSON.stringify(task);
     if (lastSent.get(id) !== text) {
       lastSent.set(id, text);
@@ -109,8 +118,10 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       notify('notifications/tools/list_changed', {});
     }
   };
-  const onEvent = (event: ServiceEvent) => {
-    if (event.type === 'action' && watched.has(event.action.id)) serially(() => refreshTask(event.action.id));
+  const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
+    // This instance's own change is the committed state; anything off the bus is read afresh.
+    const known = (action: ActionRecord) => (origin === 'this-instance' ? action : undefined);
+    if (event.type === 'action' && watched.has(event.action.id)) serially(() => refreshTask(event.action.id, known(event.action)));
     else if (event.type === 'action-hint' && watched.has(event.actionId)) serially(() => refreshTask(event.actionId));
     else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
   };
@@ -126,7 +137,7 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       unsubscribe = ctx.events.subscribe(onEvent);
       serially(async () => {
         if (toolsListChanged) tools.names = await toolNames(ctx.clock.now());
-        // Each task as it stands now: the client sees a change that came before it listened.
+        // Each task as it stands now, read after the events are watched: no change falls between.
         for (const id of taskIds) await refreshTask(id);
       });
       timers.push(

@@ -40,11 +40,14 @@ export async function readTask(
   clock: TaskClock,
 ): Promise<Record<string, unknown> | undefined> {
   const own = await readOwnAction(ctx, credential, taskId);
-  if (!own) return undefined;
-  const { action, lastUpdatedAt } = own;
+  return own && taskOf(ctx, credential, own.action, clock);
+}
+
+/** The task of an action known to be the caller's, as tasks/get answers it. */
+export async function taskOf(ctx: Context, credential: CredentialOf<'agent'>, action: ActionRecord, clock: TaskClock): Promise<Record<string, unknown>> {
   // Only a finished task carries the result, whose words name the device: one more read then.
   const place = ACTION_STATES[action.status].terminal ? await placeOfAction(ctx, credential.workspaceId, action) : undefined;
-  return detailedTask(action, lastUpdatedAt, place, clock);
+  return detailedTask(action, lastChangeOf(action), place, clock);
 }
 
 const taskParams = z.looseObject({ taskId: z.string().min(1).max(200) });
