@@ -35,23 +35,82 @@ const KEEPALIVE_MS = 15_000;
  */
 export const RECHECK_MS = 2_000;
 
+type Notify = (method: string, params: Record<string, unknown>) => void;
+
+/** The caller's tasks on its stream: each change told once, in order, up to the final state. */
+function taskFollower(o: SubscriptionOptions, notify: Notify) {
+  const { ctx, credential } = o;
+  const watched = new Set(o.honored.taskIds);
+  const lastSent = new Map<string, string>();
+  const stages = new Map<string, number>();
+  return {
+    watches: (id: string) => watched.has(id),
+    /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
+    async refresh(id: string, known?: ActionRecord): Promise<void> {
+      if (!watched.has(id)) return;
+      const action = known ?? (await readOwnAction(ctx, credential, id))?.action;
+      if (!action) return void watched.delete(id);
+      // A change published before a read can be older than what the read saw.
+      const stage = ACTION_STATES[action.status].stage;
+      if (stage < (stages.get(id) ?? -1)) return;
+      stages.set(id, stage);
+      const task = await taskOf(ctx, credential, action, o.clock);
+      const text = JSON.stringify(task);
+      if (lastSent.get(id) !== text) {
+        lastSent.set(id, text);
+        notify('notifications/tasks', task);
+      }
+      if (ACTION_STATES[action.status].terminal) watched.delete(id);
+    },
+  };
+}
+
+/**
+ * The caller's standing and tool list: `recheck` is false once its connection may no longer
+ * act, and tells `tools/list_changed` when the names it may call changed since it was last told.
+ */
+function toolWatcher(o: SubscriptionOptions, notify: Notify) {
+  const { ctx, credential } = o;
+  const tools = { version: credential.functionsVersion, validUntil: Number.POSITIVE_INFINITY, names: '' };
+  const toolNames = async (now: number) => {
+    const names = deviceToolNames(await listCallableFunctions(ctx.db, credential, now)).map((t) => t.name);
+    tools.validUntil = await callableFunctionsValidUntil(ctx.db, credential, now);
+    return names.join('\n');
+  };
+  return {
+    async start(): Promise<void> {
+      if (o.honored.toolsListChanged) tools.names = await toolNames(ctx.clock.now());
+    },
+    async recheck(): Promise<boolean> {
+      const standing = await agentStandingOf(ctx, credential);
+      if (!standing.live) return false;
+      const now = ctx.clock.now();
+      if (!o.honored.toolsListChanged || (standing.functionsVersion === tools.version && now < tools.validUntil)) return true;
+      tools.version = standing.functionsVersion;
+      const names = await toolNames(now);
+      if (names !== tools.names) {
+        tools.names = names;
+        notify('notifications/tools/list_changed', {});
+      }
+      return true;
+    },
+  };
+}
+
 /**
  * One agent's subscription stream. Events only say when to look: a change of one of its
  * tasks (this instance's or a hint from another), a grant or device change in its workspace
- * (the journal announcement), or the recheck timer. What it is told is always read from the
- * database (docs/scale-out-security.md "hints, never facts"): the task as tasks/get answers
- * it, and its tool list, compared by name with the last one it was told of.
+ * (the journal announcement), or the recheck timer. What it is told is read from the database
+ * (docs/scale-out-security.md "hints, never facts"), or is the change this instance itself
+ * committed: the task as tasks/get answers it, and its tool list, compared by name with the
+ * last one it was told of.
  */
 export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Array> {
   const { ctx, credential } = o;
   const encoder = new TextEncoder();
-  const watched = new Set(o.honored.taskIds);
-  const lastSent = new Map<string, string>();
-  const stages = new Map<string, number>();
   let controller: ReadableStreamDefaultController<Uint8Array>;
   let closed = false;
   let work: Promise<void> = Promise.resolve();
-  const tools = { version: credential.functionsVersion, validUntil: Number.POSITIVE_INFINITY, names: '' };
   const timers: NodeJS.Timeout[] = [];
   let unsubscribe = () => {};
 
@@ -63,10 +122,12 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       // The client went away; the abort ends the subscription.
     }
   };
-  const notify = (method: string, params: Record<string, unknown>) =>
+  const notify: Notify = (method, params) =>
     write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, _meta: o.stamp } })}\n\n`);
   const serially = (job: () => Promise<void>) => {
-    work = work.then(job).catch((error: unknown) => ctx.log.warn({ msg: 'mcp subscription check failed', error: String(error) }));
+    work = work
+      .then(() => (closed ? undefined : job()))
+      .catch((error: unknown) => ctx.log.warn({ msg: 'mcp subscription check failed', error: String(error) }));
   };
   const teardown = (graceful: boolean) => {
     if (closed) return;
@@ -82,47 +143,16 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
     }
   };
   const onAbort = () => teardown(false);
-
-  /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
-  const refreshTask = async (id: string, known?: ActionRecord) => {
-    if (closed || !watched.has(id)) return;
-    const action = known ?? (await readOwnAction(ctx, credential, id))?.action;
-    if (!action) return void watched.delete(id);
-    // A change published before a read can be older than what the read saw.
-    const stage = ACTION_STATES[action.status].stage;
-    if (stage < (stages.get(id) ?? -1)) return;
-    stages.set(id, stage);
-    const task = await taskOf(ctx, credential, action, o.clock);
-    const text = JSON.stringify(task);
-    if (lastSent.get(id) !== text) {
-      lastSent.set(id, text);
-      notify('notifications/tasks', task);
-    }
-    if (task.status === 'completed' || task.status === 'cancelled' || task.status === 'failed') watched.delete(id);
-  };
-  const toolNames = async (now: number) => {
-    const names = deviceToolNames(await listCallableFunctions(ctx.db, credential, now)).map((t) => t.name);
-    tools.validUntil = await callableFunctionsValidUntil(ctx.db, credential, now);
-    return names.join('\n');
-  };
+  const tasks = taskFollower(o, notify);
+  const tools = toolWatcher(o, notify);
   const recheck = async () => {
-    if (closed) return;
-    const standing = await agentStandingOf(ctx, credential);
-    if (!standing.live) return teardown(true);
-    const now = ctx.clock.now();
-    if (!o.honored.toolsListChanged || (standing.functionsVersion === tools.version && now < tools.validUntil)) return;
-    tools.version = standing.functionsVersion;
-    const names = await toolNames(now);
-    if (names !== tools.names) {
-      tools.names = names;
-      notify('notifications/tools/list_changed', {});
-    }
+    if (!(await tools.recheck())) teardown(true);
   };
   const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
     // This instance's own change is the committed state; anything off the bus is read afresh.
-    const known = (action: ActionRecord) => (origin === 'this-instance' ? action : undefined);
-    if (event.type === 'action' && watched.has(event.action.id)) serially(() => refreshTask(event.action.id, known(event.action)));
-    else if (event.type === 'action-hint' && watched.has(event.actionId)) serially(() => refreshTask(event.actionId));
+    if (event.type === 'action' && tasks.watches(event.action.id))
+      serially(() => tasks.refresh(event.action.id, origin === 'this-instance' ? event.action : undefined));
+    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) serially(() => tasks.refresh(event.actionId));
     else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
   };
 
@@ -136,9 +166,9 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       if (o.signal.aborted) return teardown(false);
       unsubscribe = ctx.events.subscribe(onEvent);
       serially(async () => {
-        if (toolsListChanged) tools.names = await toolNames(ctx.clock.now());
+        await tools.start();
         // Each task as it stands now, read after the events are watched: no change falls between.
-        for (const id of taskIds) await refreshTask(id);
+        for (const id of taskIds) await tasks.refresh(id);
       });
       timers.push(
         setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
