@@ -144,6 +144,23 @@ describe('a device call from a client that declares MCP Tasks', () => {
   });
 });
 
+describe('a broadcast’s actions', () => {
+  it('are each a task of the connection that broadcast: tasks/get follows one to its result', async () => {
+    const res = await postMcp(server.url, agent.token, {
+      method: 'tools/call',
+      params: {
+        name: 'broadcast',
+        arguments: { deviceIds: [lampId], capability: 'set_brightness', arguments: { level: 12 }, idempotencyKey: 'broadcast-as-tasks' },
+        _meta: declaringTasks(),
+      },
+    });
+    const actionId = res.result.structuredContent.results[0].action.id as string;
+    let task: any;
+    await expect.poll(async () => (task = (await taskRequest(agent.token, 'tasks/get', { taskId: actionId })).result).status).toBe('completed');
+    expect(task.result.structuredContent).toMatchObject({ id: actionId, broadcastId: res.result.structuredContent.id, result: { level: 12 } });
+  });
+});
+
 describe('owner approval while the task is working', () => {
   it('stays working with a statusMessage naming the owner, then runs and completes once the owner approves', async () => {
     const waiter = await createAgent(api, owner, { name: 'tasks-approval', access: 'act', principal: 'agent:tasks-approval' });
