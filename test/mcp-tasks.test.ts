@@ -335,6 +335,28 @@ describe('a client that does not declare MCP Tasks', () => {
     await release(res.result.structuredContent.id);
   });
 
+  it('answers a 2025-era call synchronously even when its _meta names the extension', async () => {
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'tools/call',
+      params: {
+        name: setPower,
+        arguments: { on: true },
+        _meta: { 'dfc/waitSeconds': 0, 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } },
+      },
+    });
+    const res = await rawMcp(server.url, {
+      token: agent.token,
+      method: 'tools/call',
+      headers: { 'mcp-protocol-version': '2025-06-18', 'mcp-method': undefined, 'mcp-name': undefined },
+      body,
+    });
+    expect(res.json.result.taskId).toBeUndefined();
+    expect(res.json.result.structuredContent.status).toMatch(/queued|received/);
+    await release(res.json.result.structuredContent.id);
+  });
+
   it('answers tasks/update on its own task with an empty ack: no task of this server waits for input', async () => {
     const res = await callAsTask(agent.token, setPower, { on: true }, { 'dfc/waitSeconds': 0 });
     const ack = await taskRequest(agent.token, 'tasks/update', { taskId: res.result.taskId, inputResponses: { 'unknown-key': { action: 'accept' } } });

@@ -1,10 +1,17 @@
-import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, type McpServer, type ServerContext } from '@modelcontextprotocol/server';
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  PROTOCOL_VERSION_META_KEY,
+  ProtocolError,
+  ProtocolErrorCode,
+  type McpServer,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { ACTION_STATES } from '../../domain/action-states.js';
 import type { ActionRecord } from '../../domain/action-records.js';
 import { lastChangeOf, placeOfAction, readOwnAction, withdrawOwnAction } from '../../domain/agent-tasks.js';
 import type { Context, CredentialOf } from '../../domain/context.js';
-import { isObject } from '../modern-requests.js';
+import { isObject, MODERN_PROTOCOL_VERSION } from '../modern-requests.js';
 import type { TaskCreated } from '../session.js';
 import { detailedTask, taskCreated, TASKS_EXTENSION, type TaskClock } from './task-view.js';
 
@@ -91,7 +98,8 @@ export function registerTaskMethods(server: McpServer, session: { ctx: Context; 
 export function taskModeFor(messages: readonly unknown[], clock: TaskClock): ((action: ActionRecord) => Promise<TaskCreated>) | undefined {
   const declared = messages.some((m) => {
     const meta = isObject(m) && m.method === 'tools/call' && isObject(m.params) ? m.params._meta : undefined;
-    return isObject(meta) && declaresTasks(meta[CLIENT_CAPABILITIES_META_KEY]);
+    // Only a 2026-07-28 request (its envelope names the revision) can take a task for an answer.
+    return isObject(meta) && meta[PROTOCOL_VERSION_META_KEY] === MODERN_PROTOCOL_VERSION && declaresTasks(meta[CLIENT_CAPABILITIES_META_KEY]);
   });
   return declared ? async (action) => taskCreated(action, lastChangeOf(action), clock) : undefined;
 }
