@@ -12,6 +12,9 @@
  *      The same over REST (request, next, result, then the agent's GET: four requests).
  *   3. Wake latency queue → frame received, and request → result, p50/p99, under that
  *      load and one at a time.
+ *   3a. MCP task mode (docs/agents/tasks.md): the same round trip with the call answering a task
+ *      at once and the agent told of its result on `subscriptions/listen` (four requests, one a
+ *      stream), as a multiple of phase 2's cost; and `tasks/get` against `get_action`.
  *   4. `tools/list` p50 for a principal with 1,000 granted functions, as a multiple of the
  *      /healthz round trip, both sequential on the same keep-alive connection.
  *   5. The floor: the same round trip on a bare node:http + libSQL server doing only the
@@ -34,7 +37,7 @@
  * neither starves the other. Rate limits and the workspace device cap are raised through the
  * environment (the bench measures the service, not its limiter).
  *
- *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,rest,tools,floor,sockets,wake --json out.json --log-level info]
+ *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
  *   npm run bench -- --database sqld [--instances 2] [--transport ws|http] [--only mcp,rest]
  *
  * `--database sqld` adds, after the embedded phases (the baseline of the same run), the MCP
@@ -70,6 +73,7 @@ import { parseConfig } from '../src/config.js';
 import { freePort } from '../test/helpers/oauth.js';
 import { SQLD_BINARY } from '../test/helpers/sqld.js';
 import { measuringEnv } from './measuring-env.js';
+import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -98,7 +102,7 @@ const DEVICES = Number(opts.devices);
 const SOCKETS = Number(opts.sockets);
 const WAKE_SOCKETS = Number(opts['wake-sockets']);
 const FUNCTIONS = Number(opts.functions);
-const PHASES = new Set((opts.only ?? 'healthz,mcp,rest,tools,floor,sockets,wake').split(','));
+const PHASES = new Set((opts.only ?? 'healthz,mcp,tasks,rest,tools,floor,sockets,wake').split(','));
 const ROOT = path.resolve(import.meta.dirname, '..');
 // The service runs as it ships, from the tsc build (see above); the build is incremental.
 execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
@@ -841,12 +845,24 @@ try {
   try {
     const owner = await signDevelopmentSession(server.config, 'bench-owner');
     if (PHASES.has('healthz') || PHASES.has('mcp') || PHASES.has('rest')) await phase(server, 'healthz', () => healthzCeiling(server));
-    if (PHASES.has('mcp') || PHASES.has('rest')) {
+    if (PHASES.has('mcp') || PHASES.has('rest') || PHASES.has('tasks')) {
       const fleet = await startFleet([server], owner);
       if (PHASES.has('mcp')) {
         const load = await phase(server, 'mcp-round-trips', () => roundTripLoad([server], fleet, mcpRoundTrip(fleet), DURATION_S));
         results.mcpRoundTrips = { ...load, requestsPerRoundTrip: 3 };
         results.sequential = await sequential(server, fleet, 200);
+      }
+      if (PHASES.has('tasks')) {
+        const taskTrip = (device: BenchDevice, i: number) =>
+          taskRoundTrip(dispatcher, device.base, fleet.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 }).then(() => {});
+        const load = await phase(server, 'mcp-task-round-trips', () => roundTripLoad([server], fleet, taskTrip, DURATION_S));
+        const device = fleet.devices[0]!;
+        const finished = await taskRoundTrip(dispatcher, device.base, fleet.agentToken, toolName('set_power', device.id), { on: true });
+        results.mcpTaskRoundTrips = {
+          ...load,
+          requestsPerRoundTrip: 4,
+          get: await taskGetAgainstGetAction(dispatcher, device.base, fleet.agentToken, finished, 200),
+        };
       }
       if (PHASES.has('rest')) {
         const load = await phase(server, 'rest-round-trips', () =>
@@ -879,6 +895,8 @@ try {
 
 const healthz = results.healthz as Awaited<ReturnType<typeof healthzCeiling>> | undefined;
 const mcp = results.mcpRoundTrips as (LoadFigures & { requestsPerRoundTrip: number }) | undefined;
+const tasks = results.mcpTaskRoundTrips as
+  (LoadFigures & { requestsPerRoundTrip: number; get: Awaited<ReturnType<typeof taskGetAgainstGetAction>> }) | undefined;
 const rest = results.restRoundTrips as (LoadFigures & { requestsPerRoundTrip: number }) | undefined;
 const seq = results.sequential as Awaited<ReturnType<typeof sequential>> | undefined;
 const tl = results.toolsList as Awaited<ReturnType<typeof toolsList>> | undefined;
@@ -931,6 +949,23 @@ if (mcp && healthz) {
     `server CPU ${mcp.serverCpuPercent} %`,
     `generator CPU ${mcp.generatorCpuPercent} %`,
     '',
+  ]);
+}
+if (tasks && mcp) {
+  const ratio = mcp.roundTripsPerSecond / tasks.roundTripsPerSecond;
+  rows.push([
+    `Round trips, MCP task mode (call → task → listen → notification), ${DEVICES} devices`,
+    `${tasks.roundTripsPerSecond}/s, p50 ${tasks.requestToResult.p50Ms} ms`,
+    `synchronous ${mcp.roundTripsPerSecond}/s, p50 ${mcp.requestToResult.p50Ms} ms`,
+    `${Math.round(ratio * 100) / 100}× the cost`,
+    `≤ 1.2×: ${mark(ratio <= 1.2)}`,
+  ]);
+  rows.push([
+    '  tasks/get, one at a time',
+    `p50 ${tasks.get.tasksGetP50Ms} ms`,
+    `get_action p50 ${tasks.get.getActionP50Ms} ms`,
+    `${tasks.get.ratio}×`,
+    `≈ 1×: ${mark(tasks.get.ratio <= 1.2)}`,
   ]);
 }
 if (seq) {

@@ -67,8 +67,9 @@ describe('MCP device tool names', () => {
         const prefix = deviceIdPrefixOf(name);
         const onThose = deviceToolNames(functions.filter((f) => f.deviceId.startsWith(prefix)));
         expect(onThose.find((t) => t.fn === fn)!.name).toBe(name);
+        expect(name.length).toBeLessThanOrEqual(40);
         const stem = fn.capability.replaceAll('.', '_');
-        if (stem.length <= 28) expect(name.startsWith(stem)).toBe(true);
+        if (stem.length <= 26) expect(name.startsWith(stem)).toBe(true);
       }
     },
   );

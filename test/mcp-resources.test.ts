@@ -141,3 +141,18 @@ describe('DEVICE_CONTROLS_ENABLED=false', () => {
     expect(bc.status).toBe(503);
   });
 });
+
+describe('lists answered in one page refuse a cursor', () => {
+  for (const method of ['resources/list', 'resources/templates/list', 'prompts/list']) {
+    it(`answers ${method} with cursor "bogus" -32602, not the whole list again`, async () => {
+      const res = await rawMcp(server.url, { token: alice.token, method, params: { cursor: 'bogus' } });
+      expect(res.json.error).toMatchObject({ code: -32602, message: expect.stringContaining('cursor') });
+      expect(res.json.result).toBeUndefined();
+    });
+
+    it(`still answers ${method} without a cursor`, async () => {
+      const res = await rawMcp(server.url, { token: alice.token, method });
+      expect(res.json.result).toBeDefined();
+    });
+  }
+});

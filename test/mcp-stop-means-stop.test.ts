@@ -134,6 +134,32 @@ describe('a device tool call its client cancels', () => {
     await clearQueue();
   });
 
+  it('answers a call cancelled by a 2025-era notifications/cancelled with the action as cancelled, never as queued', async () => {
+    await clearQueue();
+    const legacy = { 'mcp-protocol-version': '2025-06-18', 'mcp-method': undefined, 'mcp-name': undefined };
+    const callBody = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 78,
+      method: 'tools/call',
+      params: { name: setPower, arguments: { on: true }, _meta: { 'dfc/waitSeconds': 30 } },
+    });
+    let answer: Promise<Awaited<ReturnType<typeof rawMcp>>> | undefined;
+    const id = await queuedBy(() => {
+      answer = rawMcp(server.url, { token: agent.token, method: 'tools/call', headers: legacy, body: callBody });
+    });
+    await rawMcp(server.url, {
+      token: agent.token,
+      method: 'notifications/cancelled',
+      headers: legacy,
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 78 } }),
+    });
+    const res = await answer!;
+    const said = res.json?.result?.structuredContent;
+    // Either nothing (the stream ended) or the action as it now is: cancelled.
+    if (said !== undefined) expect(said).toMatchObject({ id, status: 'cancelled', cancelReason: 'client_cancelled' });
+    expect(await actionById(id)).toMatchObject({ status: 'cancelled' });
+  });
+
   it('leaves alone the action of a call whose answer was delivered', async () => {
     await clearQueue();
     const res = await rawMcp(server.url, {

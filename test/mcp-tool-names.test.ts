@@ -46,8 +46,8 @@ describe('MCP tool names never collide', () => {
     const names = (await listNames(agent.token)).filter((n) => n.includes('__'));
     expect(names).toHaveLength(2);
     expect(new Set(names).size).toBe(2);
-    for (const name of names) expect(name).toMatch(/^[a-z][a-z0-9_-]{0,61}__[0-9a-f]{12,32}$/);
-    expect(names.every((n) => n.length <= 64)).toBe(true);
+    for (const name of names) expect(name).toMatch(/^[a-z][a-z0-9_-]{0,37}__[0-9a-f]{12,24}$/);
+    expect(names.every((n) => n.length <= 40)).toBe(true);
     // Stable: the same names on the next request, and a tools/call resolves each to its own function.
     expect(await listNames(agent.token)).toEqual(expect.arrayContaining(names));
     const called = new Set<string>();
@@ -70,5 +70,29 @@ describe('MCP tool names never collide', () => {
     await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
     const names = (await listNames(agent.token)).filter((n) => n.includes('__'));
     expect(names).toEqual([`get_state__${hex12(lamp.id)}`, `set_power__${hex12(lamp.id)}`]);
+  });
+
+  it('keeps every name within 40 characters, so a client that prefixes it (mcp__<server>__) stays within 64: a long capability gets a stable short hash', async () => {
+    const long = 'adjust_the_colour_temperature_of_every_bulb_in_the_room_now';
+    const device = await attachDevice(api, owner, {
+      name: 'Long names',
+      manifest: { capabilities: [long, 'set_colour_temperature_now'].map((name) => ({ name, kind: 'read', arguments: schema })) },
+    });
+    const agent = await createAgent(api, owner, { name: 'long', access: 'act', principal: 'agent:long-names' });
+    await grant(api, owner, agent.principal, device.id, [long, 'set_colour_temperature_now']);
+    const names = (await listNames(agent.token)).filter((n) => n.includes('__'));
+    expect(names).toEqual([
+      expect.stringMatching(new RegExp(`^adjust_the_colour_[0-9a-f]{8}__${hex12(device.id)}$`)),
+      `set_colour_temperature_now__${hex12(device.id)}`,
+    ]);
+    expect(names.every((n) => n.length <= 40)).toBe(true);
+    expect(await listNames(agent.token)).toEqual(expect.arrayContaining(names));
+    const res = await rawMcp(server.url, {
+      token: agent.token,
+      method: 'tools/call',
+      name: names[0],
+      params: { name: names[0], arguments: {}, _meta: { 'dfc/waitSeconds': 0 } },
+    });
+    expect(res.json.result.structuredContent.capability).toBe(long);
   });
 });

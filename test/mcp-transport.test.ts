@@ -147,7 +147,7 @@ describe('server/discover', () => {
     const res = await rawMcp(server.url, { token: agent.token, method: 'server/discover' });
     expect(res.status).toBe(200);
     expect(res.json.result.supportedVersions).toContain(MODERN);
-    expect(res.json.result.capabilities).toMatchObject({ tools: { listChanged: false }, resources: {}, prompts: {} });
+    expect(res.json.result.capabilities).toMatchObject({ tools: { listChanged: true }, resources: {}, prompts: {} });
     expect(res.json.result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('dfc');
   });
 

@@ -343,3 +343,27 @@ describe('the confirmation state is bound to the agent connection it was asked o
     expect(await actionIds()).toEqual(before);
   });
 });
+
+describe('2025-era capabilities belong to the client session that declared them, not to the token', () => {
+  it('asks the client that can elicit and tells the one that cannot confirmation_required, whichever initialized last', async () => {
+    for (const order of ['asker first', 'asker last'] as const) {
+      const connectAsker = () => connectAs(agent.token, 'legacy', () => ({ action: 'accept', content: { confirm: true } }));
+      const first = order === 'asker first' ? await connectAsker() : await connectAs(agent.token, 'legacy');
+      const second = order === 'asker first' ? await connectAs(agent.token, 'legacy') : await connectAsker();
+      const [asker, mute] = order === 'asker first' ? [first, second] : [second, first];
+      try {
+        const yes: any = await asker.mcp.callTool({ name: setPower, arguments: { on: true } });
+        expect(yes.isError, `${order}: ${JSON.stringify(yes)}`).toBeFalsy();
+        expect(asker.asked).toHaveLength(1);
+        const before = await actionIds();
+        const no: any = await mute.mcp.callTool({ name: setPower, arguments: { on: true } });
+        expect(no.isError, order).toBe(true);
+        expect(errorEnvelope(no).error.code).toBe('confirmation_required');
+        expect(await actionIds()).toEqual(before);
+      } finally {
+        await first.mcp.close();
+        await second.mcp.close();
+      }
+    }
+  });
+});

@@ -240,7 +240,7 @@ const EXPIRABLE: readonly ActionStatus[] = TRANSITIONS.expire.from;
  * The expiring write runs only for an unfinished action already past its deadline, so the
  * usual read (an MCP call waiting, an agent polling) is one SELECT.
  */
-async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
+export async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
   const now = ctx.clock.now();
   let row = await getAction(ctx.db, credential.workspaceId, actionId);
   if (row && EXPIRABLE.includes(row.status) && row.expiresAt <= now) {

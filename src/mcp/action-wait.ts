@@ -21,10 +21,18 @@ export const PROGRESS_TOTAL = Math.max(...ACTION_STATUSES.map((status) => ACTION
 /** The progress message of each status: what the call is waiting for, in words. */
 export const PROGRESS_MESSAGES: Partial<Record<ActionStatus, string>> = { awaiting_approval: "waiting for the owner's approval" };
 
-export function waitBound(meta: Record<string, unknown> | undefined): number {
+/** The longest a device call of a client that declared MCP Tasks waits before it answers a task. */
+export const TASK_WAIT_MS = 1_000;
+
+/**
+ * How long a device call waits for its action to finish: `dfc/waitSeconds`, or 10 s. A call
+ * that may answer with a task waits at most TASK_WAIT_MS, then answers the task
+ * (docs/agents/tasks.md): `dfc/waitSeconds` can shorten that wait, never lengthen it.
+ */
+export function waitBound(meta: Record<string, unknown> | undefined, task = false): number {
   const value = meta?.[WAIT_META_KEY];
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return DEFAULT_WAIT_MS;
-  return Math.min(value * 1000, MAX_WAIT_MS);
+  const asked = typeof value !== 'number' || !Number.isFinite(value) || value < 0 ? DEFAULT_WAIT_MS : Math.min(value * 1000, MAX_WAIT_MS);
+  return task ? Math.min(asked, TASK_WAIT_MS) : asked;
 }
 
 /**

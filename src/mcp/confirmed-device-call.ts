@@ -12,7 +12,7 @@ import { canElicitForm, confirmationStep } from './confirmation.js';
 import { placeOf } from './device-text.js';
 import { callDeviceTool, type DeviceToolCall } from './device-tool-call.js';
 import { toolError } from './errors.js';
-import type { McpSession } from './session.js';
+import type { McpSession, TaskCreated } from './session.js';
 
 /**
  * A device tool call under a `user`-mode grant (docs/agents/confirmation.md): asks the agent's user
@@ -28,7 +28,7 @@ export async function confirmedDeviceCall(
   args: unknown,
   call: DeviceToolCall,
   extra: ServerContext,
-): Promise<CallToolResult | InputRequiredResult> {
+): Promise<CallToolResult | InputRequiredResult | TaskCreated> {
   const { ctx, credential } = session;
   const capabilities =
     session.era === 'modern'

@@ -60,11 +60,14 @@ export function deviceForAgent<T extends { name: string; capabilities: { descrip
   return { ...device, name: nameForAgent(device.name), capabilities: device.capabilities.map(descriptionForAgent) };
 }
 
+/** What names a device to an agent: its name and kind, and its gateway's. */
+export type DevicePlace = Pick<CallableFunction, 'deviceName' | 'deviceKind' | 'parentId' | 'parentName'>;
+
 /**
  * Where the device sits, in words: the description must name the device and its place. The
  * names are the device's own words, cleaned and quoted (device-text.ts).
  */
-export function placeOf(fn: CallableFunction): string {
+export function placeOf(fn: DevicePlace): string {
   const name = quotedName(fn.deviceName);
   const parent = fn.parentName !== null ? quotedName(fn.parentName) : 'its gateway';
   switch (fn.deviceKind) {

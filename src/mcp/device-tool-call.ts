@@ -8,9 +8,9 @@ import { authorizedFromListing, type CallableFunction } from '../domain/function
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
 import { awaitSettled, PROGRESS_MESSAGES, PROGRESS_TOTAL, waitBound } from './action-wait.js';
-import { placeOf } from './device-text.js';
+import { placeOf, type DevicePlace } from './device-text.js';
 import { toolError } from './errors.js';
-import type { McpSession } from './session.js';
+import type { McpSession, TaskCreated } from './session.js';
 
 /** Request `_meta` key: the action request's `idempotencyKey` (docs/agents/idempotency.md). */
 export const IDEMPOTENCY_META_KEY = 'dfc/idempotencyKey';
@@ -75,8 +75,8 @@ function unfinished(action: ActionRecord): string {
   return `The wait ended first; follow it with get_action { "actionId": "${action.id}" } or read action://${action.id}.`;
 }
 
-function summary(fn: CallableFunction, action: ActionRecord): string {
-  const head = `${fn.capability} on ${placeOf(fn)}: ${action.status} (action ${action.id}).`;
+function summary(place: DevicePlace, action: ActionRecord): string {
+  const head = `${action.capability} on ${placeOf(place)}: ${action.status} (action ${action.id}).`;
   const detail = OUTCOMES[action.status].detail(action);
   return detail === null ? head : `${head}\n${detail}`;
 }
@@ -97,7 +97,7 @@ export async function callDeviceTool(
   args: unknown,
   call: DeviceToolCall,
   confirmed?: { idempotencyKey: string; grantId: string },
-): Promise<CallToolResult> {
+): Promise<CallToolResult | TaskCreated> {
   const { ctx } = session;
   const { notify } = call;
   const cancellation = session.cancellation(call.id);
@@ -137,26 +137,26 @@ export async function callDeviceTool(
       // confirmed one may have waited minutes for the user, and reads afresh.
       const callable = confirmed ? undefined : authorizedFromListing(fn);
       const callCtx = confirmed ? { ...ctx, userConfirmation: { grantId: confirmed.grantId } } : callable ? { ...ctx, callable } : ctx;
-      queued = await invoke(operations.requestAction, callCtx, {
+      queued = (await invoke(operations.requestAction, callCtx, {
         deviceId: fn.deviceId,
         capability: fn.capability,
         arguments: args ?? {},
         ...actionOptions(call.meta),
         ...(confirmed ? { idempotencyKey: confirmed.idempotencyKey } : {}),
-      });
+      })) as ActionRecord;
     } catch (error) {
       throw atMetaKeys(error);
     }
-    const action = await awaitSettled(session, queued, waitBound(call.meta), signal, progress, coming);
+    let action = await awaitSettled(session, queued, waitBound(call.meta, session.taskFor !== undefined), signal, progress, coming);
     if (signal.aborted) {
       const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
       ctx.log.info({ msg: 'mcp call cancelled by its client', requestId: ctx.requestId, actionId: action.id, withdrawn: withdrawn?.status ?? null });
+      // A 2025-era cancellation leaves the call's stream open: what it still carries is the
+      // action as withdrawn, never the state it had before.
+      action = withdrawn ?? action;
     }
-    return {
-      content: [{ type: 'text', text: `${summary(fn, action)}\n${JSON.stringify(action, null, 2)}` }],
-      structuredContent: action,
-      ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
-    };
+    if (session.taskFor && !signal.aborted && !ACTION_STATES[action.status].terminal) return await session.taskFor(action);
+    return actionResult(fn, action);
   } catch (error) {
     return toolError(error, ctx, { structured: true });
   } finally {
@@ -164,4 +164,13 @@ export async function callDeviceTool(
     coming?.close();
     cancellation.release();
   }
+}
+
+/** A device tool's answer for the action in this state; a task's result once it is finished (tasks/). */
+export function actionResult(place: DevicePlace, action: ActionRecord): CallToolResult {
+  return {
+    content: [{ type: 'text', text: `${summary(place, action)}\n${JSON.stringify(action, null, 2)}` }],
+    structuredContent: action as unknown as Record<string, unknown>,
+    ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
+  };
 }

@@ -7,9 +7,10 @@ export interface DeviceTool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Tool names (docs/reference/rules.md "MCP"): ^[a-zA-Z0-9_-]{1,64}$, the alphabet every major LLM API
-// accepts for a function name; containing the capability name where it fits, stable across
-// calls and restarts, and unique per caller.
+// Tool names (docs/reference/rules.md "MCP"): ^[a-zA-Z0-9_-]{1,40}$, the alphabet every major LLM API
+// accepts for a function name, and short enough that a client's prefix still fits their 64
+// (Claude Code names a tool `mcp__<server>__<tool>`); containing the capability name where it
+// fits, stable across calls and restarts, and unique per caller.
 //
 //   <stem>__<first 12 hex digits of the device id>      e.g. set_power__3f2c9a01b7e4
 //
@@ -21,22 +22,27 @@ export interface DeviceTool {
 //   but the capability and the device.
 // - The 12 hex digits are the first 48 random bits of the device's UUIDv4, so the name does
 //   not depend on which other devices the caller can see: it is stable while grants change.
-// - A stem longer than 50 characters keeps its first 41 and gets `_` plus 8 hex digits of
-//   SHA-256(stem), so the name still fits 64.
+// - A stem longer than 26 characters keeps its first 17 and gets `_` plus 8 hex digits of
+//   SHA-256(stem), so the name still fits 40. Names that fitted already are unchanged.
 // - If two of one caller's functions would still share a name (the same capability on two
 //   devices whose ids share their first 48 bits: about one in 10^9 for 1,000 devices), both
-//   use all 32 hex digits of their device id instead (stem budget 30).
+//   use the first 24 hex digits of their device id instead (92 random bits; stem budget 14).
 // - A device chooses its capability names, so it can make two of them equal even then (two
 //   long names with a common start and the same 8 hex digits of SHA-256: a birthday search of
 //   about a second). Those functions are on one device; sorted by capability name, the first
-//   keeps the name and each other one takes the first free `<stem>_<n>__<32 hex>` (n from
+//   keeps the name and each other one takes the first free `<stem>_<n>__<24 hex>` (n from
 //   2). Such a name depends only on that device's colliding functions, so it is the same
 //   whether computed from all the caller's functions or from one device's (a tools/call), and
 //   no device can make tools/list fail.
 // - Fixed tools have no `__`, so the two families can never collide.
 // ---------------------------------------------------------------------------------------
 
-export const DEVICE_TOOL_PATTERN = /^[a-z][a-z0-9_-]*__(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
+/** The longest device tool name. */
+export const MAX_TOOL_NAME_CHARS = 40;
+/** Hex digits of the device id in a name whose 12 would collide. */
+const LONG_ID_DIGITS = 24;
+
+export const DEVICE_TOOL_PATTERN = /^[a-z][a-z0-9_-]*__(?:[0-9a-f]{12}|[0-9a-f]{24})$/;
 
 /**
  * The start of the device id a device tool name points at (`3f2c9a01-b7e4` for
@@ -62,9 +68,9 @@ function fitCapability(capability: string, budget: number): string {
   return `${stem.slice(0, budget - 9)}_${sha8(stem)}`;
 }
 
-function nameFor(fn: CallableFunction, idDigits: 12 | 32): string {
+function nameFor(fn: CallableFunction, idDigits: number): string {
   const hex = fn.deviceId.replaceAll('-', '').toLowerCase();
-  return `${fitCapability(fn.capability, 64 - 2 - idDigits)}__${hex.slice(0, idDigits)}`;
+  return `${fitCapability(fn.capability, MAX_TOOL_NAME_CHARS - 2 - idDigits)}__${hex.slice(0, idDigits)}`;
 }
 
 /** The caller's device tools in the order of `functions` (already deterministic: device, then manifest order). */
@@ -72,7 +78,7 @@ export function deviceToolNames(functions: readonly CallableFunction[]): DeviceT
   const short = functions.map((fn) => nameFor(fn, 12));
   const counts = new Map<string, number>();
   for (const name of short) counts.set(name, (counts.get(name) ?? 0) + 1);
-  const names = functions.map((fn, index) => (counts.get(short[index]!)! > 1 ? nameFor(fn, 32) : short[index]!));
+  const names = functions.map((fn, index) => (counts.get(short[index]!)! > 1 ? nameFor(fn, LONG_ID_DIGITS) : short[index]!));
 
   const holders = new Map<string, number[]>();
   names.forEach((name, index) => holders.set(name, [...(holders.get(name) ?? []), index]));
@@ -82,11 +88,11 @@ export function deviceToolNames(functions: readonly CallableFunction[]): DeviceT
     const byCapability = indexes.sort((a, b) => (functions[a]!.capability < functions[b]!.capability ? -1 : 1));
     for (const index of byCapability.slice(1)) {
       const fn = functions[index]!;
-      const hex = fn.deviceId.replaceAll('-', '').toLowerCase();
+      const hex = fn.deviceId.replaceAll('-', '').toLowerCase().slice(0, LONG_ID_DIGITS);
       let candidate: string;
       for (let n = 2; ; n++) {
         const suffix = `_${n}`;
-        candidate = `${fitCapability(fn.capability, 30 - suffix.length)}${suffix}__${hex}`;
+        candidate = `${fitCapability(fn.capability, MAX_TOOL_NAME_CHARS - 2 - LONG_ID_DIGITS - suffix.length)}${suffix}__${hex}`;
         if (!taken.has(candidate)) break;
       }
       taken.add(candidate);

@@ -53,7 +53,9 @@ export function registerDeviceTool(server: McpServer, session: McpSession, name:
         notify: (notification) => extra.mcpReq.notify(notification),
       };
       // The mode is the live grant's, read by the gate for this very request (tool-call-gate.ts).
-      return fn.approval === 'user' ? confirmedDeviceCall(server, session, name, fn, args, call, extra) : callDeviceTool(session, fn, args, call);
+      const answer = fn.approval === 'user' ? confirmedDeviceCall(server, session, name, fn, args, call, extra) : callDeviceTool(session, fn, args, call);
+      // The SDK (2.4) types a tool's answer without MCP Tasks, and passes a CreateTaskResult on as it is.
+      return answer as Promise<CallToolResult | InputRequiredResult>;
     },
   );
 }

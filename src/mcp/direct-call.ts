@@ -3,6 +3,7 @@ import { headerDeclarations } from '../domain/argument-schemas.js';
 import { isObject, plainModernRequest } from './modern-requests.js';
 import { WAIT_META_KEY } from './action-wait.js';
 import { IDEMPOTENCY_META_KEY, TTL_META_KEY } from './device-tool-call.js';
+import type { TaskCreated } from './session.js';
 import type { DeviceTool } from './device-tool-names.js';
 
 /**
@@ -98,10 +99,14 @@ export interface ServerInfo {
   version: string;
 }
 
-/** The JSON-RPC answer the SDK gives a modern tools/call whose handler returned `result`. */
-export function directAnswer(id: string | number, result: CallToolResult, serverInfo: ServerInfo): Response {
+/**
+ * The JSON-RPC answer the SDK gives a modern tools/call whose handler returned `result`; a
+ * task (MCP Tasks) keeps its `resultType: "task"`.
+ */
+export function directAnswer(id: string | number, result: CallToolResult | TaskCreated, serverInfo: ServerInfo): Response {
+  const meta = result._meta as Record<string, unknown> | undefined;
   const body = {
-    result: { ...result, resultType: 'complete', _meta: { ...result._meta, 'io.modelcontextprotocol/serverInfo': serverInfo } },
+    result: { ...result, resultType: result.resultType ?? 'complete', _meta: { ...meta, 'io.modelcontextprotocol/serverInfo': serverInfo } },
     jsonrpc: '2.0',
     id,
   };

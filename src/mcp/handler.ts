@@ -16,7 +16,9 @@ import { createLegacyElicitation } from './legacy-elicitation.js';
 import { takeLegacyPosts } from './legacy-posts.js';
 import { mountResourceMetadata, resourceMetadataUrl } from './resource-metadata.js';
 import { createSdkAnswer } from './sdk-answer.js';
+import { createListenAnswer } from './subscriptions/listen.js';
 import { createToolCallGate } from './tool-call-gate.js';
+import { taskModeFor } from './tasks/task-methods.js';
 import { createToolsListCache } from './tools-list-cache.js';
 
 export interface McpDeps {
@@ -58,6 +60,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const legacyElicitation = createLegacyElicitation(config.mcpConfirmations);
   const httpGate = createHttpGate({ ...deps, hosts: createHostPolicy(base, config.mcpAllowedHosts), metadataUrl });
   const toolCallGate = createToolCallGate({ inflight, callGate: createCallGateCache(), metadataUrl });
+  const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo });
   const sdkAnswer = createSdkAnswer({ config, log: deps.log, legacyElicitation, serverInfo, observe: (method) => metrics.observeMcp(method, 'sdk') });
 
   async function answer(c: HonoContext<HttpEnv>): Promise<Response> {
@@ -75,9 +78,15 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       return listing.response;
     }
 
+    // subscriptions/listen: the caller's own notifications (subscriptions/listen.ts).
+    const listened = await listenAnswer(c, ctx, request);
+    if (listened) return listened;
+
     const gate = await toolCallGate(c, ctx, credential, messages);
     if ('response' in gate) return gate.response;
 
+    // A device call of a client that declared MCP Tasks may answer with its action's task (tasks/).
+    gate.session.taskFor = taskModeFor(messages, { ttlMs: config.actionsRetentionMs });
     const direct = request.parsedOk ? directDeviceCall(c.req.raw.headers, request.parsed, gate.session.tools) : undefined;
     if (direct) {
       metrics.observeMcp('tools/call', 'direct');

@@ -4,12 +4,16 @@ import type { Config } from '../config.js';
 import type { Context, Logger } from '../domain/context.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import type { HttpEnv } from '../http/request.js';
+import { clientKey, clientSessionOf, issueClientSession, SESSION_HEADER, withClientSession } from './client-sessions.js';
 import type { ServerInfo } from './direct-call.js';
 import type { Admitted } from './gate.js';
 import type { LegacyElicitation } from './legacy-elicitation.js';
+import { refuseListCursors } from './list-cursors.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
 import { callerKey, type McpSession } from './session.js';
+import { registerTaskMethods } from './tasks/task-methods.js';
+import { TASKS_EXTENSION } from './tasks/task-view.js';
 import { registerTools } from './tools.js';
 
 export interface SdkAnswerDeps {
@@ -46,6 +50,10 @@ const KNOWN_METHODS = new Set([
   'notifications/initialized',
   'notifications/cancelled',
   'notifications/progress',
+  'tasks/get',
+  'tasks/update',
+  'tasks/cancel',
+  'subscriptions/listen',
 ]);
 
 function methodLabel(method: unknown): string {
@@ -85,10 +93,13 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
       // Checked on this request only; the next request is authenticated afresh.
       expiresAt: Math.floor(ctx.clock.now() / 1000) + 60,
     };
+    session.clientSession = clientSessionOf(c.req.header(SESSION_HEADER));
     sessions.set(authInfo, session);
+    const issued = issueClientSession(request.messages, callerKey(credential), deps.legacyElicitation);
     for (const message of request.messages) deps.observe(methodLabel(message.method));
     const forwarded = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: request.bytes, signal: c.req.raw.signal });
-    return handler.fetch(forwarded, request.parsedOk ? { authInfo, parsedBody: request.parsed } : { authInfo });
+    const response = await handler.fetch(forwarded, request.parsedOk ? { authInfo, parsedBody: request.parsed } : { authInfo });
+    return issued ? withClientSession(response, issued) : response;
   };
 }
 
@@ -99,8 +110,15 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
     // A 2025-era client's user has as long to answer a confirmation as its prompt is held
     // (docs/agents/confirmation.md "Limits"), not the SDK's default of ten minutes.
     inputRequired: { roundTimeoutMs: deps.config.mcpConfirmations.waitMs },
-    // This server never emits list_changed (each request is a fresh server), so it says so.
-    capabilities: { tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } },
+    // tools/list_changed reaches a caller on its subscriptions/listen stream (subscriptions/);
+    // resources and prompts announce no changes.
+    capabilities: {
+      tools: { listChanged: true },
+      resources: { listChanged: false },
+      prompts: { listChanged: false },
+      // MCP Tasks: a device call may answer with its action's task (tasks/).
+      extensions: { [TASKS_EXTENSION]: {} },
+    },
     // Every list depends on the caller's live grants and may change on the next request:
     // never shared (private), never reused (ttl 0).
     cacheHints: {
@@ -114,13 +132,16 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
   session.era = era;
   if (era === 'legacy') {
     const caller = callerKey(session.credential);
-    deps.legacyElicitation.prepare(caller, server);
+    deps.legacyElicitation.prepare(clientKey(caller, session.clientSession), server);
     session.awaitAnswer = (waiting) => deps.legacyElicitation.hold(caller, session.credential.workspaceId, waiting);
   }
   registerTools(server, session);
   if (!session.deviceCallsOnly) {
     registerResources(server, session);
     registerPrompts(server);
+    refuseListCursors(server);
+    // A task can be read as long as its action is kept (tasks/task-view.ts).
+    registerTaskMethods(server, session, { ttlMs: deps.config.actionsRetentionMs });
   }
   return server;
 }

@@ -1,6 +1,7 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import type { Context, CredentialOf } from '../domain/context.js';
 import type { CallCancellation } from './cancellation.js';
+import type { ActionRecord } from '../domain/action-records.js';
 import type { DeviceTool } from './device-tool-names.js';
 import type { PromptRefusal } from './legacy-elicitation.js';
 
@@ -21,6 +22,13 @@ export interface McpSession {
    * so what it does not register it does not hold.
    */
   deviceCallsOnly?: boolean;
+  /**
+   * Set when the request's client declared MCP Tasks (tasks/): a device call whose action has
+   * not finished within TASK_WAIT_MS answers this instead, the action's task.
+   */
+  taskFor?: (action: ActionRecord) => Promise<TaskCreated>;
+  /** A 2025-era client's `Mcp-Session-Id`: whose `initialize` capabilities apply (client-sessions.ts). */
+  clientSession?: string;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**
@@ -30,6 +38,9 @@ export interface McpSession {
    */
   awaitAnswer?: (server: McpServer) => PromptRefusal | undefined;
 }
+
+/** A tools/call answered with a task (MCP Tasks, `resultType: "task"`): the seed state of the action's task. */
+export type TaskCreated = { resultType: 'task'; taskId: string } & Record<string, unknown>;
 
 /** Whose calls a `notifications/cancelled` may reach: the same agent connection's only. */
 export function callerKey(credential: CredentialOf<'agent'>): string {

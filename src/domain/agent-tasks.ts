@@ -1,0 +1,74 @@
+import { agentStanding, devicePlace, type DevicePlaceRow } from '../store/tasks.js';
+import type { ActionRecord } from './action-records.js';
+import { toActionRecord } from './action-records.js';
+import { readAction, withdrawAction } from './actions.js';
+import type { Context, CredentialOf } from './context.js';
+import { DomainError } from './errors.js';
+
+/**
+ * An agent's view of one of its own actions as a long-running task (docs/agents/tasks.md).
+ * The task is the action: nothing else is stored, so any instance answers for it. It belongs
+ * to the agent connection that requested it; for anyone else, another connection of the same
+ * principal included, it does not exist.
+ */
+export interface OwnAction {
+  action: ActionRecord;
+  /** When anything about it last changed: its creation, hand-out, decision, recall or end. */
+  lastUpdatedAt: number;
+}
+
+export type DevicePlace = DevicePlaceRow;
+
+/** When anything about the action last changed: its creation, hand-out, decision, recall or end. */
+export function lastChangeOf(action: ActionRecord): number {
+  return Math.max(
+    action.createdAt,
+    action.dispatchedAt ?? 0,
+    action.approval?.decidedAt ?? 0,
+    action.cancelRequestedAt ?? 0,
+    action.completedAt ?? 0,
+    action.reportedLateAt ?? 0,
+  );
+}
+
+/** The connection's own action, its deadline brought up to date; undefined when it is not theirs or not there. */
+export async function readOwnAction(ctx: Context, credential: CredentialOf<'agent'>, actionId: string): Promise<OwnAction | undefined> {
+  try {
+    const row = await readAction(ctx, credential, actionId);
+    if (row.connectionId !== credential.connectionId) return undefined;
+    const action = toActionRecord(row);
+    return { action, lastUpdatedAt: lastChangeOf(action) };
+  } catch (error) {
+    if (error instanceof DomainError && (error.code === 'not_found' || error.code === 'validation_failed')) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Withdraws the connection's own action as its client asked (docs/reference/rules.md "Actions"): a
+ * queued or waiting one is cancelled, a handed-out one recalled, a finished one left as it is.
+ * False when the action is not the connection's.
+ */
+export async function withdrawOwnAction(ctx: Context, credential: CredentialOf<'agent'>, actionId: string): Promise<boolean> {
+  const own = await readOwnAction(ctx, credential, actionId);
+  if (!own) return false;
+  await withdrawAction(ctx, credential.workspaceId, actionId, 'client_cancelled');
+  return true;
+}
+
+/** Names of the device the action ran on, for the words of its result. */
+export function placeOfAction(ctx: Context, workspaceId: string, action: ActionRecord): Promise<DevicePlace | undefined> {
+  return devicePlace(ctx.db, workspaceId, action.deviceId);
+}
+
+/**
+ * Whether the agent connection may still act (not revoked, not expired), and the version of
+ * what its workspace's agents may call. A long-lived stream (MCP subscriptions/listen) asks
+ * this again and again, since it outlives the authentication of the request that opened it.
+ */
+export async function agentStandingOf(ctx: Context, credential: CredentialOf<'agent'>): Promise<{ live: boolean; functionsVersion: number }> {
+  const row = await agentStanding(ctx.db, credential.workspaceId, credential.connectionId);
+  const now = ctx.clock.now();
+  const live = row !== undefined && row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);
+  return { live, functionsVersion: row?.functionsVersion ?? -1 };
+}

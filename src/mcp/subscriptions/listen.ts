@@ -1,0 +1,60 @@
+import { CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
+import type { Context as HonoContext } from 'hono';
+import { readOwnAction } from '../../domain/agent-tasks.js';
+import type { Context } from '../../domain/context.js';
+import type { HttpEnv } from '../../http/request.js';
+import type { ServerInfo } from '../direct-call.js';
+import type { Admitted } from '../gate.js';
+import { isObject, plainModernRequest } from '../modern-requests.js';
+import { declaresTasks, missingTasksCapability } from '../tasks/task-methods.js';
+import type { TaskClock } from '../tasks/task-view.js';
+import { openSubscription, type Honored } from './subscription.js';
+
+/**
+ * `subscriptions/listen` (MCP 2026-07-28), answered here rather than by the SDK, whose listen
+ * router serves one bus for every caller: what an agent is told depends on who it is. It may
+ * ask for `notifications/tools/list_changed` (its callable tools changed) and, when it declares
+ * MCP Tasks, `notifications/tasks` for its own task ids (docs/agents/tasks.md). Anything but
+ * a plain listen request goes to the SDK, which answers it (its errors included) as before.
+ */
+
+/** The most task ids one subscription follows; ids past it are left out of the acknowledgement. */
+export const MAX_LISTENED_TASKS = 100;
+
+function rpcError(id: string | number, error: { code: number; message: string; data?: unknown }): Response {
+  return Response.json({ jsonrpc: '2.0', id, error }, { status: 200 });
+}
+
+export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: string) => ServerInfo }) {
+  return async (c: HonoContext<HttpEnv>, ctx: Context, request: Admitted): Promise<Response | undefined> => {
+    if (!request.parsedOk) return undefined;
+    const plain = plainModernRequest(c.req.raw.headers, request.parsed, 'subscriptions/listen', { paramKeys: ['notifications'] });
+    if (!plain) return undefined;
+    const filter = plain.params.notifications;
+    const taskIds = isObject(filter) ? filter.taskIds : undefined;
+    if (!isObject(filter) || (taskIds !== undefined && !(Array.isArray(taskIds) && taskIds.every((id) => typeof id === 'string')))) {
+      return rpcError(plain.id, { code: -32602, message: "Invalid params: 'notifications' is required, and its taskIds must be strings" });
+    }
+    if (taskIds !== undefined && !declaresTasks(plain.meta[CLIENT_CAPABILITIES_META_KEY])) {
+      const missing = missingTasksCapability();
+      return rpcError(plain.id, { code: missing.code, message: missing.message, data: missing.data });
+    }
+    const honored: Honored = { toolsListChanged: filter.toolsListChanged === true, taskIds: [] };
+    // Only the caller's own tasks: any other id is left out, as an unknown one is.
+    for (const id of new Set((taskIds as string[] | undefined) ?? []).values()) {
+      if (honored.taskIds.length >= MAX_LISTENED_TASKS) break;
+      if (await readOwnAction(ctx, request.credential, id)) honored.taskIds.push(id);
+    }
+    const stamp = { [SUBSCRIPTION_ID_META_KEY]: plain.id };
+    const closing = {
+      jsonrpc: '2.0',
+      id: plain.id,
+      result: { resultType: 'complete', _meta: { ...stamp, [SERVER_INFO_META_KEY]: deps.serverInfo(ctx.settings.serviceName) } },
+    };
+    const stream = openSubscription({ ctx, credential: request.credential, honored, clock: deps.clock, stamp, closing, signal: c.req.raw.signal });
+    return new Response(stream, {
+      status: 200,
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' },
+    });
+  };
+}

@@ -1,0 +1,183 @@
+import { ACTION_STATES } from '../../domain/action-states.js';
+import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
+import type { Context, CredentialOf } from '../../domain/context.js';
+import type { EventOrigin, ServiceEvent } from '../../domain/events.js';
+import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
+import { deviceToolNames } from '../device-tool-names.js';
+import type { ActionRecord } from '../../domain/action-records.js';
+import { taskOf } from '../tasks/task-methods.js';
+import type { TaskClock } from '../tasks/task-view.js';
+
+/** What a subscription was granted: the tool-list notification, and the caller's own task ids. */
+export interface Honored {
+  toolsListChanged: boolean;
+  taskIds: string[];
+}
+
+export interface SubscriptionOptions {
+  ctx: Context;
+  credential: CredentialOf<'agent'>;
+  honored: Honored;
+  clock: TaskClock;
+  /** `_meta` every notification of the subscription carries: its id. */
+  stamp: Record<string, unknown>;
+  /** The listen request's result, written when the server ends the subscription. */
+  closing: unknown;
+  signal: AbortSignal;
+}
+
+/** An SSE comment now and then, so proxies keep the stream open. */
+const KEEPALIVE_MS = 15_000;
+/**
+ * How often the caller's standing (its connection revoked or expired) and its workspace's
+ * functions version are read again without any event: a revoked connection ends its
+ * subscriptions within this, and an event lost on the bus delays a notification by no more.
+ */
+export const RECHECK_MS = 2_000;
+
+type Notify = (method: string, params: Record<string, unknown>) => void;
+
+/** The caller's tasks on its stream: each change told once, in order, up to the final state. */
+function taskFollower(o: SubscriptionOptions, notify: Notify) {
+  const { ctx, credential } = o;
+  const watched = new Set(o.honored.taskIds);
+  const lastSent = new Map<string, string>();
+  const stages = new Map<string, number>();
+  return {
+    watches: (id: string) => watched.has(id),
+    /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
+    async refresh(id: string, known?: ActionRecord): Promise<void> {
+      if (!watched.has(id)) return;
+      const action = known ?? (await readOwnAction(ctx, credential, id))?.action;
+      if (!action) return void watched.delete(id);
+      // A change published before a read can be older than what the read saw.
+      const stage = ACTION_STATES[action.status].stage;
+      if (stage < (stages.get(id) ?? -1)) return;
+      stages.set(id, stage);
+      const task = await taskOf(ctx, credential, action, o.clock);
+      const text = JSON.stringify(task);
+      if (lastSent.get(id) !== text) {
+        lastSent.set(id, text);
+        notify('notifications/tasks', task);
+      }
+      if (ACTION_STATES[action.status].terminal) watched.delete(id);
+    },
+  };
+}
+
+/**
+ * The caller's standing and tool list: `recheck` is false once its connection may no longer
+ * act, and tells `tools/list_changed` when the names it may call changed since it was last told.
+ */
+function toolWatcher(o: SubscriptionOptions, notify: Notify) {
+  const { ctx, credential } = o;
+  const tools = { version: credential.functionsVersion, validUntil: Number.POSITIVE_INFINITY, names: '' };
+  const toolNames = async (now: number) => {
+    const names = deviceToolNames(await listCallableFunctions(ctx.db, credential, now)).map((t) => t.name);
+    tools.validUntil = await callableFunctionsValidUntil(ctx.db, credential, now);
+    return names.join('\n');
+  };
+  return {
+    async start(): Promise<void> {
+      if (o.honored.toolsListChanged) tools.names = await toolNames(ctx.clock.now());
+    },
+    async recheck(): Promise<boolean> {
+      const standing = await agentStandingOf(ctx, credential);
+      if (!standing.live) return false;
+      const now = ctx.clock.now();
+      if (!o.honored.toolsListChanged || (standing.functionsVersion === tools.version && now < tools.validUntil)) return true;
+      tools.version = standing.functionsVersion;
+      const names = await toolNames(now);
+      if (names !== tools.names) {
+        tools.names = names;
+        notify('notifications/tools/list_changed', {});
+      }
+      return true;
+    },
+  };
+}
+
+/**
+ * One agent's subscription stream. Events only say when to look: a change of one of its
+ * tasks (this instance's or a hint from another), a grant or device change in its workspace
+ * (the journal announcement), or the recheck timer. What it is told is read from the database
+ * (docs/operators/scale-out-security.md "hints, never facts"), or is the change this instance itself
+ * committed: the task as tasks/get answers it, and its tool list, compared by name with the
+ * last one it was told of.
+ */
+export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Array> {
+  const { ctx, credential } = o;
+  const encoder = new TextEncoder();
+  let controller: ReadableStreamDefaultController<Uint8Array>;
+  let closed = false;
+  let work: Promise<void> = Promise.resolve();
+  const timers: NodeJS.Timeout[] = [];
+  let unsubscribe = () => {};
+
+  const write = (frame: string) => {
+    if (closed) return;
+    try {
+      controller.enqueue(encoder.encode(frame));
+    } catch {
+      // The client went away; the abort ends the subscription.
+    }
+  };
+  const notify: Notify = (method, params) =>
+    write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, _meta: o.stamp } })}\n\n`);
+  const serially = (job: () => Promise<void>) => {
+    work = work
+      .then(() => (closed ? undefined : job()))
+      .catch((error: unknown) => ctx.log.warn({ msg: 'mcp subscription check failed', error: String(error) }));
+  };
+  const teardown = (graceful: boolean) => {
+    if (closed) return;
+    if (graceful) write(`event: message\ndata: ${JSON.stringify(o.closing)}\n\n`);
+    closed = true;
+    unsubscribe();
+    for (const timer of timers) clearInterval(timer);
+    o.signal.removeEventListener('abort', onAbort);
+    try {
+      controller.close();
+    } catch {
+      // Already closed by the client.
+    }
+  };
+  const onAbort = () => teardown(false);
+  const tasks = taskFollower(o, notify);
+  const tools = toolWatcher(o, notify);
+  const recheck = async () => {
+    if (!(await tools.recheck())) teardown(true);
+  };
+  const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
+    // This instance's own change is the committed state; anything off the bus is read afresh.
+    if (event.type === 'action' && tasks.watches(event.action.id))
+      serially(() => tasks.refresh(event.action.id, origin === 'this-instance' ? event.action : undefined));
+    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) serially(() => tasks.refresh(event.actionId));
+    else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
+  };
+
+  return new ReadableStream<Uint8Array>({
+    start(streamController) {
+      controller = streamController;
+      const { toolsListChanged, taskIds } = o.honored;
+      notify('notifications/subscriptions/acknowledged', { notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds } });
+      if (!toolsListChanged && taskIds.length === 0) return teardown(true);
+      o.signal.addEventListener('abort', onAbort, { once: true });
+      if (o.signal.aborted) return teardown(false);
+      unsubscribe = ctx.events.subscribe(onEvent);
+      serially(async () => {
+        await tools.start();
+        // Each task as it stands now, read after the events are watched: no change falls between.
+        for (const id of taskIds) await tasks.refresh(id);
+      });
+      timers.push(
+        setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
+        setInterval(() => serially(recheck), RECHECK_MS),
+      );
+      for (const timer of timers) timer.unref();
+    },
+    cancel() {
+      teardown(false);
+    },
+  });
+}

@@ -1,0 +1,41 @@
+import type { DeviceKind } from './devices.js';
+import type { Queryable } from './driver.js';
+
+/** How an action's device is named to an agent: its name, its kind, and its gateway's name. */
+export interface DevicePlaceRow {
+  deviceName: string;
+  deviceKind: DeviceKind;
+  parentId: string | null;
+  parentName: string | null;
+}
+
+/**
+ * The names an MCP task's result uses for the device its action ran on (docs/agents/tasks.md):
+ * read even when the device was detached or revoked since, since a finished task still
+ * describes what ran where.
+ */
+export function devicePlace(db: Queryable, workspaceId: string, deviceId: string): Promise<DevicePlaceRow | undefined> {
+  return db.get<DevicePlaceRow>(
+    `SELECT d.name AS deviceName, d.kind AS deviceKind, d.parent_id AS parentId, p.name AS parentName
+       FROM devices d LEFT JOIN devices p ON p.id = d.parent_id
+      WHERE d.workspace_id = ? AND d.id = ?`,
+    [workspaceId, deviceId],
+  );
+}
+
+/** An agent connection's standing and its workspace's functions version, in one read. */
+export interface AgentStandingRow {
+  revokedAt: number | null;
+  expiresAt: number | null;
+  functionsVersion: number;
+}
+
+export function agentStanding(db: Queryable, workspaceId: string, connectionId: string): Promise<AgentStandingRow | undefined> {
+  return db.get<AgentStandingRow>(
+    `SELECT c.revoked_at AS revokedAt, c.expires_at AS expiresAt,
+            (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion
+       FROM connections c
+      WHERE c.workspace_id = ? AND c.id = ? AND c.purpose = 'agent'`,
+    [workspaceId, connectionId],
+  );
+}
