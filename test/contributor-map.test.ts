@@ -19,7 +19,7 @@ const maps = ['CONTRIBUTING.md', ...agentsFiles];
 const topLevel = new Set(fs.readdirSync(root));
 /** MCP methods look like paths (`tools/list`, `notifications/cancelled`) and are not. */
 const MCP_METHOD =
-  /^(tools|resources|prompts|tasks|notifications|elicitation|sampling|completion|logging|roots)\/(list|call|read|get|result|cancel|subscribe|unsubscribe|create|complete|cancelled|progress|message|list_changed|updated|setLevel)$/;
+  /^(tools|resources|prompts|tasks|notifications|elicitation|sampling|completion|logging|roots|subscriptions|server)\/(list|call|read|get|result|cancel|subscribe|unsubscribe|create|complete|cancelled|progress|message|list_changed|updated|setLevel|update|listen|discover|tasks)$/;
 const FILE = /\.(ts|tsx|mjs|cjs|js|json|md|sql|png)$/;
 
 /** Whether git ignores the path (a cache the map mentions is not in a fresh clone). */

@@ -101,7 +101,7 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
  * One agent's subscription stream. Events only say when to look: a change of one of its
  * tasks (this instance's or a hint from another), a grant or device change in its workspace
  * (the journal announcement), or the recheck timer. What it is told is read from the database
- * (docs/operators/scale-out-security.md "hints, never facts"), or is the change this instance itself
+ * (docs/operators/scale-out-security.md "The rule: the bus carries hints, never facts"), or is the change this instance itself
  * committed: the task as tasks/get answers it, and its tool list, compared by name with the
  * last one it was told of.
  */
