@@ -31,7 +31,7 @@ export interface Signed {
 type C = HonoContext<HttpEnv>;
 type Outcome<T> = { ok: true; value: T } | { ok: false; message: string; issues?: ErrorIssue[]; status: 400 };
 
-// eslint-disable-next-line max-lines-per-function -- the three guards (page, live, action) share one session check, error page and limiter through this closure; console screens are being reworked in parallel, split after that
+// eslint-disable-next-line max-lines-per-function -- the three guards (page, live, action) share one session check, error page and limiter through this closure
 export function createGuards(deps: ConsoleDeps) {
   const { config, limiter, clock, db } = deps;
   const base = config.publicBaseUrl;

@@ -30,7 +30,7 @@ type C = HonoContext<HttpEnv>;
 /** A development subject: what `npm run owner-token -- --sub` accepts, kept short and printable. */
 const SUBJECT = /^[A-Za-z0-9._@:-]{1,128}$/;
 
-// eslint-disable-next-line max-lines-per-function -- the sign-in routes (token, development, OIDC, sign-out) share the session-cookie helpers of this closure; console screens are being reworked in parallel, split after that
+// eslint-disable-next-line max-lines-per-function -- the sign-in routes (token, development, OIDC, sign-out) share the session-cookie helpers of this closure
 export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guards): void {
   const { config, db, clock, log, authenticator } = deps;
   const base = config.publicBaseUrl;

@@ -131,7 +131,7 @@ function refuse(socket: Duplex, error: unknown, requestId: string): { status: nu
  * node server's 'upgrade' event. The ticket is checked, and consumed, before the upgrade,
  * so a refused client gets an HTTP 401 with the error envelope, never a socket.
  */
-// eslint-disable-next-line max-lines-per-function -- the upgrade path, the peers, the ping sweep and shutdown share mutable state (peers, closing, the request ids of 101s in flight); lifting them out means a channel-state object passed everywhere, a change to make with its own tests
+// eslint-disable-next-line max-lines-per-function -- the upgrade path, the peers, the ping sweep and shutdown share mutable state (peers, closing, the request ids of 101s in flight), which one closure keeps private; lifting them out would hand a mutable channel-state object to every part
 export function attachDeviceChannel(server: Server, deps: DeviceChannelDeps): DeviceChannel {
   const { db, clock, log, notifier } = deps;
   // autoPong off: a device's own ping is a protocol violation here, not something to answer.

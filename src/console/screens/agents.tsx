@@ -79,7 +79,7 @@ function Head() {
   );
 }
 
-// eslint-disable-next-line max-lines-per-function -- one page's markup, read top to bottom as the page shows; console screens are being reworked in parallel, split into sections after that
+// eslint-disable-next-line max-lines-per-function -- one page's markup, read top to bottom as the page shows
 function AgentsPage(props: {
   viewer: Viewer;
   agents: Connection[];

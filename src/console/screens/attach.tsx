@@ -24,7 +24,7 @@ const TTL_CHOICES = [
   { seconds: 86_400, label: '1 day' },
 ];
 
-// eslint-disable-next-line max-lines-per-function -- one page's markup, read top to bottom as the page shows; console screens are being reworked in parallel, split into sections after that
+// eslint-disable-next-line max-lines-per-function -- one page's markup, read top to bottom as the page shows
 function AttachPage(props: {
   viewer: Viewer;
   tokens: Connection[];
