@@ -11,7 +11,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, Union
+from http.client import HTTPMessage
+from typing import IO, Any, Literal, TypedDict, Union
 
 #: A base URL, or a function returning the current one (a service that moved, a test restart).
 UrlSource = Union[str, Callable[[], Union[str, Awaitable[str]]]]
@@ -118,6 +119,26 @@ async def resolve_url(source: UrlSource) -> str:
     return url.rstrip("/")
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Answers a 3xx as it is instead of following it. urllib would send the device token on to
+    whatever host the redirect names, and turn a POST into a GET without its body: a result
+    reported that way reaches no one, yet a 200 from the other host would count as delivered."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+
+
 def _post(url: str, token: str, body: Any, headers: dict[str, str]) -> Any:
     """One blocking POST; runs in a worker thread."""
     sent = {"authorization": f"Bearer {token}", **headers}
@@ -127,9 +148,16 @@ def _post(url: str, token: str, body: Any, headers: dict[str, str]) -> Any:
         sent["content-type"] = "application/json"
     request = urllib.request.Request(url, data=data, headers=sent, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+        with _OPENER.open(request, timeout=REQUEST_TIMEOUT_S) as response:
             return _data(response.read())
     except urllib.error.HTTPError as error:
+        if 300 <= error.code < 400:
+            raise ApiError(
+                error.code,
+                "redirected",
+                f"The service answered HTTP {error.code} with a redirect to {error.headers.get('location')!r}, "
+                "which the SDK does not follow: configure the service URL it should use instead.",
+            ) from None
         text = error.read()
         envelope = _json(text)
         problem = envelope.get("error") if isinstance(envelope, dict) else None
