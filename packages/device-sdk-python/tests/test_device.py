@@ -23,12 +23,14 @@ from dfc_device import (
     Device,
     DeviceApi,
     DeviceCommand,
+    DeviceCredentials,
     DeviceRevoked,
     Manifest,
     UrlSource,
     attach_device,
     attach_or_load,
     load_credentials,
+    save_credentials,
 )
 
 LAMP: Manifest = {
@@ -85,6 +87,46 @@ class TestCredentials:
     async def test_a_first_start_without_a_setup_token_says_what_is_missing(self, service: Service, tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="setup token"):
             await attach_or_load(service.url, tmp_path / "none.json", setup_token=None, name="Lamp")
+
+
+class TestCredentialFile:
+    """What is next to the credential file never decides who can read the token."""
+
+    CREDENTIALS = DeviceCredentials("11111111-1111-4111-8111-111111111111", "dfc_device_SECRET", "a" * 64)
+
+    @staticmethod
+    def guessable(target: Path) -> Path:
+        # The name a temporary file named after the process would get: one anyone can plant.
+        return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+
+    def test_a_world_readable_file_left_where_the_temporary_file_could_go_never_makes_it_readable(self, tmp_path: Path) -> None:
+        target = tmp_path / "device.json"
+        left = self.guessable(target)
+        left.write_text("")
+        left.chmod(0o644)
+        save_credentials(target, self.CREDENTIALS)
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+        assert load_credentials(target) == self.CREDENTIALS
+        assert left.read_text() == ""
+
+    def test_a_planted_symlink_is_not_followed_and_the_token_stays_in_the_owners_file(self, tmp_path: Path) -> None:
+        target = tmp_path / "device.json"
+        elsewhere = tmp_path / "readable-by-all"
+        elsewhere.write_text("")
+        elsewhere.chmod(0o644)
+        self.guessable(target).symlink_to(elsewhere)
+        save_credentials(target, self.CREDENTIALS)
+        assert not target.is_symlink()
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+        assert elsewhere.read_text() == ""
+
+    def test_an_existing_world_readable_credential_file_is_replaced_by_one_readable_by_its_owner_only(self, tmp_path: Path) -> None:
+        target = tmp_path / "device.json"
+        target.write_text("{}")
+        target.chmod(0o644)
+        save_credentials(target, self.CREDENTIALS)
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["device.json"]
 
 
 class TestRevoked:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -17,11 +18,14 @@ def save_credentials(path: str | os.PathLike[str], credentials: DeviceCredential
     can read the other's file.
     """
     target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    # Created with 0600 rather than chmod-ed afterwards: the token is never readable by others.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A fresh file under an unpredictable name, created exclusively (O_EXCL, no symlink
+    # followed): a file or symlink planted or left next to the target is never written through.
+    # Made 0600 before the token is written, so it is never readable by others.
+    descriptor, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    temporary = Path(name)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            os.fchmod(file.fileno(), 0o600)
             json.dump(
                 {"deviceId": credentials.device_id, "token": credentials.token, "workspace": credentials.workspace},
                 file,
