@@ -1,7 +1,8 @@
 import { agentStanding, devicePlace, type DevicePlaceRow } from '../store/tasks.js';
 import type { ActionRecord } from './action-records.js';
 import { toActionRecord } from './action-records.js';
-import { readAction, withdrawAction } from './actions.js';
+import { readAction } from './action-reads.js';
+import { withdrawAction } from './action-withdrawals.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError } from './errors.js';
 

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { workspacePaused } from './device-controls.js';
-import { cancelRefused, claimNext, completeAction, expireDue, findTargetedAction, hasQueued, reportLate } from '../store/actions.js';
+import { expireDue } from '../store/action-expiry.js';
+import { cancelRefused, claimNext, completeAction, findTargetedAction, hasQueued, reportLate } from '../store/action-hand-out.js';
 import { action, toActionRecord } from './action-records.js';
-import { publishActions } from './actions.js';
+import { publishActions } from './action-publishing.js';
 import type { Context, CredentialOf } from './context.js';
 import { fail } from './errors.js';
 import { canonical } from './idempotency.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { oldestQueuedPerTarget } from '../store/actions.js';
+import { oldestQueuedPerTarget } from '../store/action-hand-out.js';
 import { controlsPause, pauseControls, resumeControls } from '../store/workspaces.js';
-import { publishActions } from './actions.js';
+import { publishActions } from './action-publishing.js';
 import type { Context } from './context.js';
 import { defineOperation } from './operation.js';
 import { timestamp } from './schemas.js';

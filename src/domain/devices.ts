@@ -8,8 +8,8 @@ import {
   recallForFunction,
   cancelWithdrawn,
   recallWithdrawn,
-  type ActionRow,
-} from '../store/actions.js';
+} from '../store/action-withdrawals.js';
+import type { ActionRow } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
   familyFunctions,
@@ -31,7 +31,7 @@ import {
 } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
-import { publishActions } from './actions.js';
+import { publishActions } from './action-publishing.js';
 import { assertDeviceCapacity } from './capacity.js';
 import type { Context, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';

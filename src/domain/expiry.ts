@@ -1,4 +1,5 @@
-import { expireDue, recallWithdrawn } from '../store/actions.js';
+import { expireDue } from '../store/action-expiry.js';
+import { recallWithdrawn } from '../store/action-withdrawals.js';
 import { markQuietDevicesOffline } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import { logSweepFailure } from './errors.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { assertWithinCap } from './capacity.js';
-import { cancelQueuedOnServices } from '../store/actions.js';
+import { cancelQueuedOnServices } from '../store/action-withdrawals.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
 import {
   getGrant,
@@ -13,7 +13,8 @@ import {
   type ApprovalMode,
   type GrantRow,
 } from '../store/grants.js';
-import { publishActions, withdrawRevoked } from './actions.js';
+import { publishActions } from './action-publishing.js';
+import { withdrawRevoked } from './action-withdrawals.js';
 import { announceJournal } from './events.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';

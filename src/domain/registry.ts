@@ -1,15 +1,9 @@
 import { getAccount } from './account.js';
-import {
-  approveAction,
-  broadcast,
-  cancelAction,
-  exportHistory,
-  getActionState,
-  listRecentActions,
-  listRequestedActions,
-  rejectAction,
-  requestAction,
-} from './actions.js';
+import { approveAction, rejectAction } from './action-decisions.js';
+import { exportHistory, getActionState, listRecentActions, listRequestedActions } from './action-reads.js';
+import { requestAction } from './action-requests.js';
+import { cancelAction } from './action-withdrawals.js';
+import { broadcast } from './broadcasts.js';
 import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';

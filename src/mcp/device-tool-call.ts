@@ -1,7 +1,7 @@
 import type { CallToolResult, ProgressNotificationParams } from '@modelcontextprotocol/server';
 import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATES, type ActionStatus } from '../domain/action-states.js';
-import { withdrawAction } from '../domain/actions.js';
+import { withdrawAction } from '../domain/action-withdrawals.js';
 import { DomainError } from '../domain/errors.js';
 import { watchComingAction } from '../domain/events.js';
 import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
