@@ -240,7 +240,7 @@ export const getWorkspaceWebhook = defineOperation({
   run: async ({ ctx, credential, input }) => toWebhook(await found(ctx.db, credential.workspaceId, input.webhookId), ctx.clock.now()),
 });
 
-export const rotateWebhookSecretOperation = defineOperation({
+export const rotateWorkspaceWebhookSecret = defineOperation({
   name: 'webhooks.rotateSecret',
   title: 'Rotate a webhook secret',
   description:

@@ -56,7 +56,7 @@ export async function awaitSettled(
 ): Promise<ActionRecord> {
   const { ctx } = session;
   const deadline = Date.now() + waitMs;
-  const read = () => invoke(operations.getAction, ctx, { actionId: first.id });
+  const read = () => invoke(operations.getActionState, ctx, { actionId: first.id });
   await progress(first);
   if (ACTION_STATES[first.status].terminal) return first;
   const changes = coming ? coming.of(first.id) : watchAction(ctx.events, first.id);
