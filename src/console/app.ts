@@ -2,7 +2,7 @@ import type { Context as HonoContext, Hono } from 'hono';
 import type { HttpEnv } from '../http/request.js';
 import { mountAssets } from './assets.js';
 import type { ConsoleDeps } from './deps.js';
-import { mountConsoleEvents } from './events.js';
+import { mountConsoleEvents } from './live-updates.js';
 import { mountPending } from './pending-routes.js';
 import { mountActionPage } from './screens/action.js';
 import { mountWebhooks } from './screens/webhooks.js';

@@ -39,7 +39,7 @@ import { listCallableFunctions } from './functions.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { ROW_ORDER_KEY } from './paging.js';
 import { schemaFingerprint } from './schema-fingerprints.js';
-import { announceJournal } from './events.js';
+import { announceJournal } from './event-hub.js';
 import { attachedDevice, capability, device, uuid } from './schemas.js';
 
 export const ONLINE_WINDOW_MS = 60_000;

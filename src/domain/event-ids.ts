@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Db } from '../store/driver.js';
-import { legacyEventIdLimit } from '../store/workspace-events.js';
+import { legacyEventIdLimit } from '../store/event-journal.js';
 import { serviceKey } from '../store/service-keys.js';
 import type { Context } from './context.js';
 

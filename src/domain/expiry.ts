@@ -6,7 +6,7 @@ import { logSweepFailure } from './errors.js';
 import { toActionRecord } from './action-records.js';
 import type { Clock, Logger } from './context.js';
 import { ONLINE_WINDOW_MS } from './devices.js';
-import { announceJournal, type EventHub } from './events.js';
+import { announceJournal, type EventHub } from './event-hub.js';
 
 /** Devices reported offline per sweep: a mass outage is reported over a few sweeps, in short statements. */
 const OFFLINE_BATCH = 500;

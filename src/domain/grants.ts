@@ -15,7 +15,7 @@ import {
 } from '../store/grants.js';
 import { publishActions } from './action-publishing.js';
 import { withdrawRevoked } from './action-withdrawals.js';
-import { announceJournal } from './events.js';
+import { announceJournal } from './event-hub.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';

@@ -8,7 +8,7 @@ import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { getDeviceControls, setDeviceControls } from './device-controls.js';
-import { issueEventsTicket } from './device-events.js';
+import { issueEventsTicket } from './device-wake-socket.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
@@ -17,7 +17,7 @@ import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
 import { getUsage } from './usage.js';
-import { streamOwnerEvents } from './owner-events.js';
+import { streamOwnerEvents } from './owner-event-stream.js';
 import {
   createWebhook,
   enableWorkspaceWebhook,

@@ -21,7 +21,7 @@ import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
 import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, redacted, shownUrl, webhookFormat } from './webhook-formats.js';
-import { eventType, EVENT_TYPES, type eventWebhook } from './workspace-events.js';
+import { eventType, EVENT_TYPES, type eventWebhook } from './event-catalogue.js';
 
 /**
  * Webhooks (docs/owners/webhooks.md): the owner's events, delivered to an HTTPS endpoint of theirs

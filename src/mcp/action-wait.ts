@@ -1,6 +1,6 @@
 import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/action-states.js';
 import type { ActionRecord } from '../domain/action-records.js';
-import { CHANGED_ELSEWHERE, watchAction, type ComingActionWatch } from '../domain/events.js';
+import { CHANGED_ELSEWHERE, watchAction, type ComingActionWatch } from '../domain/event-hub.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
 import type { McpSession } from './session.js';

@@ -2,7 +2,7 @@ import type { Context as HonoContext, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../domain/context.js';
-import type { EventHub } from '../domain/events.js';
+import type { EventHub } from '../domain/event-hub.js';
 import type { RateLimiter } from '../domain/rate-limits.js';
 import { withRequestId, type HttpEnv } from '../http/request.js';
 import { cachedListAnswer } from './cached-list-answer.js';

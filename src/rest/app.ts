@@ -52,7 +52,7 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       }
       // Path parameters win over body fields of the same name: the URL names the resource.
       const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
-      // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-events.ts).
+      // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-event-stream.ts).
       const feed = route.operation.live ? new AbortController() : undefined;
       if (feed) c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
       const answer = await call(route.operation, ctx, input, undefined, feed?.signal);

@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import type { z } from 'zod';
 import { operations } from '../../domain/registry.js';
 import type { webhook as webhookSchema, webhookDelivery } from '../../domain/webhooks.js';
-import { EVENT_TYPES } from '../../domain/workspace-events.js';
+import { EVENT_TYPES } from '../../domain/event-catalogue.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';

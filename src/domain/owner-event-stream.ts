@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import { findSession } from '../store/oauth.js';
-import { journalBounds, listWorkspaceEvents, newestWorkspaceEventId } from '../store/workspace-events.js';
+import { journalBounds, listWorkspaceEvents, newestWorkspaceEventId } from '../store/event-journal.js';
 import type { Context, CredentialOf, LiveStreams, StreamSlot } from './context.js';
 import { DomainError } from './errors.js';
 import { defineLiveOperation, type FeedEnd, type LiveItem } from './operation.js';
 import { eventIds, resumePoint } from './event-ids.js';
 import { timestamp } from './schemas.js';
-import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
+import { toWorkspaceEvent, workspaceEvent } from './event-catalogue.js';
 
 /**
  * The owner's live event stream (docs/reference/events.md "Owner events"): the workspace event journal, read
