@@ -5,7 +5,7 @@ import { expireDue } from '../store/action-expiry.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { readAction } from './action-reads.js';
-import type { Context, CredentialOf } from './context.js';
+import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError } from './errors.js';
 import { defineOperation } from './operation.js';
 import { uuid } from './schemas.js';
@@ -23,7 +23,7 @@ const decisionInput = z.strictObject({
  * Action as it is now.
  */
 async function decide(
-  ctx: Context,
+  ctx: OperationContext,
   credential: CredentialOf<'owner'>,
   input: z.output<typeof decisionInput>,
   move: 'approve' | 'reject',

@@ -7,7 +7,7 @@ import type { Queryable } from '../store/driver.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { ACTION_STATUSES, TRANSITIONS, type ActionStatus } from './action-states.js';
-import type { Context, CredentialOf } from './context.js';
+import type { OperationContext, CredentialOf } from './context.js';
 import { fail } from './errors.js';
 import { defineOperation, definePagedOperation, defineStreamedOperation } from './operation.js';
 import { ROW_ORDER_KEY, type PageKey } from './paging.js';
@@ -22,7 +22,7 @@ const EXPIRABLE: readonly ActionStatus[] = TRANSITIONS.expire.from;
  * The expiring write runs only for an unfinished action already past its deadline, so the
  * usual read (an MCP call waiting, an agent polling) is one SELECT.
  */
-export async function readAction(ctx: Context, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
+export async function readAction(ctx: OperationContext, credential: CredentialOf<'owner' | 'agent'>, actionId: string): Promise<ActionRow> {
   const now = ctx.clock.now();
   let row = await getAction(ctx.db, credential.workspaceId, actionId);
   if (row && EXPIRABLE.includes(row.status) && row.expiresAt <= now) {

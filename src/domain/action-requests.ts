@@ -7,7 +7,7 @@ import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { assertQueueCapacity, assertStorageBudget } from './capacity.js';
-import type { Context, CredentialOf } from './context.js';
+import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
 import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
@@ -50,11 +50,11 @@ interface ActionRequest {
  */
 async function plannedAction(
   db: Queryable,
-  ctx: Context,
+  ctx: OperationContext,
   agent: CredentialOf<'agent'>,
   request: ActionRequest,
   now: number,
-  known?: Context['callable'],
+  known?: OperationContext['callable'],
 ): Promise<NewActionRow> {
   const fn =
     known && known.deviceId === request.deviceId && known.capability === request.capability
@@ -101,7 +101,7 @@ async function plannedAction(
  * connection (revoked or expired since it authenticated this request), it refuses, so a
  * revoked credential creates nothing even in the window between its lookup and the insert.
  */
-export async function queueAction(tx: Queryable, ctx: Context, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
+export async function queueAction(tx: Queryable, ctx: OperationContext, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
   const planned = await plannedAction(tx, ctx, agent, request, now);
   await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
   await assertStorageBudget(tx, ctx.settings.capacity, agent.workspaceId, Buffer.byteLength(planned.arguments));
@@ -110,7 +110,7 @@ export async function queueAction(tx: Queryable, ctx: Context, agent: Credential
   return created;
 }
 
-function queueLimits(ctx: Context): QueueLimits {
+function queueLimits(ctx: OperationContext): QueueLimits {
   const capacity = ctx.settings.capacity;
   return { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace, storage: capacity.storage };
 }
@@ -126,7 +126,7 @@ function queueLimits(ctx: Context): QueueLimits {
  * which names the reason or replays. A refusal the reads find is final.
  */
 async function queueActionOptimistically(
-  ctx: Context,
+  ctx: OperationContext,
   agent: CredentialOf<'agent'>,
   request: ActionRequest,
   now: number,
@@ -157,7 +157,7 @@ const requestActionInput = z.strictObject({
 });
 
 /** Queues one action: REST and the MCP device tools both reach it through `invoke`. */
-async function requestDeviceAction(ctx: Context, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
+async function requestDeviceAction(ctx: OperationContext, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
   const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
   const wanted: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };

@@ -7,7 +7,7 @@ import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import type { CancelReason } from './action-states.js';
 import { readAction } from './action-reads.js';
 import { fail } from './errors.js';
-import type { Context } from './context.js';
+import type { OperationContext } from './context.js';
 import { defineOperation } from './operation.js';
 import { uuid } from './schemas.js';
 
@@ -41,7 +41,7 @@ export const cancelAction = defineOperation({
  * as it is. For withdrawals nobody answers for, such as an MCP client going away
  * (docs/reference/rules.md "Actions"). Returns the changed action, if any.
  */
-export async function withdrawAction(ctx: Context, workspaceId: string, actionId: string, reason: CancelReason): Promise<ActionRecord | undefined> {
+export async function withdrawAction(ctx: OperationContext, workspaceId: string, actionId: string, reason: CancelReason): Promise<ActionRecord | undefined> {
   const now = ctx.clock.now();
   const row = (await cancelQueued(ctx.db, workspaceId, actionId, null, reason, now)) ?? (await requestRecall(ctx.db, workspaceId, actionId, reason, now));
   if (!row) return undefined;

@@ -154,7 +154,7 @@ export interface AuthorizedFunction {
 export type Surface = 'rest' | 'mcp';
 
 /** What every operation receives: plain data, never a transport's request object. */
-export interface Context {
+export interface OperationContext {
   credential: Credential | null;
   surface: Surface;
   requestId: string;

@@ -16,7 +16,7 @@ import {
 import { publishActions } from './action-publishing.js';
 import { withdrawRevoked } from './action-withdrawals.js';
 import { announceJournal } from './event-hub.js';
-import type { Context } from './context.js';
+import type { OperationContext } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
@@ -233,7 +233,7 @@ export const revokeWorkspaceGrants = defineOperation({
 });
 
 async function replaceGatewayGrants(
-  ctx: Context,
+  ctx: OperationContext,
   owner: { workspaceId: string; subject: string },
   input: { deviceId: string; principal: string; mode: 'read' | 'control'; includeServices: boolean; ttlSeconds: number | null; approval: ApprovalMode },
 ) {

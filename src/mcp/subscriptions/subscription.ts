@@ -1,6 +1,6 @@
 import { ACTION_STATES } from '../../domain/action-states.js';
 import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
-import type { Context, CredentialOf } from '../../domain/context.js';
+import type { OperationContext, CredentialOf } from '../../domain/context.js';
 import type { EventOrigin, ServiceEvent } from '../../domain/event-hub.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
@@ -15,7 +15,7 @@ export interface Honored {
 }
 
 export interface SubscriptionOptions {
-  ctx: Context;
+  ctx: OperationContext;
   credential: CredentialOf<'agent'>;
   honored: Honored;
   clock: TaskClock;
