@@ -3,7 +3,7 @@ import type { OperationContext } from '../domain/context.js';
 import { workspacePaused } from '../domain/device-controls.js';
 import { DomainError, type ErrorIssue } from '../domain/errors.js';
 import { call, invoke, type Answer } from '../domain/invoke.js';
-import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
+import { csrfMatches, csrfToken, ownerSession } from '../domain/owner-sessions.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { credentialBucket } from '../domain/rate-limits.js';

@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { ownerIdentityFromClaims, signDevelopmentSession } from '../auth/owner.js';
-import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '../domain/oauth/sessions.js';
+import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '../domain/owner-sessions.js';
 import { readForm } from '../http/form.js';
 import {
   clearOwnerSessionCookie,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { findSession } from '../store/oauth.js';
+import { findSession } from '../store/owner-sessions.js';
 import { journalBounds, listWorkspaceEvents, newestWorkspaceEventId } from '../store/event-journal.js';
 import type { OperationContext, CredentialOf, LiveStreams, StreamSlot } from './context.js';
 import { DomainError } from './errors.js';

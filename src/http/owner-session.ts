@@ -3,7 +3,7 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { decodeJwt } from 'jose';
 import type { Credential } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import { createOwnerSession, type SessionStoreDeps } from '../domain/oauth/sessions.js';
+import { createOwnerSession, type SessionStoreDeps } from '../domain/owner-sessions.js';
 import { clientAddress } from './request.js';
 
 /**

@@ -2,7 +2,7 @@ import type { Hono, Context } from 'hono';
 import { approveAuthorization, checkAuthorizationRequest, consentView, type AuthorizationParams } from '../domain/oauth/authorize.js';
 import { DomainError } from '../domain/errors.js';
 import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
-import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
+import { csrfMatches, csrfToken, ownerSession } from '../domain/owner-sessions.js';
 import { originRefusal, PAGE_CSP, pageForm, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ConsentPage, ErrorPage } from './pages.js';

@@ -1,5 +1,5 @@
 import type { Hono, Context } from 'hono';
-import { endOwnerSession } from '../domain/oauth/sessions.js';
+import { endOwnerSession } from '../domain/owner-sessions.js';
 import { clearOwnerSessionCookie, SIGN_IN_STATUS, startOwnerSession } from '../http/owner-session.js';
 import { bearerToken } from '../http/request.js';
 import { originRefusal, pageForm, sessionToken } from './browser.js';
