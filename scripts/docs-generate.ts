@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { configSchema } from '../src/config.js';
 import { ACTION_STATES, ACTION_STATUSES, CANCEL_REASONS, EXPIRED_REASONS, INITIAL_STATUSES, MARKS, TRANSITIONS } from '../src/domain/action-states.js';
 import { errorCodes } from '../src/domain/errors.js';
-import { EVENT_TYPES } from '../src/domain/workspace-events.js';
+import { EVENT_TYPES } from '../src/domain/event-catalogue.js';
 import { errorMeanings, httpStatus } from '../src/http/errors.js';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import type { LiveStreams, ServiceSettings } from './domain/context.js';
 import { createArgumentSchemas } from './domain/argument-schemas.js';
-import type { EventHub } from './domain/events.js';
+import type { EventHub } from './domain/event-hub.js';
 import type { DependencyCheck } from './domain/readiness.js';
 import { mountConsole } from './console/app.js';
 import type { WebhookTransport } from './domain/webhook-transport.js';

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Hono } from 'hono';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ACTION_STATUSES } from './domain/action-states.js';
-import type { EventHub } from './domain/events.js';
+import type { EventHub } from './domain/event-hub.js';
 import type { AttemptOutcome, WebhookDeliveryObserver } from './domain/webhook-delivery.js';
 import { DomainError } from './domain/errors.js';
 import { bearerToken, type HttpEnv } from './http/request.js';

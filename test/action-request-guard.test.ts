@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { getAction, guardedActionInsert, insertActionIfAllowed, type NewActionRow } from '../src/store/actions.js';
+import { guardedActionInsert, insertActionIfAllowed, type NewActionRow } from '../src/store/action-requests.js';
+import { getAction } from '../src/store/actions.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../src/store/idempotency.js';
 import { client, type Client } from './helpers/api.js';
 import { authorizedFromListing, authorizeFunction, listCallableFunctionsOnDevices } from '../src/domain/functions.js';

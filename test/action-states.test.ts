@@ -13,29 +13,22 @@ import {
   type MarkName,
   type TransitionName,
 } from '../src/domain/action-states.js';
+import { approveAction, cancelIfRefused, rejectAction } from '../src/store/action-decisions.js';
+import { expireDue } from '../src/store/action-expiry.js';
+import { cancelRefused, reportLate, claimNext, completeAction } from '../src/store/action-hand-out.js';
+import { insertAction } from '../src/store/action-requests.js';
 import {
-  approveAction,
-  cancelIfRefused,
-  rejectAction,
   cancelQueued,
   cancelQueuedForFunction,
   cancelQueuedForTarget,
-  cancelRefused,
   cancelWithdrawn,
   recallWithdrawn,
-  reportLate,
   cancelQueuedOnDetachedChildren,
   cancelQueuedOnServices,
-  claimNext,
-  completeAction,
-  expireDue,
-  getAction,
-  insertAction,
   recallForFunction,
   requestRecall,
-  statusIn,
-  type ActionRow,
-} from '../src/store/actions.js';
+} from '../src/store/action-withdrawals.js';
+import { getAction, statusIn, type ActionRow } from '../src/store/actions.js';
 import type { Db, Queryable, SqlValue } from '../src/store/driver.js';
 import { openDb } from '../src/store/open.js';
 
@@ -350,9 +343,13 @@ describe('the database and the store', () => {
   });
 
   it('drives every store function that UPDATEs an action above', () => {
-    const source = fs.readFileSync(path.resolve(import.meta.dirname, '..', 'src', 'store', 'actions.ts'), 'utf8');
-    const updating = source
-      .split(/\n(?=export )/)
+    const store = path.resolve(import.meta.dirname, '..', 'src', 'store');
+    const sources = fs
+      .readdirSync(store)
+      .filter((file) => file.endsWith('.ts'))
+      .map((file) => fs.readFileSync(path.join(store, file), 'utf8'));
+    const updating = sources
+      .flatMap((source) => source.split(/\n(?=export )/))
       .filter((part) => /UPDATE actions (?:AS \w+ )?(?:INDEXED BY \S+ )?SET/.test(part))
       .map((part) => /^export (?:async )?function (\w+)/.exec(part)?.[1]);
     const driven = [...Object.values(STORE_MOVES), ...Object.values(STORE_MARKS)].flatMap((each) => each.map((m) => m.fn.name));

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getAction } from '../src/store/actions.js';
-import type { ServiceEvent } from '../src/domain/events.js';
+import type { ServiceEvent } from '../src/domain/event-hub.js';
 import { client, type Client } from './helpers/api.js';
 import { childrenOf, grant, hubManifest, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';

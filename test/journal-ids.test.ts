@@ -9,7 +9,7 @@ import type { Db } from '../src/store/driver.js';
 import { EmbeddedDb } from '../src/store/embedded.js';
 import { loadMigrations, migrate } from '../src/store/migrate.js';
 import { RemoteDb } from '../src/store/remote.js';
-import { appendWorkspaceEvent, journalBounds, listWorkspaceEvents } from '../src/store/workspace-events.js';
+import { appendWorkspaceEvent, journalBounds, listWorkspaceEvents } from '../src/store/event-journal.js';
 import { client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { journalIdOf } from './helpers/event-ids.js';

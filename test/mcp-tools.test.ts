@@ -2,7 +2,7 @@ import type { Client as McpClient } from '@modelcontextprotocol/client';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ActionChange } from '../src/domain/events.js';
+import type { ActionChange } from '../src/domain/event-hub.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';

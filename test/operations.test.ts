@@ -99,7 +99,7 @@ const cases: Record<string, Case> = {
   },
   'device.result': async () => {
     await newAction();
-    const next = await invoke(ops.fetchNext, device, { deviceId, workspace: routingId });
+    const next = await invoke(ops.fetchNextCommand, device, { deviceId, workspace: routingId });
     return { as: device, input: { deviceId, actionId: next!.id, ok: true, result: { on: true } } };
   },
   'device.eventsTicket': async () => ({ as: device, input: { deviceId } }),

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
-import { EVENT_TYPES } from '../src/domain/workspace-events.js';
+import { EVENT_TYPES } from '../src/domain/event-catalogue.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';

@@ -1,8 +1,10 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { CredentialKind, Surface } from '../src/domain/context.js';
 import type { AccessRequirement, AnyOperation } from '../src/domain/operation.js';
-import { allOperations } from '../src/domain/registry.js';
+import { allOperations, operations } from '../src/domain/registry.js';
 import { routes } from '../src/rest/routes.js';
 
 /**
@@ -101,6 +103,19 @@ describe('operation registry', () => {
 
   it.each(allOperations.map((operation) => [operation.name, operation] as const))('%s declares its credentials and access', (_name, operation) => {
     expect(declarationProblems(operation)).toEqual([]);
+  });
+
+  // `operations.x` in a surface and `export const x` in the domain name one thing, so a reader
+  // finds the declaration by the name the caller used.
+  it('holds each operation under the name its domain module exports it by', async () => {
+    const domain = path.resolve(import.meta.dirname, '..', 'src', 'domain');
+    const exportedAs = new Map<unknown, string[]>();
+    for (const file of fs.readdirSync(domain, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.ts'))) {
+      const module = (await import(path.join(domain, file))) as Record<string, unknown>;
+      for (const [name, value] of Object.entries(module)) exportedAs.set(value, [...(exportedAs.get(value) ?? []), name]);
+    }
+    const misnamed = Object.entries(operations).filter(([key, operation]) => !exportedAs.get(operation)?.includes(key));
+    expect(misnamed.map(([key]) => key)).toEqual([]);
   });
 
   it('has unique operation names', () => {

@@ -9,7 +9,7 @@ import { runHousekeeping } from '../src/domain/housekeeping.js';
 import { EmbeddedDb } from '../src/store/embedded.js';
 import { loadMigrations, migrate } from '../src/store/migrate.js';
 import { claimDueDeliveries, passOverDispatch, readDispatchState } from '../src/store/webhooks.js';
-import { EVENT_TYPES } from '../src/domain/workspace-events.js';
+import { EVENT_TYPES } from '../src/domain/event-catalogue.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, queue } from './helpers/actions.js';
 import { startChildService, testIdentity } from './helpers/child-service.js';

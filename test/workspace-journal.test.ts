@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventIds } from '../src/domain/event-ids.js';
-import { toWorkspaceEvent, type WorkspaceEvent } from '../src/domain/workspace-events.js';
-import { listWorkspaceEvents } from '../src/store/workspace-events.js';
+import { toWorkspaceEvent, type WorkspaceEvent } from '../src/domain/event-catalogue.js';
+import { listWorkspaceEvents } from '../src/store/event-journal.js';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';

@@ -1,8 +1,8 @@
-import type { Context as HonoContext, Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import type { HttpEnv } from '../http/request.js';
 import { mountAssets } from './assets.js';
 import type { ConsoleDeps } from './deps.js';
-import { mountConsoleEvents } from './events.js';
+import { mountConsoleEvents } from './live-updates.js';
 import { mountPending } from './pending-routes.js';
 import { mountActionPage } from './screens/action.js';
 import { mountWebhooks } from './screens/webhooks.js';
@@ -35,7 +35,7 @@ export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
-  const headers = async (c: HonoContext, next: () => Promise<void>) => {
+  const headers = async (c: Context, next: () => Promise<void>) => {
     await next();
     c.header('Content-Security-Policy', CONSOLE_CSP);
     c.header('X-Frame-Options', 'DENY');

@@ -1,9 +1,9 @@
-import type { Context as HonoContext } from 'hono';
-import type { Context } from '../domain/context.js';
+import type { Context } from 'hono';
+import type { OperationContext } from '../domain/context.js';
 import { workspacePaused } from '../domain/device-controls.js';
 import { DomainError, type ErrorIssue } from '../domain/errors.js';
 import { call, invoke, type Answer } from '../domain/invoke.js';
-import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
+import { csrfMatches, csrfToken, ownerSession } from '../domain/owner-sessions.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { credentialBucket } from '../domain/rate-limits.js';
@@ -25,10 +25,10 @@ export interface Signed {
   owner: Owner;
   viewer: Viewer;
   /** The domain context of this request, with the owner's credential. */
-  ctx: Context;
+  ctx: OperationContext;
 }
 
-type C = HonoContext<HttpEnv>;
+type C = Context<HttpEnv>;
 type Outcome<T> = { ok: true; value: T } | { ok: false; message: string; issues?: ErrorIssue[]; status: 400 };
 
 // eslint-disable-next-line max-lines-per-function -- the three guards (page, live, action) share one session check, error page and limiter through this closure

@@ -1,7 +1,7 @@
-import type { Context as HonoContext, Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { ownerIdentityFromClaims, signDevelopmentSession } from '../auth/owner.js';
-import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '../domain/oauth/sessions.js';
+import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '../domain/owner-sessions.js';
 import { readForm } from '../http/form.js';
 import {
   clearOwnerSessionCookie,
@@ -25,7 +25,7 @@ import { createOidcClient, oidcSettings, type PendingSignIn } from './oidc.js';
  * pasting an owner session token (always). Each ends with the same session cookie.
  */
 
-type C = HonoContext<HttpEnv>;
+type C = Context<HttpEnv>;
 
 /** A development subject: what `npm run owner-token -- --sub` accepts, kept short and printable. */
 const SUBJECT = /^[A-Za-z0-9._@:-]{1,128}$/;

@@ -1,6 +1,6 @@
 import type { ActionRecord } from '../domain/action-records.js';
-import { isDeviceRevoked, storedActionFor } from '../domain/device-events.js';
-import { addKeyedListener, type EventHub } from '../domain/events.js';
+import { isDeviceRevoked, storedActionFor } from '../domain/device-wake-socket.js';
+import { addKeyedListener, type EventHub } from '../domain/event-hub.js';
 import type { Db } from '../store/driver.js';
 
 /** The wake frame, exactly as sent on the socket (docs/devices/wire-protocol.md "Wake channel"). */

@@ -2,7 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Clock, Logger } from '../domain/context.js';
-import { markDeviceSeen, pendingRecalls, redeemEventsTicket } from '../domain/device-events.js';
+import { markDeviceSeen, pendingRecalls, redeemEventsTicket } from '../domain/device-wake-socket.js';
 import { DomainError } from '../domain/errors.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import { toHttpError } from '../http/errors.js';

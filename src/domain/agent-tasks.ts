@@ -1,8 +1,9 @@
 import { agentStanding, devicePlace, type DevicePlaceRow } from '../store/tasks.js';
 import type { ActionRecord } from './action-records.js';
 import { toActionRecord } from './action-records.js';
-import { readAction, withdrawAction } from './actions.js';
-import type { Context, CredentialOf } from './context.js';
+import { readAction } from './action-reads.js';
+import { withdrawAction } from './action-withdrawals.js';
+import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError } from './errors.js';
 
 /**
@@ -32,7 +33,7 @@ export function lastChangeOf(action: ActionRecord): number {
 }
 
 /** The connection's own action, its deadline brought up to date; undefined when it is not theirs or not there. */
-export async function readOwnAction(ctx: Context, credential: CredentialOf<'agent'>, actionId: string): Promise<OwnAction | undefined> {
+export async function readOwnAction(ctx: OperationContext, credential: CredentialOf<'agent'>, actionId: string): Promise<OwnAction | undefined> {
   try {
     const row = await readAction(ctx, credential, actionId);
     if (row.connectionId !== credential.connectionId) return undefined;
@@ -49,7 +50,7 @@ export async function readOwnAction(ctx: Context, credential: CredentialOf<'agen
  * queued or waiting one is cancelled, a handed-out one recalled, a finished one left as it is.
  * False when the action is not the connection's.
  */
-export async function withdrawOwnAction(ctx: Context, credential: CredentialOf<'agent'>, actionId: string): Promise<boolean> {
+export async function withdrawOwnAction(ctx: OperationContext, credential: CredentialOf<'agent'>, actionId: string): Promise<boolean> {
   const own = await readOwnAction(ctx, credential, actionId);
   if (!own) return false;
   await withdrawAction(ctx, credential.workspaceId, actionId, 'client_cancelled');
@@ -57,7 +58,7 @@ export async function withdrawOwnAction(ctx: Context, credential: CredentialOf<'
 }
 
 /** Names of the device the action ran on, for the words of its result. */
-export function placeOfAction(ctx: Context, workspaceId: string, action: ActionRecord): Promise<DevicePlace | undefined> {
+export function placeOfAction(ctx: OperationContext, workspaceId: string, action: ActionRecord): Promise<DevicePlace | undefined> {
   return devicePlace(ctx.db, workspaceId, action.deviceId);
 }
 
@@ -66,7 +67,7 @@ export function placeOfAction(ctx: Context, workspaceId: string, action: ActionR
  * what its workspace's agents may call. A long-lived stream (MCP subscriptions/listen) asks
  * this again and again, since it outlives the authentication of the request that opened it.
  */
-export async function agentStandingOf(ctx: Context, credential: CredentialOf<'agent'>): Promise<{ live: boolean; functionsVersion: number }> {
+export async function agentStandingOf(ctx: OperationContext, credential: CredentialOf<'agent'>): Promise<{ live: boolean; functionsVersion: number }> {
   const row = await agentStanding(ctx.db, credential.workspaceId, credential.connectionId);
   const now = ctx.clock.now();
   const live = row !== undefined && row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);

@@ -1,8 +1,11 @@
 import { z } from 'zod';
-import { awaitingApprovals, expireDue, getAction, rejectAction as rejectStored, type ActionRow } from '../store/actions.js';
+import { rejectAction as rejectStored } from '../store/action-decisions.js';
+import { expireDue } from '../store/action-expiry.js';
+import { awaitingApprovals } from '../store/action-history.js';
+import { getAction, type ActionRow } from '../store/actions.js';
 import { action, toActionRecord } from './action-records.js';
 import { ACTION_STATUSES } from './action-states.js';
-import { publishActions } from './actions.js';
+import { publishActions } from './action-publishing.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation } from './operation.js';
 import { decodeCursor, encodeCursor, ROW_ORDER_KEY, type PageKey } from './paging.js';

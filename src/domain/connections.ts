@@ -3,8 +3,9 @@ import { assertWithinCap } from './capacity.js';
 import { z } from 'zod';
 import { issueToken } from './tokens.js';
 import { insertConnection, listConnections, revokeConnection, type ConnectionPurpose, type ConnectionRow } from '../store/connections.js';
-import { publishActions, withdrawRevoked } from './actions.js';
-import type { Context } from './context.js';
+import { publishActions } from './action-publishing.js';
+import { withdrawRevoked } from './action-withdrawals.js';
+import type { OperationContext } from './context.js';
 import { fail } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
@@ -34,7 +35,7 @@ export function toConnection(row: ConnectionRow, now: number): z.input<typeof co
 }
 
 async function create(
-  ctx: Context,
+  ctx: OperationContext,
   owner: { workspaceId: string; subject: string },
   fields: { purpose: ConnectionPurpose; name: string; principal?: string; access: 'read' | 'act'; deviceLimit: number; ttlSeconds: number | null },
 ) {
@@ -63,7 +64,7 @@ async function create(
   return { ...toConnection(row, now), token: issued.token };
 }
 
-async function revoke(ctx: Context, workspaceId: string, purpose: ConnectionPurpose, id: string) {
+async function revoke(ctx: OperationContext, workspaceId: string, purpose: ConnectionPurpose, id: string) {
   const now = ctx.clock.now();
   const { row, withdrawn } = await ctx.db.transaction(async (tx) => {
     const row = await revokeConnection(tx, workspaceId, purpose, id, now);

@@ -2,7 +2,7 @@ import type { Db } from '../store/driver.js';
 import type { ApprovalMode } from '../store/grants.js';
 import type { StorageLimits } from '../store/usage.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
-import type { EventHub } from './events.js';
+import type { EventHub } from './event-hub.js';
 import type { DependencyCheck } from './readiness.js';
 import type { WebhookTransport } from './webhook-transport.js';
 
@@ -154,7 +154,7 @@ export interface AuthorizedFunction {
 export type Surface = 'rest' | 'mcp';
 
 /** What every operation receives: plain data, never a transport's request object. */
-export interface Context {
+export interface OperationContext {
   credential: Credential | null;
   surface: Surface;
   requestId: string;

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { workspacePaused } from './device-controls.js';
-import { cancelRefused, claimNext, completeAction, expireDue, findTargetedAction, hasQueued, reportLate } from '../store/actions.js';
+import { expireDue } from '../store/action-expiry.js';
+import { cancelRefused, claimNext, completeAction, findTargetedAction, hasQueued, reportLate } from '../store/action-hand-out.js';
 import { action, toActionRecord } from './action-records.js';
-import { publishActions } from './actions.js';
-import type { Context, CredentialOf } from './context.js';
+import { publishActions } from './action-publishing.js';
+import type { OperationContext, CredentialOf } from './context.js';
 import { fail } from './errors.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
@@ -22,7 +23,7 @@ export const deviceNext = z.object({
   dispatchedAt: timestamp,
 });
 
-function checkDevice(ctx: Context, credential: CredentialOf<'device'>, workspace?: string): Promise<void> {
+function checkDevice(ctx: OperationContext, credential: CredentialOf<'device'>, workspace?: string): Promise<void> {
   if (workspace !== undefined && workspace !== credential.routingId) {
     throw fail.forbidden('x-service-workspace does not name this device’s workspace.');
   }

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { oldestQueuedPerTarget } from '../store/actions.js';
+import { oldestQueuedPerTarget } from '../store/action-hand-out.js';
 import { controlsPause, pauseControls, resumeControls } from '../store/workspaces.js';
-import { publishActions } from './actions.js';
-import type { Context } from './context.js';
+import { publishActions } from './action-publishing.js';
+import type { OperationContext } from './context.js';
 import { defineOperation } from './operation.js';
 import { timestamp } from './schemas.js';
 
@@ -25,14 +25,14 @@ export const deviceControls = z.object({
 
 type DeviceControls = z.infer<typeof deviceControls>;
 
-async function stateOf(ctx: Context, workspaceId: string): Promise<DeviceControls> {
+async function stateOf(ctx: OperationContext, workspaceId: string): Promise<DeviceControls> {
   const pause = await controlsPause(ctx.db, workspaceId);
   const serviceEnabled = ctx.settings.deviceControlsEnabled;
   return { enabled: serviceEnabled && pause.pausedAt === null, paused: pause.pausedAt !== null, ...pause, serviceEnabled };
 }
 
 /** Whether the workspace's owner has paused device control (read on every request that would queue an action). */
-export async function workspacePaused(ctx: Context, workspaceId: string): Promise<boolean> {
+export async function workspacePaused(ctx: OperationContext, workspaceId: string): Promise<boolean> {
   return (await controlsPause(ctx.db, workspaceId)).pausedAt !== null;
 }
 

@@ -8,8 +8,8 @@ import {
   recallForFunction,
   cancelWithdrawn,
   recallWithdrawn,
-  type ActionRow,
-} from '../store/actions.js';
+} from '../store/action-withdrawals.js';
+import type { ActionRow } from '../store/actions.js';
 import { claimAttachSlot } from '../store/connections.js';
 import {
   familyFunctions,
@@ -31,15 +31,15 @@ import {
 } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
 import { getWorkspace } from '../store/workspaces.js';
-import { publishActions } from './actions.js';
+import { publishActions } from './action-publishing.js';
 import { assertDeviceCapacity } from './capacity.js';
-import type { Context, CredentialOf } from './context.js';
+import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError, fail, type ErrorIssue } from './errors.js';
 import { listCallableFunctions } from './functions.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { ROW_ORDER_KEY } from './paging.js';
 import { schemaFingerprint } from './schema-fingerprints.js';
-import { announceJournal } from './events.js';
+import { announceJournal } from './event-hub.js';
 import { attachedDevice, capability, device, uuid } from './schemas.js';
 
 export const ONLINE_WINDOW_MS = 60_000;
@@ -205,7 +205,7 @@ function uniqueNames(list: { name: string }[], path: (string | number)[], issues
   });
 }
 
-function schemaIssues(ctx: Context, list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
+function schemaIssues(ctx: OperationContext, list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
   list.forEach((item, index) => {
     for (const issue of ctx.schemas.schemaIssues(item.arguments)) {
       issues.push({ path: [...path, index, 'arguments', ...(issue.path ? [issue.path] : [])].join('.'), message: issue.message });
@@ -245,7 +245,7 @@ const manifestInput = z.strictObject({
  * polling device then costs no write at all (a profile of the round-trip benchmark put it at
  * ~6 % of a round trip).
  */
-export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'device'>): Promise<void> {
+export async function noteDeviceSeen(ctx: OperationContext, credential: CredentialOf<'device'>): Promise<void> {
   const now = ctx.clock.now();
   if (credential.lastSeenAt !== null && now - credential.lastSeenAt < SEEN_WRITE_INTERVAL_MS) return;
   await touchDevice(ctx.db, credential.deviceId, now);
@@ -258,7 +258,7 @@ export async function noteDeviceSeen(ctx: Context, credential: CredentialOf<'dev
  * Judged from the last_seen_at read before the write, so it costs no query; were it wrong,
  * a stream would only read the journal once more, or at its next safety poll.
  */
-function announceIfBack(ctx: Context, workspaceId: string, lastSeenAt: number | null, now: number): void {
+function announceIfBack(ctx: OperationContext, workspaceId: string, lastSeenAt: number | null, now: number): void {
   if (lastSeenAt === null || now - lastSeenAt >= ONLINE_WINDOW_MS) announceJournal(ctx, workspaceId);
 }
 

@@ -1,8 +1,8 @@
 import { createCipheriv, createDecipheriv, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Db } from '../store/driver.js';
-import { legacyEventIdLimit } from '../store/workspace-events.js';
+import { legacyEventIdLimit } from '../store/event-journal.js';
 import { serviceKey } from '../store/service-keys.js';
-import type { Context } from './context.js';
+import type { OperationContext } from './context.js';
 
 /**
  * The event ids an owner sees (docs/reference/event-ids.md): on the event stream, in each event's `id`,
@@ -57,7 +57,7 @@ function codec(key: Buffer): EventIds {
 const codecs = new WeakMap<Db, Promise<EventIds>>();
 
 /** The service's event id codec, its key created on first use. A failed read is not remembered. */
-export function eventIds(ctx: Pick<Context, 'db' | 'clock'>): Promise<EventIds> {
+export function eventIds(ctx: Pick<OperationContext, 'db' | 'clock'>): Promise<EventIds> {
   let ids = codecs.get(ctx.db);
   if (!ids) {
     ids = serviceKey(ctx.db, KEY_NAME, ctx.clock.now()).then((hex) => codec(Buffer.from(hex, 'hex')));
@@ -73,7 +73,7 @@ export function eventIds(ctx: Pick<Context, 'db' | 'clock'>): Promise<EventIds> 
  * (migration 0025), so a client that was following the stream then resumes where it was, and
  * a number past it, which could only probe the journal, is unknown.
  */
-export async function resumePoint(ctx: Pick<Context, 'db' | 'clock'>, workspaceId: string, given: string): Promise<number | 'unknown'> {
+export async function resumePoint(ctx: Pick<OperationContext, 'db' | 'clock'>, workspaceId: string, given: string): Promise<number | 'unknown'> {
   if (/^\d{1,15}$/.test(given)) {
     const id = Number(given);
     return id <= (await legacyEventIdLimit(ctx.db)) ? id : 'unknown';

@@ -1,11 +1,12 @@
-import { expireDue, recallWithdrawn } from '../store/actions.js';
+import { expireDue } from '../store/action-expiry.js';
+import { recallWithdrawn } from '../store/action-withdrawals.js';
 import { markQuietDevicesOffline } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import { logSweepFailure } from './errors.js';
 import { toActionRecord } from './action-records.js';
 import type { Clock, Logger } from './context.js';
 import { ONLINE_WINDOW_MS } from './devices.js';
-import { announceJournal, type EventHub } from './events.js';
+import { announceJournal, type EventHub } from './event-hub.js';
 
 /** Devices reported offline per sweep: a mass outage is reported over a few sweeps, in short statements. */
 const OFFLINE_BATCH = 500;

@@ -10,7 +10,7 @@ import {
   type ApprovalMode,
   type FunctionRow,
 } from '../store/grants.js';
-import type { Access, AuthorizedFunction, Context, CredentialOf } from './context.js';
+import type { Access, AuthorizedFunction, OperationContext, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { definePagedOperation } from './operation.js';
 import { FUNCTION_KEY } from './paging.js';
@@ -103,9 +103,9 @@ export const listFunctions = definePagedOperation({
 /**
  * What an agent's listing of its callable functions already established about one of them
  * (the same live grant, ceiling and usable device `authorizeFunction` checks), for
- * `Context.callable`. Undefined for an owner's listing, which names no approval mode.
+ * `OperationContext.callable`. Undefined for an owner's listing, which names no approval mode.
  */
-export function authorizedFromListing(fn: CallableFunction): Context['callable'] {
+export function authorizedFromListing(fn: CallableFunction): OperationContext['callable'] {
   if (fn.approval === undefined) return undefined;
   return {
     deviceId: fn.deviceId,

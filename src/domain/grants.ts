@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { assertWithinCap } from './capacity.js';
-import { cancelQueuedOnServices } from '../store/actions.js';
+import { cancelQueuedOnServices } from '../store/action-withdrawals.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
 import {
   getGrant,
@@ -13,9 +13,10 @@ import {
   type ApprovalMode,
   type GrantRow,
 } from '../store/grants.js';
-import { publishActions, withdrawRevoked } from './actions.js';
-import { announceJournal } from './events.js';
-import type { Context } from './context.js';
+import { publishActions } from './action-publishing.js';
+import { withdrawRevoked } from './action-withdrawals.js';
+import { announceJournal } from './event-hub.js';
+import type { OperationContext } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
@@ -232,7 +233,7 @@ export const revokeWorkspaceGrants = defineOperation({
 });
 
 async function replaceGatewayGrants(
-  ctx: Context,
+  ctx: OperationContext,
   owner: { workspaceId: string; subject: string },
   input: { deviceId: string; principal: string; mode: 'read' | 'control'; includeServices: boolean; ttlSeconds: number | null; approval: ApprovalMode },
 ) {

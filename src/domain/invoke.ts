@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { Context, Credential, CredentialKind, Surface } from './context.js';
+import type { OperationContext, Credential, CredentialKind, Surface } from './context.js';
 import { DomainError, issuesFromZod, type ErrorIssue } from './errors.js';
 import type { AnyOperation, LiveItem } from './operation.js';
 import { workspacePaused } from './device-controls.js';
@@ -38,7 +38,7 @@ function wanted(operation: AnyOperation, surface: Surface): string {
  * whether an OAuth access token is accepted on this surface. It needs no input: the MCP gate
  * asks it before the SDK runs, to answer with an HTTP status; `invoke` asks it again.
  */
-export function admit(operation: AnyOperation, ctx: Context): void {
+export function admit(operation: AnyOperation, ctx: OperationContext): void {
   const credential = ctx.credential;
   if (operation.credentials.includes('public')) return;
   if (!credential) throw new DomainError('unauthorized', 'A valid credential is required.');
@@ -53,7 +53,7 @@ export function admit(operation: AnyOperation, ctx: Context): void {
  * declares (docs/reference/rules.md "Credentials"). REST asks this before reading a body, as it always
  * did; the credential kind itself is judged by `invoke` after the body.
  */
-export function assertOAuthSurface(operation: AnyOperation, ctx: Context): void {
+export function assertOAuthSurface(operation: AnyOperation, ctx: OperationContext): void {
   const credential = ctx.credential;
   if (credential?.kind === 'agent' && credential.oauth && !operation.oauth?.includes(ctx.surface)) {
     throw new DomainError('forbidden', `This endpoint does not accept an OAuth access token: it wants ${wanted(operation, ctx.surface)}.`);
@@ -65,7 +65,7 @@ export function assertOAuthSurface(operation: AnyOperation, ctx: Context): void 
  * actions, and so does the caller's workspace while its owner has paused device control
  * (src/domain/device-controls.ts): one check for both, on every surface.
  */
-export async function assertControlsEnabled(operation: AnyOperation, ctx: Context): Promise<void> {
+export async function assertControlsEnabled(operation: AnyOperation, ctx: OperationContext): Promise<void> {
   if (!operation.queuesDeviceActions) return;
   if (!ctx.settings.deviceControlsEnabled) {
     throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
@@ -106,7 +106,7 @@ export type Answer<T = unknown> =
  */
 export async function call<O extends AnyOperation>(
   operation: O,
-  ctx: Context,
+  ctx: OperationContext,
   raw: unknown,
   defaultLimit = PAGE_DEFAULT,
   signal?: AbortSignal,
@@ -172,7 +172,7 @@ export async function call<O extends AnyOperation>(
  * surface streams it through `call`. The value has the operation's output type, so a caller
  * names the operation and needs no cast.
  */
-export async function invoke<O extends AnyOperation>(operation: O, ctx: Context, raw: unknown): Promise<OutputOf<O>> {
+export async function invoke<O extends AnyOperation>(operation: O, ctx: OperationContext, raw: unknown): Promise<OutputOf<O>> {
   const answer = await call(operation, ctx, raw, PAGE_MAX);
   if (answer.kind === 'stream' || answer.kind === 'live') throw new Error(`operation ${operation.name} streams its answer: call it through call()`);
   return answer.data;

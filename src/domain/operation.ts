@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { Context, CredentialKind, CredentialOf, Surface } from './context.js';
+import type { OperationContext, CredentialKind, CredentialOf, Surface } from './context.js';
 import type { KeyPart, Page, PageQuery } from './paging.js';
 
 /**
@@ -52,7 +52,7 @@ export interface McpTool {
 }
 
 export interface OperationArgs<K extends CredentialKind | 'public', I> {
-  ctx: Context;
+  ctx: OperationContext;
   credential: K extends CredentialKind ? CredentialOf<K> : null;
   input: I;
 }

@@ -1,20 +1,14 @@
 import { getAccount } from './account.js';
-import {
-  approveAction,
-  broadcast,
-  cancelAction,
-  exportHistory,
-  getActionState,
-  listRecentActions,
-  listRequestedActions,
-  rejectAction,
-  requestAction,
-} from './actions.js';
+import { approveAction, rejectAction } from './action-decisions.js';
+import { exportHistory, getActionState, listRecentActions, listRequestedActions } from './action-reads.js';
+import { requestAction } from './action-requests.js';
+import { cancelAction } from './action-withdrawals.js';
+import { broadcast } from './broadcasts.js';
 import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { getDeviceControls, setDeviceControls } from './device-controls.js';
-import { issueEventsTicket } from './device-events.js';
+import { issueEventsTicket } from './device-wake-socket.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
@@ -23,7 +17,7 @@ import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
 import { getUsage } from './usage.js';
-import { streamOwnerEvents } from './owner-events.js';
+import { streamOwnerEvents } from './owner-event-stream.js';
 import {
   createWebhook,
   enableWorkspaceWebhook,
@@ -31,7 +25,7 @@ import {
   listWebhookDeliveries,
   listWorkspaceWebhooks,
   revokeWorkspaceWebhook,
-  rotateWebhookSecretOperation,
+  rotateWorkspaceWebhookSecret,
   testWorkspaceWebhook,
   disableWorkspaceWebhook,
 } from './webhooks.js';
@@ -54,41 +48,41 @@ export const operations = {
   listOAuthClients,
   revokeOAuthClient,
   attachDevice,
-  listDevices: listWorkspaceDevices,
-  revokeDevice: revokeWorkspaceDevice,
+  listWorkspaceDevices,
+  revokeWorkspaceDevice,
   publishManifest,
   createEnrollment,
   enrollBoard,
   createGrants,
-  listGrants: listWorkspaceGrants,
-  revokeGrants: revokeWorkspaceGrants,
-  updateGrant: updateWorkspaceGrant,
+  listWorkspaceGrants,
+  revokeWorkspaceGrants,
+  updateWorkspaceGrant,
   grantGateway,
   listFunctions,
   requestAction,
-  getAction: getActionState,
+  getActionState,
   cancelAction,
   approveAction,
   rejectAction,
-  listActions: listRecentActions,
+  listRecentActions,
   listApprovals,
   rejectActions,
   listRequestedActions,
-  exportActions: exportHistory,
+  exportHistory,
   broadcast,
-  fetchNext: fetchNextCommand,
+  fetchNextCommand,
   reportResult,
   issueEventsTicket,
   streamOwnerEvents,
   createWebhook,
-  listWebhooks: listWorkspaceWebhooks,
-  getWebhook: getWorkspaceWebhook,
-  rotateWebhookSecret: rotateWebhookSecretOperation,
-  revokeWebhook: revokeWorkspaceWebhook,
-  enableWebhook: enableWorkspaceWebhook,
+  listWorkspaceWebhooks,
+  getWorkspaceWebhook,
+  rotateWorkspaceWebhookSecret,
+  revokeWorkspaceWebhook,
+  enableWorkspaceWebhook,
   listWebhookDeliveries,
-  testWebhook: testWorkspaceWebhook,
-  disableWebhook: disableWorkspaceWebhook,
+  testWorkspaceWebhook,
+  disableWorkspaceWebhook,
 } satisfies Record<string, AnyOperation>;
 
 export const allOperations: AnyOperation[] = Object.values(operations);

@@ -1,6 +1,6 @@
 import type { Db } from '../store/driver.js';
 import { serviceKey } from '../store/service-keys.js';
-import type { Context } from './context.js';
+import type { OperationContext } from './context.js';
 
 const CONFIRMATION_KEY = 'mcp-confirmation';
 
@@ -12,7 +12,7 @@ const keys = new WeakMap<Db, Promise<Buffer>>();
  * kept in the database and shared by every instance, created on first use. A failed read is
  * not remembered, so the next call tries again.
  */
-export function confirmationKey(ctx: Pick<Context, 'db' | 'clock'>): Promise<Buffer> {
+export function confirmationKey(ctx: Pick<OperationContext, 'db' | 'clock'>): Promise<Buffer> {
   let key = keys.get(ctx.db);
   if (!key) {
     key = serviceKey(ctx.db, CONFIRMATION_KEY, ctx.clock.now()).then((hex) => Buffer.from(hex, 'hex'));

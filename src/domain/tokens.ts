@@ -6,7 +6,7 @@ export const tokenKinds = {
   setup: 'dfc_setup_',
   device: 'dfc_device_',
   enrollment: 'dfc_enroll_',
-  /** One-use wake-channel ticket; never a bearer credential (src/domain/device-events.ts). */
+  /** One-use wake-channel ticket; never a bearer credential (src/domain/device-wake-socket.ts). */
   ticket: 'dfc_ticket_',
   /** OAuth access token: a bearer credential resolving to an agent credential (src/auth/oauth-tokens.ts). */
   oauth: 'dfc_oauth_',

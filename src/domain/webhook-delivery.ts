@@ -15,14 +15,14 @@ import {
   recordEndpointSuccess,
   type ClaimedDelivery,
 } from '../store/webhooks.js';
-import { appendWorkspaceEvent } from '../store/workspace-events.js';
+import { appendWorkspaceEvent } from '../store/event-journal.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
 import { eventIds } from './event-ids.js';
 import { formattedRequest, redacted } from './webhook-formats.js';
 import type { WebhookTransport } from './webhook-transport.js';
 import { webhookSnapshot } from './webhooks.js';
-import { toWorkspaceEvent } from './workspace-events.js';
+import { toWorkspaceEvent } from './event-catalogue.js';
 
 /**
  * Webhook delivery (docs/owners/webhooks.md), run by every instance:

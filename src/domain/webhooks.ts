@@ -21,7 +21,7 @@ import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
 import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, redacted, shownUrl, webhookFormat } from './webhook-formats.js';
-import { eventType, EVENT_TYPES, type eventWebhook } from './workspace-events.js';
+import { eventType, EVENT_TYPES, type eventWebhook } from './event-catalogue.js';
 
 /**
  * Webhooks (docs/owners/webhooks.md): the owner's events, delivered to an HTTPS endpoint of theirs
@@ -240,7 +240,7 @@ export const getWorkspaceWebhook = defineOperation({
   run: async ({ ctx, credential, input }) => toWebhook(await found(ctx.db, credential.workspaceId, input.webhookId), ctx.clock.now()),
 });
 
-export const rotateWebhookSecretOperation = defineOperation({
+export const rotateWorkspaceWebhookSecret = defineOperation({
   name: 'webhooks.rotateSecret',
   title: 'Rotate a webhook secret',
   description:

@@ -1,6 +1,6 @@
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 
 const gzip = promisify(zlib.gzip);
 const brotli = promisify(zlib.brotliCompress);
@@ -65,7 +65,7 @@ export class CompressedAsset {
   }
 
   /** Answers with the smallest form the client accepts; caches must key on Accept-Encoding. */
-  async send(c: HonoContext, headers: Record<string, string> = {}): Promise<Response> {
+  async send(c: Context, headers: Record<string, string> = {}): Promise<Response> {
     const encoding = chooseEncoding(c.req.header('accept-encoding'));
     const body = encoding ? await this.encoded(encoding) : this.#raw;
     return c.body(body, 200, {

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { HttpBindings } from '@hono/node-server';
 import type { Hono } from 'hono';
-import type { Context, Logger, Surface } from '../domain/context.js';
+import type { OperationContext, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { bearerChallenge, toHttpError } from './errors.js';
 import { peerAddress, requestBody, type HttpEnv } from './request.js';
@@ -23,7 +23,7 @@ export function requestIdFrom(header: string | undefined): string {
  * the first 16 hex characters of its SHA-256, which an operator can compute from a known
  * subject (`printf %s "$SUB" | sha256sum | cut -c1-16`) to find that owner's lines.
  */
-export function actorFields(credential: Context['credential'] | undefined): Record<string, string | null> {
+export function actorFields(credential: OperationContext['credential'] | undefined): Record<string, string | null> {
   if (!credential) return { principalKind: null };
   switch (credential.kind) {
     case 'owner':
@@ -86,7 +86,7 @@ export interface ObserveDeps {
   /** Told every answered request: the metrics histogram. */
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** The domain context of a request, from its credential and request id. */
-  context(credential: Context['credential'], surface: Surface, requestId: string): Context;
+  context(credential: OperationContext['credential'], surface: Surface, requestId: string): OperationContext;
   /** The protected-resource metadata (RFC 9728) a 401 or an `insufficient_scope` 403 points at. */
   resourceMetadataUrl: string;
 }

@@ -1,9 +1,9 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { decodeJwt } from 'jose';
 import type { Credential } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import { createOwnerSession, type SessionStoreDeps } from '../domain/oauth/sessions.js';
+import { createOwnerSession, type SessionStoreDeps } from '../domain/owner-sessions.js';
 import { clientAddress } from './request.js';
 
 /**
@@ -18,7 +18,7 @@ export const secureCookies = (publicBaseUrl: string) => publicBaseUrl.startsWith
 /** `__Host-` binds the cookie to this exact origin, but browsers accept it only when Secure. */
 export const ownerSessionCookie = (publicBaseUrl: string) => (secureCookies(publicBaseUrl) ? '__Host-dfc_session' : 'dfc_session');
 
-export const readOwnerSessionCookie = (c: HonoContext, publicBaseUrl: string) => getCookie(c, ownerSessionCookie(publicBaseUrl));
+export const readOwnerSessionCookie = (c: Context, publicBaseUrl: string) => getCookie(c, ownerSessionCookie(publicBaseUrl));
 
 /** Which origins may post the browser forms (docs/owners/console.md "Signing in"). */
 export interface FormOrigins {
@@ -38,7 +38,7 @@ const PRIVATE_NAME = /^(?:\[[0-9a-f:.]+\]|[0-9.]+|[^.]+|.+\.(?:localhost|local|l
 const CROSS_SITE = "This form can only be posted from this service's own pages.";
 
 /** The request's own origin: its scheme and its `Host` header. */
-function requestOrigin(c: HonoContext): URL | undefined {
+function requestOrigin(c: Context): URL | undefined {
   const host = c.req.header('host');
   if (!host) return undefined;
   try {
@@ -61,7 +61,7 @@ function requestOrigin(c: HonoContext): URL | undefined {
  * A browser that sends no Origin (an old one, or a same-origin GET turned POST by a user agent
  * that omits it) is let through: SameSite and the form's token hold.
  */
-export function formOriginRefusal(c: HonoContext, origins: FormOrigins): string | undefined {
+export function formOriginRefusal(c: Context, origins: FormOrigins): string | undefined {
   const origin = c.req.header('origin');
   if (origin === undefined) return undefined;
   const expected = new URL(origins.publicBaseUrl).origin;
@@ -76,7 +76,7 @@ export function formOriginRefusal(c: HonoContext, origins: FormOrigins): string 
 }
 
 /** Sets the session cookie: HttpOnly, SameSite=Strict, never outliving the session. */
-export function setOwnerSessionCookie(c: HonoContext, publicBaseUrl: string, session: { token: string; expiresAt: number }, now: number): void {
+export function setOwnerSessionCookie(c: Context, publicBaseUrl: string, session: { token: string; expiresAt: number }, now: number): void {
   setCookie(c, ownerSessionCookie(publicBaseUrl), session.token, {
     httpOnly: true,
     secure: secureCookies(publicBaseUrl),
@@ -86,7 +86,7 @@ export function setOwnerSessionCookie(c: HonoContext, publicBaseUrl: string, ses
   });
 }
 
-export function clearOwnerSessionCookie(c: HonoContext, publicBaseUrl: string): void {
+export function clearOwnerSessionCookie(c: Context, publicBaseUrl: string): void {
   deleteCookie(c, ownerSessionCookie(publicBaseUrl), { path: '/', secure: secureCookies(publicBaseUrl) });
 }
 
@@ -105,7 +105,7 @@ export interface SignInDeps extends SessionStoreDeps {
  * sign-in costs that address a token of the failure bucket the bearer-token endpoints use, and
  * an address over its limit is refused.
  */
-export async function startOwnerSession(c: HonoContext, deps: SignInDeps, jwt: string): Promise<{ subject: string } | SignInRefusal> {
+export async function startOwnerSession(c: Context, deps: SignInDeps, jwt: string): Promise<{ subject: string } | SignInRefusal> {
   let credential;
   try {
     credential = await deps.authenticate(jwt, clientAddress(c));

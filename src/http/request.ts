@@ -1,8 +1,8 @@
 import type { HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import type { Context as HonoContext } from 'hono';
-import type { Context, Surface } from '../domain/context.js';
+import type { Context } from 'hono';
+import type { OperationContext, Surface } from '../domain/context.js';
 import { MAX_BODY_BYTES, readLimitedBody, readLimitedNodeBody } from './body.js';
 
 /** What every surface's handlers find on the Hono context (set by src/http/observe.ts). */
@@ -10,13 +10,13 @@ export interface HttpEnv {
   Variables: {
     requestId: string;
     /** Who the request authenticated as (null: no credential), for the request line's actor fields. */
-    credential: Context['credential'] | undefined;
+    credential: OperationContext['credential'] | undefined;
     /** The error code of a failed request's envelope, for the request line. */
     errorCode: string | undefined;
     /** Where the request came from, for the per-address limits (TRUST_PROXY_HOPS); resolved on first call. */
     clientAddress: () => string | undefined;
     /** Builds the domain context for this request once the credential is known. */
-    context: (credential: Context['credential'], surface: Surface) => Context;
+    context: (credential: OperationContext['credential'], surface: Surface) => OperationContext;
   };
 }
 
@@ -34,7 +34,7 @@ export function bearerToken(header: string | undefined): string | null {
  * `hops` entries from the right; anything further left was written by the client and is
  * not believed. Without trusted proxies the header is ignored, so rotating it evades nothing.
  */
-export function peerAddress(c: HonoContext, trustedProxyHops: number): string | undefined {
+export function peerAddress(c: Context, trustedProxyHops: number): string | undefined {
   let socket: string | undefined;
   try {
     socket = getConnInfo(c).remote.address;
@@ -50,8 +50,8 @@ export function peerAddress(c: HonoContext, trustedProxyHops: number): string | 
 }
 
 /** The request's client address, resolved once per request (see `peerAddress`). */
-export function clientAddress(c: HonoContext): string | undefined {
-  return (c as HonoContext<HttpEnv>).get('clientAddress')?.();
+export function clientAddress(c: Context): string | undefined {
+  return (c as Context<HttpEnv>).get('clientAddress')?.();
 }
 
 /**
@@ -61,7 +61,7 @@ export function clientAddress(c: HonoContext): string | undefined {
  * is written through, so the answer is left as it is: reading the headers of
  * @hono/node-server's lightweight responses would make it build them in full.
  */
-export function withRequestId(c: HonoContext<HttpEnv>, response: Response): Response {
+export function withRequestId(c: Context<HttpEnv>, response: Response): Response {
   if ((c.env as Partial<HttpBindings> | undefined)?.outgoing) return response;
   if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', c.get('requestId'));
   return response;
@@ -73,7 +73,7 @@ export function withRequestId(c: HonoContext<HttpEnv>, response: Response): Resp
  * are — one system call, no copy of the large part — and @hono/node-server is told the answer
  * is sent; elsewhere they are joined into one `Response`.
  */
-export function answerInParts(c: HonoContext, headers: Record<string, string>, parts: Buffer[]): Response {
+export function answerInParts(c: Context, headers: Record<string, string>, parts: Buffer[]): Response {
   const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
   if (!outgoing) return new Response(Buffer.concat(parts), { status: 200, headers });
   let length = 0;
@@ -95,7 +95,7 @@ export type ClientGone = (listener: () => void) => () => void;
  * and EventTarget it builds for that signal: ~0.8 % of an MCP round trip, docs/performance.md
  * "Three costs every MCP request paid"); elsewhere the request's own signal.
  */
-export function whenClientGone(c: HonoContext): ClientGone {
+export function whenClientGone(c: Context): ClientGone {
   const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
   if (outgoing) {
     return (listener) => {
@@ -116,7 +116,7 @@ export function whenClientGone(c: HonoContext): ClientGone {
 }
 
 /** The body bytes (16 KiB at most, unless the route says otherwise), from the Node request when the app runs on @hono/node-server. */
-export function requestBody(c: HonoContext, limit = MAX_BODY_BYTES): Promise<Uint8Array> {
+export function requestBody(c: Context, limit = MAX_BODY_BYTES): Promise<Uint8Array> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
   return incoming ? readLimitedNodeBody(incoming, limit) : readLimitedBody(c.req.raw, limit);
 }

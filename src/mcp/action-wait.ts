@@ -1,6 +1,6 @@
 import { ACTION_STATES, ACTION_STATUSES, type ActionStatus } from '../domain/action-states.js';
 import type { ActionRecord } from '../domain/action-records.js';
-import { CHANGED_ELSEWHERE, watchAction, type ComingActionWatch } from '../domain/events.js';
+import { CHANGED_ELSEWHERE, watchAction, type ComingActionWatch } from '../domain/event-hub.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
 import type { McpSession } from './session.js';
@@ -56,7 +56,7 @@ export async function awaitSettled(
 ): Promise<ActionRecord> {
   const { ctx } = session;
   const deadline = Date.now() + waitMs;
-  const read = () => invoke(operations.getAction, ctx, { actionId: first.id });
+  const read = () => invoke(operations.getActionState, ctx, { actionId: first.id });
   await progress(first);
   if (ACTION_STATES[first.status].terminal) return first;
   const changes = coming ? coming.of(first.id) : watchAction(ctx.events, first.id);

@@ -1,4 +1,4 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Credential, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
@@ -12,7 +12,7 @@ import { envelope } from './refusals.js';
  * the protected-resource metadata; a valid credential of another kind is 403.
  */
 export async function authenticateAgent(
-  c: HonoContext<HttpEnv>,
+  c: Context<HttpEnv>,
   authenticator: Authenticator,
   metadataUrl: string,
 ): Promise<{ credential: CredentialOf<'agent'> } | { response: Response }> {

@@ -1,5 +1,5 @@
-import type { Context as HonoContext } from 'hono';
-import type { Context, CredentialOf } from '../domain/context.js';
+import type { Context } from 'hono';
+import type { OperationContext, CredentialOf } from '../domain/context.js';
 import { callableFunctionsValidUntil } from '../domain/functions.js';
 import { answerInParts, type HttpEnv } from '../http/request.js';
 import type { Admitted } from './gate.js';
@@ -18,8 +18,8 @@ export interface ListToKeep {
  * Anything else goes on (`{}`).
  */
 export async function cachedListAnswer(
-  c: HonoContext<HttpEnv>,
-  ctx: Context,
+  c: Context<HttpEnv>,
+  ctx: OperationContext,
   request: Admitted,
   toolLists: ToolsListCache,
 ): Promise<{ response: Response } | { keep?: ListToKeep }> {
@@ -34,6 +34,6 @@ export async function cachedListAnswer(
   return { keep: { key, version, validUntil: await callableFunctionsValidUntil(ctx.db, credential, now) } };
 }
 
-function listKey(ctx: Context, credential: CredentialOf<'agent'>, cursor: string | undefined): string {
+function listKey(ctx: OperationContext, credential: CredentialOf<'agent'>, cursor: string | undefined): string {
   return toolsListKey(credential.workspaceId, credential.principal, credential.access, ctx.settings.deviceControlsEnabled, cursor);
 }

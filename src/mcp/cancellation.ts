@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { EventHub } from '../domain/events.js';
+import type { EventHub } from '../domain/event-hub.js';
 import type { ClientGone } from '../http/request.js';
 
 /**

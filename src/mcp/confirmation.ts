@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { inputRequired, inputResponse, type ClientCapabilities, type InputRequiredResult } from '@modelcontextprotocol/server';
-import type { Context } from '../domain/context.js';
+import type { OperationContext } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { humanText, MAX_ASK_CHARS } from '../domain/human-text.js';
 import { confirmationKey } from '../domain/service-keys.js';
@@ -150,7 +150,7 @@ export type ConfirmationStep =
   | { kind: 'refused'; error: DomainError };
 
 export interface ConfirmationRound {
-  ctx: Context;
+  ctx: OperationContext;
   binding: Binding;
   /** What the user reads: the function, where it is, and the arguments. */
   message: string;

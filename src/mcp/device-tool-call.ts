@@ -1,9 +1,9 @@
 import type { CallToolResult, ProgressNotificationParams } from '@modelcontextprotocol/server';
 import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATES, type ActionStatus } from '../domain/action-states.js';
-import { withdrawAction } from '../domain/actions.js';
+import { withdrawAction } from '../domain/action-withdrawals.js';
 import { DomainError } from '../domain/errors.js';
-import { watchComingAction } from '../domain/events.js';
+import { watchComingAction } from '../domain/event-hub.js';
 import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';

@@ -1,5 +1,5 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type CallToolResult } from '@modelcontextprotocol/server';
-import type { Context } from '../domain/context.js';
+import type { OperationContext } from '../domain/context.js';
 import { DomainError, fromStoreError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
 
@@ -16,7 +16,7 @@ import { toHttpError } from '../http/errors.js';
  * reaching this point is a race (a grant revoked between the gate and the queueing
  * transaction) or an ordinary 4xx of the operation.
  */
-export function toolError(error: unknown, ctx: Context, { structured }: { structured: boolean }): CallToolResult {
+export function toolError(error: unknown, ctx: OperationContext, { structured }: { structured: boolean }): CallToolResult {
   const mapped = toHttpError(error, ctx.requestId);
   if (mapped.internal) {
     ctx.log.error({
@@ -46,7 +46,7 @@ export function toolError(error: unknown, ctx: Context, { structured }: { struct
  * principal's device or action. Other domain errors become an invalid-request error naming
  * their code; anything else is internal and logged, never echoed.
  */
-export function resourceError(thrown: unknown, uri: string, ctx: Context): Error {
+export function resourceError(thrown: unknown, uri: string, ctx: OperationContext): Error {
   const error = fromStoreError(thrown);
   if (error instanceof DomainError) {
     if (error.code === 'not_found' || error.code === 'validation_failed' || error.code === 'grant_required') return new ResourceNotFoundError(uri);

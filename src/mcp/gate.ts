@@ -1,4 +1,4 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { CredentialOf } from '../domain/context.js';
@@ -31,7 +31,7 @@ export interface Admitted extends RequestMessages {
  * What is left for tools/call (the live grant, the ceiling, the kill switch) is
  * tool-call-gate.ts, once the request's context exists.
  */
-export function createHttpGate(deps: HttpGateDeps): (c: HonoContext<HttpEnv>) => Promise<Admitted | { response: Response }> {
+export function createHttpGate(deps: HttpGateDeps): (c: Context<HttpEnv>) => Promise<Admitted | { response: Response }> {
   const limits = { limiter: deps.limiter, rateLimits: deps.config.rateLimits, now: deps.now };
   return async (c) => {
     const transport = transportRefusal(c, deps.hosts);

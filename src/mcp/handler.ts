@@ -1,8 +1,8 @@
-import type { Context as HonoContext, Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../domain/context.js';
-import type { EventHub } from '../domain/events.js';
+import type { EventHub } from '../domain/event-hub.js';
 import type { RateLimiter } from '../domain/rate-limits.js';
 import { withRequestId, type HttpEnv } from '../http/request.js';
 import { cachedListAnswer } from './cached-list-answer.js';
@@ -63,7 +63,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo });
   const sdkAnswer = createSdkAnswer({ config, log: deps.log, legacyElicitation, serverInfo, observe: (method) => metrics.observeMcp(method, 'sdk') });
 
-  async function answer(c: HonoContext<HttpEnv>): Promise<Response> {
+  async function answer(c: Context<HttpEnv>): Promise<Response> {
     const request = await httpGate(c);
     if ('response' in request) return request.response;
     const { credential, messages } = request;

@@ -1,4 +1,4 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import type { DomainError } from '../domain/errors.js';
 import { toHttpError } from '../http/errors.js';
 import type { HttpEnv } from '../http/request.js';
@@ -8,7 +8,7 @@ import type { HttpEnv } from '../http/request.js';
  * service's error envelope (401, 403, 405, 413, 429, 503: the statuses the contract defines)
  * and a JSON-RPC error body (400, 406, 415: the statuses the contract leaves to MCP).
  */
-export function envelope(c: HonoContext<HttpEnv>, error: DomainError, headers: Record<string, string> = {}): Response {
+export function envelope(c: Context<HttpEnv>, error: DomainError, headers: Record<string, string> = {}): Response {
   const mapped = toHttpError(error, c.get('requestId'));
   c.set('errorCode', error.code);
   return c.json(mapped.body, mapped.status, { ...mapped.headers, ...headers });

@@ -1,4 +1,4 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import type { CredentialOf } from '../domain/context.js';
 import { credentialBucket, rateLimited, type RateLimiter } from '../domain/rate-limits.js';
 import type { Config } from '../config.js';
@@ -29,7 +29,7 @@ export interface RequestMessages {
 }
 
 /** Reads the body (16 KiB, 413 past it) and bounds a batch (400); a body that is not JSON is the SDK's to answer (-32700). */
-export async function readMessages(c: HonoContext<HttpEnv>): Promise<RequestMessages | { response: Response }> {
+export async function readMessages(c: Context<HttpEnv>): Promise<RequestMessages | { response: Response }> {
   const bytes = await requestBody(c);
   let parsed: unknown;
   let parsedOk = false;
@@ -49,7 +49,7 @@ export async function readMessages(c: HonoContext<HttpEnv>): Promise<RequestMess
 
 /** Authentication drew one token for the request; each further message of a batch draws its own (429 when they run out). */
 export async function batchRefusal(
-  c: HonoContext<HttpEnv>,
+  c: Context<HttpEnv>,
   body: RequestMessages,
   credential: CredentialOf<'agent'>,
   limits: { limiter: RateLimiter; rateLimits: Config['rateLimits']; now: () => number },

@@ -21,7 +21,7 @@ function contents(uri: string, value: unknown): ReadResourceResult {
  */
 export function registerResources(server: McpServer, session: McpSession): void {
   const { ctx } = session;
-  const devices = () => invoke(operations.listDevices, ctx, {});
+  const devices = () => invoke(operations.listWorkspaceDevices, ctx, {});
 
   server.registerResource(
     'device',
@@ -74,7 +74,7 @@ export function registerResources(server: McpServer, session: McpSession): void 
     },
     async (uri, variables) => {
       try {
-        return contents(uri.href, await invoke(operations.getAction, ctx, { actionId: variables.actionId }));
+        return contents(uri.href, await invoke(operations.getActionState, ctx, { actionId: variables.actionId }));
       } catch (error) {
         throw resourceError(error, uri.href, ctx);
       }

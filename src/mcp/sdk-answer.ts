@@ -1,7 +1,7 @@
 import { createMcpHandler, McpServer, type AuthInfo, type McpRequestContext } from '@modelcontextprotocol/server';
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import type { Config } from '../config.js';
-import type { Context, Logger } from '../domain/context.js';
+import type { OperationContext, Logger } from '../domain/context.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import type { HttpEnv } from '../http/request.js';
 import { clientKey, clientSessionOf, issueClientSession, SESSION_HEADER, withClientSession } from './client-sessions.js';
@@ -25,7 +25,7 @@ export interface SdkAnswerDeps {
 }
 
 /** Answers an admitted request through the SDK, with the session the tool-call gate resolved. */
-export type SdkAnswer = (c: HonoContext<HttpEnv>, ctx: Context, request: Admitted, session: McpSession) => Promise<Response>;
+export type SdkAnswer = (c: Context<HttpEnv>, ctx: OperationContext, request: Admitted, session: McpSession) => Promise<Response>;
 
 const INSTRUCTIONS =
   'Device function control. Each tool named <function>__<12 hex digits> runs one device function you were granted; ' +

@@ -1,5 +1,5 @@
 import type { McpServer } from '@modelcontextprotocol/server';
-import type { Context, CredentialOf } from '../domain/context.js';
+import type { OperationContext, CredentialOf } from '../domain/context.js';
 import type { CallCancellation } from './cancellation.js';
 import type { ActionRecord } from '../domain/action-records.js';
 import type { DeviceTool } from './device-tool-names.js';
@@ -7,7 +7,7 @@ import type { PromptRefusal } from './legacy-elicitation.js';
 
 /** What the tools/call gate (tool-call-gate.ts) resolved for this request, handed to the per-request server. */
 export interface McpSession {
-  ctx: Context;
+  ctx: OperationContext;
   credential: CredentialOf<'agent'>;
   /**
    * The caller's device tools, resolved by the gate: all of them for `tools/list`, only the

@@ -1,5 +1,5 @@
-import type { Context as HonoContext } from 'hono';
-import type { Context, CredentialOf } from '../domain/context.js';
+import type { Context } from 'hono';
+import type { OperationContext, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { callableFunctionsValidUntil, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import { admit, assertControlsEnabled } from '../domain/invoke.js';
@@ -20,7 +20,7 @@ export interface ToolCallGateDeps {
   metadataUrl: string;
 }
 
-export type ToolCallGate = (c: HonoContext<HttpEnv>, ctx: Context, credential: CredentialOf<'agent'>, messages: RpcMessage[]) => Promise<Gate>;
+export type ToolCallGate = (c: Context<HttpEnv>, ctx: OperationContext, credential: CredentialOf<'agent'>, messages: RpcMessage[]) => Promise<Gate>;
 
 type Gate = { response: Response } | { session: McpSession };
 
@@ -87,7 +87,7 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
   };
 }
 
-function ceilingRefusal(c: HonoContext<HttpEnv>, name: string, metadataUrl: string): Response {
+function ceilingRefusal(c: Context<HttpEnv>, name: string, metadataUrl: string): Response {
   return envelope(
     c,
     new DomainError('insufficient_access', `Tool ${name} runs a control function; this credential's ceiling is read.`, { requiredAccess: 'act' }),
@@ -102,7 +102,7 @@ function ceilingRefusal(c: HonoContext<HttpEnv>, name: string, metadataUrl: stri
  * the kill switch), answered here as an HTTP status because the SDK would answer it in-band
  * with 200. `invoke` checks the same again when the tool runs (after parsing the arguments).
  */
-async function admissionRefusal(c: HonoContext<HttpEnv>, operation: AnyOperation, ctx: Context): Promise<Response | undefined> {
+async function admissionRefusal(c: Context<HttpEnv>, operation: AnyOperation, ctx: OperationContext): Promise<Response | undefined> {
   try {
     admit(operation, ctx);
     await assertControlsEnabled(operation, ctx);

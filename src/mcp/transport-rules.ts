@@ -1,5 +1,5 @@
 import type { HttpBindings } from '@hono/node-server';
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import { DomainError } from '../domain/errors.js';
 import type { HttpEnv } from '../http/request.js';
 import type { HostPolicy } from './hosts.js';
@@ -10,7 +10,7 @@ import { envelope, rpcError } from './refusals.js';
  * service's: Host/Origin (403, DNS rebinding), the method (405) before authentication; the
  * Content-Type (415) and Accept (406) after it.
  */
-export function transportRefusal(c: HonoContext<HttpEnv>, hosts: HostPolicy): Response | undefined {
+export function transportRefusal(c: Context<HttpEnv>, hosts: HostPolicy): Response | undefined {
   const localPort = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.localPort;
   const refusal = hosts.refusal(c.req.header('host'), c.req.header('origin'), localPort);
   if (refusal) return envelope(c, new DomainError('forbidden', refusal));
@@ -27,7 +27,7 @@ function mediaTypes(header: string | undefined): string[] {
 }
 
 /** The SDK checks neither the Content-Type nor (on the modern path) the Accept header. */
-export function mediaRefusal(c: HonoContext<HttpEnv>): Response | undefined {
+export function mediaRefusal(c: Context<HttpEnv>): Response | undefined {
   if (!mediaTypes(c.req.header('content-type')).includes('application/json')) {
     return rpcError(415, 'Unsupported Media Type: Content-Type must be application/json');
   }

@@ -1,8 +1,8 @@
-import type { Hono, Context as HonoContext } from 'hono';
+import type { Hono, Context } from 'hono';
 import { approveAuthorization, checkAuthorizationRequest, consentView, type AuthorizationParams } from '../domain/oauth/authorize.js';
 import { DomainError } from '../domain/errors.js';
 import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
-import { csrfMatches, csrfToken, ownerSession } from '../domain/oauth/sessions.js';
+import { csrfMatches, csrfToken, ownerSession } from '../domain/owner-sessions.js';
 import { originRefusal, PAGE_CSP, pageForm, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ConsentPage, ErrorPage } from './pages.js';
@@ -15,11 +15,11 @@ import { ConsentPage, ErrorPage } from './pages.js';
 
 const AUTHORIZATION_PARAMS = ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'state', 'scope', 'resource'] as const;
 
-const errorPage = (c: HonoContext, message: string, status: 400 | 403 = 400) =>
+const errorPage = (c: Context, message: string, status: 400 | 403 = 400) =>
   c.html(<ErrorPage title="This authorization request cannot be completed" message={message} />, status);
 
 /** A request refused as unsafe: a 400 page, or a 429 page with Retry-After when a budget refused it (docs/reference/rules.md "Errors and limits"). */
-const unsafeRequestPage = (c: HonoContext, error: UnsafeAuthorizationRequest) => {
+const unsafeRequestPage = (c: Context, error: UnsafeAuthorizationRequest) => {
   if (error.retryAfterSeconds === undefined) return errorPage(c, error.message);
   c.header('Retry-After', String(error.retryAfterSeconds));
   return c.html(<ErrorPage title="Try again shortly" message={error.message} />, 429);
@@ -34,7 +34,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
   const { oauth, log } = deps;
 
   /** RFC 6749 §4.1.2 / RFC 9207: back to the client, with state echoed and iss on every answer. */
-  const redirectBack = (c: HonoContext, to: { redirectUri: string; state: string | undefined }, params: Record<string, string>, status: 302 | 303) => {
+  const redirectBack = (c: Context, to: { redirectUri: string; state: string | undefined }, params: Record<string, string>, status: 302 | 303) => {
     const url = new URL(to.redirectUri);
     for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
     if (to.state !== undefined) url.searchParams.set('state', to.state);

@@ -1,4 +1,4 @@
-import type { Context as HonoContext, Next } from 'hono';
+import type { Context, Next } from 'hono';
 import { DomainError } from '../domain/errors.js';
 import { MAX_BODY_BYTES, readLimitedBody } from '../http/body.js';
 import { ErrorPage } from './pages.js';
@@ -14,7 +14,7 @@ import { ErrorPage } from './pages.js';
 const READ_BY_ENDPOINT = new Set(['POST /oauth/token', 'POST /oauth/revoke', 'POST /oauth/register', 'POST /oauth/authorize', 'POST /oauth/sign-in']);
 const PAGES = new Set(['/oauth/authorize', '/oauth/sign-in', '/oauth/sign-out']);
 
-export async function limitUnreadBody(c: HonoContext, next: Next): Promise<Response | void> {
+export async function limitUnreadBody(c: Context, next: Next): Promise<Response | void> {
   if (READ_BY_ENDPOINT.has(`${c.req.method} ${c.req.path}`)) return next();
   try {
     await readLimitedBody(c.req.raw);

@@ -1,4 +1,4 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Clock, Logger } from '../domain/context.js';
@@ -16,7 +16,7 @@ export interface OAuthEndpointDeps {
   /** What the protocol logic in src/domain/oauth is handed; its issuer is PUBLIC_BASE_URL. */
   oauth: OAuthDeps;
   /** The same for one request: its metadata-document fetches draw from its address's budget (cimd-limits.ts). */
-  oauthFor(c: HonoContext): OAuthDeps;
+  oauthFor(c: Context): OAuthDeps;
   /** The name of the owner's session cookie (src/http/owner-session.ts, shared with the owner console). */
   sessionCookie: string;
 }

@@ -1,4 +1,4 @@
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import { authenticateClient, type ClientCredentials } from '../domain/oauth/clients.js';
 import type { OAuthDeps } from '../domain/oauth/deps.js';
 import { OAuthProtocolError, type OAuthErrorCode } from '../domain/oauth/errors.js';
@@ -31,12 +31,12 @@ const STATUS: Record<OAuthErrorCode, 400 | 401 | 403 | 500 | 503> = {
 };
 
 /** A form post of the token and revocation endpoints: a refusal is RFC 6749 JSON, never cached. */
-export const protocolForm = (c: HonoContext) =>
+export const protocolForm = (c: Context) =>
   readForm(c.req.raw, (description, status) =>
     c.json({ error: 'invalid_request', error_description: description }, status, { 'Cache-Control': 'no-store', Pragma: 'no-cache' }),
   );
 
-const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
+const protocolError = (c: Context, error: OAuthProtocolError) => {
   const status = error.retryAfterSeconds !== undefined ? 429 : STATUS[error.code];
   const headers: Record<string, string> = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
   if (status === 401) headers['WWW-Authenticate'] = 'Basic realm="dfc-oauth"';
@@ -56,7 +56,7 @@ const protocolError = (c: HonoContext, error: OAuthProtocolError) => {
  * so the refusal is HTTP 429 with Retry-After and the closest standard code,
  * `temporarily_unavailable`, in the usual JSON.
  */
-export const runProtocolEndpoint = async (deps: OAuthEndpointDeps, c: HonoContext, fn: () => Promise<Response>, failures?: readonly OAuthErrorCode[]) => {
+export const runProtocolEndpoint = async (deps: OAuthEndpointDeps, c: Context, fn: () => Promise<Response>, failures?: readonly OAuthErrorCode[]) => {
   const { config, limiter, clock } = deps;
   const address = clientAddress(c);
   const key = failures && address !== undefined ? authFailureKey(address) : undefined;
@@ -103,7 +103,7 @@ export function clientCredentials(authorization: string | undefined, form: URLSe
  * and the client it authenticates, by HTTP Basic or in the body.
  */
 export async function authenticatedForm(
-  c: HonoContext,
+  c: Context,
   oauth: OAuthDeps,
 ): Promise<Response | { form: URLSearchParams; client: Awaited<ReturnType<typeof authenticateClient>> }> {
   const form = await protocolForm(c);

@@ -1,5 +1,5 @@
-import type { Hono, Context as HonoContext } from 'hono';
-import { endOwnerSession } from '../domain/oauth/sessions.js';
+import type { Hono, Context } from 'hono';
+import { endOwnerSession } from '../domain/owner-sessions.js';
 import { clearOwnerSessionCookie, SIGN_IN_STATUS, startOwnerSession } from '../http/owner-session.js';
 import { bearerToken } from '../http/request.js';
 import { originRefusal, pageForm, sessionToken } from './browser.js';
@@ -25,7 +25,7 @@ export function mountSessionEndpoints(app: Hono, deps: OAuthEndpointDeps): void 
     publicBaseUrl: oauth.issuer,
     authenticate: (jwt: string, address?: string) => authenticator.authenticate(jwt, address),
   };
-  const startSession = (c: HonoContext, jwt: string) => startOwnerSession(c, signIn, jwt);
+  const startSession = (c: Context, jwt: string) => startOwnerSession(c, signIn, jwt);
   const STATUS = SIGN_IN_STATUS;
 
   app.get('/oauth/sign-in', (c) => c.html(<SignInPage next={safeNext(c.req.query('next'))} mode={config.owner.mode} />));

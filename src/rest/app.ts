@@ -1,4 +1,4 @@
-import type { Context as HonoContext, Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import { assertOAuthSurface, call } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
@@ -10,7 +10,7 @@ function honoPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
 }
 
-function firstQueryValues(c: HonoContext): Record<string, string> {
+function firstQueryValues(c: Context): Record<string, string> {
   const values: Record<string, string> = {};
   // Most requests have no query string: nothing to parse then.
   if (!c.req.url.includes('?')) return values;
@@ -33,7 +33,7 @@ function nextLink(requestUrl: string, cursor: string): string {
 export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: Authenticator): void {
   for (const route of routes) {
     const headerFields = Object.entries(route.headers ?? {});
-    const handler = async (c: HonoContext<HttpEnv>) => {
+    const handler = async (c: Context<HttpEnv>) => {
       // A public operation (health, board enrollment) ignores any Authorization header: a
       // stale token in a client's default headers must not turn it into a 401.
       const credential = route.operation.credentials.includes('public')
@@ -52,7 +52,7 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       }
       // Path parameters win over body fields of the same name: the URL names the resource.
       const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
-      // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-events.ts).
+      // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-event-stream.ts).
       const feed = route.operation.live ? new AbortController() : undefined;
       if (feed) c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
       const answer = await call(route.operation, ctx, input, undefined, feed?.signal);

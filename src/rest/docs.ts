@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import type { Context as HonoContext, Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import { CompressedAsset } from '../http/compressed.js';
 import type { HttpEnv } from '../http/request.js';
 import { buildOpenApi } from './openapi.js';
@@ -74,7 +74,7 @@ function firstValue(header: string | undefined): string | undefined {
  * from (`localhost` or `127.0.0.1` alike): PUBLIC_BASE_URL when set, else the request's
  * Host, or a trusted proxy's X-Forwarded-Host and -Proto (docs/operators/configuration.md "Configuration").
  */
-function serverUrl(c: HonoContext<HttpEnv>, options: DocsOptions): string {
+function serverUrl(c: Context<HttpEnv>, options: DocsOptions): string {
   if (options.publicBaseUrlSet) return options.publicBaseUrl;
   const own = new URL(c.req.url);
   let protocol = own.protocol.slice(0, -1);

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { account } from '../domain/account.js';
 import { action } from '../domain/action-records.js';
 import { deviceNext } from '../domain/device-commands.js';
-import { eventsTicket } from '../domain/device-events.js';
+import { eventsTicket } from '../domain/device-wake-socket.js';
 import { callableFunction } from '../domain/functions.js';
 import { grant } from '../domain/grants.js';
 import { healthObject } from '../domain/health.js';

@@ -309,34 +309,3 @@ export async function revokeFamily(db: Queryable, familyId: string, now: number)
 export async function revokeTokenById(db: Queryable, id: string, now: number): Promise<void> {
   await db.run('UPDATE oauth_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL', [now, id]);
 }
-
-// Owner sessions of the consent page.
-
-export interface SessionRow {
-  tokenHash: string;
-  workspaceId: string;
-  subject: string;
-  expiresAt: number;
-  createdAt: number;
-}
-
-export async function insertSession(db: Queryable, row: SessionRow): Promise<void> {
-  await db.run('INSERT INTO owner_sessions (token_hash, workspace_id, subject, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
-    row.tokenHash,
-    row.workspaceId,
-    row.subject,
-    row.expiresAt,
-    row.createdAt,
-  ]);
-}
-
-export function findSession(db: Queryable, tokenHash: string): Promise<SessionRow | undefined> {
-  return db.get<SessionRow>(
-    'SELECT token_hash AS tokenHash, workspace_id AS workspaceId, subject, expires_at AS expiresAt, created_at AS createdAt FROM owner_sessions WHERE token_hash = ?',
-    [tokenHash],
-  );
-}
-
-export async function deleteSession(db: Queryable, tokenHash: string): Promise<void> {
-  await db.run('DELETE FROM owner_sessions WHERE token_hash = ?', [tokenHash]);
-}

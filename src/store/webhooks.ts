@@ -1,5 +1,5 @@
 import type { Queryable, Statement } from './driver.js';
-import type { WorkspaceEventRow } from './workspace-events.js';
+import type { WorkspaceEventRow } from './event-journal.js';
 import { cutPage, newestFirstAfter, type PageQuery, type RowsPage } from './paging.js';
 
 /** How a webhook's deliveries are written (migration 0026; src/domain/webhook-formats.ts). */

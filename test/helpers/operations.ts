@@ -6,11 +6,11 @@ import type { OwnerVerifier } from '../../src/auth/owner.js';
 import { parseConfig } from '../../src/config.js';
 import { SERVICE_NAME } from '../../src/app.js';
 import { createArgumentSchemas } from '../../src/domain/argument-schemas.js';
-import type { Clock, Context, Credential, CredentialOf, Surface } from '../../src/domain/context.js';
-import { createEventHub } from '../../src/domain/events.js';
+import type { Clock, OperationContext, Credential, CredentialOf, Surface } from '../../src/domain/context.js';
+import { createEventHub } from '../../src/domain/event-hub.js';
 import { call, invoke, type Answer, type OutputOf } from '../../src/domain/invoke.js';
 import type { AnyOperation } from '../../src/domain/operation.js';
-import { createLiveStreams } from '../../src/domain/owner-events.js';
+import { createLiveStreams } from '../../src/domain/owner-event-stream.js';
 import { databaseCheck } from '../../src/domain/readiness.js';
 import { createWebhookTransport } from '../../src/http/webhook-transport.js';
 import { createLogger } from '../../src/logger.js';
@@ -33,7 +33,7 @@ export interface OperationsContext {
   /** The credential an agent, setup or device token (or an OAuth access token) resolves to. */
   credentialOf(token: string): Promise<Credential>;
   /** The context a request of `credential` on `surface` runs with. */
-  context(credential: Credential | null, surface?: Surface): Context;
+  context(credential: Credential | null, surface?: Surface): OperationContext;
   /** `invoke` as `credential`: the operation's output, typed by its descriptor. */
   invoke<O extends AnyOperation>(operation: O, credential: Credential | null, input: unknown): Promise<OutputOf<O>>;
   /** `call` as `credential`: pages, streams and live feeds as the surfaces get them. */
@@ -71,7 +71,7 @@ export async function openOperationsContext(env: Record<string, string> = {}): P
   const noOwnerSessions: OwnerVerifier = { verify: async () => undefined, plausible: () => false, health: () => ({ provider: 'development', ok: true }) };
   const authenticator = createAuthenticator({ db, owners: noOwnerSessions, now: clock.now, oauthResource: `${config.publicBaseUrl}/mcp` });
   let requests = 0;
-  const context = (credential: Credential | null, surface: Surface = 'rest'): Context => ({
+  const context = (credential: Credential | null, surface: Surface = 'rest'): OperationContext => ({
     ...shared,
     credential,
     surface,

@@ -79,7 +79,7 @@ function Decision(props: { action: ActionRecord; viewer: Viewer; decide: string 
 }
 
 async function ActionPage(guards: Guards, signed: Signed, actionId: string, decide: string | undefined, done?: string, error?: string) {
-  const action = (await guards.invoke(signed, operations.getAction, { actionId })) as ActionRecord;
+  const action = (await guards.invoke(signed, operations.getActionState, { actionId })) as ActionRecord;
   const device = (await allDevices(guards, signed)).find((d) => d.id === action.deviceId);
   const reason = reasonOf(action);
   return (

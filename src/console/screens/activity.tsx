@@ -244,7 +244,7 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
   let next: string | null = null;
   let refused: { message: string; issues: ErrorIssue[] } | undefined;
   try {
-    const answer = await guards.call(signed, operations.listActions, { ...input, limit: PAGE, ...(cursor ? { cursor } : {}) });
+    const answer = await guards.call(signed, operations.listRecentActions, { ...input, limit: PAGE, ...(cursor ? { cursor } : {}) });
     if (answer.kind !== 'page') throw new Error('actions.list answers pages');
     page = answer.data as Action[];
     next = answer.nextCursor;
@@ -321,7 +321,7 @@ export function mountActivity(app: Hono<HttpEnv>, guards: Guards): void {
         untilDay && /^\d{4}-\d{2}-\d{2}$/.test(untilDay)
           ? zonedMs(new Date(Date.parse(`${untilDay}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10), zone)
           : undefined;
-      const answer = await guards.call(signed, operations.exportActions, {
+      const answer = await guards.call(signed, operations.exportHistory, {
         ...(since !== undefined ? { since } : {}),
         ...(until !== undefined ? { until } : {}),
       });

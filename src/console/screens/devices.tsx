@@ -16,7 +16,7 @@ export async function allDevices(guards: Guards, signed: Signed): Promise<Device
   const devices: Device[] = [];
   let cursor: string | undefined;
   do {
-    const answer = await guards.call(signed, operations.listDevices, cursor ? { cursor } : {}, 1000);
+    const answer = await guards.call(signed, operations.listWorkspaceDevices, cursor ? { cursor } : {}, 1000);
     if (answer.kind !== 'page') throw new Error('devices.list answers pages');
     devices.push(...(answer.data as Device[]));
     cursor = answer.nextCursor ?? undefined;
@@ -185,7 +185,7 @@ export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/devices/:deviceId/revoke',
     guards.action(async (c, signed) => {
-      await guards.invoke(signed, operations.revokeDevice, { deviceId: c.req.param('deviceId') });
+      await guards.invoke(signed, operations.revokeWorkspaceDevice, { deviceId: c.req.param('deviceId') });
       return c.redirect('/console?done=revoked', 303);
     }),
   );

@@ -129,7 +129,7 @@ export async function allGrants(guards: Guards, signed: Signed, principal?: stri
   const grants: Grant[] = [];
   let cursor: string | undefined;
   do {
-    const answer = await guards.call(signed, operations.listGrants, { ...(principal ? { principal } : {}), ...(cursor ? { cursor } : {}) }, 1000);
+    const answer = await guards.call(signed, operations.listWorkspaceGrants, { ...(principal ? { principal } : {}), ...(cursor ? { cursor } : {}) }, 1000);
     if (answer.kind !== 'page') throw new Error('grants.list answers pages');
     grants.push(...(answer.data as Grant[]));
     cursor = answer.nextCursor ?? undefined;

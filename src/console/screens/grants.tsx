@@ -262,7 +262,7 @@ export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/grants/update',
     guards.action(async (c, signed, form) => {
-      const outcome = await guards.attempt(signed, operations.updateGrant, updateInput(form));
+      const outcome = await guards.attempt(signed, operations.updateWorkspaceGrant, updateInput(form));
       const back = backTo(form.get('back'));
       if (!outcome.ok) return guards.errorPage(c, 'Not changed', outcome.message, outcome.status, signed.viewer);
       return c.redirect(done(back, 'updated'), 303);
@@ -272,7 +272,7 @@ export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/grants/revoke',
     guards.action(async (c, signed, form) => {
-      await guards.invoke(signed, operations.revokeGrants, { grantId: form.get('grantId') ?? '' });
+      await guards.invoke(signed, operations.revokeWorkspaceGrants, { grantId: form.get('grantId') ?? '' });
       const principal = form.get('principal');
       return c.redirect(done(principal ? `/console/grants?principal=${encodeURIComponent(principal)}` : backTo(form.get('back')), 'revoked'), 303);
     }),

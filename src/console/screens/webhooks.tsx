@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import type { z } from 'zod';
 import { operations } from '../../domain/registry.js';
 import type { webhook as webhookSchema, webhookDelivery } from '../../domain/webhooks.js';
-import { EVENT_TYPES } from '../../domain/workspace-events.js';
+import { EVENT_TYPES } from '../../domain/event-catalogue.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
@@ -132,7 +132,7 @@ async function WebhooksPage(
   signed: Signed,
   flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string },
 ) {
-  const webhooks = (await guards.invoke(signed, operations.listWebhooks, { limit: 1000 })) as Webhook[];
+  const webhooks = (await guards.invoke(signed, operations.listWorkspaceWebhooks, { limit: 1000 })) as Webhook[];
   const { config } = guards.deps;
   return (
     <Page title="Webhooks" viewer={signed.viewer} screen="webhooks">
@@ -212,10 +212,10 @@ function DeliveriesPage(props: { viewer: Viewer; webhook: Webhook; deliveries: D
 
 const TOLD = { rotate: 'A new signing secret: the old one still signs for 24 hours.', disable: 'Disabled.', enable: 'Enabled.', revoke: 'Revoked.' } as const;
 const MOVES = {
-  rotate: operations.rotateWebhookSecret,
-  disable: operations.disableWebhook,
-  enable: operations.enableWebhook,
-  revoke: operations.revokeWebhook,
+  rotate: operations.rotateWorkspaceWebhookSecret,
+  disable: operations.disableWorkspaceWebhook,
+  enable: operations.enableWorkspaceWebhook,
+  revoke: operations.revokeWorkspaceWebhook,
 };
 
 export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
@@ -228,7 +228,7 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
     '/console/webhooks/:webhookId',
     guards.page(async (c, signed) => {
       const webhookId = c.req.param('webhookId') ?? '';
-      const webhook = (await guards.invoke(signed, operations.getWebhook, { webhookId })) as Webhook;
+      const webhook = (await guards.invoke(signed, operations.getWorkspaceWebhook, { webhookId })) as Webhook;
       const deliveries = (await guards.invoke(signed, operations.listWebhookDeliveries, { webhookId, limit: 100 })) as Delivery[];
       return c.html(<DeliveriesPage viewer={signed.viewer} webhook={webhook} deliveries={deliveries} />);
     }),
@@ -260,7 +260,7 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/webhooks/:webhookId/test',
     guards.action(async (c, signed) => {
-      const outcome = await guards.attempt<{ delivered: boolean; error: string | null }>(signed, operations.testWebhook, {
+      const outcome = await guards.attempt<{ delivered: boolean; error: string | null }>(signed, operations.testWorkspaceWebhook, {
         webhookId: c.req.param('webhookId'),
       });
       if (!outcome.ok) return c.html(await WebhooksPage(guards, signed, { error: outcome.message }), outcome.status);

@@ -21,7 +21,7 @@ import type { OAuthDeps } from './deps.js';
 import { oauthError, UnsafeAuthorizationRequest } from './errors.js';
 import { isLoopbackRedirect } from './redirects.js';
 import { lowerAccess, parseScope, scopeString } from './scopes.js';
-import type { OwnerSession } from './sessions.js';
+import type { OwnerSession } from '../owner-sessions.js';
 
 /**
  * Authorization requests (RFC 6749 §4.1.1 with PKCE, RFC 8707, RFC 9207): checking one,

@@ -12,7 +12,8 @@ import {
   revokeClientConnection,
   type OAuthConnectionRow,
 } from '../../store/oauth.js';
-import { publishActions, withdrawRevoked } from '../actions.js';
+import { publishActions } from '../action-publishing.js';
+import { withdrawRevoked } from '../action-withdrawals.js';
 import { toConnection } from '../connections.js';
 import { fail } from '../errors.js';
 import { defaultPrincipal } from './clients.js';

@@ -1,7 +1,7 @@
 import { CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
-import type { Context as HonoContext } from 'hono';
+import type { Context } from 'hono';
 import { readOwnAction } from '../../domain/agent-tasks.js';
-import type { Context } from '../../domain/context.js';
+import type { OperationContext } from '../../domain/context.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { ServerInfo } from '../direct-call.js';
 import type { Admitted } from '../gate.js';
@@ -26,7 +26,7 @@ function rpcError(id: string | number, error: { code: number; message: string; d
 }
 
 export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: string) => ServerInfo }) {
-  return async (c: HonoContext<HttpEnv>, ctx: Context, request: Admitted): Promise<Response | undefined> => {
+  return async (c: Context<HttpEnv>, ctx: OperationContext, request: Admitted): Promise<Response | undefined> => {
     if (!request.parsedOk) return undefined;
     const plain = plainModernRequest(c.req.raw.headers, request.parsed, 'subscriptions/listen', { paramKeys: ['notifications'] });
     if (!plain) return undefined;

@@ -1,7 +1,7 @@
 import { ACTION_STATES } from '../../domain/action-states.js';
 import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
-import type { Context, CredentialOf } from '../../domain/context.js';
-import type { EventOrigin, ServiceEvent } from '../../domain/events.js';
+import type { OperationContext, CredentialOf } from '../../domain/context.js';
+import type { EventOrigin, ServiceEvent } from '../../domain/event-hub.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
 import type { ActionRecord } from '../../domain/action-records.js';
@@ -15,7 +15,7 @@ export interface Honored {
 }
 
 export interface SubscriptionOptions {
-  ctx: Context;
+  ctx: OperationContext;
   credential: CredentialOf<'agent'>;
   honored: Honored;
   clock: TaskClock;

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { ACTION_STATES } from '../../domain/action-states.js';
 import type { ActionRecord } from '../../domain/action-records.js';
 import { lastChangeOf, placeOfAction, readOwnAction, withdrawOwnAction } from '../../domain/agent-tasks.js';
-import type { Context, CredentialOf } from '../../domain/context.js';
+import type { OperationContext, CredentialOf } from '../../domain/context.js';
 import { isObject, MODERN_PROTOCOL_VERSION } from '../modern-requests.js';
 import type { TaskCreated } from '../session.js';
 import { detailedTask, taskCreated, TASKS_EXTENSION, type TaskClock } from './task-view.js';
@@ -41,7 +41,7 @@ const unknownTask = () => new ProtocolError(ProtocolErrorCode.InvalidParams, 'Fa
 
 /** The caller's task as tasks/get answers it; undefined when it is not the caller's or not there. */
 export async function readTask(
-  ctx: Context,
+  ctx: OperationContext,
   credential: CredentialOf<'agent'>,
   taskId: string,
   clock: TaskClock,
@@ -51,7 +51,12 @@ export async function readTask(
 }
 
 /** The task of an action known to be the caller's, as tasks/get answers it. */
-export async function taskOf(ctx: Context, credential: CredentialOf<'agent'>, action: ActionRecord, clock: TaskClock): Promise<Record<string, unknown>> {
+export async function taskOf(
+  ctx: OperationContext,
+  credential: CredentialOf<'agent'>,
+  action: ActionRecord,
+  clock: TaskClock,
+): Promise<Record<string, unknown>> {
   // Only a finished task carries the result, whose words name the device: one more read then.
   const place = ACTION_STATES[action.status].terminal ? await placeOfAction(ctx, credential.workspaceId, action) : undefined;
   return detailedTask(action, lastChangeOf(action), place, clock);
@@ -67,7 +72,7 @@ function assertDeclared(request: ServerContext): void {
   if (!declaresTasks(envelope?.[CLIENT_CAPABILITIES_META_KEY])) throw missingTasksCapability();
 }
 
-export function registerTaskMethods(server: McpServer, session: { ctx: Context; credential: CredentialOf<'agent'> }, clock: TaskClock): void {
+export function registerTaskMethods(server: McpServer, session: { ctx: OperationContext; credential: CredentialOf<'agent'> }, clock: TaskClock): void {
   const { ctx, credential } = session;
   server.server.setRequestHandler('tasks/get', { params: taskParams }, async ({ taskId }, request) => {
     assertDeclared(request);

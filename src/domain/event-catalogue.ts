@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
 import type { ApprovalMode } from '../store/grants.js';
-import type { WorkspaceEventRow } from '../store/workspace-events.js';
+import type { WorkspaceEventRow } from '../store/event-journal.js';
 import { action, toActionRecord } from './action-records.js';
 import type { EventIds } from './event-ids.js';
 import { approvalMode, timestamp, uuid } from './schemas.js';

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { hashToken, issueToken, tokenKinds } from './tokens.js';
 import { consumeEventTicket, issueEventTicket } from '../store/event-tickets.js';
-import { getAction, recalledFor } from '../store/actions.js';
+import { recalledFor } from '../store/action-hand-out.js';
+import { getAction } from '../store/actions.js';
 import { getDevice, touchDevice } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import { toActionRecord, type ActionRecord } from './action-records.js';

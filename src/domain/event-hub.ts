@@ -75,7 +75,7 @@ export interface JournalWritten {
 }
 
 /**
- * Plain data. The shared bus (src/bus/events.ts) carries an action change or a revocation as
+ * Plain data. The shared bus (src/bus/redis-event-hub.ts) carries an action change or a revocation as
  * its hint, the other two as they are: only an instance's own events carry state.
  */
 export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten;

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { findSession } from '../store/oauth.js';
-import { journalBounds, listWorkspaceEvents, newestWorkspaceEventId } from '../store/workspace-events.js';
-import type { Context, CredentialOf, LiveStreams, StreamSlot } from './context.js';
+import { findSession } from '../store/owner-sessions.js';
+import { journalBounds, listWorkspaceEvents, newestWorkspaceEventId } from '../store/event-journal.js';
+import type { OperationContext, CredentialOf, LiveStreams, StreamSlot } from './context.js';
 import { DomainError } from './errors.js';
 import { defineLiveOperation, type FeedEnd, type LiveItem } from './operation.js';
 import { eventIds, resumePoint } from './event-ids.js';
 import { timestamp } from './schemas.js';
-import { toWorkspaceEvent, workspaceEvent } from './workspace-events.js';
+import { toWorkspaceEvent, workspaceEvent } from './event-catalogue.js';
 
 /**
  * The owner's live event stream (docs/reference/events.md "Owner events"): the workspace event journal, read
@@ -109,7 +109,7 @@ const ENDS = {
  * session it came from is gone from the database (signed out on any instance) or expired.
  * The database is the fact; nothing announced is believed.
  */
-async function credentialEnd(ctx: Context, credential: CredentialOf<'owner'>): Promise<FeedEnd | undefined> {
+async function credentialEnd(ctx: OperationContext, credential: CredentialOf<'owner'>): Promise<FeedEnd | undefined> {
   const now = ctx.clock.now();
   if (credential.expiresAt !== undefined && credential.expiresAt <= now) return ENDS.credential_expired;
   if (credential.sessionHash === undefined) return undefined;
@@ -155,7 +155,7 @@ type Start = { after: number; reset?: z.infer<typeof resetEvent> };
  * again. Ids are shown and read through event-ids.ts: the journal's own numbers, the `first`
  * and `last` of the whole service among them, never reach the client.
  */
-async function startingPoint(ctx: Context, workspaceId: string, resumeAfter: string | undefined): Promise<Start> {
+async function startingPoint(ctx: OperationContext, workspaceId: string, resumeAfter: string | undefined): Promise<Start> {
   const { first, last } = await journalBounds(ctx.db);
   if (resumeAfter === undefined) return { after: last };
   const point = await resumePoint(ctx, workspaceId, resumeAfter);
@@ -180,7 +180,7 @@ async function startingPoint(ctx: Context, workspaceId: string, resumeAfter: str
   };
 }
 
-async function* follow(ctx: Context, credential: CredentialOf<'owner'>, start: Start, slot: StreamSlot): AsyncGenerator<LiveItem> {
+async function* follow(ctx: OperationContext, credential: CredentialOf<'owner'>, start: Start, slot: StreamSlot): AsyncGenerator<LiveItem> {
   const { heartbeatMs, pollMs } = ctx.settings.ownerEvents;
   const { workspaceId, expiresAt } = credential;
   const flag = wakeFlag();

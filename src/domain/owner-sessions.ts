@@ -1,8 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { hashToken, issueToken } from '../tokens.js';
-import { deleteSession, findSession, insertSession } from '../../store/oauth.js';
-import { workspaceForOwner } from '../../store/workspaces.js';
-import type { OAuthDeps } from './deps.js';
+import { hashToken, issueToken } from './tokens.js';
+import { deleteSession, findSession, insertSession } from '../store/owner-sessions.js';
+import type { Db } from '../store/driver.js';
+import { workspaceForOwner } from '../store/workspaces.js';
+import type { Clock } from './context.js';
 
 /**
  * Owner sessions of the browser: the owner signs in once (the sign-in page in src/oauth, or the
@@ -23,8 +24,11 @@ export interface LiveOwnerSession extends OwnerSession {
   tokenHash: string;
 }
 
-/** What sessions need of the OAuth deps: the console, which has no other use for them, hands in just these. */
-export type SessionStoreDeps = Pick<OAuthDeps, 'db' | 'clock'>;
+/** What sessions need: the console hands in just these, the authorization server its own deps. */
+export interface SessionStoreDeps {
+  db: Db;
+  clock: Clock;
+}
 
 export async function createOwnerSession(
   deps: SessionStoreDeps,

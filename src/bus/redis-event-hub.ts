@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { needsSignal, type ActionChange, type DeviceRevoked, type EventHub, type EventListener, type ServiceEvent } from '../domain/events.js';
+import { needsSignal, type ActionChange, type DeviceRevoked, type EventHub, type EventListener, type ServiceEvent } from '../domain/event-hub.js';
 import type { RedisConnection } from './redis.js';
 
 /** What crosses the bus: the hints, and the events that are hints already. */

@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { ActionRow } from '../store/actions.js';
+import { guardedActionInsert, insertActionIfAllowed, newActionRow, type NewActionRow, type QueueLimits } from '../store/action-requests.js';
+import type { Queryable } from '../store/driver.js';
+import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
+import { publishActions } from './action-publishing.js';
+import { action, toActionRecord, type ActionRecord } from './action-records.js';
+import { assertQueueCapacity, assertStorageBudget } from './capacity.js';
+import type { OperationContext, CredentialOf } from './context.js';
+import { DomainError, fail } from './errors.js';
+import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
+import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
+import { defineOperation } from './operation.js';
+import { capabilityName, uuid } from './schemas.js';
+
+export const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
+/**
+ * How long an action waits for the owner when the agent names no window: an hour, long enough
+ * for a person to see a notification, reach a console and decide (docs/decisions/0006).
+ */
+export const APPROVAL_WINDOW_DEFAULT_SECONDS = 3600;
+export const approvalTtlSeconds = z
+  .number()
+  .int()
+  .min(1)
+  .max(86_400)
+  .default(APPROVAL_WINDOW_DEFAULT_SECONDS)
+  .describe(
+    `For a function that needs the owner's approval: how long the action waits for a decision before it expires (\`approval_timeout\`), in seconds (1 to 86400, default ${APPROVAL_WINDOW_DEFAULT_SECONDS}). Its deadline (\`ttlSeconds\`) starts when it is approved.`,
+  );
+export const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
+export const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
+
+interface ActionRequest {
+  deviceId: string;
+  capability: string;
+  arguments: Record<string, unknown>;
+  ttlSeconds: number;
+  approvalTtlSeconds: number;
+  broadcastId: string | null;
+}
+
+/**
+ * Checks access and arguments for one device and returns the action to create, without
+ * creating it. The grant's approval mode decides where it starts (docs/reference/rules.md "Approvals"):
+ * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
+ * agent's client confirmed this call under this very grant (`ctx.userConfirmation`), which
+ * REST never does; `none` queues it.
+ */
+async function plannedAction(
+  db: Queryable,
+  ctx: OperationContext,
+  agent: CredentialOf<'agent'>,
+  request: ActionRequest,
+  now: number,
+  known?: OperationContext['callable'],
+): Promise<NewActionRow> {
+  const fn =
+    known && known.deviceId === request.deviceId && known.capability === request.capability
+      ? known.fn
+      : await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
+  const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
+  if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
+  const confirmation = fn.approval === 'user' ? ctx.userConfirmation : undefined;
+  // The yes was given under one grant: after a revoke and re-grant it answers nothing.
+  if (confirmation && confirmation.grantId !== (await liveGrantId(db, agentOf(agent), request.deviceId, request.capability, now))) {
+    throw new DomainError(
+      'confirmation_invalid',
+      'The confirmation was given under a grant that has since been revoked or replaced. Nothing was queued; call again to be asked afresh.',
+    );
+  }
+  const confirmed = confirmation !== undefined;
+  const waits = fn.approval !== 'none' && !confirmed;
+  const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
+  return {
+    id: randomUUID(),
+    workspaceId: agent.workspaceId,
+    deviceId: request.deviceId,
+    targetId: fn.targetId,
+    capability: request.capability,
+    arguments: JSON.stringify(request.arguments),
+    principal: agent.principal,
+    connectionId: agent.connectionId,
+    broadcastId: request.broadcastId,
+    createdAt: now,
+    // While it waits, its deadline is the approval window; an approval sets the execution deadline.
+    status: waits ? 'awaiting_approval' : 'queued',
+    expiresAt: approvalExpiresAt ?? now + request.ttlSeconds * 1000,
+    approval: fn.approval,
+    approvalExpiresAt,
+    ttlSeconds: request.ttlSeconds,
+    decidedBy: confirmed ? agent.principal : null,
+    decidedAt: confirmed ? now : null,
+  };
+}
+
+/**
+ * Checks and creates one action inside a transaction, where nothing it read can change before
+ * it commits. The insert is the guarded one too: what the reads do not check, the requesting
+ * connection (revoked or expired since it authenticated this request), it refuses, so a
+ * revoked credential creates nothing even in the window between its lookup and the insert.
+ */
+export async function queueAction(tx: Queryable, ctx: OperationContext, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
+  const planned = await plannedAction(tx, ctx, agent, request, now);
+  await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
+  await assertStorageBudget(tx, ctx.settings.capacity, agent.workspaceId, Buffer.byteLength(planned.arguments));
+  const created = await insertActionIfAllowed(tx, planned, queueLimits(ctx));
+  if (!created) throw fail.unauthorized('This credential was revoked or expired while the request ran.');
+  return created;
+}
+
+function queueLimits(ctx: OperationContext): QueueLimits {
+  const capacity = ctx.settings.capacity;
+  return { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace, storage: capacity.storage };
+}
+
+/**
+ * Checks outside any transaction, then creates the action with one statement that checks again
+ * what could have changed since (`guardedActionInsert`): on a libSQL server the reads no
+ * longer hold the write lock, and the write is one round trip (docs/performance.md "On a
+ * libSQL server (sqld)"). With an idempotency key, that round trip is a batch that claims the
+ * key for the answer, creates the action only while the key holds that answer, and gives the
+ * key back if the action was refused. Undefined when the statement found a reason not to
+ * create it or another request holds the key; the caller then runs `queueAction` under `once`,
+ * which names the reason or replays. A refusal the reads find is final.
+ */
+async function queueActionOptimistically(
+  ctx: OperationContext,
+  agent: CredentialOf<'agent'>,
+  request: ActionRequest,
+  now: number,
+  key?: { scope: IdempotencyScope; hash: string },
+): Promise<ActionRow | undefined> {
+  // The insert below checks again whatever the access read found, so a read this request made
+  // already (ctx.callable) serves as well; the transaction after a refusal reads afresh.
+  const planned = await plannedAction(ctx.db, ctx, agent, request, now, ctx.callable);
+  const limits = queueLimits(ctx);
+  if (!key) return insertActionIfAllowed(ctx.db, planned, limits);
+  const created = newActionRow(planned);
+  const response = JSON.stringify(toActionRecord(created));
+  const [, inserted] = await ctx.db.batch([
+    claimIdempotencyKey(key.scope, { requestHash: key.hash, response, createdAt: now }, now - IDEMPOTENCY_WINDOW_MS),
+    guardedActionInsert(planned, limits, { ...key.scope, response }),
+    releaseUnusedKey(key.scope, response, planned.id),
+  ]);
+  return inserted!.changes === 1 ? created : undefined;
+}
+
+const requestActionInput = z.strictObject({
+  deviceId: uuid,
+  capability: capabilityName,
+  arguments: args,
+  ttlSeconds,
+  approvalTtlSeconds,
+  idempotencyKey: idempotencyKey.optional(),
+});
+
+/** Queues one action: REST and the MCP device tools both reach it through `invoke`. */
+async function requestDeviceAction(ctx: OperationContext, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
+  const now = ctx.clock.now();
+  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
+  const wanted: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };
+  const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
+  const request = { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window };
+  const hash = scope ? requestHash(request) : '';
+  if (scope) {
+    const previous = await previousAnswer<ActionRecord>(ctx.db, scope, hash, now);
+    if (previous !== undefined) return previous;
+  }
+  // A confirmed call is bound to the grant it was asked under, which the guarded insert does
+  // not compare: it reads and creates inside one transaction, so no re-grant falls between.
+  const created = ctx.userConfirmation ? undefined : await queueActionOptimistically(ctx, agent, wanted, now, scope ? { scope, hash } : undefined);
+  if (created) {
+    publishActions(ctx, [created]);
+    return toActionRecord(created);
+  }
+  const outcome = await ctx.db.transaction(async (tx) => {
+    let created: ActionRow | undefined;
+    const answer = await once(tx, scope, request, now, async () => {
+      created = await queueAction(tx, ctx, agent, wanted, now);
+      return toActionRecord(created);
+    });
+    return { answer: answer.value, created };
+  });
+  if (outcome.created) publishActions(ctx, [outcome.created]);
+  return outcome.answer;
+}
+
+export const requestAction = defineOperation({
+  name: 'actions.request',
+  title: 'Request an action',
+  description:
+    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.",
+  credentials: ['agent'],
+  access: 'per-function',
+  oauth: ['rest', 'mcp'],
+  // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+  hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  queuesDeviceActions: true,
+  rest: [{ method: 'POST', path: '/v1/devices/{deviceId}/actions', status: 201 }],
+  input: requestActionInput,
+  output: action,
+  run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
+});

@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { ActionRow } from '../store/actions.js';
+import { publishActions } from './action-publishing.js';
+import { action, toActionRecord } from './action-records.js';
+import { approvalTtlSeconds, args, idempotencyKey, queueAction, ttlSeconds } from './action-requests.js';
+import { DomainError } from './errors.js';
+import { once } from './idempotency.js';
+import { defineOperation } from './operation.js';
+import { capabilityName, uuid } from './schemas.js';
+
+const broadcastResult = z.discriminatedUnion('ok', [
+  z.object({ deviceId: uuid, ok: z.literal(true), action }),
+  z.object({
+    deviceId: uuid,
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.object({ path: z.string(), message: z.string() })).optional() }),
+  }),
+]);
+
+export const broadcast = defineOperation({
+  name: 'broadcasts.create',
+  title: 'Broadcast one function to several devices',
+  description:
+    'Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic.',
+  credentials: ['agent'],
+  access: 'per-function',
+  oauth: ['rest', 'mcp'],
+  // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+  hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  queuesDeviceActions: true,
+  rest: [{ method: 'POST', path: '/v1/broadcasts' }],
+  mcp: { name: 'broadcast' },
+  input: z.strictObject({
+    deviceIds: z
+      .array(uuid)
+      .min(1)
+      .max(20)
+      .superRefine((ids, check) => {
+        // One action per device: a repeated id would queue the same command twice.
+        ids.forEach((id, index) => {
+          if (ids.indexOf(id) !== index) check.addIssue({ code: 'custom', path: [index], message: 'duplicate device id' });
+        });
+      }),
+    capability: capabilityName,
+    arguments: args,
+    idempotencyKey,
+    ttlSeconds,
+    approvalTtlSeconds,
+  }),
+  output: z.object({ id: uuid, results: z.array(broadcastResult) }),
+  async run({ ctx, credential, input }) {
+    const now = ctx.clock.now();
+    const created: ActionRow[] = [];
+    const scope = { workspaceId: credential.workspaceId, principal: credential.principal, key: input.idempotencyKey };
+    const request = {
+      op: 'broadcast',
+      deviceIds: input.deviceIds,
+      capability: input.capability,
+      arguments: input.arguments,
+      ttlSeconds: input.ttlSeconds,
+      approvalTtlSeconds: input.approvalTtlSeconds,
+    };
+    const answer = await ctx.db.transaction(async (tx) =>
+      once(tx, scope, request, now, async () => {
+        const id = randomUUID();
+        const results: z.input<typeof broadcastResult>[] = [];
+        for (const deviceId of input.deviceIds) {
+          try {
+            const row = await queueAction(
+              tx,
+              ctx,
+              credential,
+              {
+                deviceId,
+                capability: input.capability,
+                arguments: input.arguments,
+                ttlSeconds: input.ttlSeconds,
+                approvalTtlSeconds: input.approvalTtlSeconds,
+                broadcastId: id,
+              },
+              now,
+            );
+            created.push(row);
+            results.push({ deviceId, ok: true, action: toActionRecord(row) });
+          } catch (error) {
+            if (!(error instanceof DomainError)) throw error;
+            const issues = error.details.issues;
+            results.push({ deviceId, ok: false, error: { code: error.code, message: error.message, ...(issues ? { issues } : {}) } });
+          }
+        }
+        return { id, results };
+      }),
+    );
+    publishActions(ctx, created);
+    return answer.value;
+  },
+});

@@ -1,0 +1,147 @@
+/** Creating actions: the plain insert, and the guarded one that checks permission, queue room and storage in its own statement. */
+import type { InitialStatus } from '../domain/action-states.js';
+import { COLUMNS, pendingCounts, type ActionRow } from './actions.js';
+import { refusal } from './action-refusal.js';
+import type { Queryable, SqlValue, Statement } from './driver.js';
+import { ownsKey } from './idempotency.js';
+import { STORAGE_BUDGETS, storageRoom, type StorageBudget, type StorageLimits } from './usage.js';
+
+export type NewActionRow = Omit<
+  ActionRow,
+  | 'status'
+  | 'dispatchedAt'
+  | 'completedAt'
+  | 'result'
+  | 'errorCode'
+  | 'errorMessage'
+  | 'cancelReason'
+  | 'cancelRequestedAt'
+  | 'reportedLateAt'
+  | 'decisionReason'
+  | 'expiredReason'
+> & {
+  /** `awaiting_approval` with `expiresAt` = `approvalExpiresAt` (the window), or `queued` with the execution deadline. */
+  status: InitialStatus;
+};
+
+/** The columns a new action is created with besides `created_at`, in the order `newActionArgs` gives their values. */
+const NEW_ACTION_COLUMNS = [
+  'id',
+  'workspace_id',
+  'device_id',
+  'target_id',
+  'capability',
+  'arguments',
+  'status',
+  'principal',
+  'connection_id',
+  'broadcast_id',
+  'expires_at',
+  'approval',
+  'approval_expires_at',
+  'ttl_seconds',
+  'decided_by',
+  'decided_at',
+] as const;
+
+function newActionArgs(row: NewActionRow): SqlValue[] {
+  return [
+    row.id,
+    row.workspaceId,
+    row.deviceId,
+    row.targetId,
+    row.capability,
+    row.arguments,
+    row.status,
+    row.principal,
+    row.connectionId,
+    row.broadcastId,
+    row.expiresAt,
+    row.approval,
+    row.approvalExpiresAt,
+    row.ttlSeconds,
+    row.decidedBy,
+    row.decidedAt,
+  ];
+}
+
+export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
+  return (await db.get<ActionRow>(
+    `INSERT INTO actions (${NEW_ACTION_COLUMNS.join(', ')}, created_at) VALUES (${NEW_ACTION_COLUMNS.map(() => '?').join(', ')}, ?) RETURNING ${COLUMNS}`,
+    [...newActionArgs(row), row.createdAt],
+  ))!;
+}
+
+/**
+ * Creates the action only if, as the statement runs, it may be created: the device, its
+ * gateway, the requesting connection, the function and the principal's grant pass the same
+ * `refusal` the hand-out checks (a grant re-given in a stricter approval mode included), and the
+ * principal's share of the device's queue and the workspace's queue have room (`limits`).
+ * One guarded statement: the caller reads and decides outside any transaction, and on a
+ * libSQL server this holds the write lock for one round trip instead of a transaction's
+ * seven (docs/performance.md "On a libSQL server (sqld)"). Undefined when a check failed;
+ * the caller then finds out which by checking again inside a transaction.
+ */
+export async function insertActionIfAllowed(db: Queryable, row: NewActionRow, limits: QueueLimits): Promise<ActionRow | undefined> {
+  const { sql, args } = guardedActionInsert(row, limits);
+  return db.get<ActionRow>(`${sql} RETURNING ${COLUMNS}`, args);
+}
+
+export interface QueueLimits {
+  perPrincipalOnDevice: number;
+  perWorkspace: number;
+  /** The workspace's storage budgets (docs/operators/budgets.md): a new action must fit them. */
+  storage: StorageLimits;
+}
+
+/**
+ * The statement of `insertActionIfAllowed`, for a batch (without RETURNING: a batch step that
+ * returns rows is left unfinished by the embedded driver's `run`): with `key`, it also creates the action
+ * only if the idempotency key holds exactly `response` (the batch claimed it just before,
+ * src/store/idempotency.ts), so two requests racing with one key create one action.
+ */
+export function guardedActionInsert(
+  row: NewActionRow,
+  limits: QueueLimits,
+  key?: { workspaceId: string; principal: string; key: string; response: string },
+): Statement {
+  const columns = [...NEW_ACTION_COLUMNS, 'created_at', 'dispatched_at'].join(', ');
+  const values = NEW_ACTION_COLUMNS.map((_, index) => `?${index + 2}`).join(', ');
+  const last = NEW_ACTION_COLUMNS.length + 1;
+  const pending = pendingCounts('?3', '?4', '?9');
+  const owned = key ? `AND ${ownsKey('?3', '?9', `?${last + 3}`, `?${last + 4}`)}` : '';
+  const firstBudget = last + (key ? 5 : 3);
+  const budgetRefs = Object.fromEntries(STORAGE_BUDGETS.map((budget, index) => [budget, `?${firstBudget + index}`])) as Record<StorageBudget, string>;
+  return {
+    sql: `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
+     INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')})
+     SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')} FROM a
+     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}
+       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)}`,
+    args: [
+      row.createdAt,
+      ...newActionArgs(row),
+      limits.perPrincipalOnDevice,
+      limits.perWorkspace,
+      ...(key ? [key.key, key.response] : []),
+      ...STORAGE_BUDGETS.map((budget) => limits.storage[budget]),
+    ],
+  };
+}
+
+/** The row `guardedActionInsert` creates, as the database will hold it: what the request set, nothing happened yet. */
+export function newActionRow(row: NewActionRow): ActionRow {
+  return {
+    ...row,
+    dispatchedAt: null,
+    completedAt: null,
+    result: null,
+    errorCode: null,
+    errorMessage: null,
+    cancelReason: null,
+    cancelRequestedAt: null,
+    reportedLateAt: null,
+    decisionReason: null,
+    expiredReason: null,
+  };
+}
