@@ -4,6 +4,7 @@ import { grant, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
+import { claimNext } from '../src/store/action-hand-out.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
@@ -205,5 +206,19 @@ describe('the pause switch is persisted', () => {
     } finally {
       await again.close();
     }
+  });
+});
+
+describe('the pause switch holds a command even against a racing hand-out', () => {
+  it('a pause committed after the check before the claim still keeps the command from the device', async () => {
+    const queued = await requestAction(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: false } });
+    expect(queued.body.data.status).toBe('queued');
+    const db = server.service.db;
+    const { workspaceId } = (await db.get<{ workspaceId: string }>('SELECT workspace_id AS workspaceId FROM actions WHERE id = ?', [queued.body.data.id]))!;
+    // The pause lands between the domain's check and the claim: only the claim's own guard sees it.
+    await db.run('UPDATE workspaces SET controls_paused_at = ?, controls_paused_by = ? WHERE id = ?', [Date.now(), 'racing-owner', workspaceId]);
+    expect(await claimNext(db, lamp.id, Date.now())).toBeUndefined();
+    await db.run('UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL WHERE id = ?', [workspaceId]);
+    expect((await claimNext(db, lamp.id, Date.now()))?.row.id).toBe(queued.body.data.id);
   });
 });

@@ -50,7 +50,12 @@ export const getActionState = defineOperation({
   },
 });
 
-const queryTime = z.coerce.number().int().min(0).optional();
+/** A time in Unix ms as a query parameter: digits only, so an empty value, `1e3` or `0x10` is refused at the field rather than read as a number. */
+const queryTime = z
+  .string()
+  .regex(/^\d{1,15}$/, 'must be a time in Unix ms: digits only')
+  .transform(Number)
+  .optional();
 
 export const listRecentActions = definePagedOperation({
   name: 'actions.list',

@@ -9,7 +9,9 @@ import type { Queryable } from './driver.js';
  * moment) to exactly one caller. One guarded UPDATE: a SELECT-then-UPDATE pair handed the
  * same command to two pollers thousands of times in a measured run (docs/performance.md
  * "Storage facts the code relies on"). `skippedOlder` says whether older queued commands were
- * passed over (they may not run): only then is `cancelRefused` worth a statement.
+ * passed over (they may not run): only then is `cancelRefused` worth a statement. The owner's
+ * pause is part of the guard too, not only of the caller's check before it: a pause that
+ * commits between that check and this UPDATE still holds the command.
  */
 export async function claimNext(db: Queryable, targetId: string, now: number): Promise<{ row: ActionRow; skippedOlder: boolean } | undefined> {
   const claimed = await db.get<ActionRow & { skippedOlder: number }>(
@@ -17,6 +19,7 @@ export async function claimNext(db: Queryable, targetId: string, now: number): P
      WHERE id = (SELECT id FROM actions a WHERE target_id = ?2 AND ${guard('claim')} AND expires_at > ?1 AND ${refusal('a', '?1')} IS NULL
                  ORDER BY created_at, rowid LIMIT 1)
        AND ${guard('claim')}
+       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = actions.workspace_id AND w.controls_paused_at IS NOT NULL)
      RETURNING ${COLUMNS}, EXISTS (SELECT 1 FROM actions b WHERE b.target_id = ?2 AND b.${guard('claim')} AND b.expires_at > ?1
        AND (b.created_at, b.rowid) < (actions.created_at, actions.rowid)) AS skippedOlder`,
     [now, targetId],
