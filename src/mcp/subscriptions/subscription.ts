@@ -35,6 +35,9 @@ const KEEPALIVE_MS = 15_000;
  */
 export const RECHECK_MS = 2_000;
 
+/** setTimeout's longest delay; a later expiry is caught by the recheck. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 type Notify = (method: string, params: Record<string, unknown>) => void;
 
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
@@ -134,7 +137,7 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
     if (graceful) write(`event: message\ndata: ${JSON.stringify(o.closing)}\n\n`);
     closed = true;
     unsubscribe();
-    for (const timer of timers) clearInterval(timer);
+    for (const timer of timers) clearTimeout(timer);
     o.signal.removeEventListener('abort', onAbort);
     try {
       controller.close();
@@ -174,6 +177,9 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
         setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
         setInterval(() => serially(recheck), RECHECK_MS),
       );
+      // An OAuth token ends its streams when it expires, not at the next recheck after.
+      const expiresAt = credential.oauth?.expiresAt;
+      if (expiresAt !== undefined) timers.push(setTimeout(() => serially(recheck), Math.min(Math.max(0, expiresAt - ctx.clock.now()), MAX_TIMER_MS)));
       for (const timer of timers) timer.unref();
     },
     cancel() {
