@@ -24,6 +24,10 @@ export interface SubscriptionOptions {
   /** The listen request's result, written when the server ends the subscription. */
   closing: unknown;
   signal: AbortSignal;
+  /** How long the stream lasts at most; it then ends with `closing`, and the client listens again. */
+  lifetimeMs: number;
+  /** Frees the stream's place (slots.ts) once it ends, however it ends. */
+  release: () => void;
 }
 
 /** An SSE comment now and then, so proxies keep the stream open. */
@@ -136,6 +140,7 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
     if (closed) return;
     if (graceful) write(`event: message\ndata: ${JSON.stringify(o.closing)}\n\n`);
     closed = true;
+    o.release();
     unsubscribe();
     for (const timer of timers) clearTimeout(timer);
     o.signal.removeEventListener('abort', onAbort);
@@ -176,6 +181,7 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       timers.push(
         setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
         setInterval(() => serially(recheck), RECHECK_MS),
+        setTimeout(() => serially(async () => teardown(true)), Math.min(o.lifetimeMs, MAX_TIMER_MS)),
       );
       // An OAuth token ends its streams when it expires, not at the next recheck after.
       const expiresAt = credential.oauth?.expiresAt;
