@@ -298,6 +298,35 @@ describe('a task belongs to the agent connection that created it', () => {
     await release(taskId);
   });
 
+  it('answers a sibling connection’s replay of the same idempotency key with the action’s plain result, never its task, and the sibling’s abort leaves it alone', async () => {
+    const key = { 'dfc/waitSeconds': 0, 'dfc/idempotencyKey': 'shared-key-1' };
+    const res = await callAsTask(agent.token, setPower, { on: true }, key);
+    expect(res.result.resultType, JSON.stringify(res)).toBe('task');
+    const taskId = res.result.taskId as string;
+    const sibling = await createAgent(api, owner, { name: 'replaying sibling', access: 'act', principal: agent.principal });
+    const replay = await callAsTask(sibling.token, setPower, { on: true }, key);
+    expect(replay.result.resultType, JSON.stringify(replay)).not.toBe('task');
+    expect(replay.result.taskId).toBeUndefined();
+    expect(replay.result.structuredContent).toMatchObject({ id: taskId });
+
+    const abort = new AbortController();
+    const waiting = postMcp(
+      server.url,
+      sibling.token,
+      { method: 'tools/call', params: { name: setPower, arguments: { on: true }, _meta: declaringTasks({}, { ...key, 'dfc/waitSeconds': 30 }) } },
+      abort.signal,
+    ).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    abort.abort();
+    await waiting;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const after = await action(taskId);
+    expect(after.status).not.toBe('cancelled');
+    expect(after.cancelRequestedAt ?? null).toBeNull();
+    await release(taskId);
+    await expect.poll(async () => (await action(taskId)).status).toBe('succeeded');
+  });
+
   it('refuses an Mcp-Name that is not the task id with -32020', async () => {
     const res = await rawMcp(server.url, {
       token: agent.token,
