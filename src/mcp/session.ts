@@ -23,6 +23,11 @@ export interface McpSession {
    */
   deviceCallsOnly?: boolean;
   /**
+   * The workspace's pause switch was on when the gate read it for a `tools/list`: the listing
+   * hides what the kill switch hides (calls are refused with 503 by the gate either way).
+   */
+  paused?: boolean;
+  /**
    * Set when the request's client declared MCP Tasks (tasks/): a device call whose action has
    * not finished within TASK_WAIT_MS answers this instead, the action's task.
    */

@@ -2,6 +2,7 @@ import { ACTION_STATES } from '../../domain/action-states.js';
 import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
 import type { Context, CredentialOf } from '../../domain/context.js';
 import type { EventOrigin, ServiceEvent } from '../../domain/events.js';
+import { workspacePaused } from '../../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
 import type { ActionRecord } from '../../domain/action-records.js';
@@ -80,6 +81,8 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
   const { ctx, credential } = o;
   const tools = { version: credential.functionsVersion, validUntil: Number.POSITIVE_INFINITY, names: '' };
   const toolNames = async (now: number) => {
+    // Paused, the caller's listing shows no device tool (tools.ts), so neither does this.
+    if (!ctx.settings.deviceControlsEnabled || (await workspacePaused(ctx, credential.workspaceId))) return '';
     const names = deviceToolNames(await listCallableFunctions(ctx.db, credential, now)).map((t) => t.name);
     tools.validUntil = await callableFunctionsValidUntil(ctx.db, credential, now);
     return names.join('\n');
