@@ -2,6 +2,7 @@ import { attachDevice as attachSdkDevice, CommandError, Device } from '@dfc/devi
 import { resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lampManifest } from '../src/cli/simulated.js';
+import { taskModeFor } from '../src/mcp/tasks/task-methods.js';
 import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
@@ -141,6 +142,24 @@ describe('a device call from a client that declares MCP Tasks', () => {
     await expect.poll(async () => (task = (await taskRequest(agent.token, 'tasks/get', { taskId: res.result.taskId })).result).status).toBe('completed');
     expect(task.result.isError).toBe(true);
     expect(task.result.structuredContent).toMatchObject({ status: 'failed', error: { code: 'jammed' } });
+  });
+});
+
+describe('task mode is decided per message of a batch', () => {
+  // Over HTTP the SDK refuses a batch holding a 2026-07-28 request, so this is the rule of
+  // taskModeFor itself: a call that declares MCP Tasks does not lend them to the one beside it.
+  it('gives a task answer to the call that declares MCP Tasks only, not to the one beside it', () => {
+    const message = (id: number, meta: Record<string, unknown>) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: setBrightness, arguments: { level: 40 }, _meta: meta },
+    });
+    const mode = taskModeFor([message(1, declaringTasks({}, { 'dfc/waitSeconds': 0 })), message(2, { 'dfc/waitSeconds': 0 })], { ttlMs: 60_000 });
+    expect(mode).toBeTypeOf('function');
+    expect(mode!(1)).toBeTypeOf('function');
+    expect(mode!(2)).toBeUndefined();
+    expect(taskModeFor([message(2, { 'dfc/waitSeconds': 0 })], { ttlMs: 60_000 })).toBeUndefined();
   });
 });
 

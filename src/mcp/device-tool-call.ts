@@ -152,7 +152,7 @@ export async function callDeviceTool(
     // connection of that principal requested: this call neither withdraws it nor makes it its
     // task (a task belongs to the connection that requested it), and answers its plain result.
     const own = coming !== undefined || (await readOwnAction(ctx, session.credential, queued.id)) !== undefined;
-    const taskFor = own ? session.taskFor : undefined;
+    const taskFor = own ? session.taskFor?.(call.id) : undefined;
     let action = await awaitSettled(session, queued, waitBound(call.meta, taskFor !== undefined), signal, progress, coming);
     if (signal.aborted && own) {
       const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
