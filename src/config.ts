@@ -127,6 +127,20 @@ export const configSchema = z
       .max(300)
       .default(300)
       .describe('How long a 2025-era prompt waits for its answer before the call ends unconfirmed and its memory is released (1 to 300).'),
+    MCP_LISTEN_PER_CONNECTION: positiveInt
+      .default(10)
+      .describe(
+        'Open MCP `subscriptions/listen` streams one agent connection may hold on one instance; past it the listen request is refused with 429 `capacity_exceeded`, `Retry-After: 5` (see [docs/agents/tasks.md](../agents/tasks.md#limits)).',
+      ),
+    MCP_LISTEN_PER_WORKSPACE: positiveInt
+      .default(100)
+      .describe('The same, for all agent connections of one workspace together (429 `capacity_exceeded` beyond).'),
+    MCP_LISTEN_PER_INSTANCE: positiveInt
+      .default(1000)
+      .describe('Open `subscriptions/listen` streams on one instance, all workspaces together (503 `unavailable`, `Retry-After: 5`, beyond).'),
+    MCP_LISTEN_MAX_SECONDS: positiveInt
+      .default(3600)
+      .describe("How long one `subscriptions/listen` stream lasts at most: it then ends with the listen request's result, and the client listens again."),
     TRUST_PROXY_HOPS: z.coerce
       .number()
       .int()
@@ -293,6 +307,8 @@ export interface Config {
   mcpAllowedHosts: string[];
   /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/agents/confirmation.md "Limits"). */
   mcpConfirmations: { perConnection: number; perWorkspace: number; perInstance: number; waitMs: number };
+  /** Open subscriptions/listen streams and their lifetime (MCP_LISTEN_*). */
+  mcpListen: { perConnection: number; perWorkspace: number; perInstance: number; maxLifetimeMs: number };
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
   rateLimits: RateLimitSettings;
@@ -372,6 +388,12 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       perWorkspace: e.MCP_CONFIRMATIONS_PER_WORKSPACE,
       perInstance: e.MCP_CONFIRMATIONS_PER_INSTANCE,
       waitMs: e.MCP_CONFIRMATION_WAIT_SECONDS * 1000,
+    },
+    mcpListen: {
+      perConnection: e.MCP_LISTEN_PER_CONNECTION,
+      perWorkspace: e.MCP_LISTEN_PER_WORKSPACE,
+      perInstance: e.MCP_LISTEN_PER_INSTANCE,
+      maxLifetimeMs: e.MCP_LISTEN_MAX_SECONDS * 1000,
     },
     wsPingMs: e.WS_PING_SECONDS * 1000,
     ownerEvents: {

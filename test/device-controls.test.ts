@@ -5,6 +5,7 @@ import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtur
 import { connect, errorEnvelope, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { claimNext } from '../src/store/action-hand-out.js';
+import { listen } from './helpers/tasks-client.js';
 import { connectDevice } from './helpers/ws.js';
 
 /**
@@ -166,6 +167,32 @@ describe('the pause switch over MCP', () => {
       expect(result.structuredContent).toMatchObject({ status: 'succeeded', capability: 'set_power' });
     } finally {
       await mcp.close();
+    }
+  });
+
+  it('hides device tools and broadcast from tools/list while paused as the kill switch does, lists them again once resumed, and tells a listening agent each time', async () => {
+    const names = async () =>
+      ((await rawMcp(server.url, { token: agent.token, method: 'tools/list' })).json.result.tools as { name: string }[]).map((t) => t.name);
+    // Listed (and kept by the tools/list cache) before the pause.
+    expect(await names()).toEqual(expect.arrayContaining([setPower, 'broadcast']));
+    expect(await names()).toEqual(expect.arrayContaining([setPower, 'broadcast']));
+    const stream = await listen(server.url, agent.token, { toolsListChanged: true });
+    await stream.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+    try {
+      await pause(true);
+      try {
+        const paused = await names();
+        expect(paused).not.toContain(setPower);
+        expect(paused).not.toContain('broadcast');
+        expect(paused).toContain('list_devices');
+        await stream.next((m) => m.method === 'notifications/tools/list_changed', 6000);
+      } finally {
+        await pause(false);
+      }
+      expect(await names()).toEqual(expect.arrayContaining([setPower, 'broadcast']));
+      await stream.next((m) => m.method === 'notifications/tools/list_changed', 6000);
+    } finally {
+      stream.close();
     }
   });
 

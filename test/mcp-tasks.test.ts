@@ -2,6 +2,7 @@ import { attachDevice as attachSdkDevice, CommandError, Device } from '@dfc/devi
 import { resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lampManifest } from '../src/cli/simulated.js';
+import { taskModeFor } from '../src/mcp/tasks/task-methods.js';
 import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
@@ -141,6 +142,24 @@ describe('a device call from a client that declares MCP Tasks', () => {
     await expect.poll(async () => (task = (await taskRequest(agent.token, 'tasks/get', { taskId: res.result.taskId })).result).status).toBe('completed');
     expect(task.result.isError).toBe(true);
     expect(task.result.structuredContent).toMatchObject({ status: 'failed', error: { code: 'jammed' } });
+  });
+});
+
+describe('task mode is decided per message of a batch', () => {
+  // Over HTTP the SDK refuses a batch holding a 2026-07-28 request, so this is the rule of
+  // taskModeFor itself: a call that declares MCP Tasks does not lend them to the one beside it.
+  it('gives a task answer to the call that declares MCP Tasks only, not to the one beside it', () => {
+    const message = (id: number, meta: Record<string, unknown>) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: setBrightness, arguments: { level: 40 }, _meta: meta },
+    });
+    const mode = taskModeFor([message(1, declaringTasks({}, { 'dfc/waitSeconds': 0 })), message(2, { 'dfc/waitSeconds': 0 })], { ttlMs: 60_000 });
+    expect(mode).toBeTypeOf('function');
+    expect(mode!(1)).toBeTypeOf('function');
+    expect(mode!(2)).toBeUndefined();
+    expect(taskModeFor([message(2, { 'dfc/waitSeconds': 0 })], { ttlMs: 60_000 })).toBeUndefined();
   });
 });
 
@@ -296,6 +315,35 @@ describe('a task belongs to the agent connection that created it', () => {
     expect(unknown.error).toMatchObject({ code: -32602, message: 'Failed to retrieve task: Task not found' });
     expect((await action(taskId)).status).not.toBe('cancelled');
     await release(taskId);
+  });
+
+  it('answers a sibling connection’s replay of the same idempotency key with the action’s plain result, never its task, and the sibling’s abort leaves it alone', async () => {
+    const key = { 'dfc/waitSeconds': 0, 'dfc/idempotencyKey': 'shared-key-1' };
+    const res = await callAsTask(agent.token, setPower, { on: true }, key);
+    expect(res.result.resultType, JSON.stringify(res)).toBe('task');
+    const taskId = res.result.taskId as string;
+    const sibling = await createAgent(api, owner, { name: 'replaying sibling', access: 'act', principal: agent.principal });
+    const replay = await callAsTask(sibling.token, setPower, { on: true }, key);
+    expect(replay.result.resultType, JSON.stringify(replay)).not.toBe('task');
+    expect(replay.result.taskId).toBeUndefined();
+    expect(replay.result.structuredContent).toMatchObject({ id: taskId });
+
+    const abort = new AbortController();
+    const waiting = postMcp(
+      server.url,
+      sibling.token,
+      { method: 'tools/call', params: { name: setPower, arguments: { on: true }, _meta: declaringTasks({}, { ...key, 'dfc/waitSeconds': 30 }) } },
+      abort.signal,
+    ).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    abort.abort();
+    await waiting;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const after = await action(taskId);
+    expect(after.status).not.toBe('cancelled');
+    expect(after.cancelRequestedAt ?? null).toBeNull();
+    await release(taskId);
+    await expect.poll(async () => (await action(taskId)).status).toBe('succeeded');
   });
 
   it('refuses an Mcp-Name that is not the task id with -32020', async () => {

@@ -27,6 +27,6 @@ export async function resolveOAuthAccessToken(db: Db, bearer: string, now: numbe
     principal: row.principal,
     access,
     functionsVersion: row.functionsVersion,
-    oauth: { clientId: row.clientId, scopes: scopesOf(access), expiresAt: row.expiresAt, resource: row.resource },
+    oauth: { clientId: row.clientId, scopes: scopesOf(access), expiresAt: row.expiresAt, resource: row.resource, tokenId: row.id },
   };
 }

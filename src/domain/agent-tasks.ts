@@ -63,13 +63,18 @@ export function placeOfAction(ctx: OperationContext, workspaceId: string, action
 }
 
 /**
- * Whether the agent connection may still act (not revoked, not expired), and the version of
- * what its workspace's agents may call. A long-lived stream (MCP subscriptions/listen) asks
- * this again and again, since it outlives the authentication of the request that opened it.
+ * Whether the agent connection, and the OAuth access token it came with, may still act (not
+ * revoked, not expired), and the version of what its workspace's agents may call. A
+ * long-lived stream (MCP subscriptions/listen) asks this again and again, since it outlives
+ * the authentication of the request that opened it.
  */
 export async function agentStandingOf(ctx: OperationContext, credential: CredentialOf<'agent'>): Promise<{ live: boolean; functionsVersion: number }> {
-  const row = await agentStanding(ctx.db, credential.workspaceId, credential.connectionId);
+  const oauth = credential.oauth;
+  const row = await agentStanding(ctx.db, credential.workspaceId, credential.connectionId, oauth?.tokenId ?? null);
   const now = ctx.clock.now();
-  const live = row !== undefined && row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);
-  return { live, functionsVersion: row?.functionsVersion ?? -1 };
+  const connectionLive = row !== undefined && row.revokedAt === null && (row.expiresAt === null || row.expiresAt > now);
+  // An OAuth token is revoked on its own (POST /oauth/revoke) and expires long before its
+  // connection does; a token gone from the table (pruned) is no longer live either.
+  const tokenLive = !oauth || (row?.tokenExpiresAt != null && row.tokenRevokedAt === null && row.tokenExpiresAt > now && oauth.expiresAt > now);
+  return { live: connectionLive && tokenLive, functionsVersion: row?.functionsVersion ?? -1 };
 }

@@ -53,6 +53,8 @@ export interface OAuthTokenInfo {
   expiresAt: number;
   /** The RFC 8707 resource the token is bound to: `${PUBLIC_BASE_URL}/mcp`. */
   resource: string;
+  /** The token's own row: a long-lived stream re-reads it and ends once the token is revoked. */
+  tokenId: string;
 }
 
 export type CredentialKind = Credential['kind'];

@@ -29,7 +29,7 @@ export function issueClientSession(messages: readonly RpcMessage[], caller: stri
   const initialize = messages.find((m) => m.method === 'initialize');
   if (!initialize) return undefined;
   const session = randomUUID();
-  legacyElicitation.remember(clientKey(caller, session), initialize.params?.capabilities);
+  legacyElicitation.remember(caller, clientKey(caller, session), initialize.params?.capabilities);
   return session;
 }
 

@@ -1,6 +1,7 @@
 import type { CallToolResult, ProgressNotificationParams } from '@modelcontextprotocol/server';
 import type { ActionRecord } from '../domain/action-records.js';
 import { ACTION_STATES, type ActionStatus } from '../domain/action-states.js';
+import { readOwnAction } from '../domain/agent-tasks.js';
 import { withdrawAction } from '../domain/action-withdrawals.js';
 import { DomainError } from '../domain/errors.js';
 import { watchComingAction } from '../domain/event-hub.js';
@@ -147,15 +148,20 @@ export async function callDeviceTool(
     } catch (error) {
       throw atMetaKeys(error);
     }
-    let action = await awaitSettled(session, queued, waitBound(call.meta, session.taskFor !== undefined), signal, progress, coming);
-    if (signal.aborted) {
+    // An idempotency key is the principal's, so a replay may answer with the action another
+    // connection of that principal requested: this call neither withdraws it nor makes it its
+    // task (a task belongs to the connection that requested it), and answers its plain result.
+    const own = coming !== undefined || (await readOwnAction(ctx, session.credential, queued.id)) !== undefined;
+    const taskFor = own ? session.taskFor?.(call.id) : undefined;
+    let action = await awaitSettled(session, queued, waitBound(call.meta, taskFor !== undefined), signal, progress, coming);
+    if (signal.aborted && own) {
       const withdrawn = await withdrawAction(ctx, session.credential.workspaceId, action.id, 'client_cancelled');
       ctx.log.info({ msg: 'mcp call cancelled by its client', requestId: ctx.requestId, actionId: action.id, withdrawn: withdrawn?.status ?? null });
       // A 2025-era cancellation leaves the call's stream open: what it still carries is the
       // action as withdrawn, never the state it had before.
       action = withdrawn ?? action;
     }
-    if (session.taskFor && !signal.aborted && !ACTION_STATES[action.status].terminal) return await session.taskFor(action);
+    if (taskFor && !signal.aborted && !ACTION_STATES[action.status].terminal) return await taskFor(action);
     return actionResult(fn, action);
   } catch (error) {
     return toolError(error, ctx, { structured: true });

@@ -89,10 +89,15 @@ async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown
   return { content, structuredContent: structured };
 }
 
+/** Whether the request may list what queues actions: neither the kill switch nor the workspace's pause is on. */
+export function controlsOn(session: McpSession): boolean {
+  return session.ctx.settings.deviceControlsEnabled && session.paused !== true;
+}
+
 export function registerFixedTools(server: McpServer, session: McpSession): void {
   const schemas = fixedSchemas();
-  // The kill switch hides what would only answer 503 (broadcast); reads stay (docs/reference/rules.md "MCP").
-  const controls = session.ctx.settings.deviceControlsEnabled;
+  // The kill switch and the pause hide what would only answer 503 (broadcast); reads stay (docs/reference/rules.md "MCP").
+  const controls = controlsOn(session);
   for (const tool of fixedTools) {
     if (tool.operation.queuesDeviceActions && !controls) continue;
     const schema = schemas.get(tool.name)!;

@@ -60,7 +60,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const legacyElicitation = createLegacyElicitation(config.mcpConfirmations);
   const httpGate = createHttpGate({ ...deps, hosts: createHostPolicy(base, config.mcpAllowedHosts), metadataUrl });
   const toolCallGate = createToolCallGate({ inflight, callGate: createCallGateCache(), metadataUrl });
-  const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo });
+  const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo, limits: config.mcpListen });
   const sdkAnswer = createSdkAnswer({ config, log: deps.log, legacyElicitation, serverInfo, observe: (method) => metrics.observeMcp(method, 'sdk') });
 
   async function answer(c: Context<HttpEnv>): Promise<Response> {

@@ -28,8 +28,14 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  * wait ends.
  */
 
-/** The most connections whose capabilities are remembered; the oldest is forgotten first. */
+/** The most clients whose capabilities are remembered; the least recently used is forgotten first. */
 const MAX_REMEMBERED = 10_000;
+/**
+ * The most clients (session ids) remembered for one agent connection: past it that
+ * connection's own least recently used is forgotten, so one agent initializing again and
+ * again pushes out only its own clients, never another tenant's.
+ */
+export const MAX_REMEMBERED_PER_CONNECTION = 100;
 
 /** The SDK's request bookkeeping this module reads and seeds; private in the SDK (2.4). */
 interface ServerInternals {
@@ -57,10 +63,10 @@ export interface PromptRefusal {
 }
 
 export interface LegacyElicitation {
-  /** Remembers what a 2025-era `initialize` declared for this connection. */
-  remember(caller: string, capabilities: unknown): void;
+  /** Remembers what a 2025-era `initialize` declared for this client (`key`) of the agent connection `caller`. */
+  remember(caller: string, key: string, capabilities: unknown): void;
   /** Readies a 2025-era per-request server: the connection's capabilities, random request ids. */
-  prepare(caller: string, server: McpServer): void;
+  prepare(key: string, server: McpServer): void;
   /**
    * Holds the server as one waiting for its client's answer until it closes or `waitMs` passes;
    * a refusal when the connection, its workspace or the instance already has as many waiting as
@@ -74,22 +80,42 @@ export interface LegacyElicitation {
 }
 
 export function createLegacyElicitation(limits: PendingPromptLimits): LegacyElicitation {
-  const capabilities = new Map<string, ClientCapabilities>();
+  const capabilities = new Map<string, { caller: string; declared: ClientCapabilities }>();
+  // Each connection's remembered keys, least recently used first.
+  const byCaller = new Map<string, Set<string>>();
+  const forget = (key: string) => {
+    const entry = capabilities.get(key);
+    if (!entry) return;
+    capabilities.delete(key);
+    const keys = byCaller.get(entry.caller);
+    keys?.delete(key);
+    if (keys?.size === 0) byCaller.delete(entry.caller);
+  };
+  const touch = (key: string, entry: { caller: string; declared: ClientCapabilities }) => {
+    forget(key);
+    capabilities.set(key, entry);
+    const keys = byCaller.get(entry.caller) ?? new Set<string>();
+    byCaller.set(entry.caller, keys.add(key));
+    return keys;
+  };
   const waiting = new Map<string, Set<McpServer>>();
   const perWorkspace = new Map<string, number>();
   let pending = 0;
 
   return {
-    remember(caller, declared) {
+    remember(caller, key, declared) {
       if (typeof declared !== 'object' || declared === null) return;
-      capabilities.delete(caller);
-      capabilities.set(caller, declared as ClientCapabilities);
-      if (capabilities.size > MAX_REMEMBERED) capabilities.delete(capabilities.keys().next().value!);
+      const own = touch(key, { caller, declared: declared as ClientCapabilities });
+      if (own.size > MAX_REMEMBERED_PER_CONNECTION) forget(own.values().next().value!);
+      if (capabilities.size > MAX_REMEMBERED) forget(capabilities.keys().next().value!);
     },
-    prepare(caller, server) {
+    prepare(key, server) {
       const sdk = internals(server);
-      const declared = capabilities.get(caller);
-      if (declared) sdk._clientCapabilities = declared;
+      const entry = capabilities.get(key);
+      if (entry) {
+        touch(key, entry);
+        sdk._clientCapabilities = entry.declared;
+      }
       sdk._requestMessageId = randomInt(1, 2 ** 31);
     },
     hold(caller, workspaceId, server) {

@@ -23,7 +23,7 @@ export function takeLegacyPosts(
 ): Response | undefined {
   for (const message of messages) {
     if (message.method === 'notifications/cancelled') inflight.cancel(callerKey(credential), message.params?.requestId);
-    if (message.method === 'initialize') legacyElicitation.remember(callerKey(credential), message.params?.capabilities);
+    if (message.method === 'initialize') legacyElicitation.remember(callerKey(credential), callerKey(credential), message.params?.capabilities);
   }
   const responses = messages.filter((m) => isResponse(m as Record<string, unknown>));
   if (responses.length > 0 && responses.length === messages.length && legacyElicitation.deliver(callerKey(credential), responses)) {

@@ -5,6 +5,9 @@ import type { ActionRecord } from '../domain/action-records.js';
 import type { DeviceTool } from './device-tool-names.js';
 import type { PromptRefusal } from './legacy-elicitation.js';
 
+/** Which of a request's calls answer with a task (tasks/task-methods.ts `taskModeFor`). */
+export type TaskMode = (callId: string | number | undefined) => ((action: ActionRecord) => Promise<TaskCreated>) | undefined;
+
 /** What the tools/call gate (tool-call-gate.ts) resolved for this request, handed to the per-request server. */
 export interface McpSession {
   ctx: OperationContext;
@@ -23,10 +26,16 @@ export interface McpSession {
    */
   deviceCallsOnly?: boolean;
   /**
-   * Set when the request's client declared MCP Tasks (tasks/): a device call whose action has
-   * not finished within TASK_WAIT_MS answers this instead, the action's task.
+   * The workspace's pause switch was on when the gate read it for a `tools/list`: the listing
+   * hides what the kill switch hides (calls are refused with 503 by the gate either way).
    */
-  taskFor?: (action: ActionRecord) => Promise<TaskCreated>;
+  paused?: boolean;
+  /**
+   * Set when a message of the request declared MCP Tasks (tasks/): for the JSON-RPC id of a
+   * device call that declared them itself, how its action answers when it has not finished
+   * within TASK_WAIT_MS, with its task; undefined for any other call.
+   */
+  taskFor?: TaskMode;
   /** A 2025-era client's `Mcp-Session-Id`: whose `initialize` capabilities apply (client-sessions.ts). */
   clientSession?: string;
   /** The protocol era of the per-request server, set when the SDK builds it. */

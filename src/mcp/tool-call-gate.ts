@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import type { OperationContext, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
+import { workspacePaused } from '../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import type { AnyOperation } from '../domain/operation.js';
@@ -83,6 +84,7 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
     session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));
     session.deviceCallsOnly = deviceCalls.length === messages.length;
+    if (listing) session.paused = await workspacePaused(ctx, credential.workspaceId);
     return { session };
   };
 }

@@ -23,19 +23,27 @@ export function devicePlace(db: Queryable, workspaceId: string, deviceId: string
   );
 }
 
-/** An agent connection's standing and its workspace's functions version, in one read. */
+/**
+ * An agent connection's standing and its workspace's functions version, in one read; with an
+ * OAuth access token's id, that token's own revocation and expiry too (an expiry of null: no
+ * such token, or none asked for).
+ */
 export interface AgentStandingRow {
   revokedAt: number | null;
   expiresAt: number | null;
   functionsVersion: number;
+  tokenRevokedAt: number | null;
+  tokenExpiresAt: number | null;
 }
 
-export function agentStanding(db: Queryable, workspaceId: string, connectionId: string): Promise<AgentStandingRow | undefined> {
+export function agentStanding(db: Queryable, workspaceId: string, connectionId: string, oauthTokenId: string | null): Promise<AgentStandingRow | undefined> {
   return db.get<AgentStandingRow>(
     `SELECT c.revoked_at AS revokedAt, c.expires_at AS expiresAt,
-            (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion
+            (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion,
+            (SELECT t.revoked_at FROM oauth_tokens t WHERE t.id = ?3 AND t.connection_id = c.id) AS tokenRevokedAt,
+            (SELECT t.expires_at FROM oauth_tokens t WHERE t.id = ?3 AND t.connection_id = c.id) AS tokenExpiresAt
        FROM connections c
-      WHERE c.workspace_id = ? AND c.id = ? AND c.purpose = 'agent'`,
-    [workspaceId, connectionId],
+      WHERE c.workspace_id = ?1 AND c.id = ?2 AND c.purpose = 'agent'`,
+    [workspaceId, connectionId, oauthTokenId],
   );
 }

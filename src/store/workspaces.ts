@@ -60,13 +60,19 @@ export async function controlsPause(db: Queryable, workspaceId: string): Promise
  * the screen says since when it has been off.
  */
 export async function pauseControls(db: Queryable, workspaceId: string, subject: string, now: number): Promise<void> {
-  await db.run('UPDATE workspaces SET controls_paused_at = ?, controls_paused_by = ? WHERE id = ? AND controls_paused_at IS NULL', [now, subject, workspaceId]);
+  // What agents may call changes with the switch: their tool lists are rebuilt (functions_version).
+  await db.run(
+    `UPDATE workspaces SET controls_paused_at = ?, controls_paused_by = ?, functions_version = functions_version + 1
+      WHERE id = ? AND controls_paused_at IS NULL`,
+    [now, subject, workspaceId],
+  );
 }
 
 /** Resumes device control; 1 when it was paused, 0 when it was running already. */
 export async function resumeControls(db: Queryable, workspaceId: string): Promise<number> {
-  const result = await db.run('UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL WHERE id = ? AND controls_paused_at IS NOT NULL', [
-    workspaceId,
-  ]);
+  const result = await db.run(
+    'UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL, functions_version = functions_version + 1 WHERE id = ? AND controls_paused_at IS NOT NULL',
+    [workspaceId],
+  );
   return result.changes;
 }

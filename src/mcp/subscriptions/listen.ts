@@ -2,12 +2,15 @@ import { CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, SUBSCRIPTION_ID_MET
 import type { Context } from 'hono';
 import { readOwnAction } from '../../domain/agent-tasks.js';
 import type { OperationContext } from '../../domain/context.js';
+import { DomainError } from '../../domain/errors.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { ServerInfo } from '../direct-call.js';
 import type { Admitted } from '../gate.js';
 import { isObject, plainModernRequest } from '../modern-requests.js';
 import { declaresTasks, missingTasksCapability } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
+import { envelope } from '../refusals.js';
+import { createListenSlots, type ListenLimits } from './slots.js';
 import { openSubscription, type Honored } from './subscription.js';
 
 /**
@@ -25,7 +28,8 @@ function rpcError(id: string | number, error: { code: number; message: string; d
   return Response.json({ jsonrpc: '2.0', id, error }, { status: 200 });
 }
 
-export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: string) => ServerInfo }) {
+export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: string) => ServerInfo; limits: ListenLimits }) {
+  const slots = createListenSlots(deps.limits);
   return async (c: Context<HttpEnv>, ctx: OperationContext, request: Admitted): Promise<Response | undefined> => {
     if (!request.parsedOk) return undefined;
     const plain = plainModernRequest(c.req.raw.headers, request.parsed, 'subscriptions/listen', { paramKeys: ['notifications'] });
@@ -51,7 +55,24 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       id: plain.id,
       result: { resultType: 'complete', _meta: { ...stamp, [SERVER_INFO_META_KEY]: deps.serverInfo(ctx.settings.serviceName) } },
     };
-    const stream = openSubscription({ ctx, credential: request.credential, honored, clock: deps.clock, stamp, closing, signal: c.req.raw.signal });
+    let release: () => void;
+    try {
+      release = slots.take(request.credential);
+    } catch (error) {
+      if (error instanceof DomainError) return envelope(c, error);
+      throw error;
+    }
+    const stream = openSubscription({
+      ctx,
+      credential: request.credential,
+      honored,
+      clock: deps.clock,
+      stamp,
+      closing,
+      signal: c.req.raw.signal,
+      lifetimeMs: deps.limits.maxLifetimeMs,
+      release,
+    });
     return new Response(stream, {
       status: 200,
       headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' },

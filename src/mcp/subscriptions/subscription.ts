@@ -2,6 +2,7 @@ import { ACTION_STATES } from '../../domain/action-states.js';
 import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
 import type { OperationContext, CredentialOf } from '../../domain/context.js';
 import type { EventOrigin, ServiceEvent } from '../../domain/event-hub.js';
+import { workspacePaused } from '../../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
 import type { ActionRecord } from '../../domain/action-records.js';
@@ -24,6 +25,10 @@ export interface SubscriptionOptions {
   /** The listen request's result, written when the server ends the subscription. */
   closing: unknown;
   signal: AbortSignal;
+  /** How long the stream lasts at most; it then ends with `closing`, and the client listens again. */
+  lifetimeMs: number;
+  /** Frees the stream's place (slots.ts) once it ends, however it ends. */
+  release: () => void;
 }
 
 /** An SSE comment now and then, so proxies keep the stream open. */
@@ -34,6 +39,9 @@ const KEEPALIVE_MS = 15_000;
  * subscriptions within this, and an event lost on the bus delays a notification by no more.
  */
 export const RECHECK_MS = 2_000;
+
+/** setTimeout's longest delay; a later expiry is caught by the recheck. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 type Notify = (method: string, params: Record<string, unknown>) => void;
 
@@ -73,6 +81,8 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
   const { ctx, credential } = o;
   const tools = { version: credential.functionsVersion, validUntil: Number.POSITIVE_INFINITY, names: '' };
   const toolNames = async (now: number) => {
+    // Paused, the caller's listing shows no device tool (tools.ts), so neither does this.
+    if (!ctx.settings.deviceControlsEnabled || (await workspacePaused(ctx, credential.workspaceId))) return '';
     const names = deviceToolNames(await listCallableFunctions(ctx.db, credential, now)).map((t) => t.name);
     tools.validUntil = await callableFunctionsValidUntil(ctx.db, credential, now);
     return names.join('\n');
@@ -133,8 +143,9 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
     if (closed) return;
     if (graceful) write(`event: message\ndata: ${JSON.stringify(o.closing)}\n\n`);
     closed = true;
+    o.release();
     unsubscribe();
-    for (const timer of timers) clearInterval(timer);
+    for (const timer of timers) clearTimeout(timer);
     o.signal.removeEventListener('abort', onAbort);
     try {
       controller.close();
@@ -173,7 +184,11 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       timers.push(
         setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
         setInterval(() => serially(recheck), RECHECK_MS),
+        setTimeout(() => serially(async () => teardown(true)), Math.min(o.lifetimeMs, MAX_TIMER_MS)),
       );
+      // An OAuth token ends its streams when it expires, not at the next recheck after.
+      const expiresAt = credential.oauth?.expiresAt;
+      if (expiresAt !== undefined) timers.push(setTimeout(() => serially(recheck), Math.min(Math.max(0, expiresAt - ctx.clock.now()), MAX_TIMER_MS)));
       for (const timer of timers) timer.unref();
     },
     cancel() {

@@ -12,7 +12,7 @@ import type { ActionRecord } from '../../domain/action-records.js';
 import { lastChangeOf, placeOfAction, readOwnAction, withdrawOwnAction } from '../../domain/agent-tasks.js';
 import type { OperationContext, CredentialOf } from '../../domain/context.js';
 import { isObject, MODERN_PROTOCOL_VERSION } from '../modern-requests.js';
-import type { TaskCreated } from '../session.js';
+import type { TaskMode } from '../session.js';
 import { detailedTask, taskCreated, TASKS_EXTENSION, type TaskClock } from './task-view.js';
 
 /**
@@ -96,15 +96,20 @@ export function registerTaskMethods(server: McpServer, session: { ctx: Operation
 }
 
 /**
- * How the request's device calls answer an unfinished action: with its task, when the request
- * declared MCP Tasks in its own client capabilities (a 2026-07-28 tools/call); undefined
- * otherwise, and such a call answers as it always did.
+ * How the request's device calls answer an unfinished action: with its task, for each
+ * message that declared MCP Tasks in its own client capabilities (a 2026-07-28 tools/call),
+ * decided per message, as a batch may mix clients; any other call answers as it always did.
  */
-export function taskModeFor(messages: readonly unknown[], clock: TaskClock): ((action: ActionRecord) => Promise<TaskCreated>) | undefined {
-  const declared = messages.some((m) => {
+export function taskModeFor(messages: readonly unknown[], clock: TaskClock): TaskMode | undefined {
+  const declaring = new Set<unknown>();
+  for (const m of messages) {
     const meta = isObject(m) && m.method === 'tools/call' && isObject(m.params) ? m.params._meta : undefined;
     // Only a 2026-07-28 request (its envelope names the revision) can take a task for an answer.
-    return isObject(meta) && meta[PROTOCOL_VERSION_META_KEY] === MODERN_PROTOCOL_VERSION && declaresTasks(meta[CLIENT_CAPABILITIES_META_KEY]);
-  });
-  return declared ? async (action) => taskCreated(action, lastChangeOf(action), clock) : undefined;
+    if (isObject(meta) && meta[PROTOCOL_VERSION_META_KEY] === MODERN_PROTOCOL_VERSION && declaresTasks(meta[CLIENT_CAPABILITIES_META_KEY])) {
+      declaring.add(isObject(m) ? m.id : undefined);
+    }
+  }
+  if (declaring.size === 0) return undefined;
+  const asTask = async (action: ActionRecord) => taskCreated(action, lastChangeOf(action), clock);
+  return (callId) => (declaring.has(callId) ? asTask : undefined);
 }

@@ -1,0 +1,72 @@
+import type { CredentialOf } from '../../domain/context.js';
+import { DomainError } from '../../domain/errors.js';
+
+/**
+ * How many subscriptions/listen streams may be open on one instance, and for how long
+ * (docs/agents/tasks.md "Limits"). Each holds a socket, a bus subscription and a database read
+ * every 2 seconds, so one agent opening many cannot take an instance's capacity, nor one
+ * tenant's agents together; a stream past its lifetime ends and the client listens again.
+ */
+export interface ListenLimits {
+  perConnection: number;
+  perWorkspace: number;
+  perInstance: number;
+  maxLifetimeMs: number;
+}
+
+/** How long a refused client waits before listening again. */
+const RETRY_AFTER_SECONDS = 5;
+
+export interface ListenSlots {
+  /** A place for the caller's stream, and its release; throws when a bound is reached. */
+  take(credential: CredentialOf<'agent'>): () => void;
+}
+
+export function createListenSlots(limits: ListenLimits): ListenSlots {
+  const byConnection = new Map<string, number>();
+  const byWorkspace = new Map<string, number>();
+  let total = 0;
+  const adjust = (counts: Map<string, number>, key: string, by: number) => {
+    const next = (counts.get(key) ?? 0) + by;
+    if (next > 0) counts.set(key, next);
+    else counts.delete(key);
+  };
+  return {
+    take(credential) {
+      const { connectionId, workspaceId } = credential;
+      const retry = { retryAfterSeconds: RETRY_AFTER_SECONDS };
+      if ((byConnection.get(connectionId) ?? 0) >= limits.perConnection) {
+        throw new DomainError(
+          'capacity_exceeded',
+          `This agent connection already has ${limits.perConnection} open subscriptions/listen streams (MCP_LISTEN_PER_CONNECTION): end one first.`,
+          retry,
+        );
+      }
+      if ((byWorkspace.get(workspaceId) ?? 0) >= limits.perWorkspace) {
+        throw new DomainError(
+          'capacity_exceeded',
+          `This workspace already has ${limits.perWorkspace} open subscriptions/listen streams (MCP_LISTEN_PER_WORKSPACE).`,
+          retry,
+        );
+      }
+      if (total >= limits.perInstance) {
+        throw new DomainError(
+          'unavailable',
+          `This instance already serves ${limits.perInstance} subscriptions/listen streams (MCP_LISTEN_PER_INSTANCE): listen again in ${RETRY_AFTER_SECONDS} s, to another instance if there is one.`,
+          retry,
+        );
+      }
+      adjust(byConnection, connectionId, 1);
+      adjust(byWorkspace, workspaceId, 1);
+      total += 1;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        adjust(byConnection, connectionId, -1);
+        adjust(byWorkspace, workspaceId, -1);
+        total -= 1;
+      };
+    },
+  };
+}
