@@ -68,7 +68,14 @@ const SHAPES = {
           $schema: z.literal('http://adaptivecards.io/schemas/adaptive-card.json'),
           type: z.literal('AdaptiveCard'),
           version: z.string().regex(/^1\.\d$/),
-          body: z.array(z.object({ type: z.literal('TextBlock'), text: z.string().min(1), wrap: z.literal(true) })).min(1),
+          body: z
+            .array(
+              z.union([
+                z.object({ type: z.literal('TextBlock'), text: z.string().min(1), wrap: z.literal(true) }),
+                z.object({ type: z.literal('RichTextBlock'), inlines: z.array(z.object({ type: z.literal('TextRun'), text: z.string().min(1) })).min(1) }),
+              ]),
+            )
+            .min(1),
           actions: z.array(z.strictObject({ type: z.literal('Action.OpenUrl'), title: z.string().min(1), url: link })),
         }),
       }),
@@ -185,6 +192,73 @@ describe('each chat format delivers an approval request as its service documents
   it('sends the Telegram chat id it was given', async () => {
     const telegram = await until(() => received.find((r) => r.path === `/bot${TOKEN}/sendMessage`));
     expect(JSON.parse(telegram.body).chat_id).toBe('-1001234567890');
+  });
+});
+
+describe('what an agent or a device wrote cannot make a link or hide text in a chat message', () => {
+  const LURE = '[✅ Approve](https://evil.example/login)';
+  const LURE_URLS: Record<Format, () => string> = {
+    ntfy: () => `${base}/lure-topic`,
+    slack: () => `${base}/services/T000/B000/lure`,
+    discord: () => `${base}/api/webhooks/1/lure`,
+    teams: () => `${base}/workflows/lure`,
+    telegram: () => `${base}/bot1:lure/sendMessage`,
+  };
+  let actionId: string;
+
+  beforeAll(async () => {
+    const note = { type: 'object', properties: { note: { type: 'string' } }, required: ['note'], additionalProperties: false };
+    const door = await attachDevice(api, owner, {
+      name: '[Door](https://evil.example/door) \u202Eroop',
+      manifest: { capabilities: [{ name: 'unlock', kind: 'control', arguments: note }] },
+    });
+    await grant(api, owner, agent.principal, door.id, ['unlock'], null, 'owner');
+    for (const format of Object.keys(SHAPES) as Format[]) expect((await register(format, { url: LURE_URLS[format]() })).status).toBe(201);
+    actionId = (await queue(api, agent.token, door.id, { capability: 'unlock', arguments: { note: `${LURE} \u202Eevil` } })).id;
+  });
+
+  const delivered = (format: Format) =>
+    until(() => {
+      const path = format === 'ntfy' ? '/' : new URL(LURE_URLS[format]()).pathname;
+      const hit = received.find((r) => r.path === path && r.body.includes(actionId) && (format !== 'ntfy' || r.body.includes('lure-topic')));
+      return hit && (SHAPES[format].parse(JSON.parse(hit.body)) as Record<string, unknown>);
+    });
+
+  it.each(Object.keys(SHAPES) as Format[])('%s shows a right-to-left override as a visible marker', async (format) => {
+    const text = JSON.stringify(await delivered(format));
+    expect(text).not.toContain('\u202E');
+    expect(text).toContain('⟨U+202E⟩evil');
+    expect(text).toContain('⟨U+202E⟩roop');
+  });
+
+  it('discord escapes the markdown of a masked link in the content and the embed', async () => {
+    const body = (await delivered('discord')) as { content: string; embeds: { title: string; description: string }[] };
+    for (const text of [body.content, body.embeds[0]!.title, body.embeds[0]!.description]) {
+      // A masked link needs an unescaped `[…](`: every bracket and parenthesis the agent or device wrote is escaped.
+      expect(text).not.toMatch(/(?<!\\)\[[^\]]*(?<!\\)\]\(/);
+    }
+    expect(body.content).toContain('\\[✅ Approve\\]\\(https://evil.example/login\\)');
+    expect(body.embeds[0]!.title).toContain('\\[Door\\]\\(https://evil.example/door\\)');
+  });
+
+  it('teams puts every agent or device text in a TextRun, which renders no markdown', async () => {
+    const body = (await delivered('teams')) as { attachments: { content: { body: { type: string; text?: string }[] } }[] };
+    const blocks = body.attachments[0]!.content.body;
+    const textBlocks = blocks.filter((block) => block.type === 'TextBlock').map((block) => block.text);
+    expect(textBlocks.join('\n')).not.toContain('evil.example');
+    expect(JSON.stringify(blocks.filter((block) => block.type === 'RichTextBlock'))).toContain(LURE);
+  });
+
+  it('slack escapes what mrkdwn reads as a link, and has no markdown links to read', async () => {
+    const body = (await delivered('slack')) as { text: string; blocks: [{ text: { text: string } }] };
+    expect(body.blocks[0].text.text).not.toMatch(/<https?:/);
+    expect(body.text).not.toMatch(/<https?:/);
+  });
+
+  it.each(['telegram', 'ntfy'] as const)('%s sends plain text, with no parse mode or markdown switched on', async (format) => {
+    const body = await delivered(format);
+    expect(body).not.toHaveProperty('parse_mode');
+    expect(body).not.toHaveProperty('markdown');
   });
 });
 
