@@ -161,7 +161,7 @@ export const updateWorkspaceGrant = defineOperation({
   name: 'grants.update',
   title: 'Change a grant',
   description:
-    "Change a live grant's approval mode or expiry in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now. Commands already queued under the grant keep the approval they were given.",
+    "Change a live grant's approval mode or expiry in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale or an expired grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now, or to allow it again. Commands already queued under the grant keep the approval they were given.",
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: false, idempotent: true },
@@ -182,8 +182,11 @@ export const updateWorkspaceGrant = defineOperation({
       // docs/owners/grants.md "Stale grants: a grant means what the owner saw". Renewing a stale one here would
       // look like accepting the function as it is now without the owner seeing it.
       if (staleness(found) !== null) throw fail.conflict('The device changed this function since it was granted: grant it again to accept it as it is now.');
+      // An expired grant has ended like a revoked one; bringing it back is a new decision, made by granting again.
+      if (found.expiresAt !== null && found.expiresAt <= now) throw fail.conflict('This grant has expired: grant the function again to allow it.');
       const expiresAt = input.ttlSeconds === undefined ? undefined : input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
-      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt })) !== 1) throw fail.notFound('Grant');
+      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt }, now)) !== 1)
+        throw fail.conflict('This grant has expired: grant the function again to allow it.');
       return (await getGrant(tx, credential.workspaceId, found.id))!;
     });
     return toGrant(updated, now);
