@@ -14,6 +14,7 @@ import {
   type GrantRow,
 } from '../store/grants.js';
 import { publishActions, withdrawRevoked } from './actions.js';
+import { appendWorkspaceEvent } from '../store/workspace-events.js';
 import { announceJournal } from './events.js';
 import type { Context } from './context.js';
 import { fail, type ErrorIssue } from './errors.js';
@@ -157,6 +158,12 @@ export const listWorkspaceGrants = definePagedOperation({
   },
 });
 
+/** A grant as the journal's triggers record it (migration 0016). */
+function journalGrant(row: GrantRow) {
+  const { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt } = row;
+  return { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt };
+}
+
 export const updateWorkspaceGrant = defineOperation({
   name: 'grants.update',
   title: 'Change a grant',
@@ -187,8 +194,18 @@ export const updateWorkspaceGrant = defineOperation({
       const expiresAt = input.ttlSeconds === undefined ? undefined : input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
       if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt }, now)) !== 1)
         throw fail.conflict('This grant has expired: grant the function again to allow it.');
-      return (await getGrant(tx, credential.workspaceId, found.id))!;
+      const after = (await getGrant(tx, credential.workspaceId, found.id))!;
+      // The journal triggers see inserts and revocations only: a change in place is recorded here, in its transaction.
+      await appendWorkspaceEvent(tx, {
+        workspaceId: credential.workspaceId,
+        type: 'grant.updated',
+        subjectId: after.id,
+        data: { ...journalGrant(after), previous: { approval: found.approval, expiresAt: found.expiresAt } },
+        createdAt: now,
+      });
+      return after;
     });
+    announceJournal(ctx, credential.workspaceId);
     return toGrant(updated, now);
   },
 });

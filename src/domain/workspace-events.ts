@@ -17,6 +17,7 @@ export const EVENT_TYPES = {
   'approval.requested': 'an action waits for the owner to approve or reject it (`data.action`)',
   'grant.created': 'a grant was given, or replaced (`data.grant`)',
   'grant.revoked': 'a grant was revoked, or replaced (`data.grant`)',
+  'grant.updated': "a grant's approval mode or expiry was changed in place (`data.grant`, with `data.grant.previous`)",
   'device.online': 'a device called in after being offline (`data.device`)',
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
@@ -41,6 +42,10 @@ export const eventGrant = z.object({
   expiresAt: timestamp.nullable(),
   revokedAt: timestamp.nullable(),
   createdAt: timestamp,
+  previous: z
+    .object({ approval: approvalMode, expiresAt: timestamp.nullable() })
+    .optional()
+    .describe('`grant.updated` only: the approval mode and expiry before the change.'),
 });
 
 export const eventDevice = z.object({
@@ -89,6 +94,7 @@ interface GrantSnapshot {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
+  previous?: { approval: ApprovalMode; expiresAt: number | null };
 }
 
 /** A journal row as the API shows it: its id as the workspace sees it (event-ids.ts), the snapshot rendered to the record it is about. */
