@@ -21,6 +21,8 @@ export const EVENT_TYPES = {
   'device.online': 'a device called in after being offline (`data.device`)',
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
+  'controls.paused': 'the owner paused device control for the workspace, naming who (`data.controls`)',
+  'controls.resumed': 'the owner resumed device control for the workspace, naming who (`data.controls`)',
   'webhook.disabled': 'a webhook was disabled after its endpoint failed for too long, with the reason (`data.webhook`)',
 } as const;
 
@@ -71,6 +73,13 @@ export const eventWebhook = z.object({
   disabledReason: z.string().nullable(),
 });
 
+/** The pause switch as a `controls.*` event saw it. */
+export const eventControls = z.object({
+  paused: z.boolean(),
+  by: z.string().describe('The owner (`sub`) who paused or resumed.'),
+  pausedAt: timestamp.describe('When device control was paused (for `resumed`: the pause that ended).'),
+});
+
 export const workspaceEvent = z.object({
   id: z
     .string()
@@ -79,7 +88,13 @@ export const workspaceEvent = z.object({
     ),
   type: eventType,
   createdAt: timestamp,
-  data: z.object({ action: action.optional(), grant: eventGrant.optional(), device: eventDevice.optional(), webhook: eventWebhook.optional() }),
+  data: z.object({
+    action: action.optional(),
+    grant: eventGrant.optional(),
+    device: eventDevice.optional(),
+    webhook: eventWebhook.optional(),
+    controls: eventControls.optional(),
+  }),
 });
 
 export type WorkspaceEvent = z.infer<typeof workspaceEvent>;
@@ -104,6 +119,7 @@ export function toWorkspaceEvent(row: WorkspaceEventRow, ids: EventIds): Workspa
   const base = { id: ids.show(row.workspaceId, row.id), type, createdAt: row.createdAt };
   if (type.startsWith('action.') || type.startsWith('approval.')) return { ...base, data: { action: toActionRecord(snapshot as ActionRow) } };
   if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
+  if (type.startsWith('controls.')) return { ...base, data: { controls: snapshot as z.infer<typeof eventControls> } };
   if (type.startsWith('webhook.')) return { ...base, data: { webhook: snapshot as z.infer<typeof eventWebhook> } };
   return { ...base, data: { device: snapshot as z.infer<typeof eventDevice> } };
 }
