@@ -273,6 +273,34 @@ describe('a Telegram bot token is never shown back', () => {
   });
 });
 
+describe('the secret part of every chat webhook URL is never shown back', () => {
+  const SIG = 'Xs3cr3t-Sig_value';
+  it.each([
+    ['slack', `/services/T000/B000/slackSecret123`, `/services/T000/B000/…`, 'slackSecret123'],
+    ['discord', `/api/webhooks/42/discordToken-abc`, `/api/webhooks/42/…`, 'discordToken-abc'],
+    [
+      'teams',
+      `/workflows/abc/triggers/manual/paths/invoke?api-version=1&sv=1.0&sig=${SIG}`,
+      `/workflows/abc/triggers/manual/paths/invoke?api-version=1&sv=1.0&sig=…`,
+      SIG,
+    ],
+    ['ntfy', `/secretTopic42`, `/…`, 'secretTopic42'],
+  ] as const)('%s: replaced by … in the answer to the registration, the listing and the webhook', async (format, path, shown, secret) => {
+    const created = await api.post('/v1/webhooks', { token: owner, body: { url: `${base}${path}`, format } });
+    expect(created.status).toBe(201);
+    expect(created.body.data.url).toBe(`${base}${shown}`);
+    expect(JSON.stringify((await api.get('/v1/webhooks', { token: owner })).body)).not.toContain(secret);
+    expect((await api.get(`/v1/webhooks/${created.body.data.id}`, { token: owner })).body.data.url).toBe(`${base}${shown}`);
+  });
+
+  it('is taken out of a delivery error that quotes the URL', () => {
+    const slack = 'https://hooks.slack.com/services/T0/B0/slackSecret123';
+    expect(redacted('slack', slack, `request to ${slack} failed`)).toBe('request to https://hooks.slack.com/services/T0/B0/… failed');
+    const teams = `https://prod.example.logic.azure.com/workflows/1/triggers/manual/paths/invoke?sig=${SIG}`;
+    expect(redacted('teams', teams, `request to ${teams} failed`)).not.toContain(SIG);
+  });
+});
+
 describe('a Telegram bot token never reaches a delivery error', () => {
   it('is taken out of an error message that quotes the URL', () => {
     const url = `https://api.telegram.org/bot${TOKEN}/sendMessage`;

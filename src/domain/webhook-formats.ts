@@ -50,15 +50,43 @@ export function formatUrlRefusal(format: WebhookFormat, url: URL): string | unde
   return undefined;
 }
 
-/** The secret part of a URL, as it must never be shown back: Telegram's bot token. */
+/** A URL's last path segment: where Slack (`/services/T…/B…/<secret>`), Discord (`/api/webhooks/<id>/<token>`) and ntfy (`/<topic>`) put the credential. */
+const lastSegment = (url: URL) => url.pathname.split('/').findLast((segment) => segment !== '');
+
+/**
+ * The secret part of a URL, as it must never be shown back: whoever holds a chat URL can post
+ * as the service. Telegram's bot token; the last path segment of a Slack or Discord hook, and an
+ * ntfy topic (on ntfy.sh the topic is its password); the
+ * `sig` parameter of a Teams Workflows URL (its last path segment when it has none).
+ */
 export function urlSecret(format: WebhookFormat, url: string): string | undefined {
-  return format === 'telegram' ? TELEGRAM_PATH.exec(new URL(url).pathname)?.[2] : undefined;
+  const parsed = new URL(url);
+  switch (format) {
+    case 'telegram':
+      return TELEGRAM_PATH.exec(parsed.pathname)?.[2];
+    case 'ntfy':
+    case 'slack':
+    case 'discord':
+      return lastSegment(parsed);
+    case 'teams':
+      return parsed.searchParams.get('sig') || lastSegment(parsed);
+    default:
+      return undefined;
+  }
 }
 
-/** The URL as the API and the console show it: a Telegram bot token replaced by `…`. */
+/** The URL as the API and the console show it: its secret (see `urlSecret`) replaced by `…`. */
 export function shownUrl(format: WebhookFormat, url: string): string {
   const secret = urlSecret(format, url);
-  return secret ? url.replace(secret, '…') : url;
+  if (!secret) return url;
+  const parsed = new URL(url);
+  // Replaced where it stands, so a secret that is also a word of the host or the path stays where it is.
+  if (parsed.searchParams.get('sig') === secret) {
+    parsed.searchParams.set('sig', '…');
+    return parsed.toString().replace(encodeURIComponent('…'), '…');
+  }
+  const at = url.lastIndexOf(secret);
+  return `${url.slice(0, at)}…${url.slice(at + secret.length)}`;
 }
 
 /** Text the URL's secret may have reached (an error message), with the secret taken out. */
