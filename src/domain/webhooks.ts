@@ -14,9 +14,11 @@ import {
   type DeliveryRow,
   type WebhookRow,
 } from '../store/webhooks.js';
+import { appendWorkspaceEvent } from '../store/workspace-events.js';
 import { assertWithinCap } from './capacity.js';
 import { fail } from './errors.js';
 import { eventIds } from './event-ids.js';
+import { announceJournal } from './events.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
@@ -324,10 +326,20 @@ export const disableWorkspaceWebhook = defineOperation({
     const row = await ctx.db.transaction(async (tx) => {
       const current = await found(tx, credential.workspaceId, input.webhookId);
       if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
-      await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
-      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+      const disabled = await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
+      // The same event as an automatic disable (src/domain/webhook-delivery.ts), with the owner as its reason.
+      if (disabled)
+        await appendWorkspaceEvent(tx, {
+          workspaceId: disabled.workspaceId,
+          type: 'webhook.disabled',
+          subjectId: disabled.id,
+          data: webhookSnapshot(disabled),
+          createdAt: now,
+        });
+      return { row: disabled ?? current, changed: disabled !== undefined };
     });
-    return toWebhook(row, now);
+    if (row.changed) announceJournal(ctx, credential.workspaceId);
+    return toWebhook(row.row, now);
   },
 });
 

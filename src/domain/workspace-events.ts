@@ -23,7 +23,7 @@ export const EVENT_TYPES = {
   'device.revoked': 'a device was revoked (`data.device`)',
   'controls.paused': 'the owner paused device control for the workspace, naming who (`data.controls`)',
   'controls.resumed': 'the owner resumed device control for the workspace, naming who (`data.controls`)',
-  'webhook.disabled': 'a webhook was disabled after its endpoint failed for too long, with the reason (`data.webhook`)',
+  'webhook.disabled': 'a webhook was disabled by its owner, or after its endpoint failed for too long, with the reason (`data.webhook`)',
 } as const;
 
 export type EventType = keyof typeof EVENT_TYPES;
