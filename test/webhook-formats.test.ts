@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { redacted } from '../src/domain/webhook-formats.js';
+import { TEST_NO_ANSWER } from '../src/domain/webhooks.js';
 import { grant, queue } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
@@ -333,6 +334,37 @@ describe('POST /v1/webhooks/{webhookId}/test sends one message now and answers h
     const created = (await register('slack', { url: `${base}/refuse/slack` })).body.data;
     const res = await api.post(`/v1/webhooks/${created.id}/test`, { token: owner });
     expect(res.body.data).toEqual({ delivered: false, statusCode: 400, error: 'HTTP 400' });
+  });
+});
+
+describe('test sends are rationed and say only whether the endpoint answered', () => {
+  let other: string;
+  beforeAll(async () => {
+    other = await server.ownerToken('formats-test-sends');
+  });
+  const hook = async (path: string) =>
+    (await api.post('/v1/webhooks', { token: other, body: { url: `${base}${path}`, format: 'slack' } })).body.data as { id: string };
+  const send = (id: string) => api.post(`/v1/webhooks/${id}/test`, { token: other });
+
+  it('refuses a second test of one webhook within 10 s, and a fourth in the workspace, with 429 and Retry-After', async () => {
+    const [a, b, c, d] = [await hook('/rationed/a'), await hook('/rationed/b'), await hook('/rationed/c'), await hook('/rationed/d')];
+    expect((await send(a.id)).status).toBe(200);
+    const again = await send(a.id);
+    expect(again.status).toBe(429);
+    expect(again.body.error.code).toBe('rate_limited');
+    expect(again.headers.get('retry-after')).toBe('10');
+    expect((await send(b.id)).status).toBe(200);
+    expect((await send(c.id)).status).toBe(200);
+    expect((await send(d.id)).status).toBe(429);
+    expect(received.filter((r) => r.path.startsWith('/rationed/'))).toHaveLength(3);
+  });
+
+  it('answers the same error for every kind of network failure', async () => {
+    const probe = await server.ownerToken('formats-test-probe');
+    const closed = (await api.post('/v1/webhooks', { token: probe, body: { url: 'http://127.0.0.1:1/closed', format: 'discord' } })).body.data;
+    const res = await api.post(`/v1/webhooks/${closed.id}/test`, { token: probe });
+    expect(res.body.data).toEqual({ delivered: false, statusCode: null, error: TEST_NO_ANSWER });
+    expect(JSON.stringify(res.body)).not.toContain('ECONNREFUSED');
   });
 });
 
