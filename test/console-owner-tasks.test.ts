@@ -94,6 +94,16 @@ describe('the pause switch (/console/service)', () => {
     expect(await page('/console/service')).toContain('data-paused="false"');
     expect(await page('/console')).not.toContain('id="paused-banner"');
   });
+
+  it('refuses a value other than true or false with 400, and leaves a paused workspace paused', async () => {
+    await post('/console/service/device-controls', { paused: 'true' });
+    for (const form of [{}, { paused: '' }, { paused: 'yes' }, { paused: 'TRUE' }] as Record<string, string>[]) {
+      const res = await post('/console/service/device-controls', form);
+      expect(res.status).toBe(400);
+      expect((await api.get('/v1/device-controls', { token: owner })).body.data.paused).toBe(true);
+    }
+    await post('/console/service/device-controls', { paused: 'false' });
+  });
 });
 
 describe('changing a grant in place (/console/grants/update)', () => {

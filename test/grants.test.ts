@@ -189,14 +189,23 @@ describe('POST /v1/grants/{grantId}/update', () => {
     expect(forever.body.data).toMatchObject({ expiresAt: null, approval: 'none' });
   });
 
-  it('renews an expired grant, which then allows calls again', async () => {
+  it('refuses to change an expired grant (409), at the expiry instant too: granting again is how it is allowed again', async () => {
     const lamp = await attachDevice(api, owner);
     const agent = await createAgent(api, owner, { access: 'act' });
     const [given] = await grant(api, owner, agent.principal, lamp.id, ['get_state'], 60);
-    clock.advance(61_000);
+    clock.advance(60_000);
+    for (const body of [{ ttlSeconds: 600 }, { ttlSeconds: null }, { approval: 'owner' }]) {
+      const res = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body });
+      expect(res.status).toBe(409);
+      expect(res.body.error.code).toBe('conflict');
+    }
+    expect((await api.get(`/v1/grants?principal=${encodeURIComponent(agent.principal)}`, { token: owner })).body.data[0]).toMatchObject({
+      expired: true,
+      approval: 'none',
+      expiresAt: clock.now(),
+    });
     expect((await requestAction(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })).status).toBe(403);
-    const renewed = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { ttlSeconds: 600 } });
-    expect(renewed.body.data.expired).toBe(false);
+    await grant(api, owner, agent.principal, lamp.id, ['get_state'], 600);
     expect((await requestAction(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })).status).toBe(201);
   });
 

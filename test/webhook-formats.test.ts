@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { redacted } from '../src/domain/webhook-formats.js';
+import { TEST_NO_ANSWER } from '../src/domain/webhooks.js';
 import { grant, queue } from './helpers/actions.js';
 import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
@@ -68,7 +69,14 @@ const SHAPES = {
           $schema: z.literal('http://adaptivecards.io/schemas/adaptive-card.json'),
           type: z.literal('AdaptiveCard'),
           version: z.string().regex(/^1\.\d$/),
-          body: z.array(z.object({ type: z.literal('TextBlock'), text: z.string().min(1), wrap: z.literal(true) })).min(1),
+          body: z
+            .array(
+              z.union([
+                z.object({ type: z.literal('TextBlock'), text: z.string().min(1), wrap: z.literal(true) }),
+                z.object({ type: z.literal('RichTextBlock'), inlines: z.array(z.object({ type: z.literal('TextRun'), text: z.string().min(1) })).min(1) }),
+              ]),
+            )
+            .min(1),
           actions: z.array(z.strictObject({ type: z.literal('Action.OpenUrl'), title: z.string().min(1), url: link })),
         }),
       }),
@@ -188,6 +196,73 @@ describe('each chat format delivers an approval request as its service documents
   });
 });
 
+describe('what an agent or a device wrote cannot make a link or hide text in a chat message', () => {
+  const LURE = '[✅ Approve](https://evil.example/login)';
+  const LURE_URLS: Record<Format, () => string> = {
+    ntfy: () => `${base}/lure-topic`,
+    slack: () => `${base}/services/T000/B000/lure`,
+    discord: () => `${base}/api/webhooks/1/lure`,
+    teams: () => `${base}/workflows/lure`,
+    telegram: () => `${base}/bot1:lure/sendMessage`,
+  };
+  let actionId: string;
+
+  beforeAll(async () => {
+    const note = { type: 'object', properties: { note: { type: 'string' } }, required: ['note'], additionalProperties: false };
+    const door = await attachDevice(api, owner, {
+      name: '[Door](https://evil.example/door) \u202Eroop',
+      manifest: { capabilities: [{ name: 'unlock', kind: 'control', arguments: note }] },
+    });
+    await grant(api, owner, agent.principal, door.id, ['unlock'], null, 'owner');
+    for (const format of Object.keys(SHAPES) as Format[]) expect((await register(format, { url: LURE_URLS[format]() })).status).toBe(201);
+    actionId = (await queue(api, agent.token, door.id, { capability: 'unlock', arguments: { note: `${LURE} \u202Eevil` } })).id;
+  });
+
+  const delivered = (format: Format) =>
+    until(() => {
+      const path = format === 'ntfy' ? '/' : new URL(LURE_URLS[format]()).pathname;
+      const hit = received.find((r) => r.path === path && r.body.includes(actionId) && (format !== 'ntfy' || r.body.includes('lure-topic')));
+      return hit && (SHAPES[format].parse(JSON.parse(hit.body)) as Record<string, unknown>);
+    });
+
+  it.each(Object.keys(SHAPES) as Format[])('%s shows a right-to-left override as a visible marker', async (format) => {
+    const text = JSON.stringify(await delivered(format));
+    expect(text).not.toContain('\u202E');
+    expect(text).toContain('⟨U+202E⟩evil');
+    expect(text).toContain('⟨U+202E⟩roop');
+  });
+
+  it('discord escapes the markdown of a masked link in the content and the embed', async () => {
+    const body = (await delivered('discord')) as { content: string; embeds: { title: string; description: string }[] };
+    for (const text of [body.content, body.embeds[0]!.title, body.embeds[0]!.description]) {
+      // A masked link needs an unescaped `[…](`: every bracket and parenthesis the agent or device wrote is escaped.
+      expect(text).not.toMatch(/(?<!\\)\[[^\]]*(?<!\\)\]\(/);
+    }
+    expect(body.content).toContain('\\[✅ Approve\\]\\(https://evil.example/login\\)');
+    expect(body.embeds[0]!.title).toContain('\\[Door\\]\\(https://evil.example/door\\)');
+  });
+
+  it('teams puts every agent or device text in a TextRun, which renders no markdown', async () => {
+    const body = (await delivered('teams')) as { attachments: { content: { body: { type: string; text?: string }[] } }[] };
+    const blocks = body.attachments[0]!.content.body;
+    const textBlocks = blocks.filter((block) => block.type === 'TextBlock').map((block) => block.text);
+    expect(textBlocks.join('\n')).not.toContain('evil.example');
+    expect(JSON.stringify(blocks.filter((block) => block.type === 'RichTextBlock'))).toContain(LURE);
+  });
+
+  it('slack escapes what mrkdwn reads as a link, and has no markdown links to read', async () => {
+    const body = (await delivered('slack')) as { text: string; blocks: [{ text: { text: string } }] };
+    expect(body.blocks[0].text.text).not.toMatch(/<https?:/);
+    expect(body.text).not.toMatch(/<https?:/);
+  });
+
+  it.each(['telegram', 'ntfy'] as const)('%s sends plain text, with no parse mode or markdown switched on', async (format) => {
+    const body = await delivered(format);
+    expect(body).not.toHaveProperty('parse_mode');
+    expect(body).not.toHaveProperty('markdown');
+  });
+});
+
 describe('a Telegram bot token is never shown back', () => {
   it('is replaced by … in the answer to the registration, the listing and the webhook', async () => {
     const created = await register('telegram');
@@ -196,6 +271,34 @@ describe('a Telegram bot token is never shown back', () => {
     expect(JSON.stringify(listed.body)).not.toContain(TOKEN);
     const one = await api.get(`/v1/webhooks/${created.body.data.id}`, { token: owner });
     expect(one.body.data).toMatchObject({ url: `${base}/bot…/sendMessage`, format: 'telegram', chatId: '-1001234567890' });
+  });
+});
+
+describe('the secret part of every chat webhook URL is never shown back', () => {
+  const SIG = 'Xs3cr3t-Sig_value';
+  it.each([
+    ['slack', `/services/T000/B000/slackSecret123`, `/services/T000/B000/…`, 'slackSecret123'],
+    ['discord', `/api/webhooks/42/discordToken-abc`, `/api/webhooks/42/…`, 'discordToken-abc'],
+    [
+      'teams',
+      `/workflows/abc/triggers/manual/paths/invoke?api-version=1&sv=1.0&sig=${SIG}`,
+      `/workflows/abc/triggers/manual/paths/invoke?api-version=1&sv=1.0&sig=…`,
+      SIG,
+    ],
+    ['ntfy', `/secretTopic42`, `/…`, 'secretTopic42'],
+  ] as const)('%s: replaced by … in the answer to the registration, the listing and the webhook', async (format, path, shown, secret) => {
+    const created = await api.post('/v1/webhooks', { token: owner, body: { url: `${base}${path}`, format } });
+    expect(created.status).toBe(201);
+    expect(created.body.data.url).toBe(`${base}${shown}`);
+    expect(JSON.stringify((await api.get('/v1/webhooks', { token: owner })).body)).not.toContain(secret);
+    expect((await api.get(`/v1/webhooks/${created.body.data.id}`, { token: owner })).body.data.url).toBe(`${base}${shown}`);
+  });
+
+  it('is taken out of a delivery error that quotes the URL', () => {
+    const slack = 'https://hooks.slack.com/services/T0/B0/slackSecret123';
+    expect(redacted('slack', slack, `request to ${slack} failed`)).toBe('request to https://hooks.slack.com/services/T0/B0/… failed');
+    const teams = `https://prod.example.logic.azure.com/workflows/1/triggers/manual/paths/invoke?sig=${SIG}`;
+    expect(redacted('teams', teams, `request to ${teams} failed`)).not.toContain(SIG);
   });
 });
 
@@ -231,6 +334,37 @@ describe('POST /v1/webhooks/{webhookId}/test sends one message now and answers h
     const created = (await register('slack', { url: `${base}/refuse/slack` })).body.data;
     const res = await api.post(`/v1/webhooks/${created.id}/test`, { token: owner });
     expect(res.body.data).toEqual({ delivered: false, statusCode: 400, error: 'HTTP 400' });
+  });
+});
+
+describe('test sends are rationed and say only whether the endpoint answered', () => {
+  let other: string;
+  beforeAll(async () => {
+    other = await server.ownerToken('formats-test-sends');
+  });
+  const hook = async (path: string) =>
+    (await api.post('/v1/webhooks', { token: other, body: { url: `${base}${path}`, format: 'slack' } })).body.data as { id: string };
+  const send = (id: string) => api.post(`/v1/webhooks/${id}/test`, { token: other });
+
+  it('refuses a second test of one webhook within 10 s, and a fourth in the workspace, with 429 and Retry-After', async () => {
+    const [a, b, c, d] = [await hook('/rationed/a'), await hook('/rationed/b'), await hook('/rationed/c'), await hook('/rationed/d')];
+    expect((await send(a.id)).status).toBe(200);
+    const again = await send(a.id);
+    expect(again.status).toBe(429);
+    expect(again.body.error.code).toBe('rate_limited');
+    expect(again.headers.get('retry-after')).toBe('10');
+    expect((await send(b.id)).status).toBe(200);
+    expect((await send(c.id)).status).toBe(200);
+    expect((await send(d.id)).status).toBe(429);
+    expect(received.filter((r) => r.path.startsWith('/rationed/'))).toHaveLength(3);
+  });
+
+  it('answers the same error for every kind of network failure', async () => {
+    const probe = await server.ownerToken('formats-test-probe');
+    const closed = (await api.post('/v1/webhooks', { token: probe, body: { url: 'http://127.0.0.1:1/closed', format: 'discord' } })).body.data;
+    const res = await api.post(`/v1/webhooks/${closed.id}/test`, { token: probe });
+    expect(res.body.data).toEqual({ delivered: false, statusCode: null, error: TEST_NO_ANSWER });
+    expect(JSON.stringify(res.body)).not.toContain('ECONNREFUSED');
   });
 });
 

@@ -665,6 +665,24 @@ describe('an endpoint that keeps failing is disabled, until its owner enables it
     );
   });
 
+  it('writes the same webhook.disabled event when its owner disables it, naming the owner, once', async () => {
+    const owner = await strict.ownerToken('webhooks-disabled-by-hand');
+    const hook = await register(owner, '/disabled-by-hand', ['grant.created'], strictApi);
+    await register(owner, '/disabled-by-hand-watcher', ['webhook.disabled'], strictApi);
+    expect((await strictApi.post(`/v1/webhooks/${hook.id}/disable`, { token: owner })).status).toBe(200);
+    expect((await strictApi.post(`/v1/webhooks/${hook.id}/disable`, { token: owner })).status).toBe(200);
+
+    await waitFor(() => expect(receiver.at('/disabled-by-hand-watcher')).toHaveLength(1));
+    expect(JSON.parse(receiver.at('/disabled-by-hand-watcher')[0]!.body)).toMatchObject({
+      type: 'webhook.disabled',
+      data: { webhook: { id: hook.id, disabledAt: expect.any(Number), disabledReason: 'Disabled by webhooks-disabled-by-hand.' } },
+    });
+    const journal = await strict.service.db.all<{ type: string }>("SELECT type FROM workspace_events WHERE subject_id = ? AND type = 'webhook.disabled'", [
+      hook.id,
+    ]);
+    expect(journal).toHaveLength(1);
+  });
+
   it('changes nothing when enabling an enabled webhook, and answers 409 for a revoked one', async () => {
     const owner = await strict.ownerToken('webhooks-enable-twice');
     const hook = await register(owner, '/enable-twice', ['grant.created'], strictApi);

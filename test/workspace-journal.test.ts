@@ -64,6 +64,35 @@ describe('the workspace event journal', () => {
     ]);
   });
 
+  it('records a grant changed in place, with its approval mode and expiry before and after', async () => {
+    const owner = await server.ownerToken('journal-grant-update');
+    const lamp = await attachDevice(api, owner);
+    const [given] = await grant(api, owner, 'agent:ju', lamp.id, ['set_power'], null, 'owner');
+    const changed = await api.post(`/v1/grants/${given!.id}/update`, { token: owner, body: { approval: 'none', ttlSeconds: 3600 } });
+    expect(changed.status).toBe(200);
+
+    const events = (await journal(lamp.workspace)).filter((event) => event.type === 'grant.updated');
+    expect(events).toHaveLength(1);
+    expect(events[0]!.data.grant).toMatchObject({
+      id: given!.id,
+      approval: 'none',
+      expiresAt: changed.body.data.expiresAt,
+      previous: { approval: 'owner', expiresAt: null },
+    });
+  });
+
+  it('records device control paused and resumed, naming the owner, once per switch', async () => {
+    const owner = await server.ownerToken('journal-pause');
+    const lamp = await attachDevice(api, owner);
+    for (const paused of [true, true, false, false]) {
+      expect((await api.post('/v1/device-controls', { token: owner, body: { paused } })).status).toBe(200);
+    }
+    const events = (await journal(lamp.workspace)).filter((event) => event.type.startsWith('controls.'));
+    expect(events.map((event) => event.type)).toEqual(['controls.paused', 'controls.resumed']);
+    expect(events[0]!.data.controls).toEqual({ paused: true, by: 'journal-pause', pausedAt: events[0]!.createdAt });
+    expect(events[1]!.data.controls).toEqual({ paused: false, by: 'journal-pause', pausedAt: events[0]!.createdAt });
+  });
+
   it('records a device revoked', async () => {
     const owner = await server.ownerToken('journal-devices');
     const lamp = await attachDevice(api, owner);

@@ -3,6 +3,8 @@ import { oldestQueuedPerTarget } from '../store/action-hand-out.js';
 import { controlsPause, pauseControls, resumeControls } from '../store/workspaces.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext } from './context.js';
+import { appendWorkspaceEvent } from '../store/event-journal.js';
+import { announceJournal } from './event-hub.js';
 import { defineOperation } from './operation.js';
 import { timestamp } from './schemas.js';
 
@@ -61,11 +63,27 @@ export const setDeviceControls = defineOperation({
   input: z.strictObject({ paused: z.boolean().describe('true pauses device control for this workspace; false resumes it.') }),
   output: deviceControls,
   async run({ ctx, credential, input }) {
-    if (input.paused) await pauseControls(ctx.db, credential.workspaceId, credential.subject, ctx.clock.now());
-    else if ((await resumeControls(ctx.db, credential.workspaceId)) === 1) {
+    const now = ctx.clock.now();
+    const switched = await ctx.db.transaction(async (tx) => {
+      const before = await controlsPause(tx, credential.workspaceId);
+      const changed = input.paused
+        ? await pauseControls(tx, credential.workspaceId, credential.subject, now)
+        : await resumeControls(tx, credential.workspaceId);
+      if (changed !== 1) return false;
+      await appendWorkspaceEvent(tx, {
+        workspaceId: credential.workspaceId,
+        type: input.paused ? 'controls.paused' : 'controls.resumed',
+        subjectId: credential.workspaceId,
+        data: { paused: input.paused, by: credential.subject, pausedAt: before.pausedAt ?? now },
+        createdAt: now,
+      });
+      return true;
+    });
+    if (switched) announceJournal(ctx, credential.workspaceId);
+    if (switched && !input.paused) {
       // Commands held while paused: each device that holds one is woken (the wake channel sends a
       // frame for a queued action), rather than waiting for its next safety poll.
-      publishActions(ctx, await oldestQueuedPerTarget(ctx.db, credential.workspaceId, ctx.clock.now()));
+      publishActions(ctx, await oldestQueuedPerTarget(ctx.db, credential.workspaceId, now));
     }
     return stateOf(ctx, credential.workspaceId);
   },

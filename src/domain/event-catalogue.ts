@@ -17,10 +17,13 @@ export const EVENT_TYPES = {
   'approval.requested': 'an action waits for the owner to approve or reject it (`data.action`)',
   'grant.created': 'a grant was given, or replaced (`data.grant`)',
   'grant.revoked': 'a grant was revoked, or replaced (`data.grant`)',
+  'grant.updated': "a grant's approval mode or expiry was changed in place (`data.grant`, with `data.grant.previous`)",
   'device.online': 'a device called in after being offline (`data.device`)',
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
-  'webhook.disabled': 'a webhook was disabled after its endpoint failed for too long, with the reason (`data.webhook`)',
+  'controls.paused': 'the owner paused device control for the workspace, naming who (`data.controls`)',
+  'controls.resumed': 'the owner resumed device control for the workspace, naming who (`data.controls`)',
+  'webhook.disabled': 'a webhook was disabled by its owner, or after its endpoint failed for too long, with the reason (`data.webhook`)',
 } as const;
 
 export type EventType = keyof typeof EVENT_TYPES;
@@ -41,6 +44,10 @@ export const eventGrant = z.object({
   expiresAt: timestamp.nullable(),
   revokedAt: timestamp.nullable(),
   createdAt: timestamp,
+  previous: z
+    .object({ approval: approvalMode, expiresAt: timestamp.nullable() })
+    .optional()
+    .describe('`grant.updated` only: the approval mode and expiry before the change.'),
 });
 
 export const eventDevice = z.object({
@@ -66,6 +73,13 @@ export const eventWebhook = z.object({
   disabledReason: z.string().nullable(),
 });
 
+/** The pause switch as a `controls.*` event saw it. */
+export const eventControls = z.object({
+  paused: z.boolean(),
+  by: z.string().describe('The owner (`sub`) who paused or resumed.'),
+  pausedAt: timestamp.describe('When device control was paused (for `resumed`: the pause that ended).'),
+});
+
 export const workspaceEvent = z.object({
   id: z
     .string()
@@ -74,7 +88,13 @@ export const workspaceEvent = z.object({
     ),
   type: eventType,
   createdAt: timestamp,
-  data: z.object({ action: action.optional(), grant: eventGrant.optional(), device: eventDevice.optional(), webhook: eventWebhook.optional() }),
+  data: z.object({
+    action: action.optional(),
+    grant: eventGrant.optional(),
+    device: eventDevice.optional(),
+    webhook: eventWebhook.optional(),
+    controls: eventControls.optional(),
+  }),
 });
 
 export type WorkspaceEvent = z.infer<typeof workspaceEvent>;
@@ -89,6 +109,7 @@ interface GrantSnapshot {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
+  previous?: { approval: ApprovalMode; expiresAt: number | null };
 }
 
 /** A journal row as the API shows it: its id as the workspace sees it (event-ids.ts), the snapshot rendered to the record it is about. */
@@ -98,6 +119,7 @@ export function toWorkspaceEvent(row: WorkspaceEventRow, ids: EventIds): Workspa
   const base = { id: ids.show(row.workspaceId, row.id), type, createdAt: row.createdAt };
   if (type.startsWith('action.') || type.startsWith('approval.')) return { ...base, data: { action: toActionRecord(snapshot as ActionRow) } };
   if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
+  if (type.startsWith('controls.')) return { ...base, data: { controls: snapshot as z.infer<typeof eventControls> } };
   if (type.startsWith('webhook.')) return { ...base, data: { webhook: snapshot as z.infer<typeof eventWebhook> } };
   return { ...base, data: { device: snapshot as z.infer<typeof eventDevice> } };
 }

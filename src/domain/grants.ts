@@ -17,6 +17,7 @@ import { publishActions } from './action-publishing.js';
 import { withdrawRevoked } from './action-withdrawals.js';
 import { announceJournal } from './event-hub.js';
 import type { OperationContext } from './context.js';
+import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { fail, type ErrorIssue } from './errors.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
@@ -158,11 +159,17 @@ export const listWorkspaceGrants = definePagedOperation({
   },
 });
 
+/** A grant as the journal's triggers record it (migration 0016). */
+function journalGrant(row: GrantRow) {
+  const { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt } = row;
+  return { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt };
+}
+
 export const updateWorkspaceGrant = defineOperation({
   name: 'grants.update',
   title: 'Change a grant',
   description:
-    "Change a live grant's approval mode or expiry in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now. Commands already queued under the grant keep the approval they were given.",
+    "Change a live grant's approval mode or expiry in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale or an expired grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now, or to allow it again. Commands already queued under the grant keep the approval they were given.",
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: false, idempotent: true },
@@ -183,10 +190,23 @@ export const updateWorkspaceGrant = defineOperation({
       // docs/owners/grants.md "Stale grants: a grant means what the owner saw". Renewing a stale one here would
       // look like accepting the function as it is now without the owner seeing it.
       if (staleness(found) !== null) throw fail.conflict('The device changed this function since it was granted: grant it again to accept it as it is now.');
+      // An expired grant has ended like a revoked one; bringing it back is a new decision, made by granting again.
+      if (found.expiresAt !== null && found.expiresAt <= now) throw fail.conflict('This grant has expired: grant the function again to allow it.');
       const expiresAt = input.ttlSeconds === undefined ? undefined : input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
-      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt })) !== 1) throw fail.notFound('Grant');
-      return (await getGrant(tx, credential.workspaceId, found.id))!;
+      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt }, now)) !== 1)
+        throw fail.conflict('This grant has expired: grant the function again to allow it.');
+      const after = (await getGrant(tx, credential.workspaceId, found.id))!;
+      // The journal triggers see inserts and revocations only: a change in place is recorded here, in its transaction.
+      await appendWorkspaceEvent(tx, {
+        workspaceId: credential.workspaceId,
+        type: 'grant.updated',
+        subjectId: after.id,
+        data: { ...journalGrant(after), previous: { approval: found.approval, expiresAt: found.expiresAt } },
+        createdAt: now,
+      });
+      return after;
     });
+    announceJournal(ctx, credential.workspaceId);
     return toGrant(updated, now);
   },
 });

@@ -50,15 +50,43 @@ export function formatUrlRefusal(format: WebhookFormat, url: URL): string | unde
   return undefined;
 }
 
-/** The secret part of a URL, as it must never be shown back: Telegram's bot token. */
+/** A URL's last path segment: where Slack (`/services/T…/B…/<secret>`), Discord (`/api/webhooks/<id>/<token>`) and ntfy (`/<topic>`) put the credential. */
+const lastSegment = (url: URL) => url.pathname.split('/').findLast((segment) => segment !== '');
+
+/**
+ * The secret part of a URL, as it must never be shown back: whoever holds a chat URL can post
+ * as the service. Telegram's bot token; the last path segment of a Slack or Discord hook, and an
+ * ntfy topic (on ntfy.sh the topic is its password); the
+ * `sig` parameter of a Teams Workflows URL (its last path segment when it has none).
+ */
 export function urlSecret(format: WebhookFormat, url: string): string | undefined {
-  return format === 'telegram' ? TELEGRAM_PATH.exec(new URL(url).pathname)?.[2] : undefined;
+  const parsed = new URL(url);
+  switch (format) {
+    case 'telegram':
+      return TELEGRAM_PATH.exec(parsed.pathname)?.[2];
+    case 'ntfy':
+    case 'slack':
+    case 'discord':
+      return lastSegment(parsed);
+    case 'teams':
+      return parsed.searchParams.get('sig') || lastSegment(parsed);
+    default:
+      return undefined;
+  }
 }
 
-/** The URL as the API and the console show it: a Telegram bot token replaced by `…`. */
+/** The URL as the API and the console show it: its secret (see `urlSecret`) replaced by `…`. */
 export function shownUrl(format: WebhookFormat, url: string): string {
   const secret = urlSecret(format, url);
-  return secret ? url.replace(secret, '…') : url;
+  if (!secret) return url;
+  const parsed = new URL(url);
+  // Replaced where it stands, so a secret that is also a word of the host or the path stays where it is.
+  if (parsed.searchParams.get('sig') === secret) {
+    parsed.searchParams.set('sig', '…');
+    return parsed.toString().replace(encodeURIComponent('…'), '…');
+  }
+  const at = url.lastIndexOf(secret);
+  return `${url.slice(0, at)}…${url.slice(at + secret.length)}`;
 }
 
 /** Text the URL's secret may have reached (an error message), with the secret taken out. */
@@ -85,12 +113,13 @@ const ARGUMENTS_SHOWN = 300;
 function words(message: ApprovalMessage) {
   const { action } = message;
   const device = shownText(message.deviceName ?? action.deviceId);
-  const args = JSON.stringify(action.arguments);
+  // Marked before it is capped, so a hidden character past the cap still shows as one.
+  const args = humanText(JSON.stringify(action.arguments), ARGUMENTS_SHOWN);
   const until = new Date(action.approval?.expiresAt ?? action.expiresAt).toISOString().slice(0, 16).replace('T', ' ');
   return {
     title: `Approval needed: ${shownText(action.capability)} on ${device}`,
     body: `${shownText(action.principal)} asks to run ${shownText(action.capability)} on ${device}.`,
-    args: args.length > ARGUMENTS_SHOWN ? `${args.slice(0, ARGUMENTS_SHOWN)}…` : args,
+    args,
     until: `Waits for a decision until ${until} UTC.`,
     links: decisionLinks(message.consoleUrl, action.id),
   };
@@ -98,6 +127,23 @@ function words(message: ApprovalMessage) {
 
 /** Slack's mrkdwn reads `&`, `<` and `>` as markup (links, mentions): they are escaped as Slack asks. */
 const slackEscape = (text: string) => text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+
+/**
+ * Discord renders markdown in `content` and in embeds, masked links `[text](url)` included, and
+ * reads a backslash before any punctuation as "show this character". Escaped: what makes links,
+ * emphasis, code, spoilers, headings, quotes and lists; `_` only where it could emphasise (an
+ * underscore inside a word, `set_power`, never does).
+ */
+const discordEscape = (text: string) => text.replace(/[\\*~`|[\]()<>#]|(?<!\w)_|_(?!\w)/g, '\\$&').replace(/^(\s*)([-+]|\d+\.)/gm, '$1\\$2');
+
+/**
+ * Teams renders markdown (links included) in a TextBlock and none in a RichTextBlock's TextRun:
+ * every line holding words an agent or a device chose is a TextRun.
+ */
+const teamsText = (text: string, style: Record<string, string> = {}) => ({
+  type: 'RichTextBlock',
+  inlines: [{ type: 'TextRun', text, ...style }],
+});
 
 type Words = ReturnType<typeof words>;
 type ChatFormat = Exclude<WebhookFormat, 'generic'>;
@@ -141,8 +187,8 @@ const RENDERERS: Record<ChatFormat, (w: Words, text: string, target: { url: stri
   discord: (w, text, { url }) => ({
     url,
     body: {
-      content: `${w.title}\n${text}\nApprove: <${w.links.approve}>\nReject: <${w.links.reject}>`.slice(0, 2000),
-      embeds: [{ title: w.title.slice(0, 256), description: text.slice(0, 4096), url: w.links.open }],
+      content: `${discordEscape(w.title)}\n${discordEscape(text)}\nApprove: <${w.links.approve}>\nReject: <${w.links.reject}>`.slice(0, 2000),
+      embeds: [{ title: discordEscape(w.title).slice(0, 256), description: discordEscape(text).slice(0, 4096), url: w.links.open }],
       allowed_mentions: { parse: [] },
     },
   }),
@@ -159,9 +205,9 @@ const RENDERERS: Record<ChatFormat, (w: Words, text: string, target: { url: stri
             type: 'AdaptiveCard',
             version: '1.4',
             body: [
-              { type: 'TextBlock', text: w.title, weight: 'Bolder', size: 'Medium', wrap: true },
-              { type: 'TextBlock', text: w.body, wrap: true },
-              { type: 'TextBlock', text: `Arguments: ${w.args}`, wrap: true, fontType: 'Monospace' },
+              teamsText(w.title, { weight: 'Bolder', size: 'Medium' }),
+              teamsText(w.body),
+              teamsText(`Arguments: ${w.args}`, { fontType: 'Monospace' }),
               { type: 'TextBlock', text: w.until, wrap: true, isSubtle: true },
             ],
             actions: [

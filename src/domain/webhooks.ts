@@ -9,18 +9,21 @@ import {
   listDeliveries,
   listWebhooks,
   revokeWebhook,
+  recordTestSend,
   rotateWebhookSecret,
   type ClaimedDelivery,
   type DeliveryRow,
   type WebhookRow,
 } from '../store/webhooks.js';
+import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { assertWithinCap } from './capacity.js';
-import { fail } from './errors.js';
+import { DomainError, fail } from './errors.js';
 import { eventIds } from './event-ids.js';
+import { announceJournal } from './event-hub.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
-import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, redacted, shownUrl, webhookFormat } from './webhook-formats.js';
+import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, shownUrl, webhookFormat } from './webhook-formats.js';
 import { eventType, EVENT_TYPES, type eventWebhook } from './event-catalogue.js';
 
 /**
@@ -324,10 +327,20 @@ export const disableWorkspaceWebhook = defineOperation({
     const row = await ctx.db.transaction(async (tx) => {
       const current = await found(tx, credential.workspaceId, input.webhookId);
       if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
-      await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
-      return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
+      const disabled = await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
+      // The same event as an automatic disable (src/domain/webhook-delivery.ts), with the owner as its reason.
+      if (disabled)
+        await appendWorkspaceEvent(tx, {
+          workspaceId: disabled.workspaceId,
+          type: 'webhook.disabled',
+          subjectId: disabled.id,
+          data: webhookSnapshot(disabled),
+          createdAt: now,
+        });
+      return { row: disabled ?? current, changed: disabled !== undefined };
     });
-    return toWebhook(row, now);
+    if (row.changed) announceJournal(ctx, credential.workspaceId);
+    return toWebhook(row.row, now);
   },
 });
 
@@ -356,6 +369,10 @@ export const listWebhookDeliveries = definePagedOperation({
 export const TEST_ACTION_ID = '00000000-0000-0000-0000-000000000000';
 /** A test send's deadline: the owner is waiting for the answer on the page. */
 const TEST_TIMEOUT_MS = 10_000;
+/** One test per webhook per window, a few per workspace; a window as long as the deadline bounds the sends in flight too. */
+const TEST_SEND_LIMITS = { windowMs: TEST_TIMEOUT_MS, perWorkspace: 3 };
+/** A test send's error when the endpoint did not answer, whatever the network said. */
+export const TEST_NO_ANSWER = 'no answer: the endpoint could not be reached or did not answer in time';
 
 /** The delivery a test send makes: a `webhook.test` event, or for a chat format an approval request of a sample action. */
 function testDelivery(row: WebhookRow, now: number): ClaimedDelivery {
@@ -379,7 +396,7 @@ export const testWorkspaceWebhook = defineOperation({
   name: 'webhooks.test',
   title: 'Send a test message to a webhook',
   description:
-    'Send one test message to the webhook now and answer how its endpoint answered. `generic` webhooks get a signed `webhook.test` event; the chat formats a sample approval request whose links open the console. Test sends are not retried and not listed among the deliveries.',
+    'Send one test message to the webhook now and answer how its endpoint answered. `generic` webhooks get a signed `webhook.test` event; the chat formats a sample approval request whose links open the console. Test sends are not retried and not listed among the deliveries. One test per webhook every 10 s and three per workspace in 10 s (429 `rate_limited` beyond).',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, openWorld: true },
@@ -393,11 +410,23 @@ export const testWorkspaceWebhook = defineOperation({
   async run({ ctx, credential, input }) {
     const row = await found(ctx.db, credential.workspaceId, input.webhookId);
     if (row.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+    // A test reaches out to an address of the owner's choosing at once: rationed, so it cannot
+    // be turned into a flood or a scanner.
+    if ((await recordTestSend(ctx.db, credential.workspaceId, row.id, ctx.clock.now(), TEST_SEND_LIMITS)) !== 1) {
+      throw new DomainError(
+        'rate_limited',
+        `One test per webhook every ${TEST_SEND_LIMITS.windowMs / 1000} s, and ${TEST_SEND_LIMITS.perWorkspace} per workspace: retry later.`,
+        {
+          retryAfterSeconds: TEST_SEND_LIMITS.windowMs / 1000,
+        },
+      );
+    }
     const request = await formattedRequest({ db: ctx.db, clock: ctx.clock, consoleUrl: ctx.settings.publicBaseUrl }, testDelivery(row, ctx.clock.now()));
     const outcome = await ctx.webhooks.post(request.url, { ...request, timeoutMs: TEST_TIMEOUT_MS, signal: new AbortController().signal });
     const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
-    const error = delivered ? null : 'error' in outcome ? redacted(row.format, row.url, outcome.error) : `HTTP ${statusCode}`;
+    // Only whether the endpoint answered: which network error it was (refused, unreachable, reset) would map the owner's network.
+    const error = delivered ? null : 'error' in outcome ? TEST_NO_ANSWER : `HTTP ${statusCode}`;
     return { delivered, statusCode, error };
   },
 });

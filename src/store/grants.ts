@@ -136,11 +136,12 @@ export async function updateGrant(
   workspaceId: string,
   id: string,
   change: { approval?: ApprovalMode | undefined; expiresAt?: number | null | undefined },
+  now: number,
 ): Promise<number> {
   const result = await db.run(
     `UPDATE grants SET approval = coalesce(?, approval), expires_at = CASE WHEN ? THEN ? ELSE expires_at END
-     WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL`,
-    [change.approval ?? null, change.expiresAt !== undefined ? 1 : 0, change.expiresAt ?? null, workspaceId, id],
+     WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+    [change.approval ?? null, change.expiresAt !== undefined ? 1 : 0, change.expiresAt ?? null, workspaceId, id, now],
   );
   return result.changes;
 }

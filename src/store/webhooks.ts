@@ -431,6 +431,27 @@ export function recordEndpointFailure(
 }
 
 /** Disables a live, enabled webhook with the reason shown to its owner; answers the webhook when this call disabled it. */
+/**
+ * Records a test send to the webhook now, if neither it was tested within `windowMs` nor its
+ * workspace already had `perWorkspace` test sends in that window; 1 when recorded, 0 when refused.
+ */
+export async function recordTestSend(
+  db: Queryable,
+  workspaceId: string,
+  webhookId: string,
+  now: number,
+  limits: { windowMs: number; perWorkspace: number },
+): Promise<number> {
+  const since = now - limits.windowMs;
+  const result = await db.run(
+    `UPDATE webhooks SET last_tested_at = ?
+     WHERE workspace_id = ? AND id = ? AND (last_tested_at IS NULL OR last_tested_at <= ?)
+       AND (SELECT count(*) FROM webhooks WHERE workspace_id = ? AND last_tested_at > ?) < ?`,
+    [now, workspaceId, webhookId, since, workspaceId, since, limits.perWorkspace],
+  );
+  return result.changes;
+}
+
 export function disableWebhook(db: Queryable, webhookId: string, now: number, reason: string): Promise<WebhookRow | undefined> {
   return db.get<WebhookRow>(
     `UPDATE webhooks SET disabled_at = ?, disabled_reason = ?, paused_until = NULL

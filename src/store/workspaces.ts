@@ -56,16 +56,17 @@ export async function controlsPause(db: Queryable, workspaceId: string): Promise
 }
 
 /**
- * Pauses device control; pausing a paused workspace keeps the first pause's time and owner, so
+ * Pauses device control (1 when it was running, 0 when paused already); pausing a paused workspace keeps the first pause's time and owner, so
  * the screen says since when it has been off.
  */
-export async function pauseControls(db: Queryable, workspaceId: string, subject: string, now: number): Promise<void> {
+export async function pauseControls(db: Queryable, workspaceId: string, subject: string, now: number): Promise<number> {
   // What agents may call changes with the switch: their tool lists are rebuilt (functions_version).
-  await db.run(
+  const result = await db.run(
     `UPDATE workspaces SET controls_paused_at = ?, controls_paused_by = ?, functions_version = functions_version + 1
       WHERE id = ? AND controls_paused_at IS NULL`,
     [now, subject, workspaceId],
   );
+  return result.changes;
 }
 
 /** Resumes device control; 1 when it was paused, 0 when it was running already. */

@@ -132,7 +132,10 @@ export function mountService(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/service/device-controls',
     guards.action(async (c, signed, form) => {
-      const paused = form.get('paused') === 'true';
+      // Only the two values the switch sends: anything else, a missing field included, must not
+      // read as "resume" and is left to the operation's schema to refuse (400).
+      const sent = form.get('paused');
+      const paused = sent === 'true' ? true : sent === 'false' ? false : sent;
       await guards.invoke(signed, operations.setDeviceControls, { paused });
       return c.redirect(`/console/service?done=${paused ? 'paused' : 'resumed'}`, 303);
     }),
