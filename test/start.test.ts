@@ -18,7 +18,15 @@ let copy: string;
 /** The build's inputs and the start script, with node_modules linked entry by entry so @dfc/device is this copy's SDK. */
 function copyProject(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-start-'));
-  for (const entry of ['src', 'vendor', 'scripts/start.mjs', 'package.json', 'package-lock.json', 'packages/device-sdk/src', 'packages/device-sdk/package.json']) {
+  for (const entry of [
+    'src',
+    'vendor',
+    'scripts/start.mjs',
+    'package.json',
+    'package-lock.json',
+    'packages/device-sdk/src',
+    'packages/device-sdk/package.json',
+  ]) {
     fs.cpSync(path.join(ROOT, entry), path.join(dir, entry), { recursive: true });
   }
   for (const name of fs.readdirSync(ROOT).filter((n) => /^tsconfig.*\.json$/.test(n))) fs.copyFileSync(path.join(ROOT, name), path.join(dir, name));
