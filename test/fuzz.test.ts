@@ -382,6 +382,12 @@ describe.each(routes.map((route) => ({ route, name: `${route.method} ${route.pat
       const after = await currentFingerprint();
       if (res.status >= 300) expect(after, `a refused request changed the database: ${res.described}`).toBe(lastFingerprint);
       lastFingerprint = after;
+      // A case may pause device control for the fuzzer's workspace; every other route's cases
+      // expect it running, as they expect their own credentials unrevoked.
+      if (route.path === '/v1/device-controls' && res.status < 300) {
+        expect((await api.post('/v1/device-controls', { token: fx.owner, body: { paused: false } })).status).toBe(200);
+        lastFingerprint = await currentFingerprint();
+      }
     },
     120_000,
   );
