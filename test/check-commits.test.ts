@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { isolatedGitEnv } from './helpers/git.js';
 
 /**
  * scripts/check-commits.mjs (`npm run check:commits`, run by `npm run check` and CI) and the
@@ -14,16 +15,7 @@ const installer = path.resolve(import.meta.dirname, '..', 'scripts', 'install-ho
 const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-check-commits-'));
 afterAll(() => fs.rmSync(temp, { recursive: true, force: true }));
 
-// A fixed identity, and none of the caller's git settings: the test may run inside a hook.
-const env = {
-  PATH: process.env.PATH ?? '',
-  HOME: temp,
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_AUTHOR_NAME: 'Test',
-  GIT_AUTHOR_EMAIL: 'test@example.com',
-  GIT_COMMITTER_NAME: 'Test',
-  GIT_COMMITTER_EMAIL: 'test@example.com',
-};
+const env = isolatedGitEnv(temp);
 
 let repos = 0;
 function repo(): { dir: string; git: (...args: string[]) => string; commit: (subject: string) => string } {

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { isolatedGitEnv } from './helpers/git.js';
 
 /**
  * What `npm run check` (scripts/check.mjs) takes as changed, and which tests it picks for them
@@ -12,15 +13,7 @@ const script = path.resolve(import.meta.dirname, '..', 'scripts', 'check.mjs');
 const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-check-'));
 afterAll(() => fs.rmSync(temp, { recursive: true, force: true }));
 
-const env = {
-  PATH: process.env.PATH ?? '',
-  HOME: temp,
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_AUTHOR_NAME: 'Test',
-  GIT_AUTHOR_EMAIL: 'test@example.com',
-  GIT_COMMITTER_NAME: 'Test',
-  GIT_COMMITTER_EMAIL: 'test@example.com',
-};
+const env = isolatedGitEnv(temp);
 
 let repos = 0;
 function repo(files: Record<string, string>) {

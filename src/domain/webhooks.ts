@@ -145,6 +145,13 @@ async function found(db: Queryable, workspaceId: string, webhookId: string): Pro
   return row;
 }
 
+/** A webhook of the workspace that can still be changed or sent to: 404 when missing, 409 when revoked. */
+async function foundLive(db: Queryable, workspaceId: string, webhookId: string): Promise<WebhookRow> {
+  const row = await found(db, workspaceId, webhookId);
+  if (row.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+  return row;
+}
+
 export const createWebhook = defineOperation({
   name: 'webhooks.create',
   title: 'Register a webhook',
@@ -258,8 +265,7 @@ export const rotateWorkspaceWebhookSecret = defineOperation({
     const now = ctx.clock.now();
     const secret = newWebhookSecret();
     const row = await ctx.db.transaction(async (tx) => {
-      const current = await found(tx, credential.workspaceId, input.webhookId);
-      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      await foundLive(tx, credential.workspaceId, input.webhookId);
       await rotateWebhookSecret(tx, credential.workspaceId, input.webhookId, secret, now + PREVIOUS_SECRET_VALIDITY_MS);
       return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
     });
@@ -302,8 +308,7 @@ export const enableWorkspaceWebhook = defineOperation({
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
     const row = await ctx.db.transaction(async (tx) => {
-      const current = await found(tx, credential.workspaceId, input.webhookId);
-      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      await foundLive(tx, credential.workspaceId, input.webhookId);
       await enableWebhook(tx, credential.workspaceId, input.webhookId);
       return (await getWebhook(tx, credential.workspaceId, input.webhookId))!;
     });
@@ -325,8 +330,7 @@ export const disableWorkspaceWebhook = defineOperation({
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
     const row = await ctx.db.transaction(async (tx) => {
-      const current = await found(tx, credential.workspaceId, input.webhookId);
-      if (current.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+      const current = await foundLive(tx, credential.workspaceId, input.webhookId);
       const disabled = await disableWebhook(tx, current.id, now, `Disabled by ${credential.subject}.`);
       // The same event as an automatic disable (src/domain/webhook-delivery.ts), with the owner as its reason.
       if (disabled)
@@ -408,8 +412,7 @@ export const testWorkspaceWebhook = defineOperation({
     error: z.string().nullable().describe('Why it was not delivered, when it was not.'),
   }),
   async run({ ctx, credential, input }) {
-    const row = await found(ctx.db, credential.workspaceId, input.webhookId);
-    if (row.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
+    const row = await foundLive(ctx.db, credential.workspaceId, input.webhookId);
     // A test reaches out to an address of the owner's choosing at once: rationed, so it cannot
     // be turned into a flood or a scanner.
     if ((await recordTestSend(ctx.db, credential.workspaceId, row.id, ctx.clock.now(), TEST_SEND_LIMITS)) !== 1) {
