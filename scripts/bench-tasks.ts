@@ -6,30 +6,19 @@
  * a time. The bench reports each beside its baseline measured in the same run.
  */
 import { request, type Dispatcher } from 'undici';
+import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 
-const MODERN = '2026-07-28';
 const TASKS_META = {
   'io.modelcontextprotocol/protocolVersion': MODERN,
   'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
 };
 let id = 0;
 
-function headers(token: string, method: string, name?: string): Record<string, string> {
-  return {
-    authorization: `Bearer ${token}`,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': MODERN,
-    'mcp-method': method,
-    ...(name !== undefined ? { 'mcp-name': name } : {}),
-  };
-}
-
 async function post(dispatcher: Dispatcher, base: string, token: string, method: string, params: Record<string, unknown>, name?: string): Promise<any> {
   const response = await request(`${base}/mcp`, {
     method: 'POST',
     dispatcher,
-    headers: headers(token, method, name),
+    headers: mcpHeaders(token, method, name),
     body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params: { ...params, _meta: { ...TASKS_META, ...(params._meta as object) } } }),
   });
   const text = await response.body.text();
@@ -51,7 +40,7 @@ async function awaitFinished(dispatcher: Dispatcher, base: string, token: string
   const response = await request(`${base}/mcp`, {
     method: 'POST',
     dispatcher,
-    headers: headers(token, 'subscriptions/listen'),
+    headers: mcpHeaders(token, 'subscriptions/listen'),
     body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method: 'subscriptions/listen', params: { notifications: { taskIds: [taskId] }, _meta: TASKS_META } }),
   });
   const decoder = new TextDecoder();

@@ -74,6 +74,7 @@ import { freePort } from '../test/helpers/oauth.js';
 import { SQLD_BINARY } from '../test/helpers/sqld.js';
 import { measuringEnv } from './measuring-env.js';
 import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
+import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -106,7 +107,6 @@ const PHASES = new Set((opts.only ?? 'healthz,mcp,tasks,rest,tools,floor,sockets
 const ROOT = path.resolve(import.meta.dirname, '..');
 // The service runs as it ships, from the tsc build (see above); the build is incremental.
 execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
-const MODERN = '2026-07-28';
 
 const hasTaskset =
   !opts['no-pin'] &&
@@ -193,17 +193,6 @@ async function call(base: string, method: 'GET' | 'POST', route: string, token: 
   const json = (await response.body.json()) as { data?: unknown; error?: unknown };
   if (response.statusCode >= 300) throw new Error(`${method} ${route} → ${response.statusCode} ${JSON.stringify(json)}`);
   return json.data;
-}
-
-function mcpHeaders(token: string, method: string, name?: string): Record<string, string> {
-  return {
-    authorization: `Bearer ${token}`,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': MODERN,
-    'mcp-method': method,
-    ...(name !== undefined ? { 'mcp-name': name } : {}),
-  };
 }
 
 const META = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };

@@ -29,5 +29,9 @@ export function measuringEnv(dir: string): Record<string, string> {
     WORKSPACE_MAX_GRANTS: '10000000',
     WORKSPACE_MAX_WEBHOOKS: '100000',
     EVENTS_MAX_STREAMS_PER_WORKSPACE: '100000',
+    // The task phase holds one subscriptions/listen stream per agent loop, all on one token.
+    MCP_LISTEN_PER_CONNECTION: '100000',
+    MCP_LISTEN_PER_WORKSPACE: '100000',
+    MCP_LISTEN_PER_INSTANCE: '100000',
   };
 }
