@@ -74,6 +74,17 @@ afterAll(async () => {
   if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
 });
 
+/**
+ * Flips the Inspector's connect switch. Its checkbox is visually hidden behind the switch track,
+ * and while the page lays out Playwright can find it with no box at all, so a pointer click
+ * (even forced) fails now and then; a DOM click runs the same React handler with no box needed.
+ */
+async function toggleConnection(page: Page): Promise<void> {
+  const toggle = page.locator('input[type=checkbox], [role=switch]').first();
+  await toggle.waitFor({ state: 'attached' });
+  await toggle.evaluate((element: HTMLElement) => element.click());
+}
+
 /** The Tools tab lists the fixed tools and the lamp's get_state, which runs to `succeeded`. */
 async function runGetState(page: Page): Promise<void> {
   await page.getByText('Tools', { exact: true }).first().click();
@@ -96,7 +107,7 @@ describe('npm run inspector (web UI)', () => {
     const inspector = await startInspector([]);
     const page = await browser.newPage();
     await page.goto(inspector.url);
-    await page.locator('input[type=checkbox], [role=switch]').first().click({ force: true });
+    await toggleConnection(page);
     await page.getByText('Connected', { exact: true }).waitFor({ timeout: 20_000 });
     expect(await page.getByText('MCP 2026-07-28').isVisible()).toBe(true);
     await runGetState(page);
@@ -116,7 +127,7 @@ describe('npm run inspector (web UI)', () => {
       // No token: /mcp answers 401, the Inspector follows the metadata and sends the browser here.
       await Promise.all([
         page.waitForURL((url) => url.origin === serviceUrl && url.pathname === '/oauth/sign-in', { timeout: 30_000 }),
-        page.locator('input[type=checkbox], [role=switch]').first().click({ force: true }),
+        toggleConnection(page),
       ]);
       await page.fill('#token', owner!);
       await Promise.all([page.waitForURL((url) => url.pathname === '/oauth/authorize'), page.click('#sign-in')]);
@@ -136,7 +147,7 @@ describe('npm run inspector (web UI)', () => {
       expect(granted.status).toBe(201);
       // Reconnect to list again: the Inspector still holds the access token, no second consent.
       await page.reload();
-      await page.locator('input[type=checkbox], [role=switch]').first().click({ force: true });
+      await toggleConnection(page);
       await page.getByText('Connected', { exact: true }).waitFor({ timeout: 30_000 });
       expect(new URL(page.url()).origin).toBe(new URL(inspector.url).origin);
       await runGetState(page);
