@@ -77,12 +77,12 @@ afterAll(async () => {
 /**
  * Flips the Inspector's connect switch. Its checkbox is visually hidden behind the switch track,
  * and while the page lays out Playwright can find it with no box at all, so a pointer click
- * (even forced) fails now and then; a DOM click runs the same React handler with no box needed.
+ * (even forced) fails now and then; a dispatched click runs the same React handler with no box needed.
  */
 async function toggleConnection(page: Page): Promise<void> {
   const toggle = page.locator('input[type=checkbox], [role=switch]').first();
   await toggle.waitFor({ state: 'attached' });
-  await toggle.evaluate((element: HTMLElement) => element.click());
+  await toggle.dispatchEvent('click');
 }
 
 /** The Tools tab lists the fixed tools and the lamp's get_state, which runs to `succeeded`. */

@@ -113,44 +113,43 @@ function ActionRow(props: { action?: Action; names?: Map<string, string>; viewer
   );
 }
 
+/** A filter that is "any" when empty, or one of the given values. */
+function FilterSelect(props: { id: string; name: string; label: string; selected: string; options: { value: string; text: string }[] }) {
+  return (
+    <div>
+      <label for={props.id}>{props.label}</label>
+      <select id={props.id} name={props.name}>
+        <option value="">any</option>
+        {props.options.map((o) => (
+          <option value={o.value} selected={o.value === props.selected}>
+            {o.text}
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}
+
 function FilterForm(props: { filters: Filters; devices: { id: string; name: string }[]; agents: Connection[] }) {
   const f = props.filters;
   return (
     <form method="get" action="/console/activity" class="fields" id="filters">
       <input type="hidden" name="tz" value={f.tz} data-owner-zone />
-      <div>
-        <label for="status">Status</label>
-        <select id="status" name="status">
-          <option value="">any</option>
-          {ACTION_STATUSES.map((s) => (
-            <option value={s} selected={s === f.status}>
-              {s}
-            </option>
-          ))}
-        </select>
-      </div>
-      <div>
-        <label for="deviceId">Device</label>
-        <select id="deviceId" name="deviceId">
-          <option value="">any</option>
-          {props.devices.map((d) => (
-            <option value={d.id} selected={d.id === f.deviceId}>
-              {humanText(d.name, MAX_FIELD_CHARS)}
-            </option>
-          ))}
-        </select>
-      </div>
-      <div>
-        <label for="filter-principal">Agent</label>
-        <select id="filter-principal" name="principal">
-          <option value="">any</option>
-          {props.agents.map((a) => (
-            <option value={a.principal} selected={a.principal === f.principal}>
-              {`${humanText(a.name, MAX_FIELD_CHARS)} (${a.principal})`}
-            </option>
-          ))}
-        </select>
-      </div>
+      <FilterSelect id="status" name="status" label="Status" selected={f.status} options={ACTION_STATUSES.map((s) => ({ value: s, text: s }))} />
+      <FilterSelect
+        id="deviceId"
+        name="deviceId"
+        label="Device"
+        selected={f.deviceId}
+        options={props.devices.map((d) => ({ value: d.id, text: humanText(d.name, MAX_FIELD_CHARS) }))}
+      />
+      <FilterSelect
+        id="filter-principal"
+        name="principal"
+        label="Agent"
+        selected={f.principal}
+        options={props.agents.map((a) => ({ value: a.principal, text: `${humanText(a.name, MAX_FIELD_CHARS)} (${a.principal})` }))}
+      />
       <div>
         <label for="capability">Function</label>
         <input type="text" id="capability" name="capability" value={f.capability} maxlength={64} />
