@@ -1,25 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next, queue, report, requestAction } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 // The state machine of docs/reference/rules.md "Actions":
 //   queued → received → succeeded | failed;  queued → cancelled;  queued | received → expired.
 // A hand-moved clock drives the deadlines, so no test sleeps.
 
-let server: TestServer;
-let http: Client;
 const clock = manualClock();
 let owner: string;
 let lamp: AttachedDevice;
 let otherLamp: AttachedDevice;
 let agent: { token: string; principal: string };
 
+const server = useTestServer({ clock });
+const http = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  http = client(server.url);
   owner = await server.ownerToken('alice');
   lamp = await attachDevice(http, owner);
   otherLamp = await attachDevice(http, owner, { name: 'Other lamp' });
@@ -27,7 +25,6 @@ beforeAll(async () => {
   await grant(http, owner, agent.principal, lamp.id, ['get_state', 'set_power', 'set_brightness']);
   await grant(http, owner, agent.principal, otherLamp.id, ['set_power']);
 });
-afterAll(() => server.close());
 
 const getAction = (id: string, token = agent.token) => http.get(`/v1/actions/${id}`, { token });
 const cancel = (id: string, token = agent.token) => http.post(`/v1/actions/${id}/cancel`, { token });

@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { guardedActionInsert, insertActionIfAllowed, type NewActionRow } from '../src/store/action-requests.js';
 import { getAction } from '../src/store/actions.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../src/store/idempotency.js';
-import { client, type Client } from './helpers/api.js';
 import { authorizedFromListing, authorizeFunction, listCallableFunctionsOnDevices } from '../src/domain/functions.js';
 import { childrenOf, grant, hubManifest, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * An action request reads and decides outside any transaction, then creates the action with one
@@ -17,19 +16,13 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  */
 
 const PER_PRINCIPAL = 3;
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { id: string; token: string; principal: string };
 let lamp: AttachedDevice;
 let workspaceId: string;
 
-beforeAll(async () => {
-  server = await startTestServer({ env: { DEVICE_QUEUE_PER_PRINCIPAL: String(PER_PRINCIPAL) } });
-  api = client(server.url);
-});
-
-afterAll(() => server.close());
+const server = useTestServer({ env: { DEVICE_QUEUE_PER_PRINCIPAL: String(PER_PRINCIPAL) } });
+const api = server.api;
 
 beforeEach(async () => {
   owner = await server.ownerToken(`guard-${randomUUID()}`);

@@ -1,26 +1,24 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { client } from './helpers/api.js';
 import { childrenOf, grant, hubManifest, next, queue, report, requestAction } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 const clock = manualClock();
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('actions-owner');
   lamp = await attachDevice(api, owner);
   agent = await createAgent(api, owner, { access: 'act' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power', 'set_brightness']);
 });
-afterAll(() => server.close());
 
 const actionCount = async (token = owner) => (await api.get('/v1/actions/export', { token })).body.data.count as number;
 
@@ -179,21 +177,19 @@ describe('a second workspace', () => {
 });
 
 describe('DEVICE_CONTROLS_ENABLED=false (kill switch)', () => {
-  let off: TestServer;
-  let offApi: Client;
   let offOwner: string;
   let offLamp: AttachedDevice;
   let offAgent: { token: string; principal: string };
 
+  const off = useTestServer({ env: { DEVICE_CONTROLS_ENABLED: 'false' } });
+  const offApi = off.api;
+
   beforeAll(async () => {
-    off = await startTestServer({ env: { DEVICE_CONTROLS_ENABLED: 'false' } });
-    offApi = client(off.url);
     offOwner = await off.ownerToken('kill-switch-owner');
     offLamp = await attachDevice(offApi, offOwner);
     offAgent = await createAgent(offApi, offOwner, { access: 'act' });
     await grant(offApi, offOwner, offAgent.principal, offLamp.id, ['get_state', 'set_power']);
   });
-  afterAll(() => off.close());
 
   it('answers 503 device_controls_disabled to every action request, read functions included', async () => {
     for (const body of [

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, queue } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { RELAXED_LIMITS, startTestServer, type TestServer } from './helpers/server.js';
+import { RELAXED_LIMITS, useTestServer } from './helpers/server.js';
 
 /**
  * The owner's history list, `GET /v1/actions` (docs/owners/activity-log.md): its filters (device,
@@ -12,8 +11,6 @@ import { RELAXED_LIMITS, startTestServer, type TestServer } from './helpers/serv
  */
 
 const clock = manualClock(Date.UTC(2026, 10, 1));
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let fan: AttachedDevice;
@@ -32,9 +29,10 @@ async function list(query: string): Promise<{ data: Listed[]; next: string | nul
   return { data: res.body.data, next };
 }
 
+const server = useTestServer({ clock, env: { ...RELAXED_LIMITS, DEVICE_QUEUE_PER_PRINCIPAL: '1000' } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock, env: { ...RELAXED_LIMITS, DEVICE_QUEUE_PER_PRINCIPAL: '1000' } });
-  api = client(server.url);
   owner = await server.ownerToken('activity-owner');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   fan = await attachDevice(api, owner, { name: 'Fan' });
@@ -49,7 +47,6 @@ beforeAll(async () => {
     clock.advance(1000);
   }
 });
-afterAll(() => server.close());
 
 describe('GET /v1/actions filters the whole history, not one page of it', () => {
   it('keeps only the device, agent and function asked for, newest first, reaching past the newest 100 actions', async () => {

@@ -1,23 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from './helpers/clock.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const AGENT_TOKEN = /^dfc_agent_[A-Za-z0-9_-]{43}$/;
 const MAX_TTL = 31_536_000;
 
 const clock = manualClock();
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('agent-owner');
 });
-afterAll(() => server.close());
 
 describe('POST /v1/agent-connections', () => {
   it('answers 201 with a NewConnection: default principal agent:<id>, access read, no expiry', async () => {

@@ -1,29 +1,26 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { grant, next, queue } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { openSse } from './helpers/sse.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 // A hostile review of "a human in the loop" (docs/owners/approvals.md "Approvals: the owner says yes first",
 // "Webhooks"; docs/reference/rules.md "Approvals"): what an agent, an owner of another workspace or a
 // hostile webhook receiver could try, and what must hold.
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer({
+  // WEBHOOK_TIMEOUT_SECONDS is long on purpose: an attempt must not hold its connection until then.
+  env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05', WEBHOOK_TIMEOUT_SECONDS: '600' },
+});
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({
-    // WEBHOOK_TIMEOUT_SECONDS is long on purpose: an attempt must not hold its connection until then.
-    env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05', WEBHOOK_TIMEOUT_SECONDS: '600' },
-  });
-  api = client(server.url);
   owner = await server.ownerToken('approvals-hostile');
 });
-afterAll(() => server.close());
 
 type Action = Record<string, any>;
 

@@ -1,15 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice as attachSdkDevice, Device, type DeviceEvent } from '@dfc/device';
 import { lampManifest as sdkLampManifest } from '../src/cli/simulated.js';
 import { eventIds } from '../src/domain/event-ids.js';
 import { toWorkspaceEvent } from '../src/domain/event-catalogue.js';
 import { listWorkspaceEvents } from '../src/store/event-journal.js';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { grant, next, queue, requestAction } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, simulateDevice } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
 // docs/owners/approvals.md "Approvals: the owner says yes first", docs/reference/rules.md "Approvals": an action under a
@@ -17,17 +17,15 @@ import { connectDevice } from './helpers/ws.js';
 // the device, within its approval window.
 
 const clock = manualClock();
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+// The sweep is left to reads: a test moves the clock and reads.
+const server = useTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
+const api = server.api;
+
 beforeAll(async () => {
-  // The sweep is left to reads: a test moves the clock and reads.
-  server = await startTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
-  api = client(server.url);
   owner = await server.ownerToken('approvals-owner');
 });
-afterAll(() => server.close());
 
 type Action = Record<string, any>;
 

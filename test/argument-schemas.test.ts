@@ -1,11 +1,11 @@
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_ARGUMENT_ISSUES, VALIDATOR_CACHE_SIZE } from '../src/domain/argument-schemas.js';
 import { client, type ApiResponse, type Client } from './helpers/api.js';
 import { grant, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
 /**
  * Device argument schemas are untrusted input: refused at publish when they
@@ -13,18 +13,16 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * linear-time engine; each schema is compiled on its own. Every hostile case has a normal one
  * beside it, against a real server.
  */
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('schemas-owner');
   agent = await createAgent(api, owner, { access: 'act' });
 });
-afterAll(() => server.close());
 
 const fn = (args: Record<string, unknown>, name = 'run') => ({ capabilities: [{ name, kind: 'control', arguments: args }] });
 

@@ -1,13 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { allOperations } from '../src/domain/registry.js';
 import { routes } from '../src/rest/routes.js';
-import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, next, queue } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { envelope, MODERN } from './helpers/mcp-client.js';
-import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * The authorization matrix: every route of the REST table, and every MCP tool,
@@ -31,8 +29,6 @@ type Cells = Record<Caller, Outcome>;
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
 const clock = manualClock();
-let server: TestServer & { issuer: string; resource: string };
-let api: Client;
 const tokens = {} as Record<Exclude<Caller, 'none'>, string>;
 let owner: string;
 let lamp: AttachedDevice;
@@ -51,10 +47,11 @@ async function grantedOAuthClient(): Promise<{ clientId: string; principal: stri
   return { clientId: registered.oauth.clientId, principal: registered.principal };
 }
 
+// The test-only switch admits a loopback webhook URL (the discard port: nothing subscribed is sent there).
+const server = useOAuthTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600', OAUTH_CIMD_ALLOW_LOOPBACK: 'true' } });
+const api = server.api;
+
 beforeAll(async () => {
-  // The test-only switch admits a loopback webhook URL (the discard port: nothing subscribed is sent there).
-  server = await startOAuthTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600', OAUTH_CIMD_ALLOW_LOOPBACK: 'true' } });
-  api = client(server.url);
   // The owner JWT is checked against the real clock; consent sessions against the manual one.
   owner = await server.ownerToken('matrix-owner', { expiresIn: '10h' });
   tokens.owner = owner;
@@ -111,7 +108,6 @@ beforeAll(async () => {
   const devices = (await api.get('/v1/devices', { token: owner })).body.data as { id: string }[];
   for (const id of [...devices.map((d) => d.id), requestedAction, agentAct.id, agentRead.id]) ws1Ids.add(id);
 }, 60_000);
-afterAll(() => server.close());
 
 interface Request {
   path: string;

@@ -1,20 +1,19 @@
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { collectAnswer } from './helpers/raw-http.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 // docs/reference/rules.md "Errors and limits": a body over 16 KiB is 413 payload_too_large on any method
 // and path. fetch() refuses to send a GET body, so these go through node:http.
 
 const LIMIT = 16 * 1024;
-let server: TestServer;
 let owner: string;
 
+const server = useTestServer();
+
 beforeAll(async () => {
-  server = await startTestServer();
   owner = await server.ownerToken('alice');
 });
-afterAll(() => server.close());
 
 /** Sends `body` with `method` on a fresh connection; `chunked` leaves out Content-Length. */
 function send(

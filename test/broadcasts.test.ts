@@ -1,18 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 let lamps: AttachedDevice[];
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('broadcast-owner');
   agent = await createAgent(api, owner, { access: 'act' });
   lamps = [];
@@ -22,7 +20,6 @@ beforeAll(async () => {
     lamps.push(lamp);
   }
 });
-afterAll(() => server.close());
 
 let keySeq = 0;
 const key = () => `bc-${++keySeq}`;

@@ -1,27 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client, type ApiResponse } from './helpers/api.js';
+import { describe, expect, it } from 'vitest';
+import { client, type ApiResponse } from './helpers/api.js';
 import { attachDevice } from './helpers/fixtures.js';
-import { authorizationUrl, decide, ownerCookie, pkce, startOAuthTestServer } from './helpers/oauth.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { authorizationUrl, decide, ownerCookie, pkce, useOAuthTestServer } from './helpers/oauth.js';
+import { useTestServer } from './helpers/server.js';
 
 // docs/reference/rules.md "Errors and limits": owners are bounded too. Each cap is 3 here.
 const CAP = 3;
-let server: TestServer;
-let http: Client;
 
-beforeAll(async () => {
-  server = await startTestServer({
-    env: {
-      WORKSPACE_MAX_AGENT_CONNECTIONS: String(CAP),
-      WORKSPACE_MAX_SETUP_TOKENS: String(CAP),
-      WORKSPACE_MAX_GRANTS: String(CAP),
-      WORKSPACE_MAX_OAUTH_CLIENTS: String(CAP),
-      WORKSPACE_MAX_ENROLLMENT_CODES: String(CAP),
-    },
-  });
-  http = client(server.url);
+const server = useTestServer({
+  env: {
+    WORKSPACE_MAX_AGENT_CONNECTIONS: String(CAP),
+    WORKSPACE_MAX_SETUP_TOKENS: String(CAP),
+    WORKSPACE_MAX_GRANTS: String(CAP),
+    WORKSPACE_MAX_OAUTH_CLIENTS: String(CAP),
+    WORKSPACE_MAX_ENROLLMENT_CODES: String(CAP),
+  },
 });
-afterAll(() => server.close());
+const http = server.api;
 
 function expectCapacityExceeded(res: ApiResponse) {
   expect(res.status, JSON.stringify(res.body)).toBe(429);
@@ -81,12 +76,8 @@ describe('per-workspace caps', () => {
 
 describe('a client approved on the consent page counts against the caps', () => {
   const CALLBACK = 'http://127.0.0.1:9/callback';
-  let oauthServer: TestServer & { issuer: string };
 
-  beforeAll(async () => {
-    oauthServer = await startOAuthTestServer({ env: { WORKSPACE_MAX_AGENT_CONNECTIONS: '1' } });
-  });
-  afterAll(() => oauthServer.close());
+  const oauthServer = useOAuthTestServer({ env: { WORKSPACE_MAX_AGENT_CONNECTIONS: '1' } });
 
   it('refuses the approval that would pass the agent-connection cap with a 429 page, creating nothing', async () => {
     const api = client(oauthServer.url);

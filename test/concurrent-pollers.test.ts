@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Exactly-once delivery under contention: 1,000 queued actions, 100 concurrent
@@ -12,14 +11,13 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 const ACTIONS = 1000;
 const POLLERS = 100;
 
-let server: TestServer;
-let api: Client;
 let lamp: AttachedDevice;
 const queued: string[] = [];
 
+const server = useTestServer({ env: { DEVICE_QUEUE_PER_PRINCIPAL: String(ACTIONS), EXPIRY_SWEEP_SECONDS: '3600' } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: { DEVICE_QUEUE_PER_PRINCIPAL: String(ACTIONS), EXPIRY_SWEEP_SECONDS: '3600' } });
-  api = client(server.url);
   const owner = await server.ownerToken('pollers-owner');
   const agent = await createAgent(api, owner, { access: 'act' });
   lamp = await attachDevice(api, owner);
@@ -40,7 +38,6 @@ beforeAll(async () => {
     }
   }
 }, 60_000);
-afterAll(() => server.close());
 
 describe('POST /v1/device/{deviceId}/next under 100 concurrent pollers', () => {
   it(`hands each of ${ACTIONS} queued actions to exactly one poll`, async () => {

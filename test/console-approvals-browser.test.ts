@@ -6,11 +6,9 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { grant, queue } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * Approvals that reach the owner and an activity log that tells the truth
@@ -37,8 +35,6 @@ const DEVELOPMENT_ENV = {
 };
 const TOKEN = '987654321:AAF-console_secret_token';
 
-let server: TestServer & { issuer: string };
-let api: Client;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
@@ -102,11 +98,12 @@ async function axeViolations(tab: Page): Promise<string[]> {
     .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
+const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+
 beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  server = await startOAuthTestServer({ env: DEVELOPMENT_ENV });
-  api = client(server.url);
   lamp = await attachDevice(api, await owner(), { name: 'Porch lamp' });
   fan = await attachDevice(api, await owner(), { name: 'Attic fan' });
   helper = await createAgent(api, await owner(), { name: 'Helper' });
@@ -124,7 +121,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
   receiver.closeAllConnections();
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
 });

@@ -8,9 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { lampManifest, simulateLamp } from '../src/cli/simulated.js';
 import { grant, queue } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { freePort, startOAuthTestServer } from './helpers/oauth.js';
+import { freePort, startOAuthTestServer, useOAuthTestServer } from './helpers/oauth.js';
 import type { TestServer } from './helpers/server.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
@@ -32,8 +31,6 @@ const DESKTOP = { width: 1280, height: 900 };
 const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
 const HOSTILE_NAME = '<img src=x onerror=alert(1)>';
 
-let server: TestServer & { issuer: string };
-let api: Client;
 let browser: Browser;
 let desktop: BrowserContext;
 let page: Page;
@@ -52,10 +49,11 @@ async function launch(): Promise<Browser> {
 
 const owner = () => signDevelopmentSession(server.config, 'alice');
 
+const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+
 beforeAll(async () => {
   fs.mkdirSync(SHOTS, { recursive: true });
-  server = await startOAuthTestServer({ env: DEVELOPMENT_ENV });
-  api = client(server.url);
   browser = await launch();
   desktop = await browser.newContext({ viewport: DESKTOP });
   page = await desktop.newPage();
@@ -68,7 +66,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(devices.map((device) => device.stop()));
   await browser?.close();
-  await server?.close();
 });
 
 describe('console sign-in with the development identity provider', () => {

@@ -4,10 +4,8 @@ import { signDevelopmentSession } from '../src/auth/owner.js';
 import { INBOX_PAGE } from '../src/domain/approvals.js';
 import { MAX_FIELD_CHARS } from '../src/domain/human-text.js';
 import { grant, queue } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * The approvals inbox (docs/owners/approvals.md) in Debian's headless Chromium: an agent that queued
@@ -44,8 +42,6 @@ const sayManifest = {
   ],
 };
 
-let server: TestServer & { issuer: string };
-let api: Client;
 let browser: Browser;
 /** A browser without JavaScript: the inbox must page and reject with plain links and forms. */
 let plain: BrowserContext;
@@ -71,9 +67,10 @@ const rowIds = (tab: Page): Promise<string[]> =>
     .locator('#approval-rows tr')
     .evaluateAll((rows: { getAttribute(name: string): string | null }[]) => rows.map((row) => row.getAttribute('data-action-id')!));
 
+const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({ env: DEVELOPMENT_ENV });
-  api = client(server.url);
   const device = await attachDevice(api, await owner(), { name: `Gate\u202Ekcol`, manifest: sayManifest });
   deviceId = device.id;
   agent = await createAgent(api, await owner(), { name: 'Flooder' });
@@ -93,7 +90,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
 });
 
 describe('the inbox shows what an agent or a device wrote with hidden characters marked, capped', () => {

@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { grant, hubManifest } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
-import { startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * Owner tasks done in the console without JavaScript (plain form posts, as a browser without
@@ -13,15 +11,14 @@ import type { TestServer } from './helpers/server.js';
  */
 
 const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
-let server: TestServer & { issuer: string };
-let api: Client;
 let cookie: string;
 let csrf: string;
 let owner: string;
 
+const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({ env: DEVELOPMENT_ENV });
-  api = client(server.url);
   owner = await signDevelopmentSession(server.config, 'tara');
   const res = await fetch(`${server.issuer}/console/sign-in/development`, {
     method: 'POST',
@@ -33,7 +30,6 @@ beforeAll(async () => {
   const html = await (await fetch(`${server.issuer}/console/attach`, { headers: { cookie } })).text();
   csrf = /name="csrf" value="([^"]+)"/.exec(html)![1]!;
 });
-afterAll(() => server.close());
 
 const page = async (path: string) => (await fetch(`${server.issuer}${path}`, { headers: { cookie } })).text();
 const post = (path: string, fields: Record<string, string>) =>

@@ -6,12 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { ICON_NAMES } from '../src/console/icons.js';
 import { grant, hubManifest, queue, requestAction } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp } from './helpers/mcp-client.js';
-import { startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * Every console screen in Debian's headless Chromium (docs/owners/console-guide.md): the grants
@@ -27,8 +25,6 @@ const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE:
 // Resolved from the test folder: axe-core is a devDependency.
 const AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
-let server: TestServer & { issuer: string };
-let api: Client;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
@@ -40,10 +36,11 @@ let setPowerGrant: string;
 const owner = () => signDevelopmentSession(server.config, 'olivia');
 const url = (pathname: string) => `${server.issuer}${pathname}`;
 
+const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+
 beforeAll(async () => {
   fs.mkdirSync(SHOTS, { recursive: true });
-  server = await startOAuthTestServer({ env: DEVELOPMENT_ENV });
-  api = client(server.url);
   const token = await owner();
   lamp = await attachDevice(api, token, { name: 'Hall lamp' });
   hub = await attachDevice(api, token, { name: 'Living room hub', kind: 'gateway', manifest: hubManifest });
@@ -66,7 +63,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
 });
 
 describe('the grants overview', () => {

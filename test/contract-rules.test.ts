@@ -1,12 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { allOperations, operations } from '../src/domain/registry.js';
-import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp } from './helpers/mcp-client.js';
-import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/oauth.js';
+import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 import { rawHead, rawRequest, UPGRADE_HEADERS } from './helpers/raw-http.js';
-import type { TestServer } from './helpers/server.js';
 import { issueTicket, openSocket, wsUrl } from './helpers/ws.js';
 
 /**
@@ -16,18 +14,16 @@ import { issueTicket, openSocket, wsUrl } from './helpers/ws.js';
  */
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
-let server: TestServer & { issuer: string; resource: string };
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 
+const server = useOAuthTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startOAuthTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('contract-owner');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
 }, 60_000);
-afterAll(() => server.close());
 
 /** An OAuth access token (scope `read act`) of a public client granted the lamp's functions. */
 async function grantedOAuthToken(): Promise<{ token: string; principal: string }> {

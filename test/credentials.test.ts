@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The wrong-credential matrix (docs/reference/rules.md "Credentials"): every endpoint in the table
@@ -12,15 +11,14 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 type Kind = 'owner' | 'agent' | 'setup' | 'device';
 
 const clock = manualClock();
-let server: TestServer;
-let api: Client;
 let ownerToken: string;
 let deviceId: string;
 const tokens = {} as Record<Kind, string>;
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
   ownerToken = await server.ownerToken('matrix-owner');
   tokens.owner = ownerToken;
   tokens.agent = (await createAgent(api, ownerToken, { access: 'act' })).token;
@@ -29,7 +27,6 @@ beforeAll(async () => {
   deviceId = device.id;
   tokens.device = device.token;
 });
-afterAll(() => server.close());
 
 interface Endpoint {
   method: 'GET' | 'POST';

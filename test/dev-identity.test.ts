@@ -3,9 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The embedded default's development identity provider (docs/reference/rules.md "Credentials"): with no OWNER_JWKS_*
@@ -40,16 +39,14 @@ async function ownerToken(databaseUrl: string, args: string[]) {
   return { token: (await cli(databaseUrl, args)).stdout.trim() };
 }
 
-let server: TestServer;
-let api: Client;
 let databaseUrl: string;
 
+const server = useTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: DEVELOPMENT_ENV });
-  api = client(server.url);
   databaseUrl = server.config.databaseUrl;
 });
-afterAll(() => server.close());
 
 describe('development identity provider', () => {
   it('is on when no OWNER_JWKS_* is set, and health says auth is not configured', async () => {

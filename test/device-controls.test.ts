@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { grant, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 import { claimNext } from '../src/store/action-hand-out.js';
 import { listen } from './helpers/tasks-client.js';
 import { connectDevice } from './helpers/ws.js';
@@ -16,8 +16,6 @@ import { connectDevice } from './helpers/ws.js';
  * Other workspaces are untouched; the switch survives a restart.
  */
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
@@ -25,9 +23,10 @@ let setPower: string;
 
 const pause = (paused: boolean, token = owner) => api.post('/v1/device-controls', { token, body: { paused } });
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('pause-owner');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'pause', access: 'act', principal: 'agent:pause' });
@@ -36,7 +35,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await pause(false);
-  await server.close();
 });
 
 describe('the pause switch over REST', () => {

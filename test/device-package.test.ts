@@ -4,9 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The device SDK as a device maker gets it (packages/device-sdk/README.md "Build a device"): `npm pack` of
@@ -34,9 +33,10 @@ interface Packed {
 let dir: string;
 let project: string;
 let packed: Packed;
-let server: TestServer;
-let api: Client;
 const devices: ChildProcess[] = [];
+
+const server = useTestServer();
+const api = server.api;
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-device-package-'));
@@ -51,14 +51,10 @@ beforeAll(async () => {
     cwd: project,
     env: npmEnv,
   });
-
-  server = await startTestServer();
-  api = client(server.url);
 }, 90_000);
 
 afterAll(async () => {
   for (const device of devices) device.kill();
-  await server?.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -1,24 +1,21 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { getAction } from '../src/store/actions.js';
 import type { ServiceEvent } from '../src/domain/event-hub.js';
-import { client, type Client } from './helpers/api.js';
 import { childrenOf, grant, hubManifest, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 
+// A one-second sweep, for the test of expiry without any further call.
+const server = useTestServer({ env: { EXPIRY_SWEEP_SECONDS: '1' } });
+const api = server.api;
+
 beforeAll(async () => {
-  // A one-second sweep, for the test of expiry without any further call.
-  server = await startTestServer({ env: { EXPIRY_SWEEP_SECONDS: '1' } });
-  api = client(server.url);
   owner = await server.ownerToken('queue-owner');
   agent = await createAgent(api, owner, { access: 'act' });
 });
-afterAll(() => server.close());
 
 async function grantedLamp(name = 'Lamp'): Promise<AttachedDevice> {
   const lamp = await attachDevice(api, owner, { name });

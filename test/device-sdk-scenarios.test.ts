@@ -4,9 +4,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice, CommandError, CommandRecalled, Device, type CommandContext, type DeviceEvent, type Manifest } from '@dfc/device';
-import { client, type Client } from './helpers/api.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * One protocol, two SDKs: the scenarios of test/device-protocol/scenarios.json, run here with
@@ -37,16 +36,15 @@ const table = JSON.parse(fs.readFileSync(path.join(import.meta.dirname, 'device-
   scenarios: Scenario[];
 };
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 let proxy: http.Server;
 let proxyUrl: string;
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('scenario-owner');
   agent = await createAgent(api, owner, { access: 'act' });
   // A real HTTP proxy that forwards requests but refuses WebSocket upgrades.
@@ -65,7 +63,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await new Promise((resolve) => proxy?.close(resolve));
-  await server?.close();
 });
 
 async function until<T>(check: () => T | undefined | Promise<T | undefined>): Promise<T> {

@@ -4,25 +4,23 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lampManifest as sdkLampManifest } from '../src/cli/simulated.js';
 import { attachDevice, backoffDelay, CommandError, Device, type DeviceEvent, type DeviceOptions } from '@dfc/device';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer, type TestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 const running: Device[] = [];
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('sdk-owner');
   agent = await createAgent(api, owner, { access: 'act' });
 });
 afterAll(async () => {
   await Promise.all(running.map((d) => d.stop()));
-  await server.close();
 });
 
 /** Waits until `check` returns a value (no timed assertion: the test timeout bounds it). */

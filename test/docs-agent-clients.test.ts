@@ -5,9 +5,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * docs/agents/connecting.md: the MCP TypeScript SDK snippet, taken from the page as it is and run
@@ -18,20 +17,18 @@ const root = path.resolve(import.meta.dirname, '..');
 const page = fs.readFileSync(path.join(root, 'docs/agents/connecting.md'), 'utf8');
 const snippet = /<!-- tested: mcp-typescript-client -->\n+```ts\n([\s\S]*?)\n```\n/.exec(page)?.[1];
 
-let server: TestServer;
-let api: Client;
 let dir: string;
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   // The snippet runs from a folder of its own that sees the project's packages, as a reader's would.
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-snippet-'));
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
 });
 
 afterAll(async () => {
-  await server.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The API reference in a real browser (Debian's headless Chromium, as the consent-page test
@@ -11,12 +11,12 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * the service itself and its "Test Request" calls the same origin, with no proxy between.
  */
 
-let server: TestServer;
 let browser: BrowserContext;
 let userDataDir: string;
 
+const server = useTestServer();
+
 beforeAll(async () => {
-  server = await startTestServer();
   userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-chromium-'));
   browser = await chromium.launchPersistentContext(userDataDir, {
     executablePath: '/usr/bin/chromium',
@@ -27,7 +27,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
   if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
 });
 

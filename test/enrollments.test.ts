@@ -1,23 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from './helpers/clock.js';
 import { createSetupToken, lampManifest } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 const ENROLLMENT_CODE = /^dfc_enroll_[A-Za-z0-9_-]{43}$/;
 const TEN_MINUTES = 10 * 60_000;
 
 const clock = manualClock();
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('enrollment-owner');
 });
-afterAll(() => server.close());
 
 async function newCode(): Promise<{ id: string; code: string; expiresAt: number }> {
   const res = await api.post('/v1/enrollments', { token: owner });

@@ -1,20 +1,18 @@
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { client } from './helpers/api.js';
+import { useTestServer } from './helpers/server.js';
 
 const LIMIT = 16 * 1024;
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('errors-owner');
 });
-afterAll(() => server.close());
 
 /** Checks the envelope of docs/reference/rules.md "Envelopes": only `error` at top level. */
 function expectEnvelope(body: any, code: string) {
@@ -242,14 +240,13 @@ describe('precedence on REST', () => {
 });
 
 describe('internal errors', () => {
-  let broken: TestServer;
+  const broken = useTestServer();
+
   beforeAll(async () => {
-    broken = await startTestServer();
     // An honest fault: the enrollments table disappears under the running service, so the
     // driver throws an error whose message names SQL objects.
     await broken.service.db.run('DROP TABLE enrollments');
   });
-  afterAll(() => broken.close());
 
   it('answers a generic 500 with the request id and nothing internal; the detail goes to the log only', async () => {
     const token = await broken.ownerToken('broken-owner');

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { fc, test } from '@fast-check/vitest';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialKind } from '../src/domain/context.js';
 import { routes, type Route } from '../src/rest/routes.js';
-import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, queue } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, type AttachedDevice } from './helpers/fixtures.js';
@@ -19,7 +18,7 @@ import {
   nastyValue,
   RawJson,
 } from './helpers/hostile.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Property-based hostile input for every route of the REST table: from each
@@ -43,8 +42,6 @@ const RUNS_PER_ROUTE = Math.ceil(TOTAL_CASES / routes.length);
 
 // Frozen: nothing expires during the run, so the only writer is the request under test.
 const clock = manualClock();
-let server: TestServer;
-let api: Client;
 let lastFingerprint: string;
 let currentFingerprint: () => Promise<string>;
 let executed = 0;
@@ -77,9 +74,10 @@ interface Fixtures {
 }
 let fx: Fixtures;
 
+const server = useTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
-  api = client(server.url);
   const owner = await server.ownerToken('fuzz-owner');
   const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:fuzz' });
   const setup = (await createSetupToken(api, owner, { name: 'fuzz', deviceLimit: 20 })).token;
@@ -94,8 +92,6 @@ beforeAll(async () => {
   currentFingerprint = fingerprinter(server.service.db);
   lastFingerprint = await currentFingerprint();
 }, 60_000);
-
-afterAll(() => server.close());
 
 /** The credential a route is called with, for each kind it accepts. */
 function credentialFor(kind: CredentialKind | 'public', route: Route): string | undefined {

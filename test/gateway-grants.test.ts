@@ -1,21 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { childrenOf, grant, hubManifest, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 // docs/reference/rules.md "Access", rules 1 to 6, one by one.
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('gateway-owner');
 });
-afterAll(() => server.close());
 
 interface Hub {
   hub: AttachedDevice;

@@ -1,22 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, hubManifest } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 // docs/reference/rules.md "Approvals": every grant carries an approval mode, shown wherever grants and
 // callable functions are listed.
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('approval-modes-owner');
 });
-afterAll(() => server.close());
 
 describe('POST /v1/grants approval', () => {
   it('defaults to none and records owner or user when asked, in the answer and the listing', async () => {

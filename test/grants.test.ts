@@ -1,21 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, queue, requestAction } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 const clock = manualClock();
 let owner: string;
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('grants-owner');
 });
-afterAll(() => server.close());
 
 const UNKNOWN = '3f1e2d3c-4b5a-4697-8877-665544332211';
 

@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { describe, expect, it } from 'vitest';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 const clock = manualClock();
 let agent: { token: string; principal: string };
 
-beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
-});
-afterAll(() => server.close());
+const server = useTestServer({ clock });
+const api = server.api;
 
 /** A fresh workspace with one granted lamp, so each test sees only its own history. */
 async function workspace(name: string): Promise<{ owner: string; lamp: AttachedDevice }> {

@@ -1,13 +1,12 @@
 import http from 'node:http';
 import { fc, test } from '@fast-check/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { expectWellFormed, fingerprinter, jsonText, nastyValue, RawJson, sqlMeta, traversal } from './helpers/hostile.js';
 import { collectAnswer } from './helpers/raw-http.js';
 import { envelope, MODERN } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Hand-written hostile input: bodies at 16 KiB ± 1 byte, a body trickled over a
@@ -18,8 +17,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  */
 const LIMIT = 16 * 1024;
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 let lamp: AttachedDevice;
@@ -37,15 +34,15 @@ const labelManifest = {
   ],
 };
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('hostile-owner');
   agent = await createAgent(api, owner, { access: 'act' });
   lamp = await attachDevice(api, owner, { manifest: labelManifest });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power', 'set_label']);
 });
-afterAll(() => server.close());
 
 /** `{"name":"…"}`-style JSON of exactly `size` bytes: `fields` padded with spaces before the last brace. */
 function sized(fields: Record<string, unknown>, size: number): string {

@@ -1,12 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { CODE_RETENTION_MS, runHousekeeping } from '../src/domain/housekeeping.js';
 import { hashToken } from '../src/domain/tokens.js';
 import { queue, grant } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest, useOAuthTestServer } from './helpers/oauth.js';
 import { connectDevice, issueTicket } from './helpers/ws.js';
 
 /**
@@ -22,8 +20,6 @@ const DAY = 24 * HOUR;
 const CALLBACK = 'http://127.0.0.1:9/callback';
 const clock = manualClock();
 const t0 = clock.now();
-let server: TestServer & { issuer: string; resource: string };
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
@@ -39,10 +35,11 @@ const codeExists = (code: string) => count('SELECT count(*) AS n FROM oauth_code
 const ticketExists = (ticket: string) => count('SELECT count(*) AS n FROM event_tickets WHERE ticket_hash = ?', [hashToken(ticket)]);
 const actions = () => count('SELECT count(*) AS n FROM actions');
 
+// The timer stays out of the way (one run an hour, real time): these tests call the sweep.
+const server = useOAuthTestServer({ clock, env: { HOUSEKEEPING_SWEEP_SECONDS: '3600', EXPIRY_SWEEP_SECONDS: '3600' } });
+const api = server.api;
+
 beforeAll(async () => {
-  // The timer stays out of the way (one run an hour, real time): these tests call the sweep.
-  server = await startOAuthTestServer({ clock, env: { HOUSEKEEPING_SWEEP_SECONDS: '3600', EXPIRY_SWEEP_SECONDS: '3600' } });
-  api = client(server.url);
   owner = await server.ownerToken('housekeeping-owner', { expiresIn: '10h' });
   const cookie = await ownerCookie(server.issuer, owner); // a consent session, 8 h
   const oauthClient = (await registerClient(server.issuer, owner, { name: 'Sweep', redirectUris: [CALLBACK], public: true, access: 'act' })).oauth.clientId;
@@ -83,7 +80,6 @@ beforeAll(async () => {
   await grant(api, owner, agent.principal, lamp.id, ['set_power']);
   await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, idempotencyKey: 'early' });
 }, 60_000);
-afterAll(() => server.close());
 
 describe('housekeeping sweep', () => {
   it('deletes used wake tickets at once and keeps everything still live', async () => {

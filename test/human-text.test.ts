@@ -1,11 +1,11 @@
 import { Client, StreamableHTTPClientTransport, type ElicitRequest } from '@modelcontextprotocol/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { humanText, MAX_ASK_CHARS } from '../src/domain/human-text.js';
 import { grant } from './helpers/actions.js';
 import { client, type Client as Api } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { errorEnvelope, MODERN, type Era } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Text shown to a human who decides (docs/owners/approvals.md "What you see when you decide"): the
@@ -14,7 +14,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * (The console inbox: test/console-inbox.test.ts.)
  */
 
-let server: TestServer;
 let api: Api;
 let owner: string;
 let agent: { token: string; principal: string };
@@ -23,8 +22,9 @@ let tool: string;
 /** A right-to-left override, zero-width characters, a BOM and a tag character. */
 const HIDDEN = 'unlock\u202E\u200B\u200C\u200D\uFEFF\u2066\u{E0041}door';
 
+const server = useTestServer();
+
 beforeAll(async () => {
-  server = await startTestServer();
   api = client(server.url);
   owner = await server.ownerToken('owner-human-text');
   const device = await attachDevice(api, owner, {
@@ -42,9 +42,6 @@ beforeAll(async () => {
   agent = await createAgent(api, owner, { name: 'speaker', principal: 'agent:speaker' });
   await grant(api, owner, agent.principal, device.id, ['say'], undefined, 'user');
   tool = `say__${device.id.replaceAll('-', '').slice(0, 12)}`;
-});
-afterAll(async () => {
-  await server.close();
 });
 
 /** Calls the tool as the official client in `era` that answers every ask with `answer`: what the user was asked, and the result. */

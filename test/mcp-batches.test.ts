@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * A 2025-era JSON-RPC batch used to cost one request of the caller's rate
@@ -12,8 +11,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  */
 const BURST = 12;
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 
@@ -48,14 +45,14 @@ async function actionCount(): Promise<number> {
   return res.body.data.length;
 }
 
+// A bucket that does not refill during the test: every token drawn shows.
+const server = useTestServer({ env: { RATE_LIMIT_AGENT_PER_SECOND: '0.001', RATE_LIMIT_AGENT_BURST: String(BURST) } });
+const api = server.api;
+
 beforeAll(async () => {
-  // A bucket that does not refill during the test: every token drawn shows.
-  server = await startTestServer({ env: { RATE_LIMIT_AGENT_PER_SECOND: '0.001', RATE_LIMIT_AGENT_BURST: String(BURST) } });
-  api = client(server.url);
   owner = await server.ownerToken('owner-batches');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
 });
-afterAll(() => server.close());
 
 describe('POST /mcp JSON-RPC batches', () => {
   it('answers a batch within the bound, each message drawing one token of the rate limit', async () => {

@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createCallGateCache } from '../src/mcp/call-gate-cache.js';
 import type { DeviceTool } from '../src/mcp/device-tool-names.js';
-import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
-import { manualClock, type ManualClock } from './helpers/clock.js';
+import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp, type RawResponse } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The tools/call gate keeps what it read for a caller and a device (src/mcp/call-gate-cache.ts)
@@ -14,9 +13,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * devices, whoever made it, and every grant expiry, shows on the very next call. Each test
  * calls once first, so that the second call meets a kept entry.
  */
-let server: TestServer;
-let api: Client;
-let clock: ManualClock;
+const clock = manualClock();
 let owner: string;
 
 const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
@@ -44,13 +41,12 @@ async function setup(name: string) {
   return { lamp, agent };
 }
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  clock = manualClock();
-  server = await startTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('owner-call-gate');
 });
-afterAll(() => server.close());
 
 describe('POST /mcp tools/call through the kept gate', () => {
   it('refuses the next call once the grant is revoked', async () => {

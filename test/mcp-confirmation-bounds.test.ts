@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client as Api } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { initializeLegacy, startLegacyCall, type LegacyCallStart } from './helpers/legacy-prompts.js';
 import { errorEnvelope } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Pending 2025-era user confirmations are bounded (docs/agents/confirmation.md "Limits"): each one
@@ -14,7 +14,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * abandoned prompt gives its place back. Raw 2025-era HTTP (the official client answers each
  * ask at once and cannot leave one pending).
  */
-let server: TestServer;
 let api: Api;
 let owner: string;
 let lamp: AttachedDevice;
@@ -23,20 +22,20 @@ let tool: string;
 const PER_CONNECTION = 2;
 const PER_INSTANCE = 3;
 
+const server = useTestServer({
+  env: {
+    MCP_CONFIRMATIONS_PER_CONNECTION: String(PER_CONNECTION),
+    MCP_CONFIRMATIONS_PER_INSTANCE: String(PER_INSTANCE),
+    MCP_CONFIRMATION_WAIT_SECONDS: '2',
+  },
+});
+
 beforeAll(async () => {
-  server = await startTestServer({
-    env: {
-      MCP_CONFIRMATIONS_PER_CONNECTION: String(PER_CONNECTION),
-      MCP_CONFIRMATIONS_PER_INSTANCE: String(PER_INSTANCE),
-      MCP_CONFIRMATION_WAIT_SECONDS: '2',
-    },
-  });
   api = client(server.url);
   owner = await server.ownerToken('owner-bounds');
   lamp = await attachDevice(api, owner, { name: 'Porch' });
   tool = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
 });
-afterAll(() => server.close());
 
 /** A fresh agent connection whose principal has `set_power` under a `user` grant, initialized as a 2025-era client that can elicit. */
 async function connection(name: string): Promise<string> {
@@ -141,17 +140,16 @@ describe('pending 2025-era confirmations per instance', () => {
 });
 
 describe('pending 2025-era confirmations per workspace', () => {
-  let own: TestServer;
   let ownApi: Api;
   const PER_WORKSPACE = 2;
 
+  const own = useTestServer({
+    env: { MCP_CONFIRMATIONS_PER_CONNECTION: '5', MCP_CONFIRMATIONS_PER_WORKSPACE: String(PER_WORKSPACE), MCP_CONFIRMATIONS_PER_INSTANCE: '50' },
+  });
+
   beforeAll(async () => {
-    own = await startTestServer({
-      env: { MCP_CONFIRMATIONS_PER_CONNECTION: '5', MCP_CONFIRMATIONS_PER_WORKSPACE: String(PER_WORKSPACE), MCP_CONFIRMATIONS_PER_INSTANCE: '50' },
-    });
     ownApi = client(own.url);
   });
-  afterAll(() => own.close());
 
   /** A workspace with a lamp, and a function to open 2025-era connections that may set its power under a `user` grant. */
   async function workspace(name: string) {

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp, simulateDevice, type RawResponse } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * A plain modern call of a device tool is answered without the SDK's per-request server
@@ -11,8 +10,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * compared with the SDK's answer to the same call, which the SDK gives when the request
  * carries something the direct path leaves to it (here an extra `_meta` key).
  */
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
@@ -29,16 +26,16 @@ async function answeredBy(): Promise<{ direct: number; sdk: number }> {
   return { direct: count('direct'), sdk: count('sdk') };
 }
 
+const server = useTestServer({ env: { METRICS_TOKEN } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: { METRICS_TOKEN } });
-  api = client(server.url);
   owner = await server.ownerToken('owner-direct-call');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'direct', access: 'act', principal: 'agent:direct' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
   setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
 });
-afterAll(() => server.close());
 
 function call(args: unknown, meta: Record<string, unknown> = {}, headers: Record<string, string | undefined> = {}): Promise<RawResponse> {
   return rawMcp(server.url, {

@@ -1,20 +1,18 @@
 import { fc, test } from '@fast-check/vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { CallableFunction } from '../src/domain/functions.js';
 import { DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames } from '../src/mcp/device-tool-names.js';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp, type RawResponse } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
 /**
  * The MCP edge agrees with itself and with the clients people use
  * (docs/reference/rules.md "MCP").
  */
-let server: TestServer;
-let api: Client;
 let owner: string;
 
 const SDK_ONLY = { 'example.com/trace': 'to-the-sdk' };
@@ -28,12 +26,12 @@ async function answeredDirectly(): Promise<number> {
   return Number(text.match(/^dfc_mcp_messages_total\{method="tools\/call",answered_by="direct"\} (\d+)$/m)?.[1] ?? 0);
 }
 
+const server = useTestServer({ env: { METRICS_TOKEN } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: { METRICS_TOKEN } });
-  api = client(server.url);
   owner = await server.ownerToken('owner-edge');
 });
-afterAll(() => server.close());
 
 // ---------------------------------------------------------------------------------------
 

@@ -1,13 +1,10 @@
 import type { Client as McpClient } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp, type Era } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let fan: AttachedDevice;
@@ -18,9 +15,10 @@ let aliceAction: { id: string };
 const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
 const text = (r: { contents: unknown[] }) => JSON.parse((r.contents[0] as { text: string }).text);
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-resources');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   fan = await attachDevice(api, owner, { name: 'Fan' });
@@ -32,7 +30,6 @@ beforeAll(async () => {
   expect(queued.status).toBe(201);
   aliceAction = queued.body.data;
 });
-afterAll(() => server.close());
 
 describe.each<Era>(['modern', 'legacy'])('resources (%s client)', (era) => {
   let a: McpClient;
@@ -109,19 +106,17 @@ describe('parity: REST and MCP give the same data for the same principal', () =>
 });
 
 describe('DEVICE_CONTROLS_ENABLED=false', () => {
-  let off: TestServer;
-  let offApi: Client;
   let agent: { token: string; principal: string };
   let device: AttachedDevice;
+  const off = useTestServer({ env: { DEVICE_CONTROLS_ENABLED: 'false' } });
+  const offApi = off.api;
+
   beforeAll(async () => {
-    off = await startTestServer({ env: { DEVICE_CONTROLS_ENABLED: 'false' } });
-    offApi = client(off.url);
     const o = await off.ownerToken('owner-off');
     device = await attachDevice(offApi, o);
     agent = await createAgent(offApi, o, { access: 'act' });
     await grant(offApi, o, agent.principal, device.id, ['get_state']);
   });
-  afterAll(() => off.close());
 
   it('hides device tools and broadcast, keeps reads, and answers a device tool call or broadcast with 503 device_controls_disabled', async () => {
     const mcp = await connect(off.url, agent.token, 'modern');

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Cancellation and safe retries of device tool calls on the MCP edge (docs/reference/rules.md "MCP"): a
@@ -11,8 +10,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * `dfc/idempotencyKey` is safe to retry. Real clients (the official SDK in both eras, raw
  * fetch) against a real server; the device is a raw poller.
  */
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
@@ -20,16 +17,16 @@ let setPower: string;
 
 const SDK_ONLY = { 'example.com/trace': 'to-the-sdk' };
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-stop');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'stop', access: 'act', principal: 'agent:stop' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
   setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
 });
-afterAll(() => server.close());
 
 async function actions(): Promise<Record<string, any>[]> {
   return (await api.get('/v1/actions', { token: owner })).body.data;

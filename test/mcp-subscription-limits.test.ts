@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { describe, expect, it } from 'vitest';
+import { client } from './helpers/api.js';
 import { createAgent } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer, type TestServer } from './helpers/server.js';
 import { listen, type Listening } from './helpers/tasks-client.js';
 
 /**
@@ -9,21 +9,13 @@ import { listen, type Listening } from './helpers/tasks-client.js';
  * connection and per workspace (429 `capacity_exceeded`), per instance (503 `unavailable`),
  * each with `Retry-After`; and each lasts at most MCP_LISTEN_MAX_SECONDS.
  */
-let server: TestServer;
-let api: Client;
 /** The same limits, and streams that last 2 seconds. */
-let brief: TestServer;
 const LIMITS = { MCP_LISTEN_PER_CONNECTION: '2', MCP_LISTEN_PER_WORKSPACE: '3', MCP_LISTEN_PER_INSTANCE: '4' };
 
-beforeAll(async () => {
-  server = await startTestServer({ env: LIMITS });
-  brief = await startTestServer({ env: { ...LIMITS, MCP_LISTEN_MAX_SECONDS: '2' } });
-  api = client(server.url);
-});
-afterAll(async () => {
-  await server.close();
-  await brief.close();
-});
+const brief = useTestServer({ env: { ...LIMITS, MCP_LISTEN_MAX_SECONDS: '2' } });
+
+const server = useTestServer({ env: LIMITS });
+const api = server.api;
 
 const acknowledged = (m: Record<string, any>) => m.method === 'notifications/subscriptions/acknowledged';
 

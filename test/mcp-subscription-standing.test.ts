@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ACCESS_TOKEN_TTL_MS } from '../src/domain/oauth/token.js';
-import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { createAgent } from './helpers/fixtures.js';
-import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 import { listen } from './helpers/tasks-client.js';
 
 /**
@@ -13,17 +11,15 @@ import { listen } from './helpers/tasks-client.js';
  * access token revoked or expired ends its streams as it ends its requests, and streams are
  * capped in number and lifetime.
  */
-let server: TestServer & { issuer: string; resource: string };
-let api: Client;
 let owner: string;
 const clock = manualClock();
 
+const server = useOAuthTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('owner-standing');
 });
-afterAll(() => server.close());
 
 const isMethod = (method: string) => (m: Record<string, any>) => m.method === method;
 

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 import { declaringTasks, listen, postMcp } from './helpers/tasks-client.js';
 
 /**
@@ -12,24 +11,22 @@ import { declaringTasks, listen, postMcp } from './helpers/tasks-client.js';
  * changes to the tools it may call (`notifications/tools/list_changed`); its subscription ends
  * when its access is revoked. Raw streams against a real server; the device is a raw poller.
  */
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { id: string; token: string; principal: string };
 let setPower: string;
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-listen');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'listener', access: 'act', principal: 'agent:listener' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
   setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
 });
-afterAll(() => server.close());
 
 async function createTask(token: string): Promise<string> {
   const res = await postMcp(server.url, token, {

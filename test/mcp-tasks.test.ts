@@ -3,11 +3,10 @@ import { resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lampManifest } from '../src/cli/simulated.js';
 import { taskModeFor } from '../src/mcp/tasks/task-methods.js';
-import { client, type Client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
 import { envelope, rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 import { declaringTasks, postMcp, taskSession } from './helpers/tasks-client.js';
 
 /**
@@ -17,8 +16,6 @@ import { declaringTasks, postMcp, taskSession } from './helpers/tasks-client.js'
  * (`@modelcontextprotocol/ext-tasks`) and raw 2026-07-28 requests against a real server, the
  * device built with the device SDK.
  */
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: Device;
 let lampId: string;
@@ -29,9 +26,10 @@ let setBrightness: string;
 const held = new Map<string, (outcome: 'ok' | 'error') => void>();
 const seen: string[] = [];
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-tasks');
   const setup = await createSetupToken(api, owner);
   const credentials = await attachSdkDevice({ url: server.url, setupToken: setup.token, name: 'Desk lamp', kind: 'device' });
@@ -53,7 +51,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await lamp.stop();
-  await server.close();
 });
 
 async function release(actionId: string, outcome: 'ok' | 'error' = 'ok'): Promise<void> {

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * A device chooses its function names, so it can aim two of them at one MCP
@@ -15,8 +14,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 const COLLIDING = ['collide_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx00000000000000009uk', 'collide_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx00000000000000022f4'];
 const schema = { type: 'object', properties: {}, additionalProperties: false };
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
 const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
@@ -27,12 +24,12 @@ async function listNames(token: string): Promise<string[]> {
   return (res.json.result.tools as { name: string }[]).map((t) => t.name);
 }
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-tool-names');
 });
-afterAll(() => server.close());
 
 describe('MCP tool names never collide', () => {
   it('gives two functions a device forced onto one name distinct, stable names, and each can be called', async () => {

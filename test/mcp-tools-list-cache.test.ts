@@ -1,19 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
-import { manualClock, type ManualClock } from './helpers/clock.js';
+import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { rawMcp, type RawResponse } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The modern tools/list answer is cached per caller (src/mcp/tools-list-cache.ts) and must
  * still show exactly what the caller may call now: every write to grants, manifests or
  * devices, and every grant expiry, shows on the very next request.
  */
-let server: TestServer;
-let api: Client;
-let clock: ManualClock;
+const clock = manualClock();
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
@@ -40,16 +37,15 @@ async function legacyList(token: string): Promise<RawResponse> {
   });
 }
 
+const server = useTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  clock = manualClock();
-  server = await startTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('owner-tools-cache');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'cached', access: 'act', principal: 'agent:cached' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state']);
 });
-afterAll(() => server.close());
 
 describe('POST /mcp tools/list from the per-caller cache', () => {
   it('answers a repeated request with the same tools the SDK lists, under the request id', async () => {

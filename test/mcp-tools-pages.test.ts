@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { connect, rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * MCP tools/list used to answer every tool in one message (1,205 tools, 485 KB).
@@ -11,8 +10,6 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  */
 const FUNCTIONS = 420;
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let many: { token: string };
 let few: { token: string };
@@ -23,9 +20,10 @@ async function page(token: string, cursor?: string, id: number | string = 1) {
   return rawMcp(server.url, { token, method: 'tools/list', id, params: cursor === undefined ? {} : { cursor } });
 }
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-pages');
   many = await createAgent(api, owner, { name: 'many', access: 'act', principal: 'agent:many' });
   // Seven panels of 60 functions (a manifest holds at most 64).
@@ -41,7 +39,6 @@ beforeAll(async () => {
   few = await createAgent(api, owner, { name: 'few', access: 'act', principal: 'agent:few' });
   await grant(api, owner, 'agent:few', lamp.id, ['get_state']);
 });
-afterAll(() => server.close());
 
 describe('tools/list pages', () => {
   it('pages a long list with nextCursor, fixed tools first, every tool exactly once (and again from the cache)', async () => {

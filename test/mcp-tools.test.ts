@@ -3,14 +3,11 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ActionChange } from '../src/domain/event-hub.js';
-import { client, type Client } from './helpers/api.js';
 import { grant, hubManifest, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let bulbId: string;
@@ -25,9 +22,10 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('owner-mcp');
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   await attachDevice(api, owner, { name: 'Hub', kind: 'gateway', manifest: hubManifest });
@@ -41,7 +39,6 @@ beforeAll(async () => {
   await grant(api, owner, alice.principal, cloudId, ['cloud_info']);
   await grant(api, owner, bob.principal, lamp.id, ['get_state', 'set_power']);
 });
-afterAll(() => server.close());
 
 const FIXED = ['list_devices', 'list_functions', 'get_action', 'cancel_action', 'broadcast'];
 

@@ -1,30 +1,27 @@
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, envelope, MODERN, rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 import { createHostPolicy } from '../src/mcp/hosts.js';
 
-let server: TestServer;
-let api: Client;
 let agent: { token: string; principal: string };
 let lamp: AttachedDevice;
 let port: string;
 
 const b64 = (value: string) => `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
 
+const server = useTestServer({ env: { MCP_ALLOWED_HOSTS: 'mcp.example.test, proxy.internal:8443' } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: { MCP_ALLOWED_HOSTS: 'mcp.example.test, proxy.internal:8443' } });
-  api = client(server.url);
   port = new URL(server.url).port;
   const owner = await server.ownerToken('owner-transport');
   lamp = await attachDevice(api, owner);
   agent = await createAgent(api, owner, { access: 'act' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state']);
 });
-afterAll(() => server.close());
 
 describe('media types (before the SDK)', () => {
   it('answers 415 to a Content-Type other than application/json', async () => {

@@ -1,18 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { describe, expect, it } from 'vitest';
+import { client } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
 const METRICS_TOKEN = 'metrics-secret-for-tests-0123456789';
-let server: TestServer;
-let http: Client;
 
-beforeAll(async () => {
-  server = await startTestServer({ env: { METRICS_TOKEN } });
-  http = client(server.url);
-});
-afterAll(() => server.close());
+const server = useTestServer({ env: { METRICS_TOKEN } });
+const http = server.api;
 
 describe('GET /metrics', () => {
   it('answers 401 without the metrics token and 401 with a wrong one', async () => {

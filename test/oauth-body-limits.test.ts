@@ -1,7 +1,6 @@
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ownerCookie, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ownerCookie, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * 16 KiB on every /oauth/* endpoint (docs/reference/rules.md "Errors and limits"):
@@ -11,14 +10,13 @@ import type { TestServer } from './helpers/server.js';
  */
 
 const LIMIT = 16 * 1024;
-let server: TestServer & { issuer: string; resource: string };
 let cookie: string;
 
+const server = useOAuthTestServer();
+
 beforeAll(async () => {
-  server = await startOAuthTestServer();
   cookie = await ownerCookie(server.issuer, await server.ownerToken('body-limit-owner'));
 });
-afterAll(() => server.close());
 
 /** A form body of exactly `size` bytes. */
 const form = (size: number) => `client_id=x&pad=${'a'.repeat(size - 'client_id=x&pad='.length)}`;

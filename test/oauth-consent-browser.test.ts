@@ -6,8 +6,7 @@ import { chromium, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './helpers/api.js';
 import { attachDevice } from './helpers/fixtures.js';
-import { authorizationUrl, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { authorizationUrl, pkce, registerClient, tokenRequest, useOAuthTestServer } from './helpers/oauth.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 
 /**
@@ -16,7 +15,6 @@ import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
  * the sign-in form, approves or denies, and the browser lands on the client's redirect URI.
  */
 
-let server: TestServer & { issuer: string; resource: string };
 let owner: string;
 let browser: BrowserContext;
 let userDataDir: string;
@@ -25,8 +23,9 @@ let callbackUrl: string;
 let clientId: string;
 let principal: string;
 
+const server = useOAuthTestServer();
+
 beforeAll(async () => {
-  server = await startOAuthTestServer();
   const api = client(server.url);
   owner = await server.ownerToken('browser-owner');
   const lamp = await attachDevice(api, owner, { name: 'Hall lamp' });
@@ -53,7 +52,6 @@ afterAll(async () => {
   await browser?.close();
   callbacks?.closeAllConnections();
   await new Promise((resolve) => callbacks?.close(resolve));
-  await server?.close();
   if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
 });
 

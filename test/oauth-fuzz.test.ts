@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { fc, test } from '@fast-check/vitest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from './helpers/clock.js';
 import { fingerprinter, jsonText, malformedBodies, nastyHeaderValue, nastyStrings, nastyValue } from './helpers/hostile.js';
-import { authorizationUrl, consentForm, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { authorizationUrl, consentForm, decide, ownerCookie, pkce, registerClient, tokenRequest, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * Property-based hostile input on the OAuth protocol endpoints, which live outside the REST
@@ -41,7 +40,6 @@ const TOTAL = Object.values(RUNS).reduce((a, b) => a + b, 0);
 const CALLBACK = 'http://127.0.0.1:9/callback';
 // Frozen: nothing expires during the run, so the only writer is the request under test.
 const clock = manualClock();
-let server: TestServer & { issuer: string; resource: string };
 let owner: string;
 let cookie: string;
 let csrf: string;
@@ -54,8 +52,9 @@ let lastFingerprint: string;
 let executed = 0;
 const statuses = new Map<string, Map<number, number>>();
 
+const server = useOAuthTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
   owner = await server.ownerToken('oauth-fuzz-owner', { expiresIn: '10h' });
   cookie = await ownerCookie(server.issuer, owner);
   publicClient = (await registerClient(server.issuer, owner, { name: 'Fuzz public', redirectUris: [CALLBACK], public: true, access: 'act' })).oauth.clientId;
@@ -82,7 +81,6 @@ beforeAll(async () => {
   currentFingerprint = fingerprinter(server.service.db);
   lastFingerprint = await currentFingerprint();
 }, 60_000);
-afterAll(() => server.close());
 
 // Values.
 

@@ -12,8 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client as Api } from './helpers/api.js';
 import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
 import { MODERN, simulateDevice, type SimulatedDevice } from './helpers/mcp-client.js';
-import { decide, ownerCookie, registerClient, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { decide, ownerCookie, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * End to end with the official MCP client SDK's OAuth provider (notes/mcp-sdk.md §6): the
@@ -78,15 +77,15 @@ class MemoryProvider implements OAuthClientProvider {
   }
 }
 
-let server: TestServer & { issuer: string; resource: string };
 let api: Api;
 let owner: string;
 let cookie: string;
 let lamp: AttachedDevice;
 let device: SimulatedDevice;
 
+const server = useOAuthTestServer({ env: { AUTH_FAILURES_PER_MINUTE: '1000' } });
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({ env: { AUTH_FAILURES_PER_MINUTE: '1000' } });
   api = client(server.url);
   owner = await server.ownerToken('mcp-oauth-owner');
   cookie = await ownerCookie(server.issuer, owner);
@@ -95,7 +94,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await device.stop();
-  await server.close();
 });
 
 const toolName = (capability: string) => `${capability}__${lamp.id.replaceAll('-', '').slice(0, 12)}`;

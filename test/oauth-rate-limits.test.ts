@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from './helpers/clock.js';
-import { pkce, registerClient, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { pkce, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
  * The rate limits (docs/reference/rules.md "Errors and limits") on the OAuth endpoints: failed client authentication and invalid grants at
@@ -20,18 +19,18 @@ const FAILURES_PER_MINUTE = 3;
 const REGISTRATIONS_PER_HOUR = 2;
 const CALLBACK = 'http://127.0.0.1:9/callback';
 const clock = manualClock();
-let server: TestServer & { issuer: string; resource: string };
 let owner: string;
 let publicClient: string;
 let confidential: { id: string; secret: string };
 const agents: Agent[] = [];
 let nextAddress = 10;
 
+const server = useOAuthTestServer({
+  clock,
+  env: { AUTH_FAILURES_PER_MINUTE: String(FAILURES_PER_MINUTE), OAUTH_REGISTRATIONS_PER_HOUR: String(REGISTRATIONS_PER_HOUR) },
+});
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({
-    clock,
-    env: { AUTH_FAILURES_PER_MINUTE: String(FAILURES_PER_MINUTE), OAUTH_REGISTRATIONS_PER_HOUR: String(REGISTRATIONS_PER_HOUR) },
-  });
   owner = await server.ownerToken('oauth-limits-owner', { expiresIn: '10h' });
   publicClient = (await registerClient(server.issuer, owner, { name: 'Public', redirectUris: [CALLBACK], public: true })).oauth.clientId;
   const secret = await registerClient(server.issuer, owner, { name: 'Confidential', redirectUris: [CALLBACK], public: false });
@@ -39,7 +38,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(agents.map((agent) => agent.close()));
-  await server.close();
 });
 
 interface Answer {

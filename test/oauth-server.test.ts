@@ -1,15 +1,11 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isFetchableAddress } from '../src/http/ssrf.js';
-import { client, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
-import { authorizationUrl, decide, ownerCookie, pkce, registerClient, startOAuthTestServer, tokenRequest } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { authorizationUrl, decide, ownerCookie, pkce, registerClient, tokenRequest, useOAuthTestServer } from './helpers/oauth.js';
 
 const clock = manualClock();
-let server: TestServer & { issuer: string; resource: string };
-let api: Client;
 let owner: string;
 let cookie: string;
 let lamp: AttachedDevice;
@@ -17,17 +13,17 @@ const CALLBACK = 'http://127.0.0.1:9/callback';
 // OAuth answers are plain JSON objects; the tests, not the types, check their shape.
 const json = async (res: Response): Promise<any> => res.json();
 
+// Failed authentications are expected here (revoked tokens must answer 401): keep the
+// per-address limit of docs/reference/rules.md "Errors and limits" out of the way.
+const server = useOAuthTestServer({ clock, env: { AUTH_FAILURES_PER_MINUTE: '1000' } });
+const api = server.api;
+
 beforeAll(async () => {
-  // Failed authentications are expected here (revoked tokens must answer 401): keep the
-  // per-address limit of docs/reference/rules.md "Errors and limits" out of the way.
-  server = await startOAuthTestServer({ clock, env: { AUTH_FAILURES_PER_MINUTE: '1000' } });
-  api = client(server.url);
   // Sessions never outlive the owner JWT; the manual clock runs ahead of real time below.
   owner = await server.ownerToken('oauth-owner', { expiresIn: '10h' });
   cookie = await ownerCookie(server.issuer, owner);
   lamp = await attachDevice(api, owner, { name: 'Desk lamp' });
 });
-afterAll(() => server.close());
 
 /** A public pre-registered client, its principal granted the lamp's functions. */
 async function grantedClient(options: { access?: 'read' | 'act'; public?: boolean } = {}) {
@@ -695,15 +691,15 @@ describe('Client ID Metadata Documents', () => {
 });
 
 describe('Client ID Metadata Documents (OAUTH_CIMD_ALLOW_LOOPBACK=true, test only)', () => {
-  let cimdServer: TestServer & { issuer: string; resource: string };
   let documents: http.Server;
   let docBase: string;
   let cimdCookie: string;
   const served: Record<string, { body: string; type?: string }> = {};
   let fetches = 0;
 
+  const cimdServer = useOAuthTestServer({ env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true' } });
+
   beforeAll(async () => {
-    cimdServer = await startOAuthTestServer({ env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true' } });
     cimdCookie = await ownerCookie(cimdServer.issuer, await cimdServer.ownerToken('cimd-owner'));
     documents = http.createServer((req, res) => {
       fetches += 1;
@@ -715,7 +711,6 @@ describe('Client ID Metadata Documents (OAUTH_CIMD_ALLOW_LOOPBACK=true, test onl
     docBase = `http://127.0.0.1:${(documents.address() as { port: number }).port}`;
   });
   afterAll(async () => {
-    await cimdServer.close();
     await new Promise((resolve) => documents.close(resolve));
   });
 

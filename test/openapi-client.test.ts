@@ -7,7 +7,7 @@ import { createConfig, lintFromString } from '@redocly/openapi-core';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 const run = promisify(execFile);
 
@@ -79,18 +79,17 @@ const completedAt: number | null = done.completedAt;
 console.log(JSON.stringify({ grants: grants.length, handed: next.id === requested.id, status: done.status, result: done.result, completedAt }));
 `;
 
-let server: TestServer;
 let dir: string;
 let document: string;
+const server = useTestServer();
+
 beforeAll(async () => {
-  server = await startTestServer();
   document = await fetch(`${server.url}/openapi.json`).then((r) => r.text());
   // Outside the repository, as a client project would be; node_modules lends it openapi-fetch.
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-client-'));
   fs.symlinkSync(path.resolve('node_modules'), path.join(dir, 'node_modules'), 'dir');
 });
 afterAll(async () => {
-  await server.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

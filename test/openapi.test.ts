@@ -3,10 +3,10 @@ import zlib from 'node:zlib';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { routes } from '../src/rest/routes.js';
 import { client } from './helpers/api.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
 interface Answer {
   status: number;
@@ -34,11 +34,7 @@ async function serverOf(url: string, headers: Record<string, string>): Promise<s
   return (JSON.parse(answer.bytes.toString('utf8')) as { servers: { url: string }[] }).servers[0]!.url;
 }
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(() => server.close());
+const server = useTestServer();
 
 describe('GET /openapi.json', () => {
   it('is a valid OpenAPI 3.1 document', async () => {

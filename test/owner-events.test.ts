@@ -3,19 +3,17 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../src/domain/housekeeping.js';
 import { EVENT_TYPES } from '../src/domain/event-catalogue.js';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { journalIdOf } from './helpers/event-ids.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { openSse, type SseEvent, type SseStream } from './helpers/sse.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
 // GET /v1/events, the owner's live event stream (docs/reference/events.md "Owner events"), read with a real
 // Server-Sent Events client over fetch (test/helpers/sse.ts).
 
-let server: TestServer;
-let api: Client;
 const open: SseStream[] = [];
 
 /** Opens the stream and keeps it for closing after the test. */
@@ -32,9 +30,10 @@ const aboutAction = (actionId: string) => (event: SseEvent) => parsed(event).dat
 /** Event hub subscriptions held now: every open stream holds one, and must give it back. */
 let subscribed = 0;
 
+const server = useTestServer({ env: { EVENTS_HEARTBEAT_SECONDS: '0.2', EVENTS_POLL_SECONDS: '0.5', EVENTS_MAX_STREAMS_PER_WORKSPACE: '3' } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: { EVENTS_HEARTBEAT_SECONDS: '0.2', EVENTS_POLL_SECONDS: '0.5', EVENTS_MAX_STREAMS_PER_WORKSPACE: '3' } });
-  api = client(server.url);
   const hub = server.service.events;
   const subscribe = hub.subscribe.bind(hub);
   hub.subscribe = (listener) => {
@@ -48,7 +47,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const sse of open) sse.close();
-  await server.close();
 });
 
 describe('GET /v1/events', () => {

@@ -1,19 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { describe, expect, it } from 'vitest';
 import { grant, queue } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
-let server: TestServer;
-let api: Client;
 const clock = manualClock();
 
-beforeAll(async () => {
-  server = await startTestServer({ clock });
-  api = client(server.url);
-});
-afterAll(() => server.close());
+const server = useTestServer({ clock });
+const api = server.api;
 
 /** The path and query of a `Link: <…>; rel="next"` header, or null. */
 function nextOf(link: string | null): string | null {

@@ -1,32 +1,30 @@
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer, type TestServer } from './helpers/server.js';
 
-let server: TestServer;
-let http: Client;
 let owner: string;
 let now = 1_800_000_000_000;
 
+const server = useTestServer({
+  clock: { now: () => now },
+  env: {
+    RATE_LIMIT_AGENT_PER_SECOND: '2',
+    RATE_LIMIT_AGENT_BURST: '4',
+    RATE_LIMIT_DEVICE_PER_SECOND: '1',
+    RATE_LIMIT_DEVICE_BURST: '3',
+    AUTH_FAILURES_PER_MINUTE: '5',
+    WORKSPACE_MAX_DEVICES: '3',
+    DEVICE_QUEUE_PER_PRINCIPAL: '2',
+    WORKSPACE_MAX_QUEUED_ACTIONS: '3',
+  },
+});
+const http = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({
-    clock: { now: () => now },
-    env: {
-      RATE_LIMIT_AGENT_PER_SECOND: '2',
-      RATE_LIMIT_AGENT_BURST: '4',
-      RATE_LIMIT_DEVICE_PER_SECOND: '1',
-      RATE_LIMIT_DEVICE_BURST: '3',
-      AUTH_FAILURES_PER_MINUTE: '5',
-      WORKSPACE_MAX_DEVICES: '3',
-      DEVICE_QUEUE_PER_PRINCIPAL: '2',
-      WORKSPACE_MAX_QUEUED_ACTIONS: '3',
-    },
-  });
-  http = client(server.url);
   owner = await server.ownerToken('alice');
 });
-afterAll(() => server.close());
 
 describe('rate limits per credential (docs/reference/rules.md "Errors and limits")', () => {
   it('answers 429 with Retry-After and RateLimit headers once an agent token spends its burst, and refills with time', async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { client } from './helpers/api.js';
 import { attachDevice } from './helpers/fixtures.js';
 import { rawHead, rawRequest, UPGRADE_HEADERS } from './helpers/raw-http.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * No request can end the process. Raw request lines, paths,
@@ -15,17 +15,16 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 
 const RUNS = 250;
 const stats = new Map<string, number>();
-let server: TestServer;
 let deviceId: string;
 
+const server = useTestServer();
+
 beforeAll(async () => {
-  server = await startTestServer();
   const http = client(server.url);
   deviceId = (await attachDevice(http, await server.ownerToken('raw-fuzz-owner'))).id;
 });
 afterAll(async () => {
   if (process.env.FUZZ_STATS) console.log(Object.fromEntries([...stats].sort()));
-  await server.close();
 });
 
 const hex = '0123456789abcdefABCDEFgG';

@@ -2,30 +2,28 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { schemaFingerprint } from '../src/domain/schema-fingerprints.js';
 import { issueToken } from '../src/domain/tokens.js';
 import { EmbeddedDb } from '../src/store/embedded.js';
 import { loadMigrations, migrate } from '../src/store/migrate.js';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { childrenOf, grant, hubManifest, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, rawMcp } from './helpers/mcp-client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
 // docs/reference/rules.md "Access": a grant applies to the function as the owner saw it (its kind and
 // argument schema); a republish that changes or removes the function withdraws its commands.
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   owner = await server.ownerToken('stale-grants-owner');
 });
-afterAll(() => server.close());
 
 type Capability = { name: string; kind: string; description?: string; arguments: Record<string, unknown> };
 

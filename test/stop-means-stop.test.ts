@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice as attachSdkDevice, CommandRecalled, Device, type DeviceEvent, type Manifest } from '@dfc/device';
-import { client, type Client } from './helpers/api.js';
 import { childrenOf, grant, hubManifest, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { connect } from './helpers/mcp-client.js';
-import { accessTokenFor, registerClient, startOAuthTestServer } from './helpers/oauth.js';
-import type { TestServer } from './helpers/server.js';
+import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 import { connectDevice } from './helpers/ws.js';
 
 // docs/reference/rules.md "Actions": a command moves a device only while the permission it was
@@ -14,19 +12,17 @@ import { connectDevice } from './helpers/ws.js';
 // the real MCP client where an agent waits.
 
 const clock = manualClock();
-let server: TestServer & { issuer: string; resource: string };
-let api: Client;
 let owner: string;
 const running: Device[] = [];
 
+const server = useOAuthTestServer({ clock });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startOAuthTestServer({ clock });
-  api = client(server.url);
   owner = await server.ownerToken('stopper', { expiresIn: '10h' });
 });
 afterAll(async () => {
   await Promise.all(running.map((device) => device.stop()));
-  await server.close();
 });
 
 type Agent = Awaited<ReturnType<typeof createAgent>>;

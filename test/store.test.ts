@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Db } from '../src/store/driver.js';
 import { BACKSTOP_PAGES } from '../src/store/checkpointer.js';
 import { EmbeddedDb } from '../src/store/embedded.js';
@@ -11,7 +11,7 @@ import { openDb } from '../src/store/open.js';
 import { RemoteDb } from '../src/store/remote.js';
 import { client } from './helpers/api.js';
 import { createSetupToken } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 
 const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-store-'));
 
@@ -34,11 +34,7 @@ function expectFileSettings(settings: Awaited<ReturnType<Db['connectionSettings'
 }
 
 describe('connection settings', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer();
-  });
-  afterAll(() => server.close());
+  const server = useTestServer();
 
   it('the running service uses the embedded driver with WAL, a busy timeout and foreign keys on every connection', async () => {
     expect(server.service.db.mode).toBe('embedded');

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { expect, it } from 'vitest';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * The last line of defence src/main.ts installs for unhandled rejections: it must be loud
@@ -12,12 +12,8 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  */
 
 const METRICS_TOKEN = 'metrics-secret-for-unhandled-rejections-0123';
-let server: TestServer;
 
-beforeAll(async () => {
-  server = await startTestServer({ env: { METRICS_TOKEN } });
-});
-afterAll(() => server.close());
+const server = useTestServer({ env: { METRICS_TOKEN } });
 
 async function unhandledCount(): Promise<number> {
   const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });

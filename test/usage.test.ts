@@ -1,21 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, queue } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /** GET /v1/usage: the workspace's use of each limit beside the limit the checks use. */
 
-let server: TestServer;
-let api: Client;
 let owner: string;
 
+const server = useTestServer({ env: { WORKSPACE_MAX_DEVICES: '7', WORKSPACE_MAX_STORED_ACTIONS: '500' } });
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ env: { WORKSPACE_MAX_DEVICES: '7', WORKSPACE_MAX_STORED_ACTIONS: '500' } });
-  api = client(server.url);
   owner = await server.ownerToken('usage-owner');
 });
-afterAll(() => server.close());
 
 describe('GET /v1/usage', () => {
   it("counts what the workspace holds beside the configured limits, and only this workspace's", async () => {

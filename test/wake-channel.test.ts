@@ -1,25 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { hashToken } from '../src/domain/tokens.js';
-import { client, type Client } from './helpers/api.js';
+import { client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer } from './helpers/server.js';
 import { connectDevice, issueTicket, openSocket, wsUrl } from './helpers/ws.js';
 
 const clock = manualClock();
-let server: TestServer;
-let http: Client;
 let owner: string;
 let agent: { token: string; principal: string };
 
+const server = useTestServer({ clock });
+const http = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer({ clock });
-  http = client(server.url);
   owner = await server.ownerToken('wake-owner');
   agent = await createAgent(http, owner, { access: 'act' });
 });
-afterAll(() => server.close());
 
 async function grant(deviceId: string) {
   const res = await http.post('/v1/grants', {

@@ -5,9 +5,8 @@ import { z } from 'zod';
 import { redacted } from '../src/domain/webhook-formats.js';
 import { TEST_NO_ANSWER } from '../src/domain/webhooks.js';
 import { grant, queue } from './helpers/actions.js';
-import { client, type Client } from './helpers/api.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /**
  * Webhook formats (docs/owners/approval-notifications.md): each chat format's delivery of an
@@ -108,8 +107,6 @@ const receiver = http.createServer((request, response) => {
   });
 });
 let base = '';
-let server: TestServer;
-let api: Client;
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
@@ -140,18 +137,18 @@ function register(format: Format, extra: Record<string, unknown> = {}) {
   });
 }
 
+const server = useTestServer({ env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05', PUBLIC_BASE_URL: CONSOLE } });
+const api = server.api;
+
 beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  server = await startTestServer({ env: { OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05', PUBLIC_BASE_URL: CONSOLE } });
-  api = client(server.url);
   owner = await server.ownerToken('formats-owner');
   lamp = await attachDevice(api, owner, { name: 'Porch <light> @everyone' });
   agent = await createAgent(api, owner, { name: 'Helper' });
   await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
 });
 afterAll(async () => {
-  await server.close();
   receiver.closeAllConnections();
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
 });

@@ -16,7 +16,7 @@ import { startChildService, testIdentity } from './helpers/child-service.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { journalIdOf } from './helpers/event-ids.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { startTestServer, useTestServer, type TestServer } from './helpers/server.js';
 
 // Webhooks (docs/owners/webhooks.md): registered by the owner, delivered to a real HTTP receiver this
 // test starts on a loopback port. The test-only OAUTH_CIMD_ALLOW_LOOPBACK admits it; a second
@@ -93,17 +93,15 @@ class HangingReceiver {
   }
 }
 
-let server: TestServer;
-let api: Client;
 const receiver = new Receiver();
+
+const server = useTestServer({ env: WEBHOOK_ENV });
+const api = server.api;
 
 beforeAll(async () => {
   await receiver.start();
-  server = await startTestServer({ env: WEBHOOK_ENV });
-  api = client(server.url);
 });
 afterAll(async () => {
-  await server.close();
   await receiver.close();
 });
 
@@ -200,14 +198,8 @@ describe('POST /v1/webhooks', () => {
 });
 
 describe('webhook URLs outside tests (the SSRF guard of OAuth metadata fetching)', () => {
-  let guarded: TestServer;
-  let guardedApi: Client;
-
-  beforeAll(async () => {
-    guarded = await startTestServer({ env: { WORKSPACE_MAX_WEBHOOKS: '2' } });
-    guardedApi = client(guarded.url);
-  });
-  afterAll(() => guarded.close());
+  const guarded = useTestServer({ env: { WORKSPACE_MAX_WEBHOOKS: '2' } });
+  const guardedApi = guarded.api;
 
   it('refuses loopback, private, link-local and http targets at registration', async () => {
     const owner = await guarded.ownerToken('webhooks-guarded');
@@ -400,14 +392,8 @@ describe('webhook delivery', () => {
 });
 
 describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
-  let hourly: TestServer;
-  let hourlyApi: Client;
-
-  beforeAll(async () => {
-    hourly = await startTestServer({ env: { ...WEBHOOK_ENV, WEBHOOK_RETRY_SECONDS: '3600' } });
-    hourlyApi = client(hourly.url);
-  });
-  afterAll(() => hourly.close());
+  const hourly = useTestServer({ env: { ...WEBHOOK_ENV, WEBHOOK_RETRY_SECONDS: '3600' } });
+  const hourlyApi = hourly.api;
 
   async function failedOnce(name: string) {
     const owner = await hourly.ownerToken(name);
@@ -503,14 +489,8 @@ describe('webhook retries an hour apart (WEBHOOK_RETRY_SECONDS=3600)', () => {
 });
 
 describe('the dispatcher while no webhook is live', () => {
-  let quiet: TestServer;
-  let quietApi: Client;
-
-  beforeAll(async () => {
-    quiet = await startTestServer({ env: WEBHOOK_ENV });
-    quietApi = client(quiet.url);
-  });
-  afterAll(() => quiet.close());
+  const quiet = useTestServer({ env: WEBHOOK_ENV });
+  const quietApi = quiet.api;
 
   it('moves its cursor past the journal without writing a delivery', async () => {
     const owner = await quiet.ownerToken('webhooks-none-live');
@@ -577,22 +557,16 @@ describe('webhook delivery with two instances on one database', () => {
 const METRICS_TOKEN = 'metrics-secret-for-webhook-tests-0123';
 
 describe('an endpoint that keeps failing is disabled, until its owner enables it', () => {
-  let strict: TestServer;
-  let strictApi: Client;
-
-  beforeAll(async () => {
-    strict = await startTestServer({
-      env: {
-        ...WEBHOOK_ENV,
-        WEBHOOK_RETRY_SECONDS: '0.05,0.05,0.05,0.05,0.05',
-        WEBHOOK_DISABLE_AFTER_FAILURES: '3',
-        WEBHOOK_DISABLE_AFTER_HOURS: '0',
-        METRICS_TOKEN,
-      },
-    });
-    strictApi = client(strict.url);
+  const strict = useTestServer({
+    env: {
+      ...WEBHOOK_ENV,
+      WEBHOOK_RETRY_SECONDS: '0.05,0.05,0.05,0.05,0.05',
+      WEBHOOK_DISABLE_AFTER_FAILURES: '3',
+      WEBHOOK_DISABLE_AFTER_HOURS: '0',
+      METRICS_TOKEN,
+    },
   });
-  afterAll(() => strict.close());
+  const strictApi = strict.api;
 
   it('disables it after WEBHOOK_DISABLE_AFTER_FAILURES failed attempts, with the reason shown and a webhook.disabled event', async () => {
     const owner = await strict.ownerToken('webhooks-disabled');
@@ -782,8 +756,6 @@ describe('fair delivery: a workspace whose endpoints hang holds only its share o
 });
 
 describe('an event stored once for all its deliveries', () => {
-  let sized: TestServer;
-  let sizedApi: Client;
   const noteManifest = {
     capabilities: [
       {
@@ -794,11 +766,8 @@ describe('an event stored once for all its deliveries', () => {
     ],
   };
 
-  beforeAll(async () => {
-    sized = await startTestServer({ env: WEBHOOK_ENV });
-    sizedApi = client(sized.url);
-  });
-  afterAll(() => sized.close());
+  const sized = useTestServer({ env: WEBHOOK_ENV });
+  const sizedApi = sized.api;
 
   /** Bytes in use by the database file (pages in use times the page size). */
   async function bytesInUse(): Promise<number> {
@@ -916,16 +885,10 @@ describe('deliveries pending across migration 0023', () => {
 });
 
 describe('a freed delivery slot is filled at once, not at the next poll', () => {
-  let slow: TestServer;
-  let slowApi: Client;
-
-  beforeAll(async () => {
-    // One attempt at a time for the workspace, and a poll only every 8 s: the first poll
-    // claims one delivery, and only completions can claim the other four before the next.
-    slow = await startTestServer({ env: { ...WEBHOOK_ENV, WEBHOOK_POLL_SECONDS: '8', WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: '1' } });
-    slowApi = client(slow.url);
-  });
-  afterAll(() => slow.close());
+  // One attempt at a time for the workspace, and a poll only every 8 s: the first poll
+  // claims one delivery, and only completions can claim the other four before the next.
+  const slow = useTestServer({ env: { ...WEBHOOK_ENV, WEBHOOK_POLL_SECONDS: '8', WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: '1' } });
+  const slowApi = slow.api;
 
   it('delivers five events to one endpoint within one poll interval', async () => {
     const owner = await slow.ownerToken('webhooks-refill');

@@ -1,23 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventIds } from '../src/domain/event-ids.js';
 import { toWorkspaceEvent, type WorkspaceEvent } from '../src/domain/event-catalogue.js';
 import { listWorkspaceEvents } from '../src/store/event-journal.js';
-import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 // The workspace event journal (migration 0016): each change the owner's stream and webhooks
 // report is recorded by trigger in the transaction that makes it.
 
-let server: TestServer;
-let api: Client;
-
-beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
-});
-afterAll(() => server.close());
+const server = useTestServer();
+const api = server.api;
 
 /** The journal of the workspace a device was attached to (devices name it by routing id). */
 async function journal(routingId: string): Promise<(WorkspaceEvent & { journalId: number })[]> {

@@ -1,11 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, type Client } from './helpers/api.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { useTestServer } from './helpers/server.js';
 
 /** Workspace A holds tokens and devices; workspace B must neither see nor touch them. */
-let server: TestServer;
-let api: Client;
 let ownerA: string;
 let ownerB: string;
 let setupA: { id: string; token: string };
@@ -16,9 +13,10 @@ let deviceB: AttachedDevice;
 
 const ids = (res: { body: { data: { id: string }[] } }) => res.body.data.map((entry) => entry.id);
 
+const server = useTestServer();
+const api = server.api;
+
 beforeAll(async () => {
-  server = await startTestServer();
-  api = client(server.url);
   ownerA = await server.ownerToken('owner-a', { workspace: 'workspace-a' });
   ownerB = await server.ownerToken('owner-b', { workspace: 'workspace-b' });
   setupA = await createSetupToken(api, ownerA, { name: 'A setup', deviceLimit: 5 });
@@ -31,7 +29,6 @@ beforeAll(async () => {
   deviceB = await attachDevice(api, ownerB);
   await createAgent(api, ownerB);
 });
-afterAll(() => server.close());
 
 describe('a second workspace cannot see the first one', () => {
   it('has its own account, routing id and usage', async () => {
