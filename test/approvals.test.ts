@@ -8,7 +8,7 @@ import { client } from './helpers/api.js';
 import { grant, next, queue, requestAction } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, simulateDevice } from './helpers/mcp-client.js';
+import { connect, simulateDevice, toolName } from './helpers/mcp-client.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
 
@@ -412,20 +412,18 @@ describe('GET /v1/actions?status=', () => {
 });
 
 describe('an MCP device tool call on an owner-approval function', () => {
-  const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
-
   it('says so in the tool description, reports the wait as progress and returns awaiting_approval within its wait bound', async () => {
     const { lamp, agent } = await setup();
     const mcp = await connect(server.url, agent.token, 'modern');
     try {
-      const tool = (await mcp.listTools()).tools.find((t) => t.name === `set_power__${hex12(lamp.id)}`)!;
+      const tool = (await mcp.listTools()).tools.find((t) => t.name === toolName('set_power', lamp.id))!;
       expect(tool.description).toContain("Needs the owner's approval");
-      const plainTool = (await mcp.listTools()).tools.find((t) => t.name === `get_state__${hex12(lamp.id)}`)!;
+      const plainTool = (await mcp.listTools()).tools.find((t) => t.name === toolName('get_state', lamp.id))!;
       expect(plainTool.description).not.toContain('approval');
 
       const progress: { progress: number; message?: string }[] = [];
       const result = await mcp.callTool(
-        { name: `set_power__${hex12(lamp.id)}`, arguments: { on: true }, _meta: { 'dfc/waitSeconds': 0.3 } },
+        { name: toolName('set_power', lamp.id), arguments: { on: true }, _meta: { 'dfc/waitSeconds': 0.3 } },
         { onprogress: (p) => progress.push(p) },
       );
       expect(result.isError ?? false).toBe(false);
@@ -448,7 +446,7 @@ describe('an MCP device tool call on an owner-approval function', () => {
       const messages: string[] = [];
       let approving: Promise<unknown> | undefined;
       const result = await mcp.callTool(
-        { name: `set_power__${hex12(lamp.id)}`, arguments: { on: true }, _meta: { 'dfc/waitSeconds': 30 } },
+        { name: toolName('set_power', lamp.id), arguments: { on: true }, _meta: { 'dfc/waitSeconds': 30 } },
         {
           onprogress: (p) => {
             messages.push(p.message ?? '');

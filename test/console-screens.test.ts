@@ -8,7 +8,7 @@ import { ICON_NAMES } from '../src/console/icons.js';
 import { grant, hubManifest, queue, requestAction } from './helpers/actions.js';
 import { CHROMIUM, CHROMIUM_ARGS } from './helpers/browser.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { rawMcp } from './helpers/mcp-client.js';
+import { rawMcp, toolName } from './helpers/mcp-client.js';
 import { useOAuthTestServer } from './helpers/oauth.js';
 
 /**
@@ -136,7 +136,7 @@ describe('the pause switch', () => {
     const refused = await requestAction(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
     expect(refused.status).toBe(503);
     expect(refused.body.error.code).toBe('device_controls_disabled');
-    const tool = `get_state__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+    const tool = toolName('get_state', lamp.id);
     const mcp = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: tool, params: { name: tool, arguments: {} } });
     expect(mcp.status).toBe(503);
     expect(mcp.json.error.code).toBe('device_controls_disabled');

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './helpers/api.js';
 import { grant, next, queue, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, errorEnvelope, rawMcp } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, toolName } from './helpers/mcp-client.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
 import { claimNext } from '../src/store/action-hand-out.js';
 import { listen } from './helpers/tasks-client.js';
@@ -31,7 +31,7 @@ beforeAll(async () => {
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'pause', access: 'act', principal: 'agent:pause' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
-  setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+  setPower = toolName('set_power', lamp.id);
 });
 afterAll(async () => {
   await pause(false);

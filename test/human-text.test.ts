@@ -4,7 +4,7 @@ import { humanText, MAX_ASK_CHARS } from '../src/domain/human-text.js';
 import { grant } from './helpers/actions.js';
 import { client, type Client as Api } from './helpers/api.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { errorEnvelope, MODERN, type Era } from './helpers/mcp-client.js';
+import { errorEnvelope, MODERN, toolName, type Era } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 /**
@@ -41,7 +41,7 @@ beforeAll(async () => {
   });
   agent = await createAgent(api, owner, { name: 'speaker', principal: 'agent:speaker' });
   await grant(api, owner, agent.principal, device.id, ['say'], undefined, 'user');
-  tool = `say__${device.id.replaceAll('-', '').slice(0, 12)}`;
+  tool = toolName('say', device.id);
 });
 
 /** Calls the tool as the official client in `era` that answers every ask with `answer`: what the user was asked, and the result. */

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { rawMcp } from './helpers/mcp-client.js';
+import { rawMcp, toolName } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 /**
@@ -13,8 +13,6 @@ const BURST = 12;
 
 let owner: string;
 let lamp: AttachedDevice;
-
-const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
 
 /**
  * A 2025-03-26 batch (the revision that has batches): no `_meta`, no routing headers. Its
@@ -79,7 +77,7 @@ describe('POST /mcp JSON-RPC batches', () => {
   it('refuses a batch over 10 messages with -32600 before any tool runs', async () => {
     const agent = await createAgent(api, owner, { name: 'amplifier', access: 'act', principal: 'agent:amplifier' });
     await grant(api, owner, agent.principal, lamp.id, ['get_state']);
-    const name = `get_state__${hex12(lamp.id)}`;
+    const name = toolName('get_state', lamp.id);
     const before = await actionCount();
     const res = await batch(
       agent.token,

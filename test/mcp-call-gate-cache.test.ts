@@ -4,7 +4,7 @@ import type { DeviceTool } from '../src/mcp/device-tool-names.js';
 import { grant } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { rawMcp, type RawResponse } from './helpers/mcp-client.js';
+import { rawMcp, toolName, type RawResponse } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 /**
@@ -16,10 +16,8 @@ import { useTestServer } from './helpers/server.js';
 const clock = manualClock();
 let owner: string;
 
-const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
-
 function call(token: string, device: AttachedDevice, capability: string, args: Record<string, unknown>): Promise<RawResponse> {
-  const name = `${capability}__${hex12(device.id)}`;
+  const name = toolName(capability, device.id);
   return rawMcp(server.url, { token, method: 'tools/call', name, params: { name, arguments: args, _meta: { 'dfc/waitSeconds': 0 } } });
 }
 

@@ -3,7 +3,7 @@ import { client, type Client as Api } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { initializeLegacy, startLegacyCall, type LegacyCallStart } from './helpers/legacy-prompts.js';
-import { errorEnvelope } from './helpers/mcp-client.js';
+import { errorEnvelope, toolName } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 /**
@@ -34,7 +34,7 @@ beforeAll(async () => {
   api = client(server.url);
   owner = await server.ownerToken('owner-bounds');
   lamp = await attachDevice(api, owner, { name: 'Porch' });
-  tool = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+  tool = toolName('set_power', lamp.id);
 });
 
 /** A fresh agent connection whose principal has `set_power` under a `user` grant, initialized as a 2025-era client that can elicit. */
@@ -155,7 +155,7 @@ describe('pending 2025-era confirmations per workspace', () => {
   async function workspace(name: string) {
     const boss = await own.ownerToken(name);
     const device = await attachDevice(ownApi, boss, { name: `${name} lamp` });
-    const deviceTool = `set_power__${device.id.replaceAll('-', '').slice(0, 12)}`;
+    const deviceTool = toolName('set_power', device.id);
     return async (agentName: string) => {
       const agent = await createAgent(ownApi, boss, { name: agentName, principal: `agent:${agentName}` });
       await grant(ownApi, boss, agent.principal, device.id, ['set_power'], undefined, 'user');

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { rawMcp, simulateDevice, type RawResponse } from './helpers/mcp-client.js';
+import { rawMcp, simulateDevice, toolName, type RawResponse } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 /**
@@ -34,7 +34,7 @@ beforeAll(async () => {
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'direct', access: 'act', principal: 'agent:direct' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
-  setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+  setPower = toolName('set_power', lamp.id);
 });
 
 function call(args: unknown, meta: Record<string, unknown> = {}, headers: Record<string, string | undefined> = {}): Promise<RawResponse> {

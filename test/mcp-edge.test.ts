@@ -6,7 +6,7 @@ import { DEVICE_TOOL_PATTERN, deviceIdPrefixOf, deviceToolNames } from '../src/m
 import { client } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, errorEnvelope, rawMcp, type RawResponse } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, toolName, type RawResponse } from './helpers/mcp-client.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
 
 /**
@@ -120,7 +120,7 @@ describe('Mcp-Param-* headers (2026-07-28): the direct path answers exactly as t
     const created = await createAgent(api, owner, { name: 'headers', access: 'act', principal: 'agent:headers' });
     agent = created;
     await grant(api, owner, created.principal, thermostat.id, ['set_level']);
-    name = `set_level__${thermostat.id.replaceAll('-', '').slice(0, 12)}`;
+    name = toolName('set_level', thermostat.id);
   });
 
   const b64 = (text: string) => `=?base64?${Buffer.from(text).toString('base64')}?=`;

@@ -2,7 +2,7 @@ import type { Client as McpClient } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, errorEnvelope, rawMcp, type Era } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, toolName, type Era } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 let owner: string;
@@ -12,7 +12,6 @@ let alice: { token: string; principal: string };
 let bob: { token: string; principal: string };
 let aliceAction: { id: string };
 
-const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
 const text = (r: { contents: unknown[] }) => JSON.parse((r.contents[0] as { text: string }).text);
 
 const server = useTestServer();
@@ -127,7 +126,7 @@ describe('DEVICE_CONTROLS_ENABLED=false', () => {
     } finally {
       await mcp.close();
     }
-    const name = `get_state__${hex12(device.id)}`;
+    const name = toolName('get_state', device.id);
     const call = await rawMcp(off.url, { token: agent.token, method: 'tools/call', name, params: { name, arguments: {} } });
     expect(call.status).toBe(503);
     expect(call.json).toMatchObject({ error: { code: 'device_controls_disabled' } });

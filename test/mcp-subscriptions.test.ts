@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { rawMcp } from './helpers/mcp-client.js';
+import { rawMcp, toolName } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 import { declaringTasks, listen, postMcp } from './helpers/tasks-client.js';
 
@@ -25,7 +25,7 @@ beforeAll(async () => {
   lamp = await attachDevice(api, owner, { name: 'Lamp' });
   agent = await createAgent(api, owner, { name: 'listener', access: 'act', principal: 'agent:listener' });
   await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
-  setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+  setPower = toolName('set_power', lamp.id);
 });
 
 async function createTask(token: string): Promise<string> {

@@ -6,6 +6,7 @@ import { startRedis, type TestRedis } from './helpers/redis.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { declaringTasks, listen, postMcp } from './helpers/tasks-client.js';
+import { toolName } from './helpers/mcp-client.js';
 
 /**
  * MCP Tasks across instances (docs/agents/tasks.md): the task is the action, in the shared
@@ -39,7 +40,7 @@ describe('a task created on one instance', () => {
     const lamp = await attachDevice(apiA, owner, { name: 'Bus lamp' });
     const agent = await createAgent(apiA, owner, { name: 'tasks-bus', access: 'act', principal: 'agent:tasks-bus' });
     await grant(apiA, owner, agent.principal, lamp.id, ['set_power']);
-    const setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+    const setPower = toolName('set_power', lamp.id);
 
     const created = await postMcp(a.url, agent.token, {
       method: 'tools/call',

@@ -5,7 +5,7 @@ import { lampManifest } from '../src/cli/simulated.js';
 import { taskModeFor } from '../src/mcp/tasks/task-methods.js';
 import { grant } from './helpers/actions.js';
 import { createAgent, createSetupToken } from './helpers/fixtures.js';
-import { envelope, rawMcp } from './helpers/mcp-client.js';
+import { envelope, rawMcp, toolName } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 import { declaringTasks, postMcp, taskSession } from './helpers/tasks-client.js';
 
@@ -45,9 +45,8 @@ beforeAll(async () => {
   await lamp.start();
   agent = await createAgent(api, owner, { name: 'tasks', access: 'act', principal: 'agent:tasks' });
   await grant(api, owner, agent.principal, lampId, ['get_state', 'set_power', 'set_brightness']);
-  const hex = lampId.replaceAll('-', '').slice(0, 12);
-  setPower = `set_power__${hex}`;
-  setBrightness = `set_brightness__${hex}`;
+  setPower = toolName('set_power', lampId);
+  setBrightness = toolName('set_brightness', lampId);
 });
 afterAll(async () => {
   await lamp.stop();
@@ -271,7 +270,7 @@ describe('tasks/cancel is the withdrawal of the action', () => {
     const idle = await attachSdkDevice({ url: server.url, setupToken: setup.token, name: 'Idle lamp', kind: 'device' });
     await api.post(`/v1/device/${idle.deviceId}/manifest`, { token: idle.token, body: lampManifest });
     await grant(api, owner, quiet.principal, idle.deviceId, ['set_power']);
-    const name = `set_power__${idle.deviceId.replaceAll('-', '').slice(0, 12)}`;
+    const name = toolName('set_power', idle.deviceId);
     const res = await callAsTask(quiet.token, name, { on: true }, { 'dfc/waitSeconds': 0 });
     const ack = await taskRequest(quiet.token, 'tasks/cancel', { taskId: res.result.taskId });
     expect(Object.keys(ack.result).filter((k) => k !== '_meta')).toEqual(['resultType']);

@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { grant } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { rawMcp, type RawResponse } from './helpers/mcp-client.js';
+import { rawMcp, toolName, type RawResponse } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 /**
@@ -14,8 +14,6 @@ const clock = manualClock();
 let owner: string;
 let lamp: AttachedDevice;
 let agent: { token: string; principal: string };
-
-const hex12 = (id: string) => id.replaceAll('-', '').slice(0, 12);
 
 async function listTools(token: string): Promise<string[]> {
   const res = await rawMcp(server.url, { token, method: 'tools/list' });
@@ -62,21 +60,21 @@ describe('POST /mcp tools/list from the per-caller cache', () => {
   });
 
   it('shows a new grant on the next request', async () => {
-    expect(await deviceTools(agent.token)).toEqual([`get_state__${hex12(lamp.id)}`]);
+    expect(await deviceTools(agent.token)).toEqual([toolName('get_state', lamp.id)]);
     await grant(api, owner, agent.principal, lamp.id, ['set_power']);
-    expect(await deviceTools(agent.token)).toEqual([`get_state__${hex12(lamp.id)}`, `set_power__${hex12(lamp.id)}`]);
+    expect(await deviceTools(agent.token)).toEqual([toolName('get_state', lamp.id), toolName('set_power', lamp.id)]);
   });
 
   it('drops a revoked grant on the next request, and a call to it is still refused with 403', async () => {
     await deviceTools(agent.token);
     const revoked = await api.post('/v1/grants/revoke', { token: owner, body: { principal: agent.principal, deviceId: lamp.id, capability: 'set_power' } });
     expect(revoked.status).toBe(200);
-    expect(await deviceTools(agent.token)).toEqual([`get_state__${hex12(lamp.id)}`]);
+    expect(await deviceTools(agent.token)).toEqual([toolName('get_state', lamp.id)]);
     const call = await rawMcp(server.url, {
       token: agent.token,
       method: 'tools/call',
-      name: `set_power__${hex12(lamp.id)}`,
-      params: { name: `set_power__${hex12(lamp.id)}`, arguments: { on: true } },
+      name: toolName('set_power', lamp.id),
+      params: { name: toolName('set_power', lamp.id), arguments: { on: true } },
     });
     expect(call.status).toBe(403);
     expect(call.json.error.code).toBe('grant_required');
@@ -84,9 +82,9 @@ describe('POST /mcp tools/list from the per-caller cache', () => {
 
   it('drops a function whose grant expired, with no write in between', async () => {
     await grant(api, owner, agent.principal, lamp.id, ['set_brightness'], 60);
-    expect(await deviceTools(agent.token)).toContain(`set_brightness__${hex12(lamp.id)}`);
+    expect(await deviceTools(agent.token)).toContain(toolName('set_brightness', lamp.id));
     clock.advance(61_000);
-    expect(await deviceTools(agent.token)).not.toContain(`set_brightness__${hex12(lamp.id)}`);
+    expect(await deviceTools(agent.token)).not.toContain(toolName('set_brightness', lamp.id));
   });
 
   it('follows a republished manifest', async () => {
@@ -102,9 +100,9 @@ describe('POST /mcp tools/list from the per-caller cache', () => {
   it('drops the functions of a revoked device on the next request', async () => {
     const other = await attachDevice(api, owner, { name: 'Spare lamp' });
     await grant(api, owner, agent.principal, other.id, ['get_state']);
-    expect(await deviceTools(agent.token)).toContain(`get_state__${hex12(other.id)}`);
+    expect(await deviceTools(agent.token)).toContain(toolName('get_state', other.id));
     expect((await api.post(`/v1/devices/${other.id}/revoke`, { token: owner })).status).toBe(200);
-    expect(await deviceTools(agent.token)).not.toContain(`get_state__${hex12(other.id)}`);
+    expect(await deviceTools(agent.token)).not.toContain(toolName('get_state', other.id));
   });
 
   it('keeps callers apart: another principal and a read ceiling see their own lists', async () => {
@@ -112,7 +110,7 @@ describe('POST /mcp tools/list from the per-caller cache', () => {
     const stranger = await createAgent(api, owner, { name: 'stranger', access: 'act', principal: 'agent:stranger' });
     await grant(api, owner, reader.principal, lamp.id, ['get_state', 'set_power']);
     await deviceTools(agent.token);
-    expect(await deviceTools(reader.token)).toEqual([`get_state__${hex12(lamp.id)}`]);
+    expect(await deviceTools(reader.token)).toEqual([toolName('get_state', lamp.id)]);
     expect(await deviceTools(stranger.token)).toEqual([]);
   });
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ActionChange } from '../src/domain/event-hub.js';
 import { grant, hubManifest, next, report } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { connect, errorEnvelope, rawMcp, simulateDevice, type Era } from './helpers/mcp-client.js';
+import { connect, errorEnvelope, rawMcp, simulateDevice, toolName, type Era } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 
 let owner: string;
@@ -64,24 +64,24 @@ describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)',
     const functions = (await api.get('/v1/functions', { token: alice.token })).body.data as { deviceId: string; capability: string }[];
     expect(names).toEqual([...FIXED, ...functions.map((f) => `${f.capability}__${hex12(f.deviceId)}`)]);
     expect(new Set(names.slice(FIXED.length))).toEqual(
-      new Set([`get_state__${hex12(lamp.id)}`, `set_power__${hex12(lamp.id)}`, `set_power__${hex12(bulbId)}`, `cloud_info__${hex12(cloudId)}`]),
+      new Set([toolName('get_state', lamp.id), toolName('set_power', lamp.id), toolName('set_power', bulbId), toolName('cloud_info', cloudId)]),
     );
     // Bob's ceiling is read: set_power is granted but not callable, so not listed.
-    expect((await b.listTools()).tools.map((t) => t.name)).toEqual([...FIXED, `get_state__${hex12(lamp.id)}`]);
+    expect((await b.listTools()).tools.map((t) => t.name)).toEqual([...FIXED, toolName('get_state', lamp.id)]);
   });
 
   it('describes the device and its place, advertises the manifest schema unchanged and the hints', async () => {
     const tools = (await a.listTools()).tools;
     const byName = new Map(tools.map((t) => [t.name, t]));
-    const read = byName.get(`get_state__${hex12(lamp.id)}`)!;
+    const read = byName.get(toolName('get_state', lamp.id))!;
     expect(read.description).toContain('device "Lamp"');
     expect(read.description).toContain('Power and brightness.');
     expect(read.annotations).toMatchObject({ readOnlyHint: true });
-    const bulb = byName.get(`set_power__${hex12(bulbId)}`)!;
+    const bulb = byName.get(toolName('set_power', bulbId))!;
     expect(bulb.description).toContain('device "Bulb" behind gateway "Hub"');
     expect(bulb.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(bulb.inputSchema).toEqual(hubManifest.children[0]!.capabilities[1]!.arguments);
-    expect(byName.get(`cloud_info__${hex12(cloudId)}`)!.description).toContain('integration-wide service "Cloud" of gateway "Hub"');
+    expect(byName.get(toolName('cloud_info', cloudId))!.description).toContain('integration-wide service "Cloud" of gateway "Hub"');
     for (const tool of tools) expect(tool.name).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
   });
 
@@ -92,7 +92,7 @@ describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)',
     expect(Object.keys(actionSchema.properties ?? {})).toEqual(expect.arrayContaining(['id', 'status', 'deviceId', 'capability', 'result']));
     const device = simulateDevice(api, lamp, () => ({ ok: true, result: { on: true } }));
     try {
-      const result = await a.callTool({ name: `get_state__${hex12(lamp.id)}`, arguments: {} });
+      const result = await a.callTool({ name: toolName('get_state', lamp.id), arguments: {} });
       const ajv = new Ajv({ strict: false });
       addFormats(ajv);
       const valid = ajv.validate(actionSchema, result.structuredContent);
@@ -203,7 +203,7 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
     const mcp = await connect(server.url, alice.token, era);
     try {
       const progress: { progress: number; total?: number; message?: string }[] = [];
-      const result = await mcp.callTool({ name: `set_power__${hex12(lamp.id)}`, arguments: { on: true } }, { onprogress: (p) => progress.push(p) });
+      const result = await mcp.callTool({ name: toolName('set_power', lamp.id), arguments: { on: true } }, { onprogress: (p) => progress.push(p) });
       expect(result.isError ?? false).toBe(false);
       const action = result.structuredContent as Record<string, any>;
       expect(action).toMatchObject({ deviceId: lamp.id, capability: 'set_power', status: 'succeeded', result: { on: true }, principal: alice.principal });
@@ -229,7 +229,7 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
     const device = simulateDevice(api, lamp, () => ({ ok: false, error: { code: 'jammed', message: 'relay stuck' } }));
     const mcp = await connect(server.url, alice.token, era);
     try {
-      const result = await mcp.callTool({ name: `set_power__${hex12(lamp.id)}`, arguments: { on: false } });
+      const result = await mcp.callTool({ name: toolName('set_power', lamp.id), arguments: { on: false } });
       expect(result.isError).toBe(true);
       expect(result.structuredContent).toMatchObject({ status: 'failed', error: { code: 'jammed', message: 'relay stuck' } });
     } finally {
@@ -241,7 +241,7 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
   it('returns the still-queued action when the wait ends first (dfc/waitSeconds), for get_action to follow', async () => {
     const mcp = await connect(server.url, alice.token, era);
     try {
-      const result = await mcp.callTool({ name: `get_state__${hex12(lamp.id)}`, arguments: {}, _meta: { 'dfc/waitSeconds': 0.2 } });
+      const result = await mcp.callTool({ name: toolName('get_state', lamp.id), arguments: {}, _meta: { 'dfc/waitSeconds': 0.2 } });
       expect(result.isError ?? false).toBe(false);
       const action = result.structuredContent as Record<string, any>;
       expect(action.status).toBe('queued');
@@ -258,7 +258,7 @@ describe.each<Era>(['modern', 'legacy'])('device tool calls (%s client)', (era) 
   it('answers argument errors with the same issues as REST, as a tool error', async () => {
     const mcp = await connect(server.url, alice.token, era);
     try {
-      const result = await mcp.callTool({ name: `set_power__${hex12(lamp.id)}`, arguments: { on: 'yes' } });
+      const result = await mcp.callTool({ name: toolName('set_power', lamp.id), arguments: { on: 'yes' } });
       expect(result.isError).toBe(true);
       const rest = await api.post(`/v1/devices/${lamp.id}/actions`, { token: alice.token, body: { capability: 'set_power', arguments: { on: 'yes' } } });
       expect(rest.status).toBe(400);
@@ -282,7 +282,7 @@ describe("a device tool call's wait never moves an action back", () => {
     const mcp = await connect(server.url, alice.token, 'modern');
     try {
       const progress: string[] = [];
-      const call = mcp.callTool({ name: `set_power__${hex12(device.id)}`, arguments: { on: true } }, { onprogress: (p) => progress.push(p.message ?? '') });
+      const call = mcp.callTool({ name: toolName('set_power', device.id), arguments: { on: true } }, { onprogress: (p) => progress.push(p.message ?? '') });
       await expect.poll(() => changes.length).toBe(1);
       const queued = changes[0]!;
       expect(queued.action.status).toBe('queued');
@@ -312,7 +312,7 @@ describe('a dropped client withdraws its action (docs/reference/rules.md "MCP")'
       const abort = new AbortController();
       const progress: string[] = [];
       const call = mcp.callTool(
-        { name: `get_state__${hex12(lamp.id)}`, arguments: {} },
+        { name: toolName('get_state', lamp.id), arguments: {} },
         { signal: abort.signal, onprogress: (p) => progress.push(p.message ?? '') },
       );
       await expect.poll(() => progress.length).toBeGreaterThan(0);
@@ -333,7 +333,7 @@ describe('live checks at call time', () => {
   it('answers 403 with the error envelope when the grant is revoked between tools/list and tools/call', async () => {
     const carol = await createAgent(api, owner, { name: 'carol', access: 'act', principal: 'agent:carol' });
     await grant(api, owner, carol.principal, lamp.id, ['set_power']);
-    const name = `set_power__${hex12(lamp.id)}`;
+    const name = toolName('set_power', lamp.id);
     for (const era of ['modern', 'legacy'] as const) {
       const mcp = await connect(server.url, carol.token, era);
       expect((await mcp.listTools()).tools.map((t) => t.name)).toContain(name);
@@ -358,7 +358,7 @@ describe('live checks at call time', () => {
   });
 
   it('answers 403 insufficient_scope (scope act) for a control function over a read ceiling', async () => {
-    const name = `set_power__${hex12(lamp.id)}`;
+    const name = toolName('set_power', lamp.id);
     const raw = await rawMcp(server.url, { token: bob.token, method: 'tools/call', name, params: { name, arguments: { on: true } } });
     expect(raw.status).toBe(403);
     expect(raw.json).toMatchObject({ error: { code: 'insufficient_access' } });

@@ -4,7 +4,7 @@ import { client, type Client as Api } from './helpers/api.js';
 import { grant } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
-import { errorEnvelope, MODERN, rawMcp, simulateDevice, type Era, type RawResponse, type SimulatedDevice } from './helpers/mcp-client.js';
+import { errorEnvelope, MODERN, rawMcp, simulateDevice, toolName, type Era, type RawResponse, type SimulatedDevice } from './helpers/mcp-client.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
@@ -35,9 +35,8 @@ beforeAll(async () => {
   lamp = await attachDevice(api, owner, { name: 'Front door' });
   agent = await createAgent(api, owner, { name: 'confirm', principal: 'agent:confirm' });
   other = await createAgent(api, owner, { name: 'other', principal: 'agent:other' });
-  const hex = lamp.id.replaceAll('-', '').slice(0, 12);
-  setPower = `set_power__${hex}`;
-  getState = `get_state__${hex}`;
+  setPower = toolName('set_power', lamp);
+  getState = toolName('get_state', lamp);
   device = simulateDevice(api, lamp, ({ args }) => ({ ok: true, result: { on: args.on } }));
 });
 afterAll(async () => {

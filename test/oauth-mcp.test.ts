@@ -11,7 +11,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client as Api } from './helpers/api.js';
 import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
-import { MODERN, simulateDevice, type SimulatedDevice } from './helpers/mcp-client.js';
+import { MODERN, simulateDevice, toolName, type SimulatedDevice } from './helpers/mcp-client.js';
 import { decide, ownerCookie, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 
 /**
@@ -96,8 +96,6 @@ afterAll(async () => {
   await device.stop();
 });
 
-const toolName = (capability: string) => `${capability}__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
-
 async function connected(provider: MemoryProvider): Promise<{ mcp: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${server.issuer}/mcp`), { authProvider: provider });
   const mcp = new Client({ name: 'e2e', version: '1.0.0' }, { versionNegotiation: { mode: { pin: MODERN } } });
@@ -136,9 +134,9 @@ describe('MCP client OAuth flow end to end (dynamic registration)', () => {
 
     const { mcp } = await connected(provider);
     const tools = (await mcp.listTools()).tools.map((t) => t.name);
-    expect(tools).toContain(toolName('get_state'));
-    expect(tools).not.toContain(toolName('set_power'));
-    const result = await mcp.callTool({ name: toolName('get_state'), arguments: {} });
+    expect(tools).toContain(toolName('get_state', lamp));
+    expect(tools).not.toContain(toolName('set_power', lamp));
+    const result = await mcp.callTool({ name: toolName('get_state', lamp), arguments: {} });
     expect(result.isError).toBeFalsy();
     expect(result.structuredContent).toMatchObject({ capability: 'get_state', status: 'succeeded', principal });
     await mcp.close();
@@ -147,7 +145,7 @@ describe('MCP client OAuth flow end to end (dynamic registration)', () => {
   it('steps up from read to read act on a control function (403 insufficient_scope → re-authorization)', async () => {
     const { mcp } = await connected(provider);
     // The SDK answers the 403 by re-authorizing with the union of scopes: a browser trip.
-    await expect(mcp.callTool({ name: toolName('set_power'), arguments: { on: true } })).rejects.toBeInstanceOf(UnauthorizedError);
+    await expect(mcp.callTool({ name: toolName('set_power', lamp), arguments: { on: true } })).rejects.toBeInstanceOf(UnauthorizedError);
     const stepUp = provider.authorizationUrls[0]!;
     expect(stepUp.searchParams.get('scope')?.split(' ').sort()).toEqual(['act', 'read']);
     const back = await decide(stepUp.toString(), cookie, 'approve');
@@ -156,8 +154,8 @@ describe('MCP client OAuth flow end to end (dynamic registration)', () => {
     expect(provider.stored?.scope).toBe('read act');
 
     const again = await connected(provider);
-    expect((await again.mcp.listTools()).tools.map((t) => t.name)).toContain(toolName('set_power'));
-    const result = await again.mcp.callTool({ name: toolName('set_power'), arguments: { on: true } });
+    expect((await again.mcp.listTools()).tools.map((t) => t.name)).toContain(toolName('set_power', lamp));
+    const result = await again.mcp.callTool({ name: toolName('set_power', lamp), arguments: { on: true } });
     expect(result.structuredContent).toMatchObject({ capability: 'set_power', status: 'succeeded', arguments: { on: true } });
     await again.mcp.close();
   });
@@ -206,7 +204,7 @@ describe('MCP client OAuth flow end to end (pre-registered client, revoked by th
     // The read ceiling of the connection caps what the SDK asked for.
     expect(provider.stored?.scope).toBe('read');
     const { mcp } = await connected(provider);
-    expect((await mcp.listTools()).tools.map((t) => t.name)).toContain(toolName('get_state'));
+    expect((await mcp.listTools()).tools.map((t) => t.name)).toContain(toolName('get_state', lamp));
     await mcp.close();
 
     expect((await api.post(`/v1/oauth-clients/${registered.oauth.clientId}/revoke`, { token: owner })).status).toBe(200);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client } from './helpers/api.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { connect, rawMcp } from './helpers/mcp-client.js';
+import { connect, rawMcp, toolName } from './helpers/mcp-client.js';
 import { freePort } from './helpers/oauth.js';
 import { startRedis, type TestRedis } from './helpers/redis.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -46,7 +46,7 @@ async function world(name: string) {
   const lamp = await attachDevice(apiA, owner, { name });
   const agent = await createAgent(apiA, owner, { name, access: 'act', principal: `agent:${name}` });
   await grant(apiA, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
-  const setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+  const setPower = toolName('set_power', lamp.id);
   return { lamp, agent, setPower };
 }
 

@@ -7,7 +7,7 @@ import { client } from './helpers/api.js';
 import { startChildService, type ChildService } from './helpers/child-service.js';
 import { grant, next, queue, report } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
-import { connect, type Era } from './helpers/mcp-client.js';
+import { connect, toolName, type Era } from './helpers/mcp-client.js';
 import { freePort } from './helpers/oauth.js';
 import { redisOutsider, startRedis, startTlsRedis, type RedisOutsider, type TestRedis } from './helpers/redis.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -347,7 +347,7 @@ describe('corrupted messages on the events channel', () => {
     const lamp = await attachDevice(api, owner, { name: 'mcp-restart' });
     const agent = await createAgent(api, owner, { name: 'mcp-restart', access: 'act', principal: 'agent:mcp-restart' });
     await grant(api, owner, agent.principal, lamp.id, ['set_power']);
-    const setPower = `set_power__${lamp.id.replaceAll('-', '').slice(0, 12)}`;
+    const setPower = toolName('set_power', lamp.id);
     const c = await startTestServer({ env: { DATABASE_URL: sqld.url, REDIS_URL: redis.url } });
     const mcp = await connect(a.url, agent.token, 'modern');
     try {
@@ -418,7 +418,7 @@ describe('messages on the events channel from a publisher that is not an instanc
     const agent = await createAgent(apiA(), owner, { name, access: 'act', principal: `agent:${name}` });
     const capabilities = manifest ? (manifest.capabilities as { name: string }[]).map((c) => c.name) : ['get_state', 'set_power'];
     await grant(apiA(), owner, agent.principal, device.id, capabilities);
-    return { device, agent, setPower: `set_power__${device.id.replaceAll('-', '').slice(0, 12)}` };
+    return { device, agent, setPower: toolName('set_power', device.id) };
   }
 
   /** The workspace id the instances' messages name beside `deviceId`: listening is enough to learn it. */

@@ -3,7 +3,7 @@ import { attachDevice as attachSdkDevice, CommandRecalled, Device, type DeviceEv
 import { childrenOf, grant, hubManifest, next, queue, report } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, createSetupToken, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
-import { connect } from './helpers/mcp-client.js';
+import { connect, toolName } from './helpers/mcp-client.js';
 import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 import { connectDevice } from './helpers/ws.js';
 
@@ -91,7 +91,7 @@ describe.each(revocations)('$name while commands are queued', ({ reason, revoke 
     const { lamp, agent } = await world();
     const mcp = await connect(server.url, agent.token, 'modern');
     try {
-      const tool = (await mcp.listTools()).tools.find((t) => t.name.startsWith('set_power') && t.name.includes(lamp.id.replaceAll('-', '').slice(0, 12)))!;
+      const tool = (await mcp.listTools()).tools.find((t) => t.name === toolName('set_power', lamp))!;
       const waiting = mcp.callTool({ name: tool.name, arguments: { on: true }, _meta: { 'dfc/waitSeconds': 30 } });
       const other = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
       await actionsOn(lamp.id, 2);
