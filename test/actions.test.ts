@@ -4,6 +4,7 @@ import { childrenOf, grant, hubManifest, next, queue, report, requestAction } fr
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
+import { grantedDevice, grantedWorld } from './helpers/world.js';
 
 const clock = manualClock();
 let owner: string;
@@ -14,10 +15,7 @@ const server = useTestServer({ clock });
 const api = server.api;
 
 beforeAll(async () => {
-  owner = await server.ownerToken('actions-owner');
-  lamp = await attachDevice(api, owner);
-  agent = await createAgent(api, owner, { access: 'act' });
-  await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power', 'set_brightness']);
+  ({ owner, device: lamp, agent } = await grantedWorld(server, 'actions-owner', { capabilities: ['get_state', 'set_power', 'set_brightness'] }));
 });
 
 const actionCount = async (token = owner) => (await api.get('/v1/actions/export', { token })).body.data.count as number;
@@ -186,9 +184,7 @@ describe('DEVICE_CONTROLS_ENABLED=false (kill switch)', () => {
 
   beforeAll(async () => {
     offOwner = await off.ownerToken('kill-switch-owner');
-    offLamp = await attachDevice(offApi, offOwner);
-    offAgent = await createAgent(offApi, offOwner, { access: 'act' });
-    await grant(offApi, offOwner, offAgent.principal, offLamp.id, ['get_state', 'set_power']);
+    ({ device: offLamp, agent: offAgent } = await grantedDevice(offApi, offOwner, { capabilities: ['get_state', 'set_power'] }));
   });
 
   it('answers 503 device_controls_disabled to every action request, read functions included', async () => {
@@ -228,9 +224,7 @@ describe('DEVICE_CONTROLS_ENABLED=false (kill switch)', () => {
     const before = await startTestServer({});
     const beforeApi = client(before.url);
     const o = await before.ownerToken('switch-restart-owner');
-    const l = await attachDevice(beforeApi, o);
-    const a = await createAgent(beforeApi, o, { access: 'act' });
-    await grant(beforeApi, o, a.principal, l.id, ['get_state']);
+    const { device: l, agent: a } = await grantedDevice(beforeApi, o, { capabilities: ['get_state'] });
     const fetched = await queue(beforeApi, a.token, l.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
     const first = await queue(beforeApi, a.token, l.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
     const second = await queue(beforeApi, a.token, l.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });

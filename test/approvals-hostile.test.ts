@@ -5,6 +5,7 @@ import { grant, next, queue } from './helpers/actions.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { openSse } from './helpers/sse.js';
 import { useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 // A hostile review of "a human in the loop" (docs/owners/approvals.md "Approvals: the owner says yes first",
 // "Webhooks"; docs/reference/rules.md "Approvals"): what an agent, an owner of another workspace or a
@@ -30,9 +31,7 @@ const read = async (id: string): Promise<Action> => (await api.get(`/v1/actions/
 
 describe('a stricter approval mode given to a live grant', () => {
   it('keeps an action queued under the old none grant from reaching the device without a yes', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'] });
     const queued = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     expect(queued.status).toBe('queued');
 
@@ -43,9 +42,7 @@ describe('a stricter approval mode given to a live grant', () => {
   });
 
   it('still hands out an action the owner approved after a re-grant in the same mode', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
     const waiting = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
     expect((await approve(waiting.id)).status).toBe(200);
@@ -55,9 +52,7 @@ describe('a stricter approval mode given to a live grant', () => {
 
 describe('approving after the function changed under the waiting action', () => {
   it('cancels it function_changed (409), and the device is never handed it', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
     const waiting = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     // The device now wants another argument: the owner would be approving a call it no longer understands.
     const capabilities = (lampManifest.capabilities as { name: string }[]).map((c) =>

@@ -11,6 +11,7 @@ import { attachDevice, createAgent, createSetupToken, type AttachedDevice } from
 import { connect, simulateDevice, toolName } from './helpers/mcp-client.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
 import { connectDevice } from './helpers/ws.js';
+import { grantedDevice } from './helpers/world.js';
 
 // docs/owners/approvals.md "Approvals: the owner says yes first", docs/reference/rules.md "Approvals": an action under a
 // grant in `owner` mode (or `user` through REST) waits for the owner's decision, invisible to
@@ -201,9 +202,7 @@ describe('POST /v1/actions/{actionId}/approve', () => {
   });
 
   it('cancels it with the reason and answers 409 when the permission ended unseen since the request (grant expired)', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power'], 60, 'owner');
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'], ttlSeconds: 60, approval: 'owner' });
     const action = await waiting(agent.token, lamp, { approvalTtlSeconds: 600 });
     clock.advance(61_000);
     const res = await approve(action.id);
@@ -251,9 +250,7 @@ describe('POST /v1/actions/{actionId}/reject', () => {
 describe('GET /v1/approvals', () => {
   it('pages the waiting actions oldest first with next and previous cursors, and counts them all', async () => {
     const own = await server.ownerToken('approvals-pages');
-    const lamp = await attachDevice(api, own);
-    const agent = await createAgent(api, own);
-    await grant(api, own, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const { device: lamp, agent } = await grantedDevice(api, own, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await waiting(agent.token, lamp)).id);
 
@@ -338,9 +335,7 @@ describe('the expiry sweep', () => {
     try {
       const sweptApi = client(swept.url);
       const sweptOwner = await swept.ownerToken('approvals-sweep');
-      const lamp = await attachDevice(sweptApi, sweptOwner);
-      const agent = await createAgent(sweptApi, sweptOwner);
-      await grant(sweptApi, sweptOwner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+      const { device: lamp, agent } = await grantedDevice(sweptApi, sweptOwner, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
       const action = await queue(sweptApi, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, approvalTtlSeconds: 30 });
       sweptClock.advance(30_000);
       // Read the row itself, not through the API (a read would expire it on the spot).
@@ -395,9 +390,7 @@ describe('withdrawals while an action waits', () => {
 describe('GET /v1/actions?status=', () => {
   it("lists only the actions in that status, newest first: awaiting_approval is the owner's inbox", async () => {
     const inboxOwner = await server.ownerToken('approvals-inbox');
-    const lamp = await attachDevice(api, inboxOwner);
-    const agent = await createAgent(api, inboxOwner);
-    await grant(api, inboxOwner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const { device: lamp, agent } = await grantedDevice(api, inboxOwner, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
     await grant(api, inboxOwner, agent.principal, lamp.id, ['get_state']);
     const first = await waiting(agent.token, lamp);
     const plain = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
@@ -498,9 +491,7 @@ describe('the kill switch (DEVICE_CONTROLS_ENABLED=false)', () => {
     const beforeApi = client(before.url);
     const subject = 'approvals-kill-switch';
     const ownerBefore = await before.ownerToken(subject);
-    const lamp = await attachDevice(beforeApi, ownerBefore);
-    const agent = await createAgent(beforeApi, ownerBefore);
-    await grant(beforeApi, ownerBefore, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const { device: lamp, agent } = await grantedDevice(beforeApi, ownerBefore, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
     const action = await queue(beforeApi, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, approvalTtlSeconds: 3600 });
     expect(action.status).toBe('awaiting_approval');
     await before.close();

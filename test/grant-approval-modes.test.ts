@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, hubManifest } from './helpers/actions.js';
-import { attachDevice, createAgent } from './helpers/fixtures.js';
+import { attachDevice } from './helpers/fixtures.js';
 import { useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 // docs/reference/rules.md "Approvals": every grant carries an approval mode, shown wherever grants and
 // callable functions are listed.
@@ -65,9 +66,7 @@ describe('POST /v1/devices/{deviceId}/gateway-grants approval', () => {
 
 describe('GET /v1/functions approval', () => {
   it("shows an agent each callable function's mode, read live from its grant", async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['get_state'] });
     await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
     const modes = async () =>
       Object.fromEntries(

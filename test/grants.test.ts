@@ -3,6 +3,7 @@ import { grant, queue, requestAction } from './helpers/actions.js';
 import { manualClock } from './helpers/clock.js';
 import { attachDevice, createAgent, lampManifest } from './helpers/fixtures.js';
 import { useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 const clock = manualClock();
 let owner: string;
@@ -260,9 +261,7 @@ describe('live grant checks on action requests', () => {
   });
 
   it('answers 403 grant_required once the grant has expired', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state'], 60);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['get_state'], ttlSeconds: 60 });
     clock.advance(59_999);
     await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
     clock.advance(1);
@@ -272,9 +271,7 @@ describe('live grant checks on action requests', () => {
   });
 
   it('answers 403 grant_required for a function of the device that was not granted', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['get_state'] });
     const res = await requestAction(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     expect(res.status).toBe(403);
     expect(res.body.error.code).toBe('grant_required');
@@ -298,9 +295,7 @@ describe('live grant checks on action requests', () => {
   });
 
   it('answers 403 once the device is revoked, even with a live grant', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['get_state'] });
     await api.post(`/v1/devices/${lamp.id}/revoke`, { token: owner });
     const res = await requestAction(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
     expect(res.status).toBe(403);
@@ -309,18 +304,14 @@ describe('live grant checks on action requests', () => {
 
 describe('read ceiling vs function kind', () => {
   it('answers 403 insufficient_access to a read-ceiling agent calling a granted control function', async () => {
-    const lamp = await attachDevice(api, owner);
-    const reader = await createAgent(api, owner, { access: 'read' });
-    await grant(api, owner, reader.principal, lamp.id, ['get_state', 'set_power']);
+    const { device: lamp, agent: reader } = await grantedDevice(api, owner, { agent: { access: 'read' }, capabilities: ['get_state', 'set_power'] });
     const res = await requestAction(api, reader.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     expect(res.status).toBe(403);
     expect(res.body.error.code).toBe('insufficient_access');
   });
 
   it('lets a read-ceiling agent call a granted read function', async () => {
-    const lamp = await attachDevice(api, owner);
-    const reader = await createAgent(api, owner, { access: 'read' });
-    await grant(api, owner, reader.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent: reader } = await grantedDevice(api, owner, { agent: { access: 'read' }, capabilities: ['get_state'] });
     const action = await queue(api, reader.token, lamp.id, { capability: 'get_state', arguments: {} });
     expect(action.status).toBe('queued');
   });

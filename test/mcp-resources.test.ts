@@ -4,6 +4,7 @@ import { grant } from './helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, rawMcp, toolName, type Era } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 let owner: string;
 let lamp: AttachedDevice;
@@ -112,9 +113,7 @@ describe('DEVICE_CONTROLS_ENABLED=false', () => {
 
   beforeAll(async () => {
     const o = await off.ownerToken('owner-off');
-    device = await attachDevice(offApi, o);
-    agent = await createAgent(offApi, o, { access: 'act' });
-    await grant(offApi, o, agent.principal, device.id, ['get_state']);
+    ({ device, agent } = await grantedDevice(offApi, o, { capabilities: ['get_state'] }));
   });
 
   it('hides device tools and broadcast, keeps reads, and answers a device tool call or broadcast with 503 device_controls_disabled', async () => {

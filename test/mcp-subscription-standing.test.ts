@@ -2,8 +2,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ACCESS_TOKEN_TTL_MS } from '../src/domain/oauth/token.js';
 import { manualClock } from './helpers/clock.js';
 import { createAgent } from './helpers/fixtures.js';
-import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
+import { useOAuthTestServer } from './helpers/oauth.js';
 import { listen } from './helpers/tasks-client.js';
+import { oauthAgent } from './helpers/world.js';
 
 /**
  * A subscriptions/listen stream outlives the request that opened it, so the credential that
@@ -23,10 +24,7 @@ beforeAll(async () => {
 
 const isMethod = (method: string) => (m: Record<string, any>) => m.method === method;
 
-async function oauthToken(name: string): Promise<{ token: string; clientId: string }> {
-  const registered = await registerClient(server.issuer, owner, { name, redirectUris: ['http://127.0.0.1:9/callback'], public: true, access: 'act' });
-  return { token: await accessTokenFor(server, owner, registered.oauth.clientId), clientId: registered.oauth.clientId };
-}
+const oauthToken = (name: string) => oauthAgent(server, owner, { name });
 
 describe('an OAuth access token’s subscriptions end with the token', () => {
   it('ends the subscription, with its result, once the token is revoked at /oauth/revoke', async () => {

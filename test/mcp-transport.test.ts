@@ -1,13 +1,11 @@
 import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { grant } from './helpers/actions.js';
-import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, envelope, MODERN, rawMcp } from './helpers/mcp-client.js';
 import { useTestServer } from './helpers/server.js';
 import { createHostPolicy } from '../src/mcp/hosts.js';
+import { grantedDevice } from './helpers/world.js';
 
 let agent: { token: string; principal: string };
-let lamp: AttachedDevice;
 let port: string;
 
 const b64 = (value: string) => `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
@@ -18,9 +16,7 @@ const api = server.api;
 beforeAll(async () => {
   port = new URL(server.url).port;
   const owner = await server.ownerToken('owner-transport');
-  lamp = await attachDevice(api, owner);
-  agent = await createAgent(api, owner, { access: 'act' });
-  await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+  ({ agent } = await grantedDevice(api, owner, { capabilities: ['get_state'] }));
 });
 
 describe('media types (before the SDK)', () => {

@@ -10,6 +10,7 @@ import { journalIdOf } from './helpers/event-ids.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { openSse, type SseEvent, type SseStream } from './helpers/sse.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 // GET /v1/events, the owner's live event stream (docs/reference/events.md "Owner events"), read with a real
 // Server-Sent Events client over fetch (test/helpers/sse.ts).
@@ -68,9 +69,7 @@ describe('GET /v1/events', () => {
 
   it("delivers an action's events in order as a device runs it: created, received, succeeded", async () => {
     const owner = await server.ownerToken('events-order');
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'] });
     const sse = await stream(owner);
 
     const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
@@ -89,9 +88,7 @@ describe('GET /v1/events', () => {
 
   it('tells the owner at once that an action waits for their approval, then that it was approved', async () => {
     const owner = await server.ownerToken('events-approval');
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power'], null, 'owner');
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'], ttlSeconds: null, approval: 'owner' });
     const sse = await stream(owner);
 
     const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });

@@ -12,6 +12,7 @@ import { childrenOf, grant, hubManifest, next, queue, requestAction } from './he
 import { attachDevice, createAgent, lampManifest, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, rawMcp } from './helpers/mcp-client.js';
 import { startTestServer, useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 // docs/reference/rules.md "Access": a grant applies to the function as the owner saw it (its kind and
 // argument schema); a republish that changes or removes the function withdraws its commands.
@@ -73,9 +74,7 @@ async function expectGrantRequired(token: string, deviceId: string, capability: 
 
 describe('a function republished with another kind', () => {
   it('stops a plain read grant: hidden, 403 grant_required, queued commands cancelled function_changed, listed as stale', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:kind-plain' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { agent: { access: 'act', principal: 'agent:kind-plain' }, capabilities: ['get_state'] });
     // Listed once before, so the cached tool list must follow the republish.
     const before = await agentSees(agent.token);
     expect(before).toEqual({ tools: [expect.stringContaining('get_state')], functions: ['get_state'] });
@@ -123,9 +122,7 @@ describe('a function republished with another kind', () => {
 
 describe('a function republished with another argument schema', () => {
   it('stops its grants and cancels its queued commands, but a description change alone does not', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:schema' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { agent: { access: 'act', principal: 'agent:schema' }, capabilities: ['get_state'] });
     const kept = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
 
     // Annotations only: the function's description and a property's title and description.
@@ -148,9 +145,10 @@ describe('a function republished with another argument schema', () => {
 
 describe('a function removed from the manifest', () => {
   it('cancels its queued commands and recalls the handed-out one with function_removed; its grant shows stale', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:removed' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, {
+      agent: { access: 'act', principal: 'agent:removed' },
+      capabilities: ['get_state', 'set_power'],
+    });
     const handedOut = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
     expect((await next(api, lamp)).body.data.id).toBe(handedOut.id);
     const queued = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
@@ -171,9 +169,7 @@ describe('a function removed from the manifest', () => {
   });
 
   it('keeps the grant stale when the name comes back with another schema, and live when it comes back identical', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:returns' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { agent: { access: 'act', principal: 'agent:returns' }, capabilities: ['get_state'] });
     await publish(
       lamp,
       lampWith(() => null),
@@ -195,9 +191,7 @@ describe('a function removed from the manifest', () => {
 
 describe('granting again', () => {
   it('records the new kind and schema, so the grant is live again', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act', principal: 'agent:regrant' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { agent: { access: 'act', principal: 'agent:regrant' }, capabilities: ['get_state'] });
     await publish(
       lamp,
       lampWith((c) => ({ ...c, kind: 'control' })),

@@ -6,6 +6,7 @@ import { attachDevice, createAgent, createSetupToken, lampManifest, type Attache
 import { connect, toolName } from './helpers/mcp-client.js';
 import { accessTokenFor, registerClient, useOAuthTestServer } from './helpers/oauth.js';
 import { connectDevice } from './helpers/ws.js';
+import { grantedDevice } from './helpers/world.js';
 
 // docs/reference/rules.md "Actions": a command moves a device only while the permission it was
 // requested under holds. Real server, real devices (raw polls, raw wake sockets, the SDK),
@@ -195,9 +196,7 @@ describe('POST /v1/device/{deviceId}/next: authorization at hand-out', () => {
   });
 
   it('skips an unauthorised command and hands out the next authorised one in the same call', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act' });
-    await grant(api, owner, agent.principal, lamp.id, ['set_power'], 60);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'], ttlSeconds: 60 });
     await grant(api, owner, agent.principal, lamp.id, ['get_state']);
     const first = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 });
     clock.advance(1);
@@ -221,9 +220,7 @@ describe('POST /v1/device/{deviceId}/next: authorization at hand-out', () => {
   });
 
   it('cancels a command whose agent connection expired (principal_expired): its credential ended like a grant does', async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act', ttlSeconds: 60 });
-    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { agent: { access: 'act', ttlSeconds: 60 }, capabilities: ['set_power'] });
     const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 });
     clock.advance(60_001);
     expect((await next(api, lamp)).body.data).toBeNull();

@@ -8,10 +8,11 @@ import { migrate } from '../src/store/migrate.js';
 import { grant, next, report, requestAction } from './helpers/actions.js';
 import { client, type ApiResponse, type Client } from './helpers/api.js';
 import { manualClock } from './helpers/clock.js';
-import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtures.js';
+import { attachDevice, type AttachedDevice } from './helpers/fixtures.js';
 import { connect, errorEnvelope, type Era } from './helpers/mcp-client.js';
 import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 /**
  * Storage budgets per workspace (docs/operators/budgets.md): what one workspace can make the service
@@ -52,9 +53,7 @@ async function serve(env: Record<string, string>, clock?: ReturnType<typeof manu
 
 async function world(server: TestServer, api: Client, name: string): Promise<World> {
   const owner = await server.ownerToken(name);
-  const device = await attachDevice(api, owner, { name: 'Notebook', manifest: noteManifest });
-  const agent = await createAgent(api, owner, { access: 'act' });
-  await grant(api, owner, agent.principal, device.id, ['note']);
+  const { device, agent } = await grantedDevice(api, owner, { device: { name: 'Notebook', manifest: noteManifest }, capabilities: ['note'] });
   const workspaceId = (await server.service.db.get<{ id: string }>('SELECT workspace_id AS id FROM devices WHERE id = ?', [device.id]))!.id;
   return { owner, device, agent, workspaceId };
 }

@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { grant, queue } from './helpers/actions.js';
-import { attachDevice, createAgent } from './helpers/fixtures.js';
+import { queue } from './helpers/actions.js';
+import { attachDevice } from './helpers/fixtures.js';
 import { useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 /** GET /v1/usage: the workspace's use of each limit beside the limit the checks use. */
 
@@ -16,9 +17,7 @@ beforeAll(async () => {
 
 describe('GET /v1/usage', () => {
   it("counts what the workspace holds beside the configured limits, and only this workspace's", async () => {
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner, { access: 'act' });
-    await grant(api, owner, agent.principal, lamp.id, ['get_state', 'set_power']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['get_state', 'set_power'] });
     await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} });
     const other = await server.ownerToken('usage-other');
     await attachDevice(api, other);

@@ -17,6 +17,7 @@ import { attachDevice, createAgent, type AttachedDevice } from './helpers/fixtur
 import { startSqld, type TestSqld } from './helpers/sqld.js';
 import { journalIdOf } from './helpers/event-ids.js';
 import { startTestServer, useTestServer, type TestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 // Webhooks (docs/owners/webhooks.md): registered by the owner, delivered to a real HTTP receiver this
 // test starts on a loopback port. The test-only OAUTH_CIMD_ALLOW_LOOPBACK admits it; a second
@@ -780,9 +781,7 @@ describe('an event stored once for all its deliveries', () => {
   /** How much one action with 14 KB of arguments adds to the database with `webhooks` webhooks, once dispatched. */
   async function growthOfOneAction(name: string, webhooks: number): Promise<{ bytes: number; eventIds: number[] }> {
     const owner = await sized.ownerToken(name);
-    const device = await attachDevice(sizedApi, owner, { manifest: noteManifest });
-    const agent = await createAgent(sizedApi, owner);
-    await grant(sizedApi, owner, agent.principal, device.id, ['write_note']);
+    const { device, agent } = await grantedDevice(sizedApi, owner, { device: { manifest: noteManifest }, capabilities: ['write_note'] });
     for (let i = 0; i < webhooks; i++) await register(owner, `/${name}`, Object.keys(EVENT_TYPES), sizedApi);
     await waitFor(async () => {
       const state = await readDispatchState(sized.service.db);

@@ -5,6 +5,7 @@ import { listWorkspaceEvents } from '../src/store/event-journal.js';
 import { grant, next, queue, report, requestAction } from './helpers/actions.js';
 import { attachDevice, createAgent } from './helpers/fixtures.js';
 import { useTestServer } from './helpers/server.js';
+import { grantedDevice } from './helpers/world.js';
 
 // The workspace event journal (migration 0016): each change the owner's stream and webhooks
 // report is recorded by trigger in the transaction that makes it.
@@ -22,9 +23,7 @@ async function journal(routingId: string): Promise<(WorkspaceEvent & { journalId
 describe('the workspace event journal', () => {
   it("records an action's creation and each change of status, in order, with the action as it was", async () => {
     const owner = await server.ownerToken('journal-actions');
-    const lamp = await attachDevice(api, owner);
-    const agent = await createAgent(api, owner);
-    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const { device: lamp, agent } = await grantedDevice(api, owner, { capabilities: ['set_power'] });
     const action = await queue(api, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
     expect((await next(api, lamp)).status).toBe(200);
     expect((await report(api, lamp, { actionId: action.id, ok: true, result: { on: true } })).status).toBe(200);
