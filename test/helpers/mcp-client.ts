@@ -7,7 +7,7 @@ export const MODERN = '2026-07-28';
 
 /**
  * The MCP tool name of a device's function, `<capability>__<12 hex digits of the device id>`
- * with the service's own rule (src/mcp/device-tool-names.ts). test/mcp/mcp-tool-names.test.ts
+ * with the service's own rule (src/mcp/device-tool-names.ts). test/hostile/mcp-tool-names.test.ts
  * pins that rule with literal expectations; every other test names tools through this.
  */
 export function toolName(capability: string, device: string | { id: string }): string {
