@@ -18,7 +18,7 @@ const run = promisify(execFile);
  */
 const WALK_THROUGH = `
 import createClient from 'openapi-fetch';
-import type { paths } from '../api.js';
+import type { paths } from './api.js';
 
 // A client needs nothing of Node's types but its environment (lib.dom has fetch and console).
 declare const process: { env: Record<string, string | undefined> };
