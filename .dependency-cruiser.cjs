@@ -18,7 +18,7 @@
  *   config.ts, logger.ts: roots too, but they only name domain types.
  *
  * test/ and scripts/ may import anything; they are cruised for cycles and unresolvable imports.
- * test/layers.test.ts checks that these rules fail on a planted forbidden import.
+ * test/tooling/layers.test.ts checks that these rules fail on a planted forbidden import.
  *
  * dependency-cruiser 17, not 18: 18 needs Node 22, and the service runs on Node 20.
  */

@@ -78,7 +78,7 @@ export default defineConfig(
 
   {
     // SQL lives only in src/store, parameterised, next to the migrations it depends on: a statement
-    // written anywhere else in src/ is an error (test/eslint-rules.test.ts plants one). Matched on
+    // written anywhere else in src/ is an error (test/tooling/eslint-rules.test.ts plants one). Matched on
     // how a statement starts, so an HTTP method named 'DELETE' or prose is not taken for SQL.
     files: ['src/**/*.{ts,tsx}'],
     ignores: ['src/store/**'],
@@ -96,7 +96,7 @@ export default defineConfig(
 
   {
     // Configuration is parsed once, by src/config.ts from what the entry points hand it: only
-    // src/main.ts and the CLI read the environment (test/eslint-rules.test.ts plants a read).
+    // src/main.ts and the CLI read the environment (test/tooling/eslint-rules.test.ts plants a read).
     files: ['src/**/*.{ts,tsx}'],
     ignores: ['src/main.ts', 'src/cli/**'],
     rules: {

@@ -39,7 +39,7 @@ export const NOT_APPLICABLE: Record<string, Record<string, string>> = {
   // MCP Tasks: the scenarios drive the reference server's fixture tools by their fixed names
   // (greet, slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
   // test_tool_with_task); this service's tools are device functions named
-  // <capability>__<device id>. test/mcp-tasks*.test.ts check the same rules on device tools.
+  // <capability>__<device id>. test/mcp/mcp-tasks.test.ts and test/scale-out/mcp-tasks-scale-out.test.ts check the same rules on device tools.
   'tasks-lifecycle': {
     'tasks-sync-tool-call': fixture('greet'),
     'sep-2663-result-type-task-on-create': fixture('slow_compute'),
@@ -96,7 +96,7 @@ export const SCENARIOS = [
   'resources-list',
   'dns-rebinding-protection',
   // tasks-status-notifications is left out: the suite itself skips it (its harness predates
-  // subscriptions/listen); test/mcp-subscriptions.test.ts covers notifications/tasks.
+  // subscriptions/listen); test/mcp/mcp-subscriptions.test.ts covers notifications/tasks.
   'tasks-lifecycle',
   'tasks-capability-negotiation',
   'tasks-wire-fields',

@@ -1,7 +1,7 @@
 /**
  * `npm run docs:generate`: writes the parts of docs/ whose source is the code, between their
  * `<!-- generated:<name>:start -->` and `<!-- generated:<name>:end -->` markers. The text
- * around the markers is written by hand; test/docs-generated.test.ts fails when a generated
+ * around the markers is written by hand; test/docs/docs-generated.test.ts fails when a generated
  * part differs from what this script would write.
  */
 import fs from 'node:fs';

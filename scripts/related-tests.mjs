@@ -4,14 +4,15 @@
 // however indirectly" (`vitest related`) is most of the suite for most changes. Instead:
 //
 //   - a changed test file;
-//   - the tests named after a changed file: src/domain/grants.ts → test/grants.test.ts,
-//     test/stale-grants.test.ts (the file's name as a whole dash-separated part);
+//   - the tests named after a changed file: src/domain/grants.ts → test/rest/grants.test.ts,
+//     test/hostile/stale-grants.test.ts (the file's name as a whole dash-separated part);
 //   - the tests nearest a changed module in the import graph: those at the fewest imports from
 //     it (src/domain/account.ts → the tests importing src/domain/registry.ts), unless more than
 //     NEAREST_MAX are that near (a test helper, a console screen): then the tests named after
-//     its folder (src/console/… → test/console-*.test.ts), and the run says what it left out;
-//   - the tests that name a changed file that is not a module by its path (test/readme.test.ts
-//     reads README.md), and test/store.test.ts for a migration.
+//     its folder (src/console/… → test/console/ and test/*/console-*.test.ts), and the run says
+//     what it left out;
+//   - the tests that name a changed file that is not a module by its path (test/docs/readme.test.ts
+//     reads README.md), and test/store/store.test.ts for a migration.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -84,10 +85,14 @@ const namedAfter = (test, file) => {
   return `-${name}-`.includes(`-${stem}-`);
 };
 
-/** The tests named after the nearest folder of `file` that has any: src/console/screens/grants.tsx → test/console-*.test.ts. */
+/**
+ * The tests in the test folder of that name, or named after it, for the nearest folder of `file`
+ * that has any: src/console/screens/grants.tsx → test/console/ and test/hostile/console-*.test.ts.
+ */
 function namedAfterFolder(tests, file) {
   for (let dir = path.posix.dirname(file); dir !== '.' && dir !== 'src' && dir !== 'test'; dir = path.posix.dirname(dir)) {
-    const named = tests.filter((test) => namedAfter(test, dir));
+    const inFolder = (test) => path.posix.basename(path.posix.dirname(test)) === path.posix.basename(dir);
+    const named = tests.filter((test) => inFolder(test) || namedAfter(test, dir));
     if (named.length > 0) return named;
   }
   return [];
@@ -111,7 +116,7 @@ export function relatedTests(root, changed) {
       }
     } else if (!SOURCE.test(file)) {
       for (const test of tests) if (fs.readFileSync(path.join(root, test), 'utf8').includes(file)) chosen.add(test);
-      if (file.startsWith('src/store/migrations/')) chosen.add('test/store.test.ts');
+      if (file.startsWith('src/store/migrations/')) chosen.add('test/store/store.test.ts');
     }
   }
   return { tests: [...chosen].filter((test) => fs.existsSync(path.join(root, test))).sort(), notes };

@@ -14,7 +14,7 @@ npm run -s setup:dev-tools
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v redis-server >/dev/null || missing+=(redis-server)
-# test/device-sdk-python.test.ts: Debian's python3 (not whichever python3 is first on PATH) with
+# test/devices/device-sdk-python.test.ts: Debian's python3 (not whichever python3 is first on PATH) with
 # what packages/device-sdk-python needs to test, type-check, build and install offline.
 python_modules=(ensurepip:python3-venv pip:python3-pip websockets:python3-websockets pytest:python3-pytest
   pytest_asyncio:python3-pytest-asyncio build:python3-build hatchling:python3-hatchling mypy:python3-mypy)

@@ -118,7 +118,7 @@ const ENV: Record<string, string> = {
   // attempts in flight per webhook, 4 per workspace) the receiver that hangs one attempt in ten
   // for a whole timeout can take only about 19 a second, and its backlog would outlast the
   // settling. The soak checks that every event arrives through kills and restarts, not the
-  // fairness caps, which test/webhooks.test.ts covers (docs/owners/webhooks.md "Fair delivery between workspaces").
+  // fairness caps, which test/events/webhooks.test.ts covers (docs/owners/webhooks.md "Fair delivery between workspaces").
   WEBHOOK_MAX_IN_FLIGHT_PER_WEBHOOK: '8',
   WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: '16',
   EXPIRY_SWEEP_SECONDS: '1',

@@ -68,9 +68,18 @@ function fitCapability(capability: string, budget: number): string {
   return `${stem.slice(0, budget - 9)}_${sha8(stem)}`;
 }
 
-function nameFor(fn: CallableFunction, idDigits: number): string {
+function nameFor(fn: Pick<CallableFunction, 'capability' | 'deviceId'>, idDigits: number): string {
   const hex = fn.deviceId.replaceAll('-', '').toLowerCase();
   return `${fitCapability(fn.capability, MAX_TOOL_NAME_CHARS - 2 - idDigits)}__${hex.slice(0, idDigits)}`;
+}
+
+/**
+ * The tool name of one device function when none of the caller's other functions shares it
+ * (all but the rare cases above): what a client or a test can compute from the capability and
+ * the device id alone.
+ */
+export function deviceToolName(capability: string, deviceId: string): string {
+  return nameFor({ capability, deviceId }, 12);
 }
 
 /** The caller's device tools in the order of `functions` (already deterministic: device, then manifest order). */

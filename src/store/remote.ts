@@ -124,7 +124,7 @@ function failedAlone(error: unknown): number | undefined {
  * than Hrana over HTTP, where each statement is its own HTTP request (docs/performance.md "On a
  * libSQL server (sqld)"); `libsql://` means TLS, as `wss://`. `http://` and `https://` stay on
  * HTTP, for a proxy that does not pass WebSocket upgrades. The outage tests run over both
- * (test/database-outage.test.ts); calls on the socket are bounded by `RemoteDb`'s own timer.
+ * (test/hostile/database-outage.test.ts); calls on the socket are bounded by `RemoteDb`'s own timer.
  */
 const isWebSocketUrl = (url: string) => /^(?:wss?|libsql):/i.test(url);
 

@@ -35,12 +35,16 @@ export async function api<T = any>(base: string, method: string, path: string, o
   return { status: response.status, headers: response.headers, body: parsed as T };
 }
 
-/** Bound to one server: `client.post('/v1/…', { token, body })`. */
-export function client(base: string) {
+/**
+ * Bound to one server: `client.post('/v1/…', { token, body })`. The base may be a function, read
+ * at each call, for a client made before its server has started (`useTestServer().api`).
+ */
+export function client(base: string | (() => string)) {
+  const url = typeof base === 'string' ? () => base : base;
   return {
-    get: <T = any>(path: string, options?: RequestOptions) => api<T>(base, 'GET', path, options),
-    post: <T = any>(path: string, options?: RequestOptions) => api<T>(base, 'POST', path, options),
-    request: <T = any>(method: string, path: string, options?: RequestOptions) => api<T>(base, method, path, options),
+    get: <T = any>(path: string, options?: RequestOptions) => api<T>(url(), 'GET', path, options),
+    post: <T = any>(path: string, options?: RequestOptions) => api<T>(url(), 'POST', path, options),
+    request: <T = any>(method: string, path: string, options?: RequestOptions) => api<T>(url(), method, path, options),
   };
 }
 

@@ -35,12 +35,15 @@ export interface AttachedDevice {
   workspace: string;
 }
 
+export interface AttachOptions {
+  name?: string;
+  kind?: 'device' | 'gateway';
+  /** The manifest to publish (the lamp by default); `null` publishes none. */
+  manifest?: Record<string, unknown> | null;
+}
+
 /** Attaches a device through a fresh setup token and publishes a manifest for it. */
-export async function attachDevice(
-  api: Client,
-  owner: string,
-  options: { name?: string; kind?: 'device' | 'gateway'; manifest?: Record<string, unknown> | null } = {},
-): Promise<AttachedDevice> {
+export async function attachDevice(api: Client, owner: string, options: AttachOptions = {}): Promise<AttachedDevice> {
   const setup = await createSetupToken(api, owner);
   const res = await api.post('/v1/sdk/devices', { token: setup.token, body: { name: options.name ?? 'Lamp', kind: options.kind ?? 'device' } });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
@@ -52,12 +55,23 @@ export async function attachDevice(
   return attached;
 }
 
-export async function createAgent(
-  api: Client,
-  owner: string,
-  body: { name?: string; access?: 'read' | 'act'; principal?: string; ttlSeconds?: number | null } = {},
-) {
+export interface AgentOptions {
+  name?: string;
+  access?: 'read' | 'act';
+  principal?: string;
+  ttlSeconds?: number | null;
+}
+
+/** An agent connection: its token is shown once, at creation. */
+export interface Agent {
+  id: string;
+  token: string;
+  principal: string;
+  access: 'read' | 'act';
+}
+
+export async function createAgent(api: Client, owner: string, body: AgentOptions = {}): Promise<Agent> {
   const res = await api.post('/v1/agent-connections', { token: owner, body: { name: 'agent', access: 'act', ...body } });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.data as { id: string; token: string; principal: string; access: 'read' | 'act' };
+  return res.body.data as Agent;
 }

@@ -1,8 +1,18 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { deviceToolName } from '../../src/mcp/device-tool-names.js';
 import type { Client as Api } from './api.js';
 import type { AttachedDevice } from './fixtures.js';
 
 export const MODERN = '2026-07-28';
+
+/**
+ * The MCP tool name of a device's function, `<capability>__<12 hex digits of the device id>`
+ * with the service's own rule (src/mcp/device-tool-names.ts). test/hostile/mcp-tool-names.test.ts
+ * pins that rule with literal expectations; every other test names tools through this.
+ */
+export function toolName(capability: string, device: string | { id: string }): string {
+  return deviceToolName(capability, typeof device === 'string' ? device : device.id);
+}
 export type Era = 'modern' | 'legacy';
 
 /** The official v2 client, pinned to 2026-07-28 (modern) or speaking the 2025 handshake (legacy). */

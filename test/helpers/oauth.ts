@@ -2,7 +2,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { expect } from 'vitest';
 import type { Clock } from '../../src/domain/context.js';
-import { startTestServer, type TestServer } from './server.js';
+import { startTestServer, useServer, type FileServer, type TestServer } from './server.js';
+
+/** A test server whose public base URL is the address it listens on. */
+export type OAuthTestServer = TestServer & { issuer: string; resource: string };
 
 /** A port free right now on 127.0.0.1 (the OS picks it; the caller binds it next). */
 export async function freePort(): Promise<number> {
@@ -21,9 +24,7 @@ export async function freePort(): Promise<number> {
  * the issuer must be the URL the metadata is served under, and the MCP client checks the
  * protected resource against the URL it connected to.
  */
-export async function startOAuthTestServer(
-  options: { clock?: Clock; env?: Record<string, string> } = {},
-): Promise<TestServer & { issuer: string; resource: string }> {
+export async function startOAuthTestServer(options: { clock?: Clock; env?: Record<string, string> } = {}): Promise<OAuthTestServer> {
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
   const server = await startTestServer({
@@ -31,6 +32,11 @@ export async function startOAuthTestServer(
     env: { PORT: String(port), PUBLIC_BASE_URL: issuer, ...options.env },
   });
   return Object.assign(server, { issuer, resource: `${issuer}/mcp` });
+}
+
+/** `startOAuthTestServer(options)` for the test file (or `describe`) that calls it; see `useServer`. */
+export function useOAuthTestServer(options: { clock?: Clock; env?: Record<string, string> } = {}): FileServer<OAuthTestServer> {
+  return useServer(() => startOAuthTestServer(options));
 }
 
 export function pkce(): { verifier: string; challenge: string } {

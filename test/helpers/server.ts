@@ -2,10 +2,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
+import { afterAll, beforeAll } from 'vitest';
 import { parseConfig, type Config } from '../../src/config.js';
 import type { Clock } from '../../src/domain/context.js';
 import { createLogger } from '../../src/logger.js';
 import { startService, type RunningService } from '../../src/service.js';
+import type { Db } from '../../src/store/driver.js';
+import { client, type Client } from './api.js';
 
 export const TEST_ISSUER = 'https://idp.test.invalid';
 export const TEST_AUDIENCE = 'dfc-tests';
@@ -31,6 +34,10 @@ export interface TestServer {
   url: string;
   config: Config;
   service: RunningService;
+  /** The service's database handle (`service.db`), for tests that look under the API. */
+  store: Db;
+  /** The clock the service runs on: the one passed in, or the real one. */
+  clock: Clock;
   dir: string;
   /** Every log line the server wrote, as text. */
   logs: string[];
@@ -90,17 +97,54 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   });
   const logs: string[] = [];
   const log = createLogger('info', (line) => logs.push(line));
-  const service = await startService(config, { log, ...(options.clock ? { clock: options.clock } : {}) });
+  const clock = options.clock ?? { now: () => Date.now() };
+  const service = await startService(config, { log, clock });
   const sign = await signer(privateKey, kid);
   const signForeign = await signer(foreign.privateKey, kid);
   return {
     url: service.url,
     config,
     service,
+    store: service.db,
+    clock,
     dir,
     logs,
     ownerToken: sign,
     foreignToken: (subject) => signForeign(subject),
     close: () => service.close(),
   };
+}
+
+/** A server started for one test file: the handle is usable once its `beforeAll` has run. */
+export type FileServer<S extends TestServer = TestServer> = S & {
+  /** A fetch client for this server; safe to keep in a module constant (it reads the URL per call). */
+  readonly api: Client;
+};
+
+/**
+ * Registers `beforeAll` to start a server and `afterAll` to close it, and returns a handle that
+ * forwards to it. Hooks a file registers after this call run after the start and before the close
+ * (vitest's default "stack" order), so a file's own `beforeAll` can build its world on it.
+ */
+export function useServer<S extends TestServer>(start: () => Promise<S>): FileServer<S> {
+  let started: S | undefined;
+  const running = (key: PropertyKey): S => {
+    if (!started) throw new Error(`the test server is not started yet: read .${String(key)} inside a hook or a test`);
+    return started;
+  };
+  const api = client(() => running('url').url);
+  beforeAll(async () => {
+    started = await start();
+  });
+  afterAll(async () => {
+    await started?.close();
+  });
+  return new Proxy({ api } as FileServer<S>, {
+    get: (target, key) => (key === 'api' ? target.api : Reflect.get(running(key), key)),
+  });
+}
+
+/** `startTestServer(options)` for the test file (or `describe`) that calls it; see `useServer`. */
+export function useTestServer(options: TestServerOptions = {}): FileServer {
+  return useServer(() => startTestServer(options));
 }

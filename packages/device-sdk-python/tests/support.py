@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 ROOT = Path(os.environ.get("DFC_REPO_ROOT", Path(__file__).resolve().parents[3]))
 NODE = os.environ.get("DFC_NODE", "node")
-SCENARIOS = ROOT / "test/device-protocol/scenarios.json"
+SCENARIOS = ROOT / "test/devices/device-protocol/scenarios.json"
 
 # The limits the repository's own tests relax (test/helpers/server.ts RELAXED_LIMITS).
 RELAXED_LIMITS = {

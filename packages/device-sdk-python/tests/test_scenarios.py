@@ -1,5 +1,5 @@
-"""The shared device protocol scenarios (test/device-protocol/scenarios.json), run against the
-live service with the Python SDK; test/device-sdk-scenarios.test.ts runs the same table with
+"""The shared device protocol scenarios (test/devices/device-protocol/scenarios.json), run against the
+live service with the Python SDK; test/devices/device-sdk-scenarios.test.ts runs the same table with
 the Node SDK."""
 
 from __future__ import annotations
