@@ -53,6 +53,8 @@ function taskFollower(o: SubscriptionOptions, notify: Notify) {
   const stages = new Map<string, number>();
   return {
     watches: (id: string) => watched.has(id),
+    /** Every task it followed has reached its final state (or is gone): nothing more to tell of them. */
+    allFinished: () => watched.size === 0,
     /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
     async refresh(id: string, known?: ActionRecord): Promise<void> {
       if (!watched.has(id)) return;
@@ -159,11 +161,18 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
   const recheck = async () => {
     if (!(await tools.recheck())) teardown(true);
   };
+  // A stream that follows only tasks has nothing more to tell once they have all finished: it
+  // ends with the listen request's result, as the client's own request would, so the client
+  // reads a complete answer and keeps its connection instead of dropping it mid-stream.
+  const follow = (id: string, known?: ActionRecord) =>
+    serially(async () => {
+      await tasks.refresh(id, known);
+      if (!o.honored.toolsListChanged && tasks.allFinished()) teardown(true);
+    });
   const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
     // This instance's own change is the committed state; anything off the bus is read afresh.
-    if (event.type === 'action' && tasks.watches(event.action.id))
-      serially(() => tasks.refresh(event.action.id, origin === 'this-instance' ? event.action : undefined));
-    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) serially(() => tasks.refresh(event.actionId));
+    if (event.type === 'action' && tasks.watches(event.action.id)) follow(event.action.id, origin === 'this-instance' ? event.action : undefined);
+    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) follow(event.actionId);
     else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
   };
 
@@ -180,6 +189,7 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
         await tools.start();
         // Each task as it stands now, read after the events are watched: no change falls between.
         for (const id of taskIds) await tasks.refresh(id);
+        if (!toolsListChanged && tasks.allFinished()) teardown(true);
       });
       timers.push(
         setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
