@@ -35,13 +35,16 @@ async function post(dispatcher: Dispatcher, base: string, token: string, method:
   return message.result;
 }
 
-/** Reads a subscriptions/listen stream until the task's notification says it finished. */
+/** Reads a subscriptions/listen stream until the task has finished and the stream has ended. */
 async function awaitFinished(dispatcher: Dispatcher, base: string, token: string, taskId: string): Promise<Record<string, any>> {
+  const listenId = ++id;
+  let finished: Record<string, any> | undefined;
+  let answered = false;
   const response = await request(`${base}/mcp`, {
     method: 'POST',
     dispatcher,
     headers: mcpHeaders(token, 'subscriptions/listen'),
-    body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method: 'subscriptions/listen', params: { notifications: { taskIds: [taskId] }, _meta: TASKS_META } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: listenId, method: 'subscriptions/listen', params: { notifications: { taskIds: [taskId] }, _meta: TASKS_META } }),
   });
   const decoder = new TextDecoder();
   let buffer = '';
@@ -54,12 +57,16 @@ async function awaitFinished(dispatcher: Dispatcher, base: string, token: string
         buffer = buffer.slice(cut + 2);
         const data = frame.split('\n').find((l) => l.startsWith('data:'));
         const message = data ? JSON.parse(data.slice(5)) : undefined;
-        if (message?.method === 'notifications/tasks' && ['completed', 'cancelled', 'failed'].includes(message.params.status)) return message.params;
+        if (message?.method === 'notifications/tasks' && ['completed', 'cancelled', 'failed'].includes(message.params.status)) finished = message.params;
+        // A stream whose tasks have all finished ends with the listen request's result: read
+        // it and the end of the stream, as a client does, so the connection serves the next request.
+        if (message?.id === listenId) answered = true;
       }
     }
   } finally {
-    response.body.destroy();
+    if (!answered) response.body.destroy();
   }
+  if (finished) return finished;
   throw new Error(`the subscription for task ${taskId} ended before the task finished`);
 }
 

@@ -186,4 +186,11 @@ export interface OperationContext {
    * "One access read per MCP call").
    */
   callable?: { deviceId: string; capability: string; fn: AuthorizedFunction };
+  /**
+   * This request already found device control running in the caller's workspace (not
+   * paused) by a live read just before the call runs (the MCP gate answers 503 before the
+   * SDK when it is paused): `invoke` takes that reading instead of reading the switch again.
+   * Never set on a call that waited for a person, which reads it afresh.
+   */
+  controlsRunning?: true;
 }

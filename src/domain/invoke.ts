@@ -71,7 +71,7 @@ export async function assertControlsEnabled(operation: AnyOperation, ctx: Operat
     throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
   }
   const workspaceId = ctx.credential?.workspaceId;
-  if (workspaceId !== undefined && (await workspacePaused(ctx, workspaceId))) {
+  if (workspaceId !== undefined && !ctx.controlsRunning && (await workspacePaused(ctx, workspaceId))) {
     throw new DomainError(
       'device_controls_disabled',
       'Device control is paused for this workspace by its owner: no action is queued or handed to a device until the owner resumes it. Reads keep working.',

@@ -31,6 +31,11 @@ export interface McpSession {
    */
   paused?: boolean;
   /**
+   * The gate found device control running (the pause switch read once, for the request's
+   * device calls): a call that runs straight after takes that reading (context.ts `controlsRunning`).
+   */
+  controlsRunning?: boolean;
+  /**
    * Set when a message of the request declared MCP Tasks (tasks/): for the JSON-RPC id of a
    * device call that declared them itself, how its action answers when it has not finished
    * within TASK_WAIT_MS, with its task; undefined for any other call.

@@ -80,6 +80,8 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
     // A device tool runs actions.request: its descriptor's checks (the kill switch among them) apply.
     const refusal = deviceCalls.length > 0 && (await admissionRefusal(c, operations.requestAction, ctx));
     if (refusal) return { response: refusal };
+    // A lone call runs straight after this read; calls of a batch may run after another's wait.
+    session.controlsRunning = deviceCalls.length === 1 && messages.length === 1;
 
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
     session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));

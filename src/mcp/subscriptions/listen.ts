@@ -1,6 +1,5 @@
 import { CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
 import type { Context } from 'hono';
-import { readOwnAction } from '../../domain/agent-tasks.js';
 import type { OperationContext } from '../../domain/context.js';
 import { DomainError } from '../../domain/errors.js';
 import type { HttpEnv } from '../../http/request.js';
@@ -11,7 +10,7 @@ import { declaresTasks, missingTasksCapability } from '../tasks/task-methods.js'
 import type { TaskClock } from '../tasks/task-view.js';
 import { envelope } from '../refusals.js';
 import { createListenSlots, type ListenLimits } from './slots.js';
-import { openSubscription, type Honored } from './subscription.js';
+import { openSubscription, type Asked } from './subscription.js';
 
 /**
  * `subscriptions/listen` (MCP 2026-07-28), answered here rather than by the SDK, whose listen
@@ -43,12 +42,8 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       const missing = missingTasksCapability();
       return rpcError(plain.id, { code: missing.code, message: missing.message, data: missing.data });
     }
-    const honored: Honored = { toolsListChanged: filter.toolsListChanged === true, taskIds: [] };
-    // Only the caller's own tasks: any other id is left out, as an unknown one is.
-    for (const id of new Set((taskIds as string[] | undefined) ?? []).values()) {
-      if (honored.taskIds.length >= MAX_LISTENED_TASKS) break;
-      if (await readOwnAction(ctx, request.credential, id)) honored.taskIds.push(id);
-    }
+    // Which of these are the caller's own is read once, by the stream (subscription.ts).
+    const asked: Asked = { toolsListChanged: filter.toolsListChanged === true, taskIds: [...new Set((taskIds as string[] | undefined) ?? [])] };
     const stamp = { [SUBSCRIPTION_ID_META_KEY]: plain.id };
     const closing = {
       jsonrpc: '2.0',
@@ -65,7 +60,8 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
     const stream = openSubscription({
       ctx,
       credential: request.credential,
-      honored,
+      asked,
+      maxTasks: MAX_LISTENED_TASKS,
       clock: deps.clock,
       stamp,
       closing,

@@ -9,8 +9,8 @@ import type { ActionRecord } from '../../domain/action-records.js';
 import { taskOf } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
 
-/** What a subscription was granted: the tool-list notification, and the caller's own task ids. */
-export interface Honored {
+/** What a subscription asked for: the tool-list notification, and task ids (distinct), of which it follows the caller's own. */
+export interface Asked {
   toolsListChanged: boolean;
   taskIds: string[];
 }
@@ -18,7 +18,9 @@ export interface Honored {
 export interface SubscriptionOptions {
   ctx: OperationContext;
   credential: CredentialOf<'agent'>;
-  honored: Honored;
+  asked: Asked;
+  /** The most tasks it follows; ids past the first `maxTasks` of the caller's own are left out. */
+  maxTasks: number;
   clock: TaskClock;
   /** `_meta` every notification of the subscription carries: its id. */
   stamp: Record<string, unknown>;
@@ -48,11 +50,31 @@ type Notify = (method: string, params: Record<string, unknown>) => void;
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
 function taskFollower(o: SubscriptionOptions, notify: Notify) {
   const { ctx, credential } = o;
-  const watched = new Set(o.honored.taskIds);
+  // Every id asked for until `adopt` has read which are the caller's: a change during that read waits its turn.
+  const watched = new Set(o.asked.taskIds);
   const lastSent = new Map<string, string>();
   const stages = new Map<string, number>();
   return {
     watches: (id: string) => watched.has(id),
+    /**
+     * Reads the tasks asked for once and acknowledges the subscription: the caller's own (up
+     * to `maxTasks`) are followed, any other id is dropped, as an unknown one is.
+     */
+    async adopt(): Promise<ActionRecord[]> {
+      const own: ActionRecord[] = [];
+      for (const id of o.asked.taskIds) {
+        const found = own.length < o.maxTasks ? await readOwnAction(ctx, credential, id) : undefined;
+        if (found) own.push(found.action);
+        else watched.delete(id);
+      }
+      const { toolsListChanged } = o.asked;
+      notify('notifications/subscriptions/acknowledged', {
+        notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds: own.map((action) => action.id) },
+      });
+      return own;
+    },
+    /** Every task it followed has reached its final state (or is gone): nothing more to tell of them. */
+    allFinished: () => watched.size === 0,
     /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
     async refresh(id: string, known?: ActionRecord): Promise<void> {
       if (!watched.has(id)) return;
@@ -89,13 +111,13 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
   };
   return {
     async start(): Promise<void> {
-      if (o.honored.toolsListChanged) tools.names = await toolNames(ctx.clock.now());
+      if (o.asked.toolsListChanged) tools.names = await toolNames(ctx.clock.now());
     },
     async recheck(): Promise<boolean> {
       const standing = await agentStandingOf(ctx, credential);
       if (!standing.live) return false;
       const now = ctx.clock.now();
-      if (!o.honored.toolsListChanged || (standing.functionsVersion === tools.version && now < tools.validUntil)) return true;
+      if (!o.asked.toolsListChanged || (standing.functionsVersion === tools.version && now < tools.validUntil)) return true;
       tools.version = standing.functionsVersion;
       const names = await toolNames(now);
       if (names !== tools.names) {
@@ -105,6 +127,16 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
       return true;
     },
   };
+}
+
+/** The stream's timers, unreferenced: its keepalive, its recheck, its end of life, and its OAuth token's expiry. */
+function streamTimers(o: SubscriptionOptions, on: { keepalive: () => void; recheck: () => void; end: () => void }): NodeJS.Timeout[] {
+  const timers = [setInterval(on.keepalive, KEEPALIVE_MS), setInterval(on.recheck, RECHECK_MS), setTimeout(on.end, Math.min(o.lifetimeMs, MAX_TIMER_MS))];
+  // An OAuth token ends its streams when it expires, not at the next recheck after.
+  const expiresAt = o.credential.oauth?.expiresAt;
+  if (expiresAt !== undefined) timers.push(setTimeout(on.recheck, Math.min(Math.max(0, expiresAt - o.ctx.clock.now()), MAX_TIMER_MS)));
+  for (const timer of timers) timer.unref();
+  return timers;
 }
 
 /**
@@ -159,37 +191,46 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
   const recheck = async () => {
     if (!(await tools.recheck())) teardown(true);
   };
+  // A stream that follows only tasks has nothing more to tell once they have all finished: it
+  // ends with the listen request's result, as the client's own request would, so the client
+  // reads a complete answer and keeps its connection instead of dropping it mid-stream.
+  const endIfDone = () => {
+    if (!o.asked.toolsListChanged && tasks.allFinished()) teardown(true);
+  };
+  const follow = (id: string, known?: ActionRecord) =>
+    serially(async () => {
+      await tasks.refresh(id, known);
+      endIfDone();
+    });
   const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
     // This instance's own change is the committed state; anything off the bus is read afresh.
-    if (event.type === 'action' && tasks.watches(event.action.id))
-      serially(() => tasks.refresh(event.action.id, origin === 'this-instance' ? event.action : undefined));
-    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) serially(() => tasks.refresh(event.actionId));
+    if (event.type === 'action' && tasks.watches(event.action.id)) follow(event.action.id, origin === 'this-instance' ? event.action : undefined);
+    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) follow(event.actionId);
     else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
   };
 
   return new ReadableStream<Uint8Array>({
     start(streamController) {
       controller = streamController;
-      const { toolsListChanged, taskIds } = o.honored;
-      notify('notifications/subscriptions/acknowledged', { notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds } });
-      if (!toolsListChanged && taskIds.length === 0) return teardown(true);
       o.signal.addEventListener('abort', onAbort, { once: true });
       if (o.signal.aborted) return teardown(false);
       unsubscribe = ctx.events.subscribe(onEvent);
       serially(async () => {
+        // Each task read once, after the events are watched: no change falls between the
+        // read and the stream, and the read is both the ownership check and the first state told.
+        const own = await tasks.adopt();
         await tools.start();
-        // Each task as it stands now, read after the events are watched: no change falls between.
-        for (const id of taskIds) await tasks.refresh(id);
+        for (const action of own) await tasks.refresh(action.id, action);
+        // Nothing asked for, or no task of the caller's left unfinished: the answer ends here.
+        endIfDone();
       });
       timers.push(
-        setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS),
-        setInterval(() => serially(recheck), RECHECK_MS),
-        setTimeout(() => serially(async () => teardown(true)), Math.min(o.lifetimeMs, MAX_TIMER_MS)),
+        ...streamTimers(o, {
+          keepalive: () => write(': keepalive\n\n'),
+          recheck: () => serially(recheck),
+          end: () => serially(async () => teardown(true)),
+        }),
       );
-      // An OAuth token ends its streams when it expires, not at the next recheck after.
-      const expiresAt = credential.oauth?.expiresAt;
-      if (expiresAt !== undefined) timers.push(setTimeout(() => serially(recheck), Math.min(Math.max(0, expiresAt - ctx.clock.now()), MAX_TIMER_MS)));
-      for (const timer of timers) timer.unref();
     },
     cancel() {
       teardown(false);
