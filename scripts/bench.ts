@@ -80,6 +80,7 @@ import { freePort } from '../test/helpers/oauth.js';
 import { SQLD_BINARY } from '../test/helpers/sqld.js';
 import { measuringEnv } from './measuring-env.js';
 import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
+import { databaseWindow, type DatabaseFigures } from './bench-sqld.js';
 import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 
 const { values: opts } = parseArgs({
@@ -491,7 +492,12 @@ interface LoadFigures {
   generatorCpuPercent: number;
   /** Device `next` calls that found nothing during the window. */
   emptyNexts: number;
+  /** On sqld: the database side of the window, per round trip (scripts/bench-sqld.ts). */
+  database?: DatabaseFigures;
 }
+
+/** Opens a database window at the measured window's start (`databaseWindow`). */
+type DatabaseProbe = () => ReturnType<typeof databaseWindow>;
 
 /**
  * Runs `agents` agent loops (by default one per device) for the warm-up and then `seconds`,
@@ -505,6 +511,7 @@ async function roundTripLoad(
   roundTrip: (device: BenchDevice, i: number) => Promise<void>,
   seconds: number,
   agents = fleet.devices.length,
+  probe?: DatabaseProbe,
 ): Promise<LoadFigures> {
   let running = true;
   let windowStart = Infinity;
@@ -524,12 +531,15 @@ async function roundTripLoad(
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
   const cpuBefore = await serversCpu(servers);
+  const database = await probe?.();
   const ownBefore = process.cpuUsage();
   windowStart = nowMs();
   windowEnd = windowStart + seconds * 1000;
   await sleep(seconds * 1000);
   const cpuAfter = await serversCpu(servers);
   const ownAfter = process.cpuUsage(ownBefore);
+  const completedInWindow = latencies.length;
+  const databaseFigures = await database?.(Math.max(1, completedInWindow));
   fleet.recording.on = false;
   running = false;
   await Promise.all(loops);
@@ -548,6 +558,7 @@ async function roundTripLoad(
     serverCpuPercent: Math.round(((cpuAfter - cpuBefore) / wall) * 100),
     generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / wall) * 100),
     emptyNexts: fleet.emptyNexts - emptyBefore,
+    ...(databaseFigures ? { database: databaseFigures } : {}),
   };
 }
 
@@ -825,9 +836,13 @@ async function floor(bytes: number) {
  */
 async function onSqld(count: number) {
   const port = await freePort();
+  const adminPort = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-sqld-'));
   tempDirs.push(dir);
-  const sqldArgs = ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`, '--no-welcome'];
+  const sqldArgs = [
+    ...['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`],
+    ...['--admin-listen-addr', `127.0.0.1:${adminPort}`, '--no-welcome'],
+  ];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', SQLD_BINARY, ...sqldArgs]] : [SQLD_BINARY, sqldArgs];
   const sqld = spawn(command as string, args as string[], { stdio: 'ignore' });
   const exited = new Promise((resolve) => sqld.once('exit', resolve));
@@ -848,11 +863,15 @@ async function onSqld(count: number) {
     for (let i = 0; i < count; i++) servers.push(await startServer(instanceEnv(databaseUrl)));
     try {
       const fleet = await startFleet(servers, await owners(servers[0]!, `bench-sqld-${count}`));
-      const figures: { instances: number; mcp?: LoadFigures; rest?: LoadFigures } = { instances: count };
+      const probe = () => databaseWindow(servers, { adminUrl: `http://127.0.0.1:${adminPort}`, pid: sqld.pid! });
+      const figures: SqldFigures = { instances: count, idle: await idleCost(servers, probe) };
       const name = (kind: string) => `sqld-${count}-${kind}-round-trips`;
-      if (PHASES.has('mcp')) figures.mcp = await phase(servers, name('mcp'), () => roundTripLoad(servers, fleet, mcpRoundTrip, DURATION_S));
+      if (PHASES.has('mcp'))
+        figures.mcp = await phase(servers, name('mcp'), () => roundTripLoad(servers, fleet, mcpRoundTrip, DURATION_S, fleet.devices.length, probe));
       if (PHASES.has('rest'))
-        figures.rest = await phase(servers, name('rest'), () => roundTripLoad(servers, fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2))));
+        figures.rest = await phase(servers, name('rest'), () =>
+          roundTripLoad(servers, fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2)), fleet.devices.length, probe),
+        );
       for (const socket of fleet.sockets) socket.close();
       return figures;
     } finally {
@@ -862,6 +881,21 @@ async function onSqld(count: number) {
     sqld.kill('SIGKILL');
     await exited;
   }
+}
+
+/**
+ * What the instances cost with the fleet attached and its sockets open but no load: the
+ * pollers every instance runs (expiry sweep, housekeeping, webhook dispatcher, event
+ * journal readers). Counts are per second; `serviceCpuPercent` is all instances together.
+ */
+async function idleCost(servers: ServerProcess[], probe: DatabaseProbe) {
+  const seconds = 5;
+  await sleep(1000); // the set-up's writes settle
+  const cpuBefore = await serversCpu(servers);
+  const window = await probe();
+  await sleep(seconds * 1000);
+  const cpu = (await serversCpu(servers)) - cpuBefore;
+  return { seconds, serviceCpuPercent: r2((cpu / (seconds * 1e6)) * 100), database: await window(seconds) };
 }
 
 /** What every instance on a shared database is started with (a shared bus's URL goes here too). */
@@ -939,7 +973,17 @@ const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
 const wk = results.wake as Awaited<ReturnType<typeof wakeUnderLoad>> | undefined;
 
 type Row = [string, string, string, string, string];
-type SqldFigures = { instances: number; mcp?: LoadFigures; rest?: LoadFigures };
+type SqldFigures = { instances: number; idle: Awaited<ReturnType<typeof idleCost>>; mcp?: LoadFigures; rest?: LoadFigures };
+/** The database side of a load phase on sqld, per round trip (scripts/bench-sqld.ts). */
+function databaseRow(db: DatabaseFigures): Row {
+  return [
+    '  per round trip: writer queue, sqld',
+    `${db.writerTurns} turns: wait ${db.writerWaitMsMean} ms, held ${db.writerHeldMsMean} ms, ${db.statementsPerTurn} statements each`,
+    `held ${Math.round(db.writerHeldShare * 100)} % of the time (summed), ${db.busyRetries} busy retries`,
+    `sqld: ${db.sqldQueries} statements, ${db.sqldStreams} streams`,
+    `sqld CPU ${db.sqldCpuPercent} %, ${db.sqldExecutionMsPerQuery} ms/statement`,
+  ];
+}
 /** Service CPU per round trip of `figure` as a multiple of `baseline`'s. */
 const cpuShare = (figure: LoadFigures, baseline: LoadFigures) =>
   figure.serverCpuPercent / figure.roundTripsPerSecond / (baseline.serverCpuPercent / baseline.roundTripsPerSecond);
@@ -1082,8 +1126,9 @@ if (sq) {
         embedded ? share(one.roundTripsPerSecond, embedded.roundTripsPerSecond) : '',
         `service CPU ${one.serverCpuPercent} %`,
       ]);
+    if (one?.database) rows.push(databaseRow(one.database));
     for (const { instances, [kind]: many } of sq.many)
-      if (one && many)
+      if (one && many) {
         rows.push([
           `sqld (${sq.transport}), ${instances} instances, ${label} round trips, ${FLEET_LABEL}`,
           `${many.roundTripsPerSecond}/s (p50 ${many.requestToResult.p50Ms} ms)`,
@@ -1091,7 +1136,17 @@ if (sq) {
           share(many.roundTripsPerSecond, one.roundTripsPerSecond),
           `service CPU ${many.serverCpuPercent} % (all), ${r2(cpuShare(many, one))}× CPU per round trip`,
         ]);
+        if (many.database) rows.push(databaseRow(many.database));
+      }
   }
+  for (const { instances, idle } of [sq.one, ...sq.many])
+    rows.push([
+      `sqld (${sq.transport}), ${instances} instance${instances === 1 ? '' : 's'}, idle (pollers only)`,
+      `service CPU ${idle.serviceCpuPercent} % (all), sqld CPU ${idle.database.sqldCpuPercent} %`,
+      `${idle.database.writerTurns} writer turns/s, ${idle.database.readBatches} read batches/s`,
+      `${idle.database.sqldQueries} statements/s, ${idle.database.sqldStreams} streams/s`,
+      `${idle.database.busyRetries} busy retries/s`,
+    ]);
 }
 if (so) {
   rows.push([
