@@ -40,6 +40,9 @@
  *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
  *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20]
  *
+ * `--env KEY=VALUE,…` starts every server process with those settings too (for instance
+ * `--env WEBHOOK_POLL_SECONDS=3600,EXPIRY_SWEEP_SECONDS=3600` to see what the pollers cost).
+ *
  * `--workspaces` W spreads the round-trip phases (MCP, task mode, REST, on embedded and on
  * sqld) over W workspaces, each with its own owner, agent connection and grants and
  * `--devices` devices: `--workspaces 10 --devices 20` is 200 devices and 200 agent loops,
@@ -99,6 +102,7 @@ const { values: opts } = parseArgs({
     instances: { type: 'string', default: '2' },
     transport: { type: 'string', default: 'ws' },
     workspaces: { type: 'string', default: '1' },
+    env: { type: 'string', default: '' },
   },
 });
 if (
@@ -106,9 +110,10 @@ if (
   !['ws', 'http'].includes(opts.transport) ||
   !opts.instances.split(',').every((n) => Number.isInteger(Number(n)) && Number(n) >= 1) ||
   !Number.isInteger(Number(opts.workspaces)) ||
-  !(Number(opts.workspaces) >= 1)
+  !(Number(opts.workspaces) >= 1) ||
+  !opts.env.split(',').every((pair) => pair === '' || /^[A-Z][A-Z0-9_]*=/.test(pair))
 ) {
-  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1]');
+  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--env KEY=VALUE,…]');
   process.exit(2);
 }
 /** The instance counts measured after one instance on sqld (`--instances 2,3`: each in turn). */
@@ -128,6 +133,13 @@ const WAKE_SOCKETS = Number(opts['wake-sockets']);
 const FUNCTIONS = Number(opts.functions);
 const PHASES = new Set((opts.only ?? 'healthz,mcp,tasks,rest,tools,floor,sockets,wake').split(','));
 const ROOT = path.resolve(import.meta.dirname, '..');
+/** `--env`: settings every server process of the run gets on top of the measuring environment. */
+const EXTRA_ENV = Object.fromEntries(
+  opts.env
+    .split(',')
+    .filter(Boolean)
+    .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+);
 // The service runs as it ships, from the tsc build (see above); the build is incremental.
 execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
 
@@ -163,7 +175,7 @@ const tempDirs: string[] = [];
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
-  const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...extraEnv };
+  const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...EXTRA_ENV, ...extraEnv };
   const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const child: ChildProcess = spawn(command as string, args as string[], {
