@@ -307,8 +307,9 @@ export class RemoteDb implements Db {
    * together: the writes as one batch in one transaction (one stream, one round trip, one
    * commit), sent once their turn in `#oneWriter` comes, so that the writes arriving while
    * earlier ones hold the queue join them; the reads as one read-only batch, sent at the end
-   * of the turn without waiting for any write (they see only what is committed). Each
-   * statement is answered only once its batch has committed.
+   * of the turn without waiting for any write (they see only what is committed), or, while
+   * the previous read batch is unanswered, once it is, with the reads that arrived
+   * meanwhile. Each statement is answered only once its batch has committed.
    */
   #grouped(stmt: InStatement, mode: 'write' | 'read'): Promise<ResultSet> {
     let group = mode === 'write' ? this.#writeGroup : this.#readGroup;
