@@ -10,6 +10,8 @@
  *   every process of the machine. The parent subtracts it from the moment its device socket
  *   received the wake frame: the wake latency queue → frame, socket hop included.
  * - `rss`: the process's resident set after a full garbage collection (run with --expose-gc).
+ * - `db-stats`: on a libSQL server, the remote driver's writer-queue counters so far
+ *   (`WriterQueueStats` in src/store/remote.ts); nothing on the embedded driver.
  * - `profile-start` / `profile-stop`: a V8 CPU profile of one phase only (the inspector's
  *   Profiler, the same data as `node --cpu-prof`), written to `profiles/<name>.cpuprofile`.
  * - `stop`: closes the service and exits.
@@ -34,6 +36,7 @@ type Request =
   | { type: 'published'; since: number }
   | { type: 'rss' }
   | { type: 'cpu' }
+  | { type: 'db-stats' }
   | { type: 'profile-start' }
   | { type: 'profile-stop'; file: string }
   | { type: 'stop' };
@@ -72,6 +75,11 @@ process.on('message', (raw: Request) => {
     case 'cpu':
       send({ type: 'cpu', usage: process.cpuUsage() });
       break;
+    case 'db-stats': {
+      const db = service.db as { stats?: () => unknown };
+      send({ type: 'db-stats', stats: db.stats?.() });
+      break;
+    }
     case 'profile-start':
       void (async () => {
         session = new Session();

@@ -37,13 +37,22 @@
  * neither starves the other. Rate limits and the workspace device cap are raised through the
  * environment (the bench measures the service, not its limiter).
  *
- *   npm run bench [-- --duration 8 --devices 100 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
- *   npm run bench -- --database sqld [--instances 2] [--transport ws|http] [--only mcp,rest]
+ *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
+ *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20]
+ *
+ * `--env KEY=VALUE,…` starts every server process with those settings too (for instance
+ * `--env WEBHOOK_POLL_SECONDS=3600,EXPIRY_SWEEP_SECONDS=3600` to see what the pollers cost).
+ *
+ * `--workspaces` W spreads the round-trip phases (MCP, task mode, REST, on embedded and on
+ * sqld) over W workspaces, each with its own owner, agent connection and grants and
+ * `--devices` devices: `--workspaces 10 --devices 20` is 200 devices and 200 agent loops,
+ * each loop acting in its own device's workspace. The default, one workspace, is the load
+ * every other figure of docs/performance.md was measured with.
  *
  * `--database sqld` adds, after the embedded phases (the baseline of the same run), the MCP
  * and REST round trips on a real libSQL server (tools/sqld, a fresh data folder, started by
  * this script on the server's core), first with one instance of the service, then with
- * `--instances` N (default 2) on the same sqld. `--transport` picks how the service reaches
+ * `--instances` N (default 2; a list such as `2,3` measures each in turn) on the same sqld. `--transport` picks how the service reaches
  * sqld: `ws` (DATABASE_URL `ws://`, the Hrana WebSocket transport, the default) or `http`.
  * Every instance runs on the server's core, so N instances have the CPU of one: the ratio
  * says what sharing one database across processes costs, not what more cores would add.
@@ -74,6 +83,7 @@ import { freePort } from '../test/helpers/oauth.js';
 import { SQLD_BINARY } from '../test/helpers/sqld.js';
 import { measuringEnv } from './measuring-env.js';
 import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
+import { databaseWindow, type DatabaseFigures } from './bench-sqld.js';
 import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 
 const { values: opts } = parseArgs({
@@ -91,20 +101,45 @@ const { values: opts } = parseArgs({
     database: { type: 'string', default: 'embedded' },
     instances: { type: 'string', default: '2' },
     transport: { type: 'string', default: 'ws' },
+    workspaces: { type: 'string', default: '1' },
+    env: { type: 'string', default: '' },
   },
 });
-if (!['embedded', 'sqld'].includes(opts.database) || !['ws', 'http'].includes(opts.transport) || !(Number(opts.instances) >= 1)) {
-  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1] [--transport ws|http]');
+if (
+  !['embedded', 'sqld'].includes(opts.database) ||
+  !['ws', 'http'].includes(opts.transport) ||
+  !opts.instances.split(',').every((n) => Number.isInteger(Number(n)) && Number(n) >= 1) ||
+  !Number.isInteger(Number(opts.workspaces)) ||
+  !(Number(opts.workspaces) >= 1) ||
+  !opts.env.split(',').every((pair) => pair === '' || /^[A-Z][A-Z0-9_]*=/.test(pair))
+) {
+  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--env KEY=VALUE,…]');
   process.exit(2);
 }
-const INSTANCES = Number(opts.instances);
+/** The instance counts measured after one instance on sqld (`--instances 2,3`: each in turn). */
+const INSTANCES = opts.instances
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 1);
 const DURATION_S = Number(opts.duration);
+/** Devices in each workspace of the round-trip phases' fleet; WORKSPACES of them. */
 const DEVICES = Number(opts.devices);
+const WORKSPACES = Number(opts.workspaces);
+/** The round-trip phases' devices, and agent loops, over all workspaces. */
+const FLEET_DEVICES = DEVICES * WORKSPACES;
+const FLEET_LABEL = WORKSPACES === 1 ? `${DEVICES} devices` : `${WORKSPACES} workspaces × ${DEVICES} devices`;
 const SOCKETS = Number(opts.sockets);
 const WAKE_SOCKETS = Number(opts['wake-sockets']);
 const FUNCTIONS = Number(opts.functions);
 const PHASES = new Set((opts.only ?? 'healthz,mcp,tasks,rest,tools,floor,sockets,wake').split(','));
 const ROOT = path.resolve(import.meta.dirname, '..');
+/** `--env`: settings every server process of the run gets on top of the measuring environment. */
+const EXTRA_ENV = Object.fromEntries(
+  opts.env
+    .split(',')
+    .filter(Boolean)
+    .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+);
 // The service runs as it ships, from the tsc build (see above); the build is incremental.
 execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
 
@@ -140,7 +175,7 @@ const tempDirs: string[] = [];
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
-  const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...extraEnv };
+  const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...EXTRA_ENV, ...extraEnv };
   const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const child: ChildProcess = spawn(command as string, args as string[], {
@@ -259,6 +294,8 @@ interface BenchDevice {
   id: string;
   token: string;
   workspace: string;
+  /** The token of the agent its workspace granted it to (set by `startFleet`). */
+  agentToken: string;
   /** The instance this device and its agent's requests talk to. */
   base: string;
 }
@@ -270,7 +307,7 @@ async function attachDevices(base: string, owner: string, count: number, name: s
   );
   return pool(Array.from({ length: count }), 64, async (_, i) => {
     const attached = await call(base, 'POST', '/v1/sdk/devices', tokens[Math.floor(i / 20)].token, { name: `${name} ${i}` });
-    return { id: attached.device.id, token: attached.token, workspace: attached.workspace, base };
+    return { id: attached.device.id, token: attached.token, workspace: attached.workspace, agentToken: '', base };
   });
 }
 
@@ -306,17 +343,22 @@ async function openSocket(base: string, device: BenchDevice, onWake?: (actionId:
 
 const results: Record<string, unknown> = {};
 
-/** Runs one measured phase, under the server's CPU profiler when --profile is given. */
-async function phase<T>(server: ServerProcess, name: string, fn: () => Promise<T>): Promise<T> {
+/**
+ * Runs one measured phase, under the CPU profiler of each server when --profile is given
+ * (profiles/<name>.cpuprofile; with several instances, profiles/<name>-<instance>.cpuprofile).
+ */
+async function phase<T>(server: ServerProcess | ServerProcess[], name: string, fn: () => Promise<T>): Promise<T> {
+  const servers = Array.isArray(server) ? server : [server];
   if (!opts.profile) return fn();
-  await server.ask({ type: 'profile-start' });
+  await Promise.all(servers.map((one) => one.ask({ type: 'profile-start' })));
   try {
     return await fn();
   } finally {
-    await server.ask({ type: 'profile-stop', file: path.join(ROOT, 'profiles', `${name}.cpuprofile`) });
+    const file = (i: number) => path.join(ROOT, 'profiles', `${servers.length === 1 ? name : `${name}-${i}`}.cpuprofile`);
+    await Promise.all(servers.map((one, i) => one.ask({ type: 'profile-stop', file: file(i) })));
   }
 }
-const CONCURRENCY = DEVICES;
+const CONCURRENCY = FLEET_DEVICES;
 
 /**
  * The service's /healthz rate, then the same on a bare node:http server answering the same
@@ -370,7 +412,6 @@ async function healthzCeiling(server: ServerProcess) {
 interface Fleet {
   devices: BenchDevice[];
   sockets: WebSocket[];
-  agentToken: string;
   /** Frame arrival per action id, while recording. */
   frames: Map<string, number>;
   recording: { on: boolean };
@@ -384,23 +425,42 @@ interface Fleet {
 }
 
 /**
- * `count` devices (100, `--devices`, for the round-trip phases) on wake sockets. Each wake
+ * One owner session per workspace (`--workspaces`, default one): each development owner
+ * subject is its own workspace.
+ */
+function owners(server: ServerProcess, label: string, count = WORKSPACES): Promise<string[]> {
+  return Promise.all(Array.from({ length: count }, (_, w) => signDevelopmentSession(server.config, count === 1 ? label : `${label}-${w}`)));
+}
+
+/**
+ * One workspace of the fleet: `count` devices, one agent connection, each device's
+ * `set_power` granted to it.
+ */
+async function workspaceDevices(base: string, owner: string, count: number): Promise<BenchDevice[]> {
+  const devices = await attachDevices(base, owner, count, 'bench lamp');
+  await pool(devices, 32, (device) => call(base, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
+  const agent = await call(base, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
+  await pool(devices, 32, (device) =>
+    call(base, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] }),
+  );
+  for (const device of devices) device.agentToken = agent.token;
+  return devices;
+}
+
+/**
+ * `count` devices in each owner's workspace (100, `--devices`, in one workspace, for the
+ * round-trip phases; `--workspaces` spreads the load over more) on wake sockets. Each wake
  * frame announces one queued action, so a device answers each frame with one `next` and its
  * `result`, frames one after another: exactly the three requests of the round trip as
  * docs/performance.md defines it (the device SDK also polls once more after a drain to be
  * sure the queue is empty; a bench device with one outstanding action at a time does not need
  * to). Empty `next` answers are counted: they should not occur.
  */
-async function startFleet(servers: ServerProcess[], owner: string, count = DEVICES): Promise<Fleet> {
+async function startFleet(servers: ServerProcess[], workspaceOwners: string[], count = DEVICES): Promise<Fleet> {
   const server = servers[0]!;
-  const devices = await attachDevices(server.url, owner, count, 'bench lamp');
+  const devices = (await pool(workspaceOwners, 4, (owner) => workspaceDevices(server.url, owner, count))).flat();
   devices.forEach((device, i) => (device.base = servers[i % servers.length]!.url));
-  await pool(devices, 32, (device) => call(server.url, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
-  const agent = await call(server.url, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
-  await pool(devices, 32, (device) =>
-    call(server.url, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] }),
-  );
-  const fleet: Fleet = { devices, sockets: [], agentToken: agent.token, frames: new Map(), recording: { on: false }, reported: new Map(), emptyNexts: 0 };
+  const fleet: Fleet = { devices, sockets: [], frames: new Map(), recording: { on: false }, reported: new Map(), emptyNexts: 0 };
 
   fleet.sockets = await pool(devices, 32, (device) => {
     let chain = Promise.resolve();
@@ -444,7 +504,12 @@ interface LoadFigures {
   generatorCpuPercent: number;
   /** Device `next` calls that found nothing during the window. */
   emptyNexts: number;
+  /** On sqld: the database side of the window, per round trip (scripts/bench-sqld.ts). */
+  database?: DatabaseFigures;
 }
+
+/** Opens a database window at the measured window's start (`databaseWindow`). */
+type DatabaseProbe = () => ReturnType<typeof databaseWindow>;
 
 /**
  * Runs `agents` agent loops (by default one per device) for the warm-up and then `seconds`,
@@ -458,6 +523,7 @@ async function roundTripLoad(
   roundTrip: (device: BenchDevice, i: number) => Promise<void>,
   seconds: number,
   agents = fleet.devices.length,
+  probe?: DatabaseProbe,
 ): Promise<LoadFigures> {
   let running = true;
   let windowStart = Infinity;
@@ -477,12 +543,15 @@ async function roundTripLoad(
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
   const cpuBefore = await serversCpu(servers);
+  const database = await probe?.();
   const ownBefore = process.cpuUsage();
   windowStart = nowMs();
   windowEnd = windowStart + seconds * 1000;
   await sleep(seconds * 1000);
   const cpuAfter = await serversCpu(servers);
   const ownAfter = process.cpuUsage(ownBefore);
+  const completedInWindow = latencies.length;
+  const databaseFigures = await database?.(Math.max(1, completedInWindow));
   fleet.recording.on = false;
   running = false;
   await Promise.all(loops);
@@ -501,14 +570,13 @@ async function roundTripLoad(
     serverCpuPercent: Math.round(((cpuAfter - cpuBefore) / wall) * 100),
     generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / wall) * 100),
     emptyNexts: fleet.emptyNexts - emptyBefore,
+    ...(databaseFigures ? { database: databaseFigures } : {}),
   };
 }
 
-function mcpRoundTrip(fleet: Fleet) {
-  return async (device: BenchDevice, i: number) => {
-    const action = await mcpCall(device.base, fleet.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
-    if (action.status !== 'succeeded') throw new Error(`MCP round trip ended ${action.status}`);
-  };
+async function mcpRoundTrip(device: BenchDevice, i: number): Promise<void> {
+  const action = await mcpCall(device.base, device.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
+  if (action.status !== 'succeeded') throw new Error(`MCP round trip ended ${action.status}`);
 }
 
 function restRoundTrip(fleet: Fleet) {
@@ -517,12 +585,12 @@ function restRoundTrip(fleet: Fleet) {
     // the agent reads the action once: the four requests of the round trip. Registered before
     // the POST, so a report that arrives before the POST's answer is not missed.
     const reported = new Promise<void>((resolve) => fleet.reported.set(device.id, resolve));
-    const queued = await call(device.base, 'POST', `/v1/devices/${device.id}/actions`, fleet.agentToken, {
+    const queued = await call(device.base, 'POST', `/v1/devices/${device.id}/actions`, device.agentToken, {
       capability: 'set_power',
       arguments: { on: i % 2 === 0 },
     });
     await reported;
-    const action = await call(device.base, 'GET', `/v1/actions/${queued.id}`, fleet.agentToken);
+    const action = await call(device.base, 'GET', `/v1/actions/${queued.id}`, device.agentToken);
     if (action.status !== 'succeeded') throw new Error(`REST round trip ended ${action.status}`);
   };
 }
@@ -536,7 +604,7 @@ async function sequential(server: ServerProcess, fleet: Fleet, count: number) {
   const since = nowMs();
   for (let i = 0; i < count; i++) {
     const t0 = nowMs();
-    await mcpRoundTrip(fleet)(device, i);
+    await mcpRoundTrip(device, i);
     latencies.push(nowMs() - t0);
   }
   fleet.recording.on = false;
@@ -669,8 +737,7 @@ async function idleSockets() {
 async function wakeUnderLoad() {
   const server = await startServer();
   try {
-    const owner = await signDevelopmentSession(server.config, 'bench-wake');
-    const fleet = await startFleet([server], owner, WAKE_SOCKETS);
+    const fleet = await startFleet([server], await owners(server, 'bench-wake', 1), WAKE_SOCKETS);
     const load = await phase(server, 'wake', () => roundTripLoad([server], fleet, restRoundTrip(fleet), DURATION_S, CONCURRENCY));
     for (const socket of fleet.sockets) socket.close();
     const figure = { sockets: WAKE_SOCKETS, agentLoops: Math.min(CONCURRENCY, WAKE_SOCKETS), requestsPerRoundTrip: 4, ...load };
@@ -690,7 +757,7 @@ async function wakeUnderLoad() {
  * and the durable writes cost.
  */
 async function floor(bytes: number) {
-  const server = await startServer({ FLOOR_DEVICES: String(DEVICES) }, 'scripts/bench-floor-server.ts');
+  const server = await startServer({ FLOOR_DEVICES: String(FLEET_DEVICES) }, 'scripts/bench-floor-server.ts');
   try {
     const { agentToken, devices } = server.ready as { agentToken: string; devices: { id: string; token: string }[] };
     const post = async (route: string, token: string, body: unknown) => {
@@ -781,9 +848,13 @@ async function floor(bytes: number) {
  */
 async function onSqld(count: number) {
   const port = await freePort();
+  const adminPort = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-sqld-'));
   tempDirs.push(dir);
-  const sqldArgs = ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`, '--no-welcome'];
+  const sqldArgs = [
+    ...['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`],
+    ...['--admin-listen-addr', `127.0.0.1:${adminPort}`, '--no-welcome'],
+  ];
   const [command, args] = hasTaskset ? ['taskset', ['-c', '0', SQLD_BINARY, ...sqldArgs]] : [SQLD_BINARY, sqldArgs];
   const sqld = spawn(command as string, args as string[], { stdio: 'ignore' });
   const exited = new Promise((resolve) => sqld.once('exit', resolve));
@@ -803,11 +874,16 @@ async function onSqld(count: number) {
     const servers: ServerProcess[] = [];
     for (let i = 0; i < count; i++) servers.push(await startServer(instanceEnv(databaseUrl)));
     try {
-      const owner = await signDevelopmentSession(servers[0]!.config, `bench-sqld-${count}`);
-      const fleet = await startFleet(servers, owner);
-      const figures: { instances: number; mcp?: LoadFigures; rest?: LoadFigures } = { instances: count };
-      if (PHASES.has('mcp')) figures.mcp = await roundTripLoad(servers, fleet, mcpRoundTrip(fleet), DURATION_S);
-      if (PHASES.has('rest')) figures.rest = await roundTripLoad(servers, fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2)));
+      const fleet = await startFleet(servers, await owners(servers[0]!, `bench-sqld-${count}`));
+      const probe = () => databaseWindow(servers, { adminUrl: `http://127.0.0.1:${adminPort}`, pid: sqld.pid! });
+      const figures: SqldFigures = { instances: count, idle: await idleCost(servers, probe) };
+      const name = (kind: string) => `sqld-${count}-${kind}-round-trips`;
+      if (PHASES.has('mcp'))
+        figures.mcp = await phase(servers, name('mcp'), () => roundTripLoad(servers, fleet, mcpRoundTrip, DURATION_S, fleet.devices.length, probe));
+      if (PHASES.has('rest'))
+        figures.rest = await phase(servers, name('rest'), () =>
+          roundTripLoad(servers, fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2)), fleet.devices.length, probe),
+        );
       for (const socket of fleet.sockets) socket.close();
       return figures;
     } finally {
@@ -817,6 +893,21 @@ async function onSqld(count: number) {
     sqld.kill('SIGKILL');
     await exited;
   }
+}
+
+/**
+ * What the instances cost with the fleet attached and its sockets open but no load: the
+ * pollers every instance runs (expiry sweep, housekeeping, webhook dispatcher, event
+ * journal readers). Counts are per second; `serviceCpuPercent` is all instances together.
+ */
+async function idleCost(servers: ServerProcess[], probe: DatabaseProbe) {
+  const seconds = 5;
+  await sleep(1000); // the set-up's writes settle
+  const cpuBefore = await serversCpu(servers);
+  const window = await probe();
+  await sleep(seconds * 1000);
+  const cpu = (await serversCpu(servers)) - cpuBefore;
+  return { seconds, serviceCpuPercent: r2((cpu / (seconds * 1e6)) * 100), database: await window(seconds) };
 }
 
 /** What every instance on a shared database is started with (a shared bus's URL goes here too). */
@@ -832,25 +923,24 @@ const runStarted = nowMs();
 try {
   const server = await startServer();
   try {
-    const owner = await signDevelopmentSession(server.config, 'bench-owner');
     if (PHASES.has('healthz') || PHASES.has('mcp') || PHASES.has('rest')) await phase(server, 'healthz', () => healthzCeiling(server));
     if (PHASES.has('mcp') || PHASES.has('rest') || PHASES.has('tasks')) {
-      const fleet = await startFleet([server], owner);
+      const fleet = await startFleet([server], await owners(server, 'bench-owner'));
       if (PHASES.has('mcp')) {
-        const load = await phase(server, 'mcp-round-trips', () => roundTripLoad([server], fleet, mcpRoundTrip(fleet), DURATION_S));
+        const load = await phase(server, 'mcp-round-trips', () => roundTripLoad([server], fleet, mcpRoundTrip, DURATION_S));
         results.mcpRoundTrips = { ...load, requestsPerRoundTrip: 3 };
         results.sequential = await sequential(server, fleet, 200);
       }
       if (PHASES.has('tasks')) {
         const taskTrip = (device: BenchDevice, i: number) =>
-          taskRoundTrip(dispatcher, device.base, fleet.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 }).then(() => {});
+          taskRoundTrip(dispatcher, device.base, device.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 }).then(() => {});
         const load = await phase(server, 'mcp-task-round-trips', () => roundTripLoad([server], fleet, taskTrip, DURATION_S));
         const device = fleet.devices[0]!;
-        const finished = await taskRoundTrip(dispatcher, device.base, fleet.agentToken, toolName('set_power', device.id), { on: true });
+        const finished = await taskRoundTrip(dispatcher, device.base, device.agentToken, toolName('set_power', device.id), { on: true });
         results.mcpTaskRoundTrips = {
           ...load,
           requestsPerRoundTrip: 4,
-          get: await taskGetAgainstGetAction(dispatcher, device.base, fleet.agentToken, finished, 200),
+          get: await taskGetAgainstGetAction(dispatcher, device.base, device.agentToken, finished, 200),
         };
       }
       if (PHASES.has('rest')) {
@@ -867,8 +957,9 @@ try {
   }
   if (opts.database === 'sqld' && (PHASES.has('mcp') || PHASES.has('rest'))) {
     const one = await onSqld(1);
-    const many = INSTANCES > 1 ? await onSqld(INSTANCES) : undefined;
-    results.sqld = { transport: opts.transport, routing: 'each device and its agent on one instance', one, ...(many ? { many } : {}) };
+    const many: SqldFigures[] = [];
+    for (const count of INSTANCES) many.push(await onSqld(count));
+    results.sqld = { transport: opts.transport, routing: 'each device and its agent on one instance', workspaces: WORKSPACES, one, many };
   }
   if (PHASES.has('floor')) await floor((results.toolsList as { responseBytes?: number } | undefined)?.responseBytes ?? 945_000);
   if (PHASES.has('sockets')) await idleSockets();
@@ -894,7 +985,20 @@ const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
 const wk = results.wake as Awaited<ReturnType<typeof wakeUnderLoad>> | undefined;
 
 type Row = [string, string, string, string, string];
-type SqldFigures = { instances: number; mcp?: LoadFigures; rest?: LoadFigures };
+type SqldFigures = { instances: number; idle: Awaited<ReturnType<typeof idleCost>>; mcp?: LoadFigures; rest?: LoadFigures };
+/** The database side of a load phase on sqld, per round trip (scripts/bench-sqld.ts). */
+function databaseRow(db: DatabaseFigures): Row {
+  return [
+    '  per round trip: writer queue, sqld',
+    `${db.writerTurns} turns: wait ${db.writerWaitMsMean} ms, held ${db.writerHeldMsMean} ms, ${db.statementsPerTurn} statements each`,
+    `held ${Math.round(db.writerHeldShare * 100)} % of the time (summed), ${db.busyRetries} busy retries`,
+    `sqld: ${db.sqldQueries} statements, ${db.sqldStreams} streams`,
+    `sqld CPU ${db.sqldCpuPercent} %, ${db.sqldExecutionMsPerQuery} ms/statement`,
+  ];
+}
+/** Service CPU per round trip of `figure` as a multiple of `baseline`'s. */
+const cpuShare = (figure: LoadFigures, baseline: LoadFigures) =>
+  figure.serverCpuPercent / figure.roundTripsPerSecond / (baseline.serverCpuPercent / baseline.roundTripsPerSecond);
 const rows: Row[] = [];
 const mark = (ok: boolean) => (ok ? 'yes' : 'NO');
 if (healthz) {
@@ -919,7 +1023,7 @@ if (mcp && healthz) {
   const ideal = healthz.requestsPerSecond / 3;
   const ratio = mcp.roundTripsPerSecond / ideal;
   rows.push([
-    `Round trips, MCP tools/call, ${DEVICES} devices`,
+    `Round trips, MCP tools/call, ${FLEET_LABEL}`,
     `${mcp.roundTripsPerSecond}/s`,
     `ideal ${Math.round(ideal)}/s (healthz ÷ 3)`,
     `${Math.round(ratio * 100)} %`,
@@ -943,7 +1047,7 @@ if (mcp && healthz) {
 if (tasks && mcp) {
   const ratio = mcp.roundTripsPerSecond / tasks.roundTripsPerSecond;
   rows.push([
-    `Round trips, MCP task mode (call → task → listen → notification), ${DEVICES} devices`,
+    `Round trips, MCP task mode (call → task → listen → notification), ${FLEET_LABEL}`,
     `${tasks.roundTripsPerSecond}/s, p50 ${tasks.requestToResult.p50Ms} ms`,
     `synchronous ${mcp.roundTripsPerSecond}/s, p50 ${mcp.requestToResult.p50Ms} ms`,
     `${Math.round(ratio * 100) / 100}× the cost`,
@@ -970,7 +1074,7 @@ if (seq) {
 if (rest && healthz) {
   const ideal = healthz.requestsPerSecond / 4;
   rows.push([
-    `Round trips, REST (+ agent GET), ${DEVICES} devices`,
+    `Round trips, REST (+ agent GET), ${FLEET_LABEL}`,
     `${rest.roundTripsPerSecond}/s`,
     `ideal ${Math.round(ideal)}/s (healthz ÷ 4)`,
     `${Math.round((rest.roundTripsPerSecond / ideal) * 100)} %`,
@@ -989,7 +1093,7 @@ if (tl) {
 if (fl) {
   const ideal = healthz ? healthz.requestsPerSecond / 3 : undefined;
   rows.push([
-    `Floor: bare node:http + libSQL, ${DEVICES} devices`,
+    `Floor: bare node:http + libSQL, ${FLEET_DEVICES} devices`,
     `${fl.roundTripsPerSecond} round trips/s`,
     ideal ? `ideal ${Math.round(ideal)}/s (service healthz ÷ 3)` : `its healthz ${fl.healthzRequestsPerSecond} req/s`,
     ideal ? `${Math.round((fl.roundTripsPerSecond / ideal) * 100)} %` : '',
@@ -1019,31 +1123,42 @@ if (fl) {
     '',
   ]);
 }
-const sq = results.sqld as { transport: string; one: SqldFigures; many?: SqldFigures } | undefined;
+const sq = results.sqld as { transport: string; one: SqldFigures; many: SqldFigures[] } | undefined;
 if (sq) {
   const share = (a: number, b: number) => `${r2(a / b)}×`;
   for (const kind of ['mcp', 'rest'] as const) {
     const embedded = kind === 'mcp' ? mcp : rest;
     const one = sq.one[kind];
-    const many = sq.many?.[kind];
     const label = kind === 'mcp' ? 'MCP' : 'REST';
     if (one)
       rows.push([
-        `sqld (${sq.transport}), 1 instance, ${label} round trips`,
+        `sqld (${sq.transport}), 1 instance, ${label} round trips, ${FLEET_LABEL}`,
         `${one.roundTripsPerSecond}/s (p50 ${one.requestToResult.p50Ms} ms)`,
         embedded ? `embedded ${embedded.roundTripsPerSecond}/s` : '',
         embedded ? share(one.roundTripsPerSecond, embedded.roundTripsPerSecond) : '',
         `service CPU ${one.serverCpuPercent} %`,
       ]);
-    if (one && many)
-      rows.push([
-        `sqld (${sq.transport}), ${sq.many!.instances} instances, ${label} round trips`,
-        `${many.roundTripsPerSecond}/s (p50 ${many.requestToResult.p50Ms} ms)`,
-        `1 instance ${one.roundTripsPerSecond}/s`,
-        share(many.roundTripsPerSecond, one.roundTripsPerSecond),
-        `service CPU ${many.serverCpuPercent} % (all)`,
-      ]);
+    if (one?.database) rows.push(databaseRow(one.database));
+    for (const { instances, [kind]: many } of sq.many)
+      if (one && many) {
+        rows.push([
+          `sqld (${sq.transport}), ${instances} instances, ${label} round trips, ${FLEET_LABEL}`,
+          `${many.roundTripsPerSecond}/s (p50 ${many.requestToResult.p50Ms} ms)`,
+          `1 instance ${one.roundTripsPerSecond}/s`,
+          share(many.roundTripsPerSecond, one.roundTripsPerSecond),
+          `service CPU ${many.serverCpuPercent} % (all), ${r2(cpuShare(many, one))}× CPU per round trip`,
+        ]);
+        if (many.database) rows.push(databaseRow(many.database));
+      }
   }
+  for (const { instances, idle } of [sq.one, ...sq.many])
+    rows.push([
+      `sqld (${sq.transport}), ${instances} instance${instances === 1 ? '' : 's'}, idle (pollers only)`,
+      `service CPU ${idle.serviceCpuPercent} % (all), sqld CPU ${idle.database.sqldCpuPercent} %`,
+      `${idle.database.writerTurns} writer turns/s, ${idle.database.readBatches} read batches/s`,
+      `${idle.database.sqldQueries} statements/s, ${idle.database.sqldStreams} streams/s`,
+      `${idle.database.busyRetries} busy retries/s`,
+    ]);
 }
 if (so) {
   rows.push([
@@ -1073,7 +1188,15 @@ console.log(
 console.log(line(header));
 console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
 for (const row of rows) console.log(line(row));
-const report = { node: process.version, cores: os.cpus().length, pinned: hasTaskset, durationSeconds: DURATION_S, devices: DEVICES, ...results };
+const report = {
+  node: process.version,
+  cores: os.cpus().length,
+  pinned: hasTaskset,
+  durationSeconds: DURATION_S,
+  devices: DEVICES,
+  workspaces: WORKSPACES,
+  ...results,
+};
 console.log(`\n${JSON.stringify(report)}`);
 if (opts.json) fs.writeFileSync(opts.json, `${JSON.stringify(report, null, 2)}\n`);
 if (opts.profile) console.log(`\nCPU profiles of the server processes: ${path.join(ROOT, 'profiles')}`);

@@ -79,16 +79,35 @@ const BUSY_TIMEOUT_MS = 5000;
  * growing pause, for up to BUSY_TIMEOUT_MS; only then does the caller see it (503
  * `unavailable`, docs/reference/errors.md "Errors"). `refused` says whether to try again.
  */
-async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) => boolean = isBusy): Promise<T> {
+async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) => boolean = isBusy, stats?: WriterQueueStats): Promise<T> {
   const deadline = Date.now() + BUSY_TIMEOUT_MS;
   for (let attempt = 0; ; attempt++) {
     try {
       return await call();
     } catch (error) {
       if (!refused(error) || Date.now() >= deadline) throw error;
+      if (stats) stats.busyRetries++;
       await pause(attempt);
     }
   }
+}
+
+/**
+ * What one instance's database traffic has cost so far (`RemoteDb#stats`), read by the
+ * bench (scripts/bench.ts, docs/performance.md "Why a second instance lowers throughput"):
+ * the writer queue's turns, how long each waited for its turn and held it (the time its
+ * statements kept sqld's write lock or waited for it), the statements sent while held, the
+ * writes sqld refused as busy (another instance held the lock) and sent again, and the read
+ * groups. Counting costs two clock reads per turn.
+ */
+export interface WriterQueueStats {
+  turns: number;
+  waitMs: number;
+  heldMs: number;
+  statementsHeld: number;
+  busyRetries: number;
+  readBatches: number;
+  readStatements: number;
 }
 
 /** A standalone statement waiting in a group (`RemoteDb#grouped`) for its answer. */
@@ -171,8 +190,17 @@ export class RemoteDb implements Db {
   #readGroup: Member[] | undefined;
   /** Read groups not yet answered, for `close()`. */
   readonly #readsInFlight = new Set<Promise<void>>();
+  /** The last read group sent or waiting to be (`#grouped`): the next one waits for its answer. */
+  #lastRead: Promise<unknown> = Promise.resolve();
+  readonly #stats: WriterQueueStats = { turns: 0, waitMs: 0, heldMs: 0, statementsHeld: 0, busyRetries: 0, readBatches: 0, readStatements: 0 };
+
+  /** A copy of the counters so far (`WriterQueueStats`). */
+  stats(): WriterQueueStats {
+    return { ...this.#stats };
+  }
 
   #oneWriter<T>(fn: () => Promise<T>): Promise<T> {
+    const queued = performance.now();
     const previous = this.#writes;
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
@@ -190,7 +218,14 @@ export class RemoteDb implements Db {
         ]);
         clearTimeout(timer);
         if (!turn) throw new DatabaseUnavailable(`another write of this instance held the database for ${BUSY_TIMEOUT_MS} ms`);
-        return await fn();
+        const started = performance.now();
+        this.#stats.turns++;
+        this.#stats.waitMs += started - queued;
+        try {
+          return await fn();
+        } finally {
+          this.#stats.heldMs += performance.now() - started;
+        }
       } finally {
         release();
       }
@@ -240,7 +275,7 @@ export class RemoteDb implements Db {
 
   /** One statement on its own stream, autocommitted; refused as busy, it is sent again. */
   #execute(stmt: InStatement): Promise<ResultSet> {
-    return whileBusy(() => this.#bounded(this.#client.execute(stmt)));
+    return whileBusy(() => this.#bounded(this.#client.execute(stmt)), isBusy, this.#stats);
   }
 
   // Writes and reads of one event-loop turn go to the server in one batch each (`#grouped`).
@@ -272,8 +307,9 @@ export class RemoteDb implements Db {
    * together: the writes as one batch in one transaction (one stream, one round trip, one
    * commit), sent once their turn in `#oneWriter` comes, so that the writes arriving while
    * earlier ones hold the queue join them; the reads as one read-only batch, sent at the end
-   * of the turn without waiting for any write (they see only what is committed). Each
-   * statement is answered only once its batch has committed.
+   * of the turn without waiting for any write (they see only what is committed), or, while
+   * the previous read batch is unanswered, once it is, with the reads that arrived
+   * meanwhile. Each statement is answered only once its batch has committed.
    */
   #grouped(stmt: InStatement, mode: 'write' | 'read'): Promise<ResultSet> {
     let group = mode === 'write' ? this.#writeGroup : this.#readGroup;
@@ -297,7 +333,11 @@ export class RemoteDb implements Db {
         this.#oneWriter(send).catch(failed);
       } else {
         this.#readGroup = opened;
-        const sent = send().catch(failed);
+        // One read batch in flight at a time: the reads arriving while it is answered join the
+        // next, so a busy instance sends fewer, larger batches, each one stream fewer for sqld
+        // to open (docs/performance.md "Why a second instance lowers throughput").
+        const sent = this.#lastRead.then(send).catch(failed);
+        this.#lastRead = sent;
         this.#readsInFlight.add(sent);
         void sent.finally(() => this.#readsInFlight.delete(sent));
       }
@@ -322,6 +362,11 @@ export class RemoteDb implements Db {
    * trouble) fails every member; none of them was answered before.
    */
   async #commitGroup(group: Member[], mode: 'write' | 'read'): Promise<void> {
+    if (mode === 'write') this.#stats.statementsHeld += group.length;
+    else {
+      this.#stats.readBatches++;
+      this.#stats.readStatements += group.length;
+    }
     let pending = group;
     while (pending.length > 0) {
       if (pending.length === 1) {
@@ -330,13 +375,16 @@ export class RemoteDb implements Db {
         return;
       }
       try {
-        const results = await whileBusy(() =>
-          this.#bounded(
-            this.#client.batch(
-              pending.map((member) => member.stmt),
-              mode,
+        const results = await whileBusy(
+          () =>
+            this.#bounded(
+              this.#client.batch(
+                pending.map((member) => member.stmt),
+                mode,
+              ),
             ),
-          ),
+          isBusy,
+          this.#stats,
         );
         pending.forEach((member, index) => member.resolve(results[index]!));
         return;
@@ -379,6 +427,7 @@ export class RemoteDb implements Db {
           const execute = async (stmt: InStatement) => {
             const isFirst = first;
             first = false;
+            this.#stats.statementsHeld++;
             try {
               return await this.#bounded(tx.execute(stmt));
             } catch (error) {
@@ -398,6 +447,7 @@ export class RemoteDb implements Db {
           }
         },
         () => refusedAtBegin,
+        this.#stats,
       ),
     );
   }
@@ -407,16 +457,20 @@ export class RemoteDb implements Db {
     await this.#ready;
     const results = await guarded(
       () =>
-        this.#oneWriter(() =>
-          whileBusy(() =>
-            this.#bounded(
-              this.#client.batch(
-                statements.map(({ sql, args }) => statement(sql, args)),
-                'write',
+        this.#oneWriter(() => {
+          this.#stats.statementsHeld += statements.length;
+          return whileBusy(
+            () =>
+              this.#bounded(
+                this.#client.batch(
+                  statements.map(({ sql, args }) => statement(sql, args)),
+                  'write',
+                ),
               ),
-            ),
-          ),
-        ),
+            isBusy,
+            this.#stats,
+          );
+        }),
       answeredByServer,
     );
     return results.map((result) => ({ changes: result.rowsAffected }));
