@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../src/store/open.js';
-import { RemoteDb } from '../src/store/remote.js';
-import { startSqld, type TestSqld } from './helpers/sqld.js';
+import { openDb } from '../../src/store/open.js';
+import { RemoteDb } from '../../src/store/remote.js';
+import { startSqld, type TestSqld } from '../helpers/sqld.js';
 
 /**
  * Read groups on a libSQL server (docs/performance.md "Why a second instance lowers

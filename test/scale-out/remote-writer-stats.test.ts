@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../src/store/open.js';
-import { RemoteDb } from '../src/store/remote.js';
-import { startSqld, type TestSqld } from './helpers/sqld.js';
+import { openDb } from '../../src/store/open.js';
+import { RemoteDb } from '../../src/store/remote.js';
+import { startSqld, type TestSqld } from '../helpers/sqld.js';
 
 /**
  * The remote driver's writer-queue counters (`RemoteDb#stats`), which the bench reads to say
