@@ -125,6 +125,24 @@ interface Member {
  */
 const GROUP_LIMIT = 100;
 
+/**
+ * How long a read group waits for the read batch in flight before it, collecting the reads
+ * that arrive meanwhile (`RemoteDb#grouped`). Short enough that a slow read (an export, a
+ * stalled server) holds up no other read longer than this; long enough to cover a loopback or
+ * LAN batch, which is when waiting saves sqld a stream.
+ */
+const READ_JOIN_MS = 20;
+
+/** Whichever comes first: `previous` settling, or `ms` passing. */
+function settledOrAfter(previous: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const elapsed = new Promise((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  return Promise.race([previous, elapsed]).finally(() => clearTimeout(timer));
+}
+
 const isReadStatement = (sql: string) => /^\s*SELECT\b/i.test(sql);
 
 /**
@@ -179,7 +197,7 @@ export class RemoteDb implements Db {
    * on each other's lock through `whileBusy`, each retry a network round trip (measured: MCP
    * round trips at 4/s with p50 2.4 s on sqld with 20 devices, docs/performance.md "On a
    * libSQL server (sqld)"). Queued here, they wait for each other without asking the server;
-   * only other instances' writers are met as SQLITE_BUSY. Reads never wait.
+   * only other instances' writers are met as SQLITE_BUSY. Reads never wait for writes.
    */
   #writes: Promise<unknown> = Promise.resolve();
   /**
@@ -190,7 +208,7 @@ export class RemoteDb implements Db {
   #readGroup: Member[] | undefined;
   /** Read groups not yet answered, for `close()`. */
   readonly #readsInFlight = new Set<Promise<void>>();
-  /** The last read group sent or waiting to be (`#grouped`): the next one waits for its answer. */
+  /** The last read group sent or waiting to be (`#grouped`): the next one waits for its answer, up to READ_JOIN_MS. */
   #lastRead: Promise<unknown> = Promise.resolve();
   readonly #stats: WriterQueueStats = { turns: 0, waitMs: 0, heldMs: 0, statementsHeld: 0, busyRetries: 0, readBatches: 0, readStatements: 0 };
 
@@ -308,8 +326,8 @@ export class RemoteDb implements Db {
    * commit), sent once their turn in `#oneWriter` comes, so that the writes arriving while
    * earlier ones hold the queue join them; the reads as one read-only batch, sent at the end
    * of the turn without waiting for any write (they see only what is committed), or, while
-   * the previous read batch is unanswered, once it is, with the reads that arrived
-   * meanwhile. Each statement is answered only once its batch has committed.
+   * the previous read batch is unanswered, once it is (or READ_JOIN_MS has passed), with the
+   * reads that arrived meanwhile. Each statement is answered only once its batch has committed.
    */
   #grouped(stmt: InStatement, mode: 'write' | 'read'): Promise<ResultSet> {
     let group = mode === 'write' ? this.#writeGroup : this.#readGroup;
@@ -333,10 +351,11 @@ export class RemoteDb implements Db {
         this.#oneWriter(send).catch(failed);
       } else {
         this.#readGroup = opened;
-        // One read batch in flight at a time: the reads arriving while it is answered join the
-        // next, so a busy instance sends fewer, larger batches, each one stream fewer for sqld
-        // to open (docs/performance.md "Why a second instance lowers throughput").
-        const sent = this.#lastRead.then(send).catch(failed);
+        // One read batch in flight at a time, for up to READ_JOIN_MS: the reads arriving while
+        // it is answered join the next, so a busy instance sends fewer, larger batches, each one
+        // stream fewer for sqld to open (docs/performance.md "One read batch in flight"); a
+        // slower batch is not waited for any longer, so it holds up no other read.
+        const sent = settledOrAfter(this.#lastRead, READ_JOIN_MS).then(send).catch(failed);
         this.#lastRead = sent;
         this.#readsInFlight.add(sent);
         void sent.finally(() => this.#readsInFlight.delete(sent));
