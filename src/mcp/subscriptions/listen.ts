@@ -63,6 +63,7 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       asked,
       maxTasks: MAX_LISTENED_TASKS,
       clock: deps.clock,
+      listenId: plain.id,
       stamp,
       closing,
       signal: c.req.raw.signal,
