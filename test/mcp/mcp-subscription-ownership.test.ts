@@ -9,7 +9,8 @@ import { declaringTasks, listen, postMcp } from '../helpers/tasks-client.js';
 /**
  * Which tasks a subscriptions/listen stream follows (docs/agents/tasks.md "Notifications"):
  * only those it has read as the caller's own, never another tenant's, even when that read
- * fails. Raw streams against a real server; a failing read is the server's own database handle refusing once.
+ * fails; at most the first 200 distinct ids of a request are read at all. Raw streams against
+ * a real server; a failing read is the server's own database handle refusing once.
  */
 const server = useTestServer({ env: { MCP_LISTEN_PER_CONNECTION: '1' } });
 const api = server.api;
@@ -140,6 +141,24 @@ describe('a subscription reads its tasks again on its recheck', () => {
       await stream.ended;
     } finally {
       stream.close();
+    }
+  });
+});
+
+describe('a listen request’s task ids are read up to a bound', () => {
+  it('reads only the first 200 distinct ids: the caller’s own task past them is not followed', async () => {
+    const listener = await agentOf(ours, 'listen-many');
+    const within = await createTask(ours, listener.token);
+    const past = await createTask(ours, listener.token);
+    const unknown = Array.from({ length: 199 }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`);
+    const stream = await listen(server.url, listener.token, { taskIds: [...unknown, unknown[0], within, past] }, TASKS);
+    try {
+      const ack = await stream.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+      expect(ack.params.notifications).toEqual({ taskIds: [within] });
+    } finally {
+      stream.close();
+      await api.post(`/v1/actions/${within}/cancel`, { token: ours.owner });
+      await api.post(`/v1/actions/${past}/cancel`, { token: ours.owner });
     }
   });
 });
