@@ -181,7 +181,10 @@ function quietly(step: () => void): void {
 function failedStart(o: SubscriptionOptions, error: unknown) {
   const { ctx } = o;
   const mapped = toHttpError(error, ctx.requestId);
-  ctx.log.warn({ msg: 'mcp subscription could not start', requestId: ctx.requestId, error: mapped.dependencyFailure ?? String(error) });
+  const line = { msg: 'mcp subscription could not start', requestId: ctx.requestId };
+  // A database that failed is news for the operator (warn); anything else is a bug (error, with its stack).
+  if (mapped.internal) ctx.log.error({ ...line, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  else ctx.log.warn({ ...line, error: mapped.dependencyFailure ?? String(error) });
   return { jsonrpc: '2.0', id: o.listenId, error: { code: -32603, message: mapped.body.error.message, data: mapped.body } };
 }
 
