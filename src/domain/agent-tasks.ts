@@ -32,11 +32,23 @@ export function lastChangeOf(action: ActionRecord): number {
   );
 }
 
+/** Who requested an action: its workspace, principal and agent connection. */
+export interface ActionRequester {
+  workspaceId: string;
+  principal: string;
+  connectionId: string | null;
+}
+
+/** Whether the action is the connection's own: requested in its workspace, by its principal, over this very connection. */
+export function ownsAction(credential: CredentialOf<'agent'>, requester: ActionRequester): boolean {
+  return requester.workspaceId === credential.workspaceId && requester.principal === credential.principal && requester.connectionId === credential.connectionId;
+}
+
 /** The connection's own action, its deadline brought up to date; undefined when it is not theirs or not there. */
 export async function readOwnAction(ctx: OperationContext, credential: CredentialOf<'agent'>, actionId: string): Promise<OwnAction | undefined> {
   try {
     const row = await readAction(ctx, credential, actionId);
-    if (row.connectionId !== credential.connectionId) return undefined;
+    if (!ownsAction(credential, row)) return undefined;
     const action = toActionRecord(row);
     return { action, lastUpdatedAt: lastChangeOf(action) };
   } catch (error) {

@@ -9,6 +9,8 @@ export interface ActionChange {
   workspaceId: string;
   /** The device that fetches the command: the action's device, or its gateway. */
   targetId: string;
+  /** The agent connection that requested it (null for actions older than migration 0013): with the principal, whose task it is. */
+  connectionId: string | null;
   action: ActionRecord;
 }
 

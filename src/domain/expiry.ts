@@ -3,7 +3,7 @@ import { recallWithdrawn } from '../store/action-withdrawals.js';
 import { markQuietDevicesOffline } from '../store/devices.js';
 import type { Db } from '../store/driver.js';
 import { logSweepFailure } from './errors.js';
-import { toActionRecord } from './action-records.js';
+import { actionChangeOf } from './action-publishing.js';
 import type { Clock, Logger } from './context.js';
 import { ONLINE_WINDOW_MS } from './devices.js';
 import { announceJournal, type EventHub } from './event-hub.js';
@@ -31,7 +31,7 @@ export function startExpirySweep(deps: { db: Db; events: EventHub; clock: Clock;
     Promise.resolve()
       .then(async () => {
         const rows = [...(await expireDue(deps.db, deps.clock.now())), ...(await recallWithdrawn(deps.db, null, deps.clock.now()))];
-        for (const row of rows) deps.events.publish({ type: 'action', workspaceId: row.workspaceId, targetId: row.targetId, action: toActionRecord(row) });
+        for (const row of rows) deps.events.publish(actionChangeOf(row));
         const quiet = await markQuietDevicesOffline(deps.db, deps.clock.now() - ONLINE_WINDOW_MS, OFFLINE_BATCH);
         for (const workspaceId of new Set(quiet)) announceJournal(deps, workspaceId);
         // docs/operators/logs-and-metrics.md "Logs": a sweep that changed something is news (info); an idle one is for diagnosis (debug).

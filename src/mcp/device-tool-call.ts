@@ -138,6 +138,8 @@ export async function callDeviceTool(
       // the context too); a confirmed one may have waited minutes for the user, and reads afresh.
       const callable = confirmed ? undefined : authorizedFromListing(fn);
       const running = session.controlsRunning ? { controlsRunning: true as const } : {};
+      // The reading is this call's alone: no later call on the session may run on it.
+      session.controlsRunning = false;
       const callCtx = confirmed ? { ...ctx, userConfirmation: { grantId: confirmed.grantId } } : callable ? { ...ctx, callable, ...running } : ctx;
       queued = (await invoke(operations.requestAction, callCtx, {
         deviceId: fn.deviceId,

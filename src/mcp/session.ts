@@ -32,7 +32,8 @@ export interface McpSession {
   paused?: boolean;
   /**
    * The gate found device control running (the pause switch read once, for the request's
-   * device calls): a call that runs straight after takes that reading (context.ts `controlsRunning`).
+   * device calls): the call that runs straight after takes that reading, and clears it so no later
+   * call on the session reuses it (context.ts `controlsRunning`).
    */
   controlsRunning?: boolean;
   /**

@@ -22,6 +22,12 @@ import { openSubscription, type Asked } from './subscription.js';
 
 /** The most task ids one subscription follows; ids past it are left out of the acknowledgement. */
 export const MAX_LISTENED_TASKS = 100;
+/**
+ * The most distinct task ids of one listen request that are read at all: each is read while
+ * the stream holds its slot, so a long list of ids that are not the caller's (only a body's
+ * size long otherwise) costs no more than this. Ids past it are left out, as above.
+ */
+export const MAX_ASKED_TASKS = 2 * MAX_LISTENED_TASKS;
 
 function rpcError(id: string | number, error: { code: number; message: string; data?: unknown }): Response {
   return Response.json({ jsonrpc: '2.0', id, error }, { status: 200 });
@@ -43,7 +49,8 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       return rpcError(plain.id, { code: missing.code, message: missing.message, data: missing.data });
     }
     // Which of these are the caller's own is read once, by the stream (subscription.ts).
-    const asked: Asked = { toolsListChanged: filter.toolsListChanged === true, taskIds: [...new Set((taskIds as string[] | undefined) ?? [])] };
+    const distinct = [...new Set((taskIds as string[] | undefined) ?? [])].slice(0, MAX_ASKED_TASKS);
+    const asked: Asked = { toolsListChanged: filter.toolsListChanged === true, taskIds: distinct };
     const stamp = { [SUBSCRIPTION_ID_META_KEY]: plain.id };
     const closing = {
       jsonrpc: '2.0',
@@ -63,6 +70,7 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       asked,
       maxTasks: MAX_LISTENED_TASKS,
       clock: deps.clock,
+      listenId: plain.id,
       stamp,
       closing,
       signal: c.req.raw.signal,

@@ -3,9 +3,9 @@ import { DomainError } from '../../domain/errors.js';
 
 /**
  * How many subscriptions/listen streams may be open on one instance, and for how long
- * (docs/agents/tasks.md "Limits"). Each holds a socket, a bus subscription and a database read
- * every 2 seconds, so one agent opening many cannot take an instance's capacity, nor one
- * tenant's agents together; a stream past its lifetime ends and the client listens again.
+ * (docs/agents/tasks.md "Limits"). Each holds a socket, a bus subscription and database reads
+ * every 2 seconds (its standing, its unfinished tasks), so one agent opening many cannot take an
+ * instance's capacity, nor one tenant's agents together; a stream past its lifetime ends and the client listens again.
  */
 export interface ListenLimits {
   perConnection: number;

@@ -1,11 +1,12 @@
 import { ACTION_STATES } from '../../domain/action-states.js';
-import { agentStandingOf, readOwnAction } from '../../domain/agent-tasks.js';
+import { agentStandingOf, ownsAction, readOwnAction } from '../../domain/agent-tasks.js';
 import type { OperationContext, CredentialOf } from '../../domain/context.js';
-import type { EventOrigin, ServiceEvent } from '../../domain/event-hub.js';
+import type { ActionChange, EventOrigin, ServiceEvent } from '../../domain/event-hub.js';
 import { workspacePaused } from '../../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
 import type { ActionRecord } from '../../domain/action-records.js';
+import { toHttpError } from '../../http/errors.js';
 import { taskOf } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
 
@@ -22,6 +23,8 @@ export interface SubscriptionOptions {
   /** The most tasks it follows; ids past the first `maxTasks` of the caller's own are left out. */
   maxTasks: number;
   clock: TaskClock;
+  /** The listen request's JSON-RPC id, which an error that ends the subscription answers. */
+  listenId: string | number;
   /** `_meta` every notification of the subscription carries: its id. */
   stamp: Record<string, unknown>;
   /** The listen request's result, written when the server ends the subscription. */
@@ -36,9 +39,10 @@ export interface SubscriptionOptions {
 /** An SSE comment now and then, so proxies keep the stream open. */
 const KEEPALIVE_MS = 15_000;
 /**
- * How often the caller's standing (its connection revoked or expired) and its workspace's
- * functions version are read again without any event: a revoked connection ends its
- * subscriptions within this, and an event lost on the bus delays a notification by no more.
+ * How often the caller's standing (its connection revoked or expired), its workspace's
+ * functions version and its unfinished tasks are read again without any event: a revoked
+ * connection ends its subscriptions within this, and an event lost on the bus (or a read after
+ * it that failed) delays a notification, a task's final state included, by no more.
  */
 export const RECHECK_MS = 2_000;
 
@@ -50,47 +54,68 @@ type Notify = (method: string, params: Record<string, unknown>) => void;
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
 function taskFollower(o: SubscriptionOptions, notify: Notify) {
   const { ctx, credential } = o;
-  // Every id asked for until `adopt` has read which are the caller's: a change during that read waits its turn.
-  const watched = new Set(o.asked.taskIds);
+  // Only ids `adopt` read as the caller's own: the event hub carries every workspace's changes.
+  const watched = new Set<string>();
+  // Until `adopt` has read them, a change to any id asked for waits its turn behind that read
+  // (`serially`), and is told only if the read found the task the caller's.
+  const asked = new Set(o.asked.taskIds);
+  let adopting = true;
   const lastSent = new Map<string, string>();
   const stages = new Map<string, number>();
+  /** Tells a followed task's state, unless it was told already or is older than what was. */
+  const tell = async (action: ActionRecord): Promise<void> => {
+    const { id } = action;
+    if (!watched.has(id)) return;
+    // A change published before a read can be older than what the read saw.
+    const stage = ACTION_STATES[action.status].stage;
+    if (stage < (stages.get(id) ?? -1)) return;
+    stages.set(id, stage);
+    const task = await taskOf(ctx, credential, action, o.clock);
+    const text = JSON.stringify(task);
+    if (lastSent.get(id) !== text) {
+      lastSent.set(id, text);
+      notify('notifications/tasks', task);
+    }
+    if (ACTION_STATES[action.status].terminal) watched.delete(id);
+  };
   return {
-    watches: (id: string) => watched.has(id),
+    watches: (id: string) => watched.has(id) || (adopting && asked.has(id)),
+    /** The tasks still followed, for the recheck to read again. */
+    watchedIds: () => [...watched],
     /**
-     * Reads the tasks asked for once and acknowledges the subscription: the caller's own (up
-     * to `maxTasks`) are followed, any other id is dropped, as an unknown one is.
+     * Reads the tasks asked for once, acknowledges the subscription and tells their state: the
+     * caller's own (up to `maxTasks`) are followed, any other id is dropped, as an unknown one
+     * is. A read that fails throws before anything is followed or acknowledged.
      */
-    async adopt(): Promise<ActionRecord[]> {
+    async adopt(): Promise<void> {
       const own: ActionRecord[] = [];
       for (const id of o.asked.taskIds) {
         const found = own.length < o.maxTasks ? await readOwnAction(ctx, credential, id) : undefined;
         if (found) own.push(found.action);
-        else watched.delete(id);
       }
+      for (const action of own) watched.add(action.id);
+      adopting = false;
       const { toolsListChanged } = o.asked;
       notify('notifications/subscriptions/acknowledged', {
         notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds: own.map((action) => action.id) },
       });
-      return own;
+      for (const action of own) await tell(action);
     },
     /** Every task it followed has reached its final state (or is gone): nothing more to tell of them. */
     allFinished: () => watched.size === 0,
-    /** Tells the task's state, read afresh, or as this instance committed it (`known`). */
-    async refresh(id: string, known?: ActionRecord): Promise<void> {
+    /**
+     * Tells the task's state, read afresh, or as this instance committed it (`change`): that
+     * one only when it is the caller's own, by the rule a read applies (agent-tasks.ts `ownsAction`).
+     */
+    async refresh(id: string, change?: ActionChange): Promise<void> {
       if (!watched.has(id)) return;
-      const action = known ?? (await readOwnAction(ctx, credential, id))?.action;
-      if (!action) return void watched.delete(id);
-      // A change published before a read can be older than what the read saw.
-      const stage = ACTION_STATES[action.status].stage;
-      if (stage < (stages.get(id) ?? -1)) return;
-      stages.set(id, stage);
-      const task = await taskOf(ctx, credential, action, o.clock);
-      const text = JSON.stringify(task);
-      if (lastSent.get(id) !== text) {
-        lastSent.set(id, text);
-        notify('notifications/tasks', task);
+      if (change) {
+        if (ownsAction(credential, { ...change, principal: change.action.principal })) await tell(change.action);
+        return;
       }
-      if (ACTION_STATES[action.status].terminal) watched.delete(id);
+      const action = (await readOwnAction(ctx, credential, id))?.action;
+      if (!action) return void watched.delete(id);
+      await tell(action);
     },
   };
 }
@@ -139,6 +164,30 @@ function streamTimers(o: SubscriptionOptions, on: { keepalive: () => void; reche
   return timers;
 }
 
+/** A step on a stream the client may have closed already: its abort ends the subscription. */
+function quietly(step: () => void): void {
+  try {
+    step();
+  } catch {
+    // The client went away.
+  }
+}
+
+/**
+ * The answer to a listen request whose tasks (or tool list) could not be read: nothing is followed unread, so
+ * it fails with the service's envelope (503 `unavailable` when the database was), and the
+ * client listens again.
+ */
+function failedStart(o: SubscriptionOptions, error: unknown) {
+  const { ctx } = o;
+  const mapped = toHttpError(error, ctx.requestId);
+  const line = { msg: 'mcp subscription could not start', requestId: ctx.requestId };
+  // A database that failed is news for the operator (warn); anything else is a bug (error, with its stack).
+  if (mapped.internal) ctx.log.error({ ...line, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  else ctx.log.warn({ ...line, error: mapped.dependencyFailure ?? String(error) });
+  return { jsonrpc: '2.0', id: o.listenId, error: { code: -32603, message: mapped.body.error.message, data: mapped.body } };
+}
+
 /**
  * One agent's subscription stream. Events only say when to look: a change of one of its
  * tasks (this instance's or a hint from another), a grant or device change in its workspace
@@ -155,14 +204,8 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
   let work: Promise<void> = Promise.resolve();
   const timers: NodeJS.Timeout[] = [];
   let unsubscribe = () => {};
-
   const write = (frame: string) => {
-    if (closed) return;
-    try {
-      controller.enqueue(encoder.encode(frame));
-    } catch {
-      // The client went away; the abort ends the subscription.
-    }
+    if (!closed) quietly(() => controller.enqueue(encoder.encode(frame)));
   };
   const notify: Notify = (method, params) =>
     write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, _meta: o.stamp } })}\n\n`);
@@ -171,69 +214,74 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       .then(() => (closed ? undefined : job()))
       .catch((error: unknown) => ctx.log.warn({ msg: 'mcp subscription check failed', error: String(error) }));
   };
-  const teardown = (graceful: boolean) => {
+  /** Ends the stream, with its last message if it has one (the listen request's answer). */
+  const teardown = (last?: unknown) => {
     if (closed) return;
-    if (graceful) write(`event: message\ndata: ${JSON.stringify(o.closing)}\n\n`);
+    if (last !== undefined) write(`event: message\ndata: ${JSON.stringify(last)}\n\n`);
     closed = true;
     o.release();
     unsubscribe();
     for (const timer of timers) clearTimeout(timer);
     o.signal.removeEventListener('abort', onAbort);
-    try {
-      controller.close();
-    } catch {
-      // Already closed by the client.
-    }
+    quietly(() => controller.close());
   };
-  const onAbort = () => teardown(false);
+  const onAbort = () => teardown();
   const tasks = taskFollower(o, notify);
   const tools = toolWatcher(o, notify);
-  const recheck = async () => {
-    if (!(await tools.recheck())) teardown(true);
+  // The timer's recheck also reads the unfinished tasks again, in case a change's event (or
+  // the read it prompted) was lost: at most `maxTasks` reads, none once they have all finished.
+  const recheck = async (withTasks: boolean) => {
+    if (!(await tools.recheck())) return teardown(o.closing);
+    if (!withTasks) return;
+    for (const id of tasks.watchedIds()) await tasks.refresh(id);
+    endIfDone();
   };
   // A stream that follows only tasks has nothing more to tell once they have all finished: it
   // ends with the listen request's result, as the client's own request would, so the client
   // reads a complete answer and keeps its connection instead of dropping it mid-stream.
   const endIfDone = () => {
-    if (!o.asked.toolsListChanged && tasks.allFinished()) teardown(true);
+    if (!o.asked.toolsListChanged && tasks.allFinished()) teardown(o.closing);
   };
-  const follow = (id: string, known?: ActionRecord) =>
+  const follow = (id: string, change?: ActionChange) =>
     serially(async () => {
-      await tasks.refresh(id, known);
+      await tasks.refresh(id, change);
       endIfDone();
     });
   const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
     // This instance's own change is the committed state; anything off the bus is read afresh.
-    if (event.type === 'action' && tasks.watches(event.action.id)) follow(event.action.id, origin === 'this-instance' ? event.action : undefined);
+    if (event.type === 'action' && tasks.watches(event.action.id)) follow(event.action.id, origin === 'this-instance' ? event : undefined);
     else if (event.type === 'action-hint' && tasks.watches(event.actionId)) follow(event.actionId);
-    else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(recheck);
+    else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(() => recheck(false));
   };
 
   return new ReadableStream<Uint8Array>({
     start(streamController) {
       controller = streamController;
       o.signal.addEventListener('abort', onAbort, { once: true });
-      if (o.signal.aborted) return teardown(false);
+      if (o.signal.aborted) return teardown();
       unsubscribe = ctx.events.subscribe(onEvent);
       serially(async () => {
         // Each task read once, after the events are watched: no change falls between the
         // read and the stream, and the read is both the ownership check and the first state told.
-        const own = await tasks.adopt();
-        await tools.start();
-        for (const action of own) await tasks.refresh(action.id, action);
+        try {
+          await tasks.adopt();
+          await tools.start();
+        } catch (error) {
+          return teardown(failedStart(o, error));
+        }
         // Nothing asked for, or no task of the caller's left unfinished: the answer ends here.
         endIfDone();
       });
       timers.push(
         ...streamTimers(o, {
           keepalive: () => write(': keepalive\n\n'),
-          recheck: () => serially(recheck),
-          end: () => serially(async () => teardown(true)),
+          recheck: () => serially(() => recheck(true)),
+          end: () => serially(async () => teardown(o.closing)),
         }),
       );
     },
     cancel() {
-      teardown(false);
+      teardown();
     },
   });
 }
