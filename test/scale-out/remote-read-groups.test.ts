@@ -1,7 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../src/store/open.js';
-import { RemoteDb } from '../../src/store/remote.js';
-import { startSqld, type TestSqld } from '../helpers/sqld.js';
+import { describe, expect, it } from 'vitest';
+import { useRemoteDb } from '../helpers/remote-db.js';
 
 /**
  * Read groups on a libSQL server (docs/performance.md "Why a second instance lowers
@@ -9,40 +7,29 @@ import { startSqld, type TestSqld } from '../helpers/sqld.js';
  * arriving meanwhile joining the next, and none held up for long by a slow one; on a real sqld
  * over WebSocket, counted by the driver's own counters.
  */
-let sqld: TestSqld;
-let db: RemoteDb;
-beforeAll(async () => {
-  sqld = await startSqld();
-  const opened = await openDb(sqld.url.replace(/^http/, 'ws'));
-  if (!(opened instanceof RemoteDb)) throw new Error('a ws:// URL opens the remote driver');
-  db = opened;
-});
-afterAll(async () => {
-  await db?.close();
-  await sqld?.stop();
-});
+const remote = useRemoteDb();
 
 /** A read sqld takes a while to answer (hundreds of milliseconds), to keep a batch in flight. */
 const SLOW = 'SELECT count(*) AS n FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT x FROM c)';
-const quick = (i: number) => db.get<{ i: number }>('SELECT ? AS i', [i]);
+const quick = (i: number) => remote.db.get<{ i: number }>('SELECT ? AS i', [i]);
 const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('reads while a read batch is in flight', () => {
   it('of one turn go together in the next batch, each answered', async () => {
-    const before = db.stats();
-    const slow = db.get<{ n: number }>(SLOW);
+    const before = remote.db.stats();
+    const slow = remote.db.get<{ n: number }>(SLOW);
     await later(5);
     const next = Promise.all([1, 2, 3].map(quick));
     expect(await slow).toEqual({ n: 3_000_000 });
     expect(await next).toEqual([{ i: 1 }, { i: 2 }, { i: 3 }]);
-    const after = db.stats();
+    const after = remote.db.stats();
     expect(after.readBatches - before.readBatches).toBe(2);
     expect(after.readStatements - before.readStatements).toBe(4);
   });
 
   it('wait for a slow batch only briefly: a quick read behind it is answered first', async () => {
     const answered: string[] = [];
-    const slow = db.get(SLOW).then(() => answered.push('slow'));
+    const slow = remote.db.get(SLOW).then(() => answered.push('slow'));
     await later(5);
     const next = quick(1).then(() => answered.push('quick'));
     await Promise.all([slow, next]);
@@ -50,7 +37,7 @@ describe('reads while a read batch is in flight', () => {
   });
 
   it('are still answered when the batch before them failed', async () => {
-    const failing = db.get('SELECT * FROM no_such_table');
+    const failing = remote.db.get('SELECT * FROM no_such_table');
     await later(0);
     const next = quick(7);
     await expect(failing).rejects.toThrow();
