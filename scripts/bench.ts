@@ -79,11 +79,9 @@ import { Agent, Client, request as undiciRequest } from 'undici';
 import { WebSocket } from 'ws';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { parseConfig } from '../src/config.js';
-import { freePort } from '../test/helpers/oauth.js';
-import { SQLD_BINARY } from '../test/helpers/sqld.js';
 import { measuringEnv } from './measuring-env.js';
 import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
-import { databaseWindow, type DatabaseFigures } from './bench-sqld.js';
+import { databaseWindow, startBenchSqld, type DatabaseFigures } from './bench-sqld.js';
 import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 
 const { values: opts } = parseArgs({
@@ -847,35 +845,15 @@ async function floor(bytes: number) {
  * embedded database does), and `count` instances of the service on it.
  */
 async function onSqld(count: number) {
-  const port = await freePort();
-  const adminPort = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-sqld-'));
-  tempDirs.push(dir);
-  const sqldArgs = [
-    ...['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`],
-    ...['--admin-listen-addr', `127.0.0.1:${adminPort}`, '--no-welcome'],
-  ];
-  const [command, args] = hasTaskset ? ['taskset', ['-c', '0', SQLD_BINARY, ...sqldArgs]] : [SQLD_BINARY, sqldArgs];
-  const sqld = spawn(command as string, args as string[], { stdio: 'ignore' });
-  const exited = new Promise((resolve) => sqld.once('exit', resolve));
+  const sqld = await startBenchSqld({ pinned: hasTaskset });
   try {
-    for (
-      let tries = 0;
-      !(await fetch(`http://127.0.0.1:${port}/health`)
-        .then((r) => r.ok)
-        .catch(() => false));
-      tries++
-    ) {
-      if (tries > 300 || sqld.exitCode !== null) throw new Error(`sqld (${SQLD_BINARY}) did not answer: npm run setup:dev-tools`);
-      await sleep(50);
-    }
-    const databaseUrl = `${opts.transport}://127.0.0.1:${port}`;
+    const databaseUrl = `${opts.transport}://127.0.0.1:${sqld.port}`;
     // One at a time: the first runs the migrations, the others find them done.
     const servers: ServerProcess[] = [];
     for (let i = 0; i < count; i++) servers.push(await startServer(instanceEnv(databaseUrl)));
     try {
       const fleet = await startFleet(servers, await owners(servers[0]!, `bench-sqld-${count}`));
-      const probe = () => databaseWindow(servers, { adminUrl: `http://127.0.0.1:${adminPort}`, pid: sqld.pid! });
+      const probe = () => databaseWindow(servers, { adminUrl: sqld.adminUrl, pid: sqld.child.pid! });
       const figures: SqldFigures = { instances: count, idle: await idleCost(servers, probe) };
       const name = (kind: string) => `sqld-${count}-${kind}-round-trips`;
       if (PHASES.has('mcp'))
@@ -890,8 +868,7 @@ async function onSqld(count: number) {
       await Promise.all(servers.map((server) => server.stop()));
     }
   } finally {
-    sqld.kill('SIGKILL');
-    await exited;
+    await sqld.stop();
   }
 }
 
