@@ -72,10 +72,10 @@ export const NOT_APPLICABLE: Record<string, Record<string, string>> = {
       "test_tool_with_task gathers a user_name and echoes it in the result; the service's only input gathering is the user's yes/no confirmation, which never reaches the device",
   },
   'server-stateless': {
-    'sep-2575-server-rejects-undeclared-capability': 'needs the fixture tool test_missing_capability',
-    'sep-2575-missing-capability-http-400': 'needs the fixture tool test_missing_capability',
-    'sep-2575-http-server-no-independent-requests-on-stream': 'needs the fixture tool test_streaming_elicitation',
-    'sep-2575-server-no-log-without-loglevel': 'needs the fixture tool test_logging_tool',
+    'sep-2575-server-rejects-undeclared-capability': "test_missing_capability: no device function needs the client's sampling",
+    'sep-2575-missing-capability-http-400': "test_missing_capability: no device function needs the client's sampling",
+    'sep-2575-http-server-no-independent-requests-on-stream': 'test_streaming_elicitation: no device function streams an elicitation',
+    'sep-2575-server-no-log-without-loglevel': 'test_logging_tool: no device function sends log messages',
   },
 };
 
