@@ -49,9 +49,7 @@ function renameRequest(body: Buffer, headers: http.IncomingHttpHeaders, names: T
   }
   const header = headers['mcp-name'];
   const single = Array.isArray(parsed) ? undefined : parsed;
-  const headerTool = single?.method === 'tools/call' && typeof header === 'string' ? names.toTool.get(header.trim()) : undefined;
-  // The whitespace around the value stays: the suite checks that the service ignores it.
-  const headerName = headerTool && typeof header === 'string' ? header.replace(header.trim(), headerTool) : undefined;
+  const headerName = single?.method === 'tools/call' && typeof header === 'string' ? names.toTool.get(header) : undefined;
   if (!renamed && headerName === undefined) return undefined;
   const out = Buffer.from(renamed ? JSON.stringify(parsed) : body);
   const { 'transfer-encoding': _chunked, ...rest } = headers;
