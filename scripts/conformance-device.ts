@@ -1,11 +1,12 @@
 /**
  * The conformance run's fixture device (scripts/conformance.ts): a real device, built with the
  * device SDK and connected to the service over its wake WebSocket, whose functions behave as
- * the MCP conformance suite's tasks scenarios expect of the reference server's fixture tools.
+ * the MCP conformance suite's tasks scenarios (and its tool-list notification check) expect
+ * of the reference server's fixture tools.
  * The service treats them as any device's functions; only their names differ from the
  * suite's (`greet__<12 hex>` for `greet`), which the run's proxy maps both ways.
  */
-import { attachDevice, CommandError, CommandRecalled, Device, type Capability } from '@dfc/device';
+import { attachDevice, CommandError, CommandRecalled, Device, deviceApi, type Capability, type Manifest } from '@dfc/device';
 import { deviceToolName } from '../src/mcp/device-tool-names.js';
 
 const noArguments = { type: 'object', properties: {}, additionalProperties: false } as const;
@@ -36,7 +37,26 @@ export const FIXTURE_FUNCTIONS = [
     description: 'Deletes a file; each call needs the user’s confirmation.',
     arguments: { type: 'object', properties: { filename: { type: 'string', maxLength: 200 } }, required: ['filename'], additionalProperties: false },
   },
+  {
+    name: 'test_trigger_tool_change',
+    kind: 'control',
+    description: 'Republishes this device’s functions with tool_change_marker removed or restored, so the agent’s tool list changes.',
+    arguments: noArguments,
+  },
 ] as const satisfies readonly Capability[];
+
+/** Published at the start, then removed and restored by turns by `test_trigger_tool_change`. */
+const MARKER = {
+  name: 'tool_change_marker',
+  kind: 'read',
+  description: 'There or not by turns: test_trigger_tool_change removes and restores it.',
+  arguments: noArguments,
+} as const satisfies Capability;
+
+/** Every function the agent is granted: the fixtures and the marker. */
+export const GRANTED = [...FIXTURE_FUNCTIONS, MARKER].map((fn) => fn.name as string);
+
+const manifest = (withMarker: boolean): Manifest => ({ capabilities: withMarker ? [...FIXTURE_FUNCTIONS, MARKER] : [...FIXTURE_FUNCTIONS] });
 
 /** The fixtures granted in `user` mode: the agent's client asks its user before each call. */
 export const USER_CONFIRMED = ['confirm_delete'];
@@ -85,7 +105,7 @@ export async function startFixtureDevice(url: string, setupToken: string): Promi
   const device = new Device({
     url,
     credentials,
-    manifest: { capabilities: [...FIXTURE_FUNCTIONS] },
+    manifest: manifest(true),
     onEvent: (event) => event.type === 'connected' && connected(),
   });
   device.handle<{ name: string }>('greet', ({ name }) => ({ greeting: `Hello, ${name}!` }));
@@ -102,6 +122,14 @@ export async function startFixtureDevice(url: string, setupToken: string): Promi
     throw new CommandError('job_failed', 'The job failed, as this fixture always does.');
   });
   device.handle<{ filename: string }>('confirm_delete', ({ filename }) => ({ deleted: filename }));
+  // The service tells listening agents of a tool list change when the names they may call change.
+  let withMarker = true;
+  const api = deviceApi(url, credentials);
+  device.handle('test_trigger_tool_change', async () => {
+    withMarker = !withMarker;
+    await api.publishManifest(manifest(withMarker));
+    return { toolChangeMarker: withMarker ? 'restored' : 'removed' };
+  });
   await device.start();
   // Woken over its socket from the first call on, as a deployed device is: no poll delay in any check.
   await socketOpen;

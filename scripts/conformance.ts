@@ -3,8 +3,9 @@
  * real service: temp libSQL file, development identity provider, one agent, and one fixture
  * device (scripts/conformance-device.ts): a device built with the device SDK, connected over
  * its wake WebSocket, whose functions behave as the suite's fixture tools `greet`,
- * `slow_compute`, `failing_job` and `confirm_delete` (granted in `user` mode) must. The
- * service gets no fake tools and no test-only code path: they are device functions like any.
+ * `slow_compute`, `failing_job`, `confirm_delete` (granted in `user` mode) and
+ * `test_trigger_tool_change` must. The service gets no fake tools and no test-only code path:
+ * they are device functions like any.
  *
  * The suite talks to a loopback proxy (scripts/conformance-proxy.ts) that forwards everything
  * unchanged (Host and Origin included: the DNS-rebinding scenario must reach the service's
@@ -29,7 +30,7 @@ import { parseConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { startService } from '../src/service.js';
-import { startFixtureDevice, USER_CONFIRMED, FIXTURE_FUNCTIONS } from './conformance-device.js';
+import { GRANTED, startFixtureDevice, USER_CONFIRMED } from './conformance-device.js';
 import { startProxy, type ProxyRoute } from './conformance-proxy.js';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -179,10 +180,9 @@ export async function runConformance(): Promise<ScenarioResult[]> {
     const fixtures = await startFixtureDevice(service.url, setup.token);
     stopDevice = () => fixtures.device.stop();
     const agent = await post(service.url, '/v1/agent-connections', owner, { name: 'conformance', access: 'act' });
-    const confirmed = FIXTURE_FUNCTIONS.map((fn) => fn.name as string).filter((name) => USER_CONFIRMED.includes(name));
-    const running = FIXTURE_FUNCTIONS.map((fn) => fn.name as string).filter((name) => !USER_CONFIRMED.includes(name));
+    const running = GRANTED.filter((name) => !USER_CONFIRMED.includes(name));
     await post(service.url, '/v1/grants', owner, { principal: agent.principal, deviceId: fixtures.deviceId, capabilities: running });
-    await post(service.url, '/v1/grants', owner, { principal: agent.principal, deviceId: fixtures.deviceId, capabilities: confirmed, approval: 'user' });
+    await post(service.url, '/v1/grants', owner, { principal: agent.principal, deviceId: fixtures.deviceId, capabilities: USER_CONFIRMED, approval: 'user' });
 
     route = { target: new URL(service.url), token: agent.token, names: { toTool: fixtures.toolNames, toFixture: fixtures.fixtureNames } };
     const url = `http://127.0.0.1:${proxyPort}/mcp`;
