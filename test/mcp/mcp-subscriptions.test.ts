@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { grant, next, report } from '../helpers/actions.js';
-import { attachDevice, createAgent, type AttachedDevice } from '../helpers/fixtures.js';
+import { RECHECK_MS } from '../../src/mcp/subscriptions/subscription.js';
+import { attachDevice, createAgent, lampManifest, type AttachedDevice } from '../helpers/fixtures.js';
 import { rawMcp, toolName } from '../helpers/mcp-client.js';
 import { useTestServer } from '../helpers/server.js';
 import { declaringTasks, listen, postMcp } from '../helpers/tasks-client.js';
@@ -103,6 +104,23 @@ describe('notifications/tools/list_changed on subscriptions/listen', () => {
       const revoked = await api.post('/v1/grants/revoke', { token: owner, body: { principal: watcher.principal, deviceId: lamp.id, capability: 'get_state' } });
       expect(revoked.status, JSON.stringify(revoked.body)).toBeLessThan(300);
       await stream.next(isMethod('notifications/tools/list_changed'));
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('tells the caller as soon as a device republishes without a function it may call, not at the next recheck', async () => {
+    const shelf = await attachDevice(api, owner, { name: 'Shelf lamp' });
+    const watcher = await createAgent(api, owner, { name: 'manifest-watcher', access: 'act', principal: 'agent:manifest-watcher' });
+    await grant(api, owner, watcher.principal, shelf.id, ['get_state', 'set_power']);
+    const stream = await listen(server.url, watcher.token, { toolsListChanged: true });
+    try {
+      await stream.next(isMethod('notifications/subscriptions/acknowledged'));
+      const without = { capabilities: lampManifest.capabilities.filter((fn) => fn.name !== 'get_state') };
+      const published = await api.post(`/v1/device/${shelf.id}/manifest`, { token: shelf.token, body: without });
+      expect(published.status, JSON.stringify(published.body)).toBe(200);
+      // The stream's first recheck is RECHECK_MS after it opened: only the republish's own announcement comes sooner.
+      await stream.next(isMethod('notifications/tools/list_changed'), RECHECK_MS / 2);
     } finally {
       stream.close();
     }
