@@ -154,8 +154,13 @@ export interface ConfirmationRound {
   binding: Binding;
   /** What the user reads: the function, where it is, and the arguments. */
   message: string;
-  /** The client declared form elicitation (on this request's envelope, or at its 2025 initialize). */
-  canElicit: boolean;
+  /**
+   * Whether the ask may be returned. False only for a 2025-era client that declared no form
+   * elicitation at its initialize: it is told `confirmation_required`. A 2026-07-28 request that
+   * declared none is asked too, and the SDK answers the ask with -32021
+   * MissingRequiredClientCapability naming `elicitation`, as that revision requires.
+   */
+  mayAsk: boolean;
   /** The echoed `requestState`, as received (untrusted). */
   requestState: unknown;
   /**
@@ -177,7 +182,7 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
   const { ctx, binding } = round;
   const key = await confirmationKey(ctx);
   const ask = async (): Promise<ConfirmationStep> => {
-    if (!round.canElicit) {
+    if (!round.mayAsk) {
       return {
         kind: 'refused',
         error: new DomainError(

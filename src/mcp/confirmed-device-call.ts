@@ -1,11 +1,4 @@
-import {
-  CLIENT_CAPABILITIES_META_KEY,
-  type CallToolResult,
-  type ClientCapabilities,
-  type InputRequiredResult,
-  type McpServer,
-  type ServerContext,
-} from '@modelcontextprotocol/server';
+import { type CallToolResult, type InputRequiredResult, type McpServer, type ServerContext } from '@modelcontextprotocol/server';
 import { DomainError, fail } from '../domain/errors.js';
 import { agentOf, liveGrantId, type CallableFunction } from '../domain/functions.js';
 import { canElicitForm, confirmationStep } from './confirmation.js';
@@ -30,10 +23,6 @@ export async function confirmedDeviceCall(
   extra: ServerContext,
 ): Promise<CallToolResult | InputRequiredResult | TaskCreated> {
   const { ctx, credential } = session;
-  const capabilities =
-    session.era === 'modern'
-      ? ((extra.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined)
-      : server.server.getClientCapabilities();
   try {
     // A call that cannot run is not put to the user: its arguments are checked before the ask,
     // as the action request checks them again after it.
@@ -54,7 +43,9 @@ export async function confirmedDeviceCall(
       },
       // Marked, and never cut: an ask too long to show whole is refused (confirmation.ts).
       message: `Allow agent ${JSON.stringify(credential.principal)} to run "${fn.capability}" on ${placeOf(fn)}? Arguments: ${argumentsText(args)}`,
-      canElicit: canElicitForm(capabilities),
+      // A 2026-07-28 request is asked whatever it declared: the SDK answers an ask the request
+      // cannot take with -32021 (docs/agents/confirmation.md "The two MCP eras").
+      mayAsk: session.era === 'modern' || canElicitForm(server.server.getClientCapabilities()),
       requestState: extra.mcpReq.requestState(),
       inputResponses: extra.mcpReq.inputResponses,
       // A 2025-era client answers in a POST of its own: this server waits for it there. A

@@ -144,20 +144,38 @@ describe.each(['modern', 'legacy'] as const)('a user-mode device tool over the o
     await mcp.close();
   });
 
-  it('refuses with confirmation_required when the client cannot elicit, and creates nothing', async () => {
-    const before = await actionIds();
-    const { mcp } = await connectAs(agent.token, era);
-    const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
-    expect(result.isError).toBe(true);
-    const { error } = errorEnvelope(result);
-    expect(error.code).toBe('confirmation_required');
-    expect(error.message).toContain("change the grant's approval mode");
-    expect(await actionIds()).toEqual(before);
-    // A function under a `none` grant is not asked about.
-    const read: any = await mcp.callTool({ name: getState, arguments: {} });
-    expect(read.isError, JSON.stringify(read)).toBeFalsy();
-    await mcp.close();
-  });
+  it(
+    era === 'modern'
+      ? 'answers -32021 naming elicitation when the request declared none, and creates nothing'
+      : 'refuses with confirmation_required when the client cannot elicit, and creates nothing',
+    async () => {
+      const before = await actionIds();
+      const { mcp } = await connectAs(agent.token, era);
+      if (era === 'modern') {
+        // SEP-2575: a server must not rely on a capability the request did not declare.
+        const refused = await mcp.callTool({ name: setPower, arguments: { on: true } }).then(
+          () => undefined,
+          (error: unknown) => error as { code?: number; data?: { requiredCapabilities?: Record<string, unknown> } },
+        );
+        expect(refused?.code).toBe(-32021);
+        expect(refused?.data?.requiredCapabilities).toHaveProperty('elicitation');
+        const raw = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: setPower, params: { name: setPower, arguments: { on: true } } });
+        expect(raw.status, raw.text).toBe(400);
+        expect(raw.json.error.code).toBe(-32021);
+      } else {
+        const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
+        expect(result.isError).toBe(true);
+        const { error } = errorEnvelope(result);
+        expect(error.code).toBe('confirmation_required');
+        expect(error.message).toContain("change the grant's approval mode");
+      }
+      expect(await actionIds()).toEqual(before);
+      // A function under a `none` grant is not asked about.
+      const read: any = await mcp.callTool({ name: getState, arguments: {} });
+      expect(read.isError, JSON.stringify(read)).toBeFalsy();
+      await mcp.close();
+    },
+  );
 });
 
 describe('the confirmation requestState (2026-07-28 retries)', () => {
