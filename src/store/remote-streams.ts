@@ -108,7 +108,8 @@ export class StreamPool {
           if (!(mapped instanceof LibsqlError)) throw mapped;
           throw new LibsqlBatchError(mapped.message, index, mapped.code, undefined, undefined, error instanceof Error ? error : undefined);
         });
-        if (rows === undefined) throw new LibsqlBatchError('Statement in a batch was not executed: the transaction was rolled back', index, 'TRANSACTION_CLOSED');
+        if (rows === undefined)
+          throw new LibsqlBatchError('Statement in a batch was not executed: the transaction was rolled back', index, 'TRANSACTION_CLOSED');
         answers.push(answer(rows));
       }
       await committed;

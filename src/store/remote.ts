@@ -1,4 +1,4 @@
-import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement, type Transaction } from '@libsql/client';
+import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
 import {
   DatabaseUnavailable,
@@ -215,7 +215,16 @@ export class RemoteDb implements Db {
   readonly #readsInFlight = new Set<Promise<void>>();
   /** The last read group sent or waiting to be (`#grouped`): the next one waits for its answer, up to READ_JOIN_MS. */
   #lastRead: Promise<unknown> = Promise.resolve();
-  readonly #stats: WriterQueueStats = { turns: 0, waitMs: 0, heldMs: 0, statementsHeld: 0, busyRetries: 0, readBatches: 0, readStatements: 0, streamsOpened: 0 };
+  readonly #stats: WriterQueueStats = {
+    turns: 0,
+    waitMs: 0,
+    heldMs: 0,
+    statementsHeld: 0,
+    busyRetries: 0,
+    readBatches: 0,
+    readStatements: 0,
+    streamsOpened: 0,
+  };
 
   /** A copy of the counters so far (`WriterQueueStats`). */
   stats(): WriterQueueStats {
