@@ -342,7 +342,8 @@ export class RemoteDb implements Db {
   /**
    * Group commit (docs/performance.md "On a libSQL server (sqld)"). sqld
    * spends about 1.5 ms of CPU on every stream it opens for this schema, and `@libsql/client`
-   * opens one per statement, where a statement inside a stream costs it about 0.1 ms; and it
+   * opens one per statement (on the WebSocket transport `StreamPool` keeps a few open
+   * instead), where a statement inside a stream costs it about 0.1 ms; and it
    * commits one write at a time. So the standalone statements of one event-loop turn go
    * together: the writes as one batch in one transaction (one stream, one round trip, one
    * commit), sent once their turn in `#oneWriter` comes, so that the writes arriving while
