@@ -179,9 +179,12 @@ module.exports = {
     {
       name: 'npm-packages-of-the-store',
       severity: 'error',
-      comment: 'src/store uses the libSQL drivers and nothing else from npm.',
+      comment: 'src/store uses the libSQL drivers (and the Hrana client under @libsql/client, for streams kept open) and nothing else from npm.',
       from: { path: '^src/store/' },
-      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: 'node_modules/(libsql|@libsql/client)/' },
+      to: {
+        dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'],
+        pathNot: 'node_modules/(libsql|@libsql/client|@libsql/hrana-client)/',
+      },
     },
     {
       name: 'npm-packages-of-the-bus',

@@ -13,6 +13,8 @@
  * - `SELECT 1` one after another (the network round trip and sqld's own work, no commit), and
  *   as batches of 20 (one stream, one round trip each);
  * - an autocommit INSERT one after another (the same plus one commit each);
+ * - both again through the service's remote driver, which on ws keeps its streams open
+ *   between calls (`StreamPool`, src/store/remote-streams.ts);
  * - 20 loops of `SELECT 1` at once on one client (one WebSocket) and on 20 clients (20
  *   WebSockets): does the one socket serialise?
  * - 20 loops of autocommit INSERTs at once on one client, sent as they come (sqld's SQLITE_BUSY
@@ -122,6 +124,11 @@ try {
   );
   await time('SELECT 1, one after another', 1, () => client.execute('SELECT 1'));
   await time('INSERT (autocommit), one after another', 1, () => client.execute(insert));
+  // The service's remote driver: on ws it keeps its Hrana streams open between calls, where the client opens one per call.
+  const driver = new RemoteDb(url, undefined);
+  await time('SELECT 1, one after another, the remote driver', 1, () => driver.get('SELECT 1'));
+  await time('INSERT (autocommit), one after another, the remote driver', 1, () => driver.run(insert.sql, insert.args));
+  await driver.close();
   await time(
     `SELECT 1, batches of ${LOOPS} (one stream each), one after another`,
     1,

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { workspacePaused } from './device-controls.js';
 import { expireDue } from '../store/action-expiry.js';
 import { cancelRefused, claimNext, completeAction, findTargetedAction, hasQueued, reportLate } from '../store/action-hand-out.js';
 import { action, toActionRecord } from './action-records.js';
@@ -53,8 +52,10 @@ export const fetchNextCommand = defineOperation({
     await checkDevice(ctx, credential, input.workspace);
     // The kill switch is for physical safety: commands queued before it was thrown are held
     // (and expire at their deadline) rather than handed to devices while it is off. The
-    // owner's pause switch holds them the same way for one workspace.
-    if (!ctx.settings.deviceControlsEnabled || (await workspacePaused(ctx, credential.workspaceId))) return null;
+    // owner's pause switch holds them the same way for one workspace: the claim's guard and
+    // `hasQueued` read it in their own statements, so a paused `next` hands out and cancels
+    // nothing without a read of its own (docs/performance.md "One stream for many batches").
+    if (!ctx.settings.deviceControlsEnabled) return null;
     const now = ctx.clock.now();
     // Authorization at hand-out (docs/reference/rules.md "Actions"): the claim takes the oldest command
     // that may still run; the older ones it skipped are cancelled, each with its reason.

@@ -29,12 +29,17 @@ export async function claimNext(db: Queryable, targetId: string, now: number): P
   return { row, skippedOlder: skippedOlder === 1 };
 }
 
-/** Whether a target has queued, unexpired commands: after a `claimNext` that found none, they are all refused. */
+/**
+ * Whether a target has queued, unexpired commands in a workspace whose owner has not paused
+ * device control: after a `claimNext` that found none, they are all refused. While paused they
+ * are held, not refused, so none is reported and nothing is cancelled.
+ */
 export async function hasQueued(db: Queryable, targetId: string, now: number): Promise<boolean> {
-  const row = await db.get<{ one: number }>(`SELECT 1 AS one FROM actions WHERE target_id = ? AND ${guard('claim')} AND expires_at > ? LIMIT 1`, [
-    targetId,
-    now,
-  ]);
+  const row = await db.get<{ one: number }>(
+    `SELECT 1 AS one FROM actions WHERE target_id = ? AND ${guard('claim')} AND expires_at > ?
+       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = actions.workspace_id AND w.controls_paused_at IS NOT NULL) LIMIT 1`,
+    [targetId, now],
+  );
   return row !== undefined;
 }
 

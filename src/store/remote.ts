@@ -1,4 +1,4 @@
-import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement, type ResultSet, type Transaction } from '@libsql/client';
+import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
 import {
   DatabaseUnavailable,
@@ -12,6 +12,7 @@ import {
   type Statement,
   unavailableFrom,
 } from './driver.js';
+import { StreamPool, type Answer } from './remote-streams.js';
 
 /**
  * An error the server answered (bad SQL, a constraint, SQLITE_BUSY) rather than a failure to
@@ -38,7 +39,7 @@ class NoAnswer extends Error {
   }
 }
 
-function rows<T>(result: ResultSet): T[] {
+function rows<T>(result: Answer): T[] {
   // Rows from @libsql/client are array-like objects with column getters; repositories
   // expect plain records.
   return result.rows.map((row) => {
@@ -54,7 +55,7 @@ function statement(sql: string, args: readonly SqlValue[] = []): InStatement {
   return { sql, args: [...args] };
 }
 
-function queryable(target: Pick<Client | Transaction, 'execute'>): Queryable {
+function queryable(target: { execute(stmt: InStatement): Promise<Answer> }): Queryable {
   return {
     all: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await guarded(() => target.execute(statement(sql, args)), answeredByServer)),
     get: async <T>(sql: string, args?: readonly SqlValue[]) => rows<T>(await guarded(() => target.execute(statement(sql, args)), answeredByServer))[0],
@@ -108,12 +109,14 @@ export interface WriterQueueStats {
   busyRetries: number;
   readBatches: number;
   readStatements: number;
+  /** Hrana streams the WebSocket transport's pool opened (`StreamPool`); each costs sqld a connection. */
+  streamsOpened: number;
 }
 
 /** A standalone statement waiting in a group (`RemoteDb#grouped`) for its answer. */
 interface Member {
   stmt: InStatement;
-  resolve(result: ResultSet): void;
+  resolve(result: Answer): void;
   reject(error: unknown): void;
 }
 
@@ -187,6 +190,8 @@ export class RemoteDb implements Db {
   #client: Client;
   readonly #connect: () => Client;
   readonly #webSocket: boolean;
+  /** On the WebSocket transport, the streams standalone statements and batches go on, kept open between them. */
+  readonly #streams: StreamPool | undefined;
   readonly #direct: Queryable;
   readonly #groupedWrites: Queryable;
   readonly #groupedReads: Queryable;
@@ -210,11 +215,20 @@ export class RemoteDb implements Db {
   readonly #readsInFlight = new Set<Promise<void>>();
   /** The last read group sent or waiting to be (`#grouped`): the next one waits for its answer, up to READ_JOIN_MS. */
   #lastRead: Promise<unknown> = Promise.resolve();
-  readonly #stats: WriterQueueStats = { turns: 0, waitMs: 0, heldMs: 0, statementsHeld: 0, busyRetries: 0, readBatches: 0, readStatements: 0 };
+  readonly #stats: WriterQueueStats = {
+    turns: 0,
+    waitMs: 0,
+    heldMs: 0,
+    statementsHeld: 0,
+    busyRetries: 0,
+    readBatches: 0,
+    readStatements: 0,
+    streamsOpened: 0,
+  };
 
   /** A copy of the counters so far (`WriterQueueStats`). */
   stats(): WriterQueueStats {
-    return { ...this.#stats };
+    return { ...this.#stats, streamsOpened: this.#streams?.opened ?? 0 };
   }
 
   #oneWriter<T>(fn: () => Promise<T>): Promise<T> {
@@ -261,6 +275,7 @@ export class RemoteDb implements Db {
         ...(local ? { timeout: BUSY_TIMEOUT_MS } : { fetch: boundedFetch }),
       });
     this.#client = this.#connect();
+    this.#streams = this.#webSocket ? new StreamPool(url, authToken) : undefined;
     this.#direct = queryable({ execute: (stmt: InStatement) => this.#execute(stmt) });
     this.#groupedWrites = queryable({ execute: (stmt: InStatement) => this.#grouped(stmt, 'write') });
     this.#groupedReads = queryable({ execute: (stmt: InStatement) => this.#grouped(stmt, 'read') });
@@ -284,6 +299,7 @@ export class RemoteDb implements Db {
         if (this.#client === client) {
           this.#client = this.#connect();
           client.close();
+          this.#streams?.reset();
         }
         reject(new NoAnswer());
       }, REQUEST_TIMEOUT_MS);
@@ -291,9 +307,15 @@ export class RemoteDb implements Db {
     return Promise.race([call, timedOut]).finally(() => clearTimeout(timer));
   }
 
-  /** One statement on its own stream, autocommitted; refused as busy, it is sent again. */
-  #execute(stmt: InStatement): Promise<ResultSet> {
-    return whileBusy(() => this.#bounded(this.#client.execute(stmt)), isBusy, this.#stats);
+  /** One statement, autocommitted; refused as busy, it is sent again. */
+  #execute(stmt: InStatement): Promise<Answer> {
+    const streams = this.#streams;
+    return whileBusy(() => this.#bounded(streams ? streams.query(stmt) : this.#client.execute(stmt)), isBusy, this.#stats);
+  }
+
+  /** `@libsql/client`'s batch (one transaction, one request), on a kept stream on the WebSocket transport. */
+  #batch(stmts: InStatement[], mode: 'write' | 'read'): Promise<Answer[]> {
+    return this.#bounded(this.#streams ? this.#streams.batch(stmts, mode) : this.#client.batch(stmts, mode));
   }
 
   // Writes and reads of one event-loop turn go to the server in one batch each (`#grouped`).
@@ -320,7 +342,8 @@ export class RemoteDb implements Db {
   /**
    * Group commit (docs/performance.md "On a libSQL server (sqld)"). sqld
    * spends about 1.5 ms of CPU on every stream it opens for this schema, and `@libsql/client`
-   * opens one per statement, where a statement inside a stream costs it about 0.1 ms; and it
+   * opens one per statement (on the WebSocket transport `StreamPool` keeps a few open
+   * instead), where a statement inside a stream costs it about 0.1 ms; and it
    * commits one write at a time. So the standalone statements of one event-loop turn go
    * together: the writes as one batch in one transaction (one stream, one round trip, one
    * commit), sent once their turn in `#oneWriter` comes, so that the writes arriving while
@@ -329,7 +352,7 @@ export class RemoteDb implements Db {
    * the previous read batch is unanswered, once it is (or READ_JOIN_MS has passed), with the
    * reads that arrived meanwhile. Each statement is answered only once its batch has committed.
    */
-  #grouped(stmt: InStatement, mode: 'write' | 'read'): Promise<ResultSet> {
+  #grouped(stmt: InStatement, mode: 'write' | 'read'): Promise<Answer> {
     let group = mode === 'write' ? this.#writeGroup : this.#readGroup;
     if (!group || group.length >= GROUP_LIMIT) {
       const opened: Member[] = [];
@@ -362,7 +385,7 @@ export class RemoteDb implements Db {
       }
     }
     const members = group;
-    return new Promise<ResultSet>((resolve, reject) => members.push({ stmt, resolve, reject }));
+    return new Promise<Answer>((resolve, reject) => members.push({ stmt, resolve, reject }));
   }
 
   #closeGroup(group: Member[]): void {
@@ -396,11 +419,9 @@ export class RemoteDb implements Db {
       try {
         const results = await whileBusy(
           () =>
-            this.#bounded(
-              this.#client.batch(
-                pending.map((member) => member.stmt),
-                mode,
-              ),
+            this.#batch(
+              pending.map((member) => member.stmt),
+              mode,
             ),
           isBusy,
           this.#stats,
@@ -480,11 +501,9 @@ export class RemoteDb implements Db {
           this.#stats.statementsHeld += statements.length;
           return whileBusy(
             () =>
-              this.#bounded(
-                this.#client.batch(
-                  statements.map(({ sql, args }) => statement(sql, args)),
-                  'write',
-                ),
+              this.#batch(
+                statements.map(({ sql, args }) => statement(sql, args)),
+                'write',
               ),
             isBusy,
             this.#stats,
@@ -530,5 +549,6 @@ export class RemoteDb implements Db {
     while (this.#writeGroup || this.#readsInFlight.size > 0) await Promise.all([this.#writes, ...this.#readsInFlight]);
     await this.#writes;
     this.#client.close();
+    this.#streams?.close();
   }
 }

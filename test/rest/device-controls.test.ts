@@ -7,6 +7,8 @@ import { startTestServer, useTestServer } from '../helpers/server.js';
 import { claimNext } from '../../src/store/action-hand-out.js';
 import { listen } from '../helpers/tasks-client.js';
 import { connectDevice } from '../helpers/ws.js';
+import { manualClock } from '../helpers/clock.js';
+import { grantedWorld } from '../helpers/world.js';
 
 /**
  * The owner's pause switch for device control (docs/owners/console-guide.md "Pause device
@@ -245,5 +247,24 @@ describe('the pause switch holds a command even against a racing hand-out', () =
     expect(await claimNext(db, lamp.id, Date.now())).toBeUndefined();
     await db.run('UPDATE workspaces SET controls_paused_at = NULL, controls_paused_by = NULL WHERE id = ?', [workspaceId]);
     expect((await claimNext(db, lamp.id, Date.now()))?.row.id).toBe(queued.body.data.id);
+  });
+});
+
+describe('the pause switch holds a command that may no longer run', () => {
+  const clock = manualClock();
+  // The sweep is left to reads: the test moves the clock past the grant's end.
+  const held = useTestServer({ clock, env: { EXPIRY_SWEEP_SECONDS: '3600' } });
+
+  it('next neither hands it out nor cancels it while paused; the first next after resuming cancels it with its reason', async () => {
+    const { owner: heldOwner, device, agent: heldAgent } = await grantedWorld(held, 'held-owner', { capabilities: ['set_power'], ttlSeconds: 60 });
+    const action = await queue(held.api, heldAgent.token, device.id, { capability: 'set_power', arguments: { on: true }, ttlSeconds: 300 });
+    const read = async () => (await held.api.get(`/v1/actions/${action.id}`, { token: heldOwner })).body.data;
+    expect((await held.api.post('/v1/device-controls', { token: heldOwner, body: { paused: true } })).status).toBe(200);
+    clock.advance(61_000);
+    expect((await next(held.api, device)).body).toEqual({ data: null });
+    expect(await read()).toMatchObject({ status: 'queued', cancelReason: null });
+    expect((await held.api.post('/v1/device-controls', { token: heldOwner, body: { paused: false } })).status).toBe(200);
+    expect((await next(held.api, device)).body).toEqual({ data: null });
+    expect(await read()).toMatchObject({ status: 'cancelled', cancelReason: 'grant_expired' });
   });
 });
