@@ -179,11 +179,12 @@ module.exports = {
     {
       name: 'npm-packages-of-the-store',
       severity: 'error',
-      comment: 'src/store uses the libSQL drivers (and the Hrana client under @libsql/client, for streams kept open) and nothing else from npm.',
+      comment:
+        'src/store uses the libSQL drivers (and the Hrana client and URL parsing under @libsql/client, for streams kept open) and nothing else from npm.',
       from: { path: '^src/store/' },
       to: {
         dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'],
-        pathNot: 'node_modules/(libsql|@libsql/client|@libsql/hrana-client)/',
+        pathNot: 'node_modules/(libsql|@libsql/client|@libsql/core|@libsql/hrana-client)/',
       },
     },
     {

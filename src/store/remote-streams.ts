@@ -1,5 +1,7 @@
 import * as hrana from '@libsql/hrana-client';
 import { LibsqlBatchError, LibsqlError, type InStatement, type ResultSet } from '@libsql/client';
+import { expandConfig } from '@libsql/core/config';
+import { encodeBaseUrl } from '@libsql/core/uri';
 
 /** What the remote driver reads of an answer: the same fields on both of its paths. */
 export type Answer = Pick<ResultSet, 'columns' | 'rows' | 'rowsAffected'>;
@@ -16,6 +18,23 @@ const IDLE_LIMIT = 4;
  * proxy may have dropped after a quiet spell is not the one a request meets.
  */
 const IDLE_MS = 10_000;
+
+/**
+ * A socket older than this takes no new streams: the next call opens a fresh socket, and the
+ * old one closes once its last borrowed stream is given back. `@libsql/client` rotates its
+ * socket at the same age, so a connection a proxy dropped without a close is not kept for long.
+ */
+const SOCKET_AGE_MS = 60_000;
+
+/**
+ * The socket URL and token for a `DATABASE_URL`, parsed as `@libsql/client` parses it:
+ * `libsql:` means `wss:` (`ws:` with `?tls=0`), and `?authToken=` and `?tls=` are options,
+ * not part of the address.
+ */
+export function socketTarget(url: string, authToken: string | undefined): { url: string; authToken: string | undefined } {
+  const config = expandConfig({ url, ...(authToken ? { authToken } : {}) }, false);
+  return { url: encodeBaseUrl(config.scheme, config.authority, config.path).toString(), authToken: config.authToken };
+}
 
 interface IdleStream {
   stream: hrana.WsStream;
@@ -60,19 +79,25 @@ function hranaStatement(stmt: InStatement): hrana.InStmt {
 export class StreamPool {
   readonly #url: string;
   readonly #authToken: string | undefined;
+  readonly #socketAgeMs: number;
   #client: hrana.WsClient | undefined;
+  #clientOpenedAt = 0;
+  /** Streams borrowed and not yet given back, per socket: a retired socket closes at zero. */
+  readonly #borrowed = new Map<hrana.WsClient, number>();
   #idle: IdleStream[] = [];
   /** Streams opened so far (`WriterQueueStats.streamsOpened`). */
   opened = 0;
 
-  constructor(url: string, authToken: string | undefined) {
-    this.#url = url;
-    this.#authToken = authToken;
+  constructor(url: string, authToken: string | undefined, options: { socketAgeMs?: number } = {}) {
+    this.#socketAgeMs = options.socketAgeMs ?? SOCKET_AGE_MS;
+    const target = socketTarget(url, authToken);
+    this.#url = target.url;
+    this.#authToken = target.authToken;
   }
 
   /** One statement, autocommitted. */
   query(stmt: InStatement): Promise<Answer> {
-    return this.#borrowed(async (stream) => answer(await stream.query(hranaStatement(stmt))));
+    return this.#lend(async (stream) => answer(await stream.query(hranaStatement(stmt))));
   }
 
   /**
@@ -82,7 +107,7 @@ export class StreamPool {
    * index (`LibsqlBatchError`), as `@libsql/client` names it.
    */
   batch(stmts: readonly InStatement[], mode: 'write' | 'read'): Promise<Answer[]> {
-    return this.#borrowed(async (stream) => {
+    return this.#lend(async (stream) => {
       const batch = stream.batch(false);
       const begin = batch.step();
       const begun = begin.run(mode === 'write' ? 'BEGIN IMMEDIATE' : 'BEGIN TRANSACTION READONLY');
@@ -126,9 +151,11 @@ export class StreamPool {
 
   close(): void {
     this.reset();
+    for (const client of this.#borrowed.keys()) client.close();
+    this.#borrowed.clear();
   }
 
-  async #borrowed<T>(call: (stream: hrana.WsStream) => Promise<T>): Promise<T> {
+  async #lend<T>(call: (stream: hrana.WsStream) => Promise<T>): Promise<T> {
     const { stream, client } = this.#take();
     let healthy = false;
     try {
@@ -140,17 +167,29 @@ export class StreamPool {
     } finally {
       if (healthy && !stream.closed && client === this.#client && this.#idle.length < IDLE_LIMIT) this.#idle.push({ stream, client, since: Date.now() });
       else stream.close();
+      const left = (this.#borrowed.get(client) ?? 1) - 1;
+      if (left > 0) this.#borrowed.set(client, left);
+      else {
+        this.#borrowed.delete(client);
+        if (client !== this.#client) client.close();
+      }
     }
   }
 
   #take(): { stream: hrana.WsStream; client: hrana.WsClient } {
-    if (!this.#client || this.#client.closed) {
-      // The socket failed (the server restarted, the network dropped it): its streams went with it.
+    const now = Date.now();
+    if (!this.#client || this.#client.closed || now - this.#clientOpenedAt > this.#socketAgeMs) {
+      // A failed socket (the server restarted, the network dropped it) took its streams with
+      // it; an old one is retired, closing once the streams still out on it come back.
+      const old = this.#client;
+      if (old && !this.#borrowed.has(old)) old.close();
+      for (const idle of this.#idle) idle.stream.close();
       this.#client = hrana.openWs(this.#url, this.#authToken);
+      this.#clientOpenedAt = now;
       this.#idle = [];
     }
     const client = this.#client;
-    const now = Date.now();
+    this.#borrowed.set(client, (this.#borrowed.get(client) ?? 0) + 1);
     for (let idle = this.#idle.pop(); idle; idle = this.#idle.pop()) {
       if (!idle.stream.closed && now - idle.since < IDLE_MS) return idle;
       idle.stream.close();

@@ -8,7 +8,7 @@ import { startSqld, type TestSqld } from './sqld.js';
  * on it over WebSocket (what `libsql://` uses): opened before the tests, closed after. Read
  * `.db` inside a hook or a test.
  */
-export function useRemoteDb(): { readonly db: RemoteDb } {
+export function useRemoteDb(): { readonly db: RemoteDb; readonly sqldUrl: string } {
   let sqld: TestSqld | undefined;
   let opened: RemoteDb | undefined;
   beforeAll(async () => {
@@ -22,6 +22,11 @@ export function useRemoteDb(): { readonly db: RemoteDb } {
     await sqld?.stop();
   });
   return {
+    /** The sqld's own `http://` address, to open other clients on it. */
+    get sqldUrl() {
+      if (!sqld) throw new Error('sqld is not started yet: read .sqldUrl inside a hook or a test');
+      return sqld.url;
+    },
     get db() {
       if (!opened) throw new Error('the remote driver is not open yet: read .db inside a hook or a test');
       return opened;
