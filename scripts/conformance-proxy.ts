@@ -106,12 +106,19 @@ function forward(route: ProxyRoute, req: http.IncomingMessage, body: Buffer, res
   upstream.end(renamed?.body ?? body);
 }
 
-/** Listens on a loopback port; `route()` is read per request (the service starts after the proxy). */
-export function startProxy(route: () => ProxyRoute): Promise<http.Server> {
+/**
+ * Listens on a loopback port; `route()` is read per request (the service starts after the
+ * proxy), and a request that comes before there is one is answered 503.
+ */
+export function startProxy(route: () => ProxyRoute | undefined): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => forward(route(), req, Buffer.concat(chunks), res));
+    req.on('end', () => {
+      const to = route();
+      if (to) forward(to, req, Buffer.concat(chunks), res);
+      else res.writeHead(503).end();
+    });
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }

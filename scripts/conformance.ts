@@ -160,7 +160,7 @@ export async function runConformance(): Promise<ScenarioResult[]> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-conformance-'));
   // The proxy comes first: the service must be told to accept its address as a Host.
   let route: ProxyRoute | undefined;
-  const proxy = await startProxy(() => route!);
+  const proxy = await startProxy(() => route);
   const proxyPort = (proxy.address() as AddressInfo).port;
 
   const config = parseConfig({

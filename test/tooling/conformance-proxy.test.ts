@@ -93,3 +93,15 @@ describe('the conformance proxy adds the bearer and renames fixture tools, nothi
     expect(text).toBe(answer.body);
   });
 });
+
+describe('the conformance proxy before the service is up', () => {
+  it('answers 503 while it has nowhere to send a request, and keeps running', async () => {
+    const early = await startProxy(() => undefined);
+    try {
+      const url = `http://127.0.0.1:${(early.address() as AddressInfo).port}/mcp`;
+      for (let i = 0; i < 2; i++) expect((await fetch(url, { method: 'POST', body: '{}' })).status).toBe(503);
+    } finally {
+      await new Promise<void>((resolve) => early.close(() => resolve()));
+    }
+  });
+});
