@@ -60,11 +60,11 @@ for (const [id, us] of self) {
   selfByFunction.set(label(node), (selfByFunction.get(label(node)) ?? 0) + us);
   const place = where(node.callFrame.url);
   selfByPlace.set(place, (selfByPlace.get(place) ?? 0) + us);
-  // Inclusive time of the project's own frames (counted once per sample stack).
+  // Inclusive time of the project's own frames, from src/ or its build in dist/ (counted once per sample stack).
   const seen = new Set<string>();
   for (let cursor: number | undefined = id; cursor !== undefined; cursor = parent.get(cursor)) {
     const frame = byId.get(cursor)!;
-    if (!frame.callFrame.url.includes('/src/')) continue;
+    if (!/\/(src|dist)\//.test(frame.callFrame.url)) continue;
     const name = label(frame);
     if (seen.has(name)) continue;
     seen.add(name);
@@ -75,4 +75,4 @@ for (const [id, us] of self) {
 console.log(`${positionals[0]}: ${(total / 1e6).toFixed(2)} s sampled`);
 table('Self time by package or file', selfByPlace);
 table('Self time by function', selfByFunction);
-table('Inclusive time of src/ functions', inclusive);
+table("Inclusive time of the service's functions (src/, or dist/ as the bench runs it)", inclusive);

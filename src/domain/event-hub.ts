@@ -144,7 +144,14 @@ interface Watches {
   byRequester: Map<string, Set<(action: ActionRecord) => void>>;
   /** Watches of coming actions by workspace, told which actions other instances changed there (their hints name no requester). */
   hintsByWorkspace: Map<string, Set<(actionId: string) => void>>;
+  /** Followers of one action's changes, told this instance's own as its event (`onActionChange`). */
+  eventsByAction: Map<string, Set<ActionChangeListener>>;
+  /** Followers of one workspace's journal announcements (`onJournal`). */
+  journalsByWorkspace: Map<string, Set<() => void>>;
 }
+
+/** This instance's own change of an action (the committed state), or word that another instance changed it. */
+export type ActionChangeListener = (change: ActionChange | typeof CHANGED_ELSEWHERE) => void;
 
 const hubWatches = new WeakMap<EventHub, Watches>();
 
@@ -167,21 +174,46 @@ export function addKeyedListener<L>(index: Map<string, Set<L>>, key: string, lis
 function watchesOf(hub: EventHub): Watches {
   let watches = hubWatches.get(hub);
   if (!watches) {
-    const made: Watches = { byAction: new Map(), byRequester: new Map(), hintsByWorkspace: new Map() };
+    const made: Watches = {
+      byAction: new Map(),
+      byRequester: new Map(),
+      hintsByWorkspace: new Map(),
+      eventsByAction: new Map(),
+      journalsByWorkspace: new Map(),
+    };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
       if (event.type === 'action') {
         const { action } = event;
         for (const listener of made.byAction.get(action.id) ?? []) listener(action);
         for (const listener of made.byRequester.get(requesterKey(event.workspaceId, action.principal)) ?? []) listener(action);
+        for (const listener of made.eventsByAction.get(action.id) ?? []) listener(event);
       } else if (event.type === 'action-hint') {
         for (const listener of made.byAction.get(event.actionId) ?? []) listener(CHANGED_ELSEWHERE);
         for (const listener of made.hintsByWorkspace.get(event.workspaceId) ?? []) listener(event.actionId);
+        for (const listener of made.eventsByAction.get(event.actionId) ?? []) listener(CHANGED_ELSEWHERE);
+      } else if (event.type === 'journal') {
+        for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
       }
     });
     hubWatches.set(hub, (watches = made));
   }
   return watches;
+}
+
+/**
+ * Calls `listener` with each change of the action published from now until the returned stop
+ * (the `ActionChange` this instance committed, or CHANGED_ELSEWHERE for another instance's
+ * hint): a long-lived follower, such as an MCP subscription stream, found by action id, so an
+ * event costs a map lookup however many streams follow other actions.
+ */
+export function onActionChange(hub: EventHub, actionId: string, listener: ActionChangeListener): () => void {
+  return addKeyedListener(watchesOf(hub).eventsByAction, actionId, listener);
+}
+
+/** Calls `listener` on each journal announcement of the workspace (`JournalWritten`) until the returned stop, found by workspace. */
+export function onJournal(hub: EventHub, workspaceId: string, listener: () => void): () => void {
+  return addKeyedListener(watchesOf(hub).journalsByWorkspace, workspaceId, listener);
 }
 
 /** A watch over the changes `listen` hands it, starting with `pending`. */

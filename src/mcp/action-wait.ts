@@ -59,6 +59,9 @@ export async function awaitSettled(
   const read = () => invoke(operations.getActionState, ctx, { actionId: first.id });
   await progress(first);
   if (ACTION_STATES[first.status].terminal) return first;
+  // No wait (a task-mode call with `dfc/waitSeconds` 0): watched from before the insert,
+  // `first` is the state as of now, so neither a deadline timer nor a watch of its changes is set up.
+  if (coming && waitMs <= 0) return first;
   const changes = coming ? coming.of(first.id) : watchAction(ctx.events, first.id);
   // One deadline and one abort listener for the whole wait, however many changes it sees.
   const timer = setTimeout(() => changes.end(), Math.max(0, deadline - Date.now()));

@@ -2,6 +2,7 @@ import { CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, SUBSCRIPTION_ID_MET
 import type { Context } from 'hono';
 import type { OperationContext } from '../../domain/context.js';
 import { DomainError } from '../../domain/errors.js';
+import { openEventSink } from '../../http/event-sink.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { ServerInfo } from '../direct-call.js';
 import type { Admitted } from '../gate.js';
@@ -64,7 +65,8 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       if (error instanceof DomainError) return envelope(c, error);
       throw error;
     }
-    const stream = openSubscription({
+    const { sink, response } = openEventSink(c, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' });
+    openSubscription({
       ctx,
       credential: request.credential,
       asked,
@@ -73,13 +75,10 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       listenId: plain.id,
       stamp,
       closing,
-      signal: c.req.raw.signal,
+      sink,
       lifetimeMs: deps.limits.maxLifetimeMs,
       release,
     });
-    return new Response(stream, {
-      status: 200,
-      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' },
-    });
+    return response;
   };
 }

@@ -1,11 +1,12 @@
 import { ACTION_STATES } from '../../domain/action-states.js';
 import { agentStandingOf, ownsAction, readOwnAction } from '../../domain/agent-tasks.js';
 import type { OperationContext, CredentialOf } from '../../domain/context.js';
-import type { ActionChange, EventOrigin, ServiceEvent } from '../../domain/event-hub.js';
+import { CHANGED_ELSEWHERE, onActionChange, onJournal, type ActionChange } from '../../domain/event-hub.js';
 import { workspacePaused } from '../../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions } from '../../domain/functions.js';
 import { deviceToolNames } from '../device-tool-names.js';
 import type { ActionRecord } from '../../domain/action-records.js';
+import type { EventSink } from '../../http/event-sink.js';
 import { toHttpError } from '../../http/errors.js';
 import { taskOf } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
@@ -29,7 +30,8 @@ export interface SubscriptionOptions {
   stamp: Record<string, unknown>;
   /** The listen request's result, written when the server ends the subscription. */
   closing: unknown;
-  signal: AbortSignal;
+  /** Where its frames go; its client going away ends the subscription. */
+  sink: EventSink;
   /** How long the stream lasts at most; it then ends with `closing`, and the client listens again. */
   lifetimeMs: number;
   /** Frees the stream's place (slots.ts) once it ends, however it ends. */
@@ -50,9 +52,11 @@ export const RECHECK_MS = 2_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 type Notify = (method: string, params: Record<string, unknown>) => void;
+/** Tells the subscription's notification whose params (its `_meta` included) are already JSON text. */
+type NotifyText = (method: string, paramsText: string) => void;
 
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
-function taskFollower(o: SubscriptionOptions, notify: Notify) {
+function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: NotifyText) {
   const { ctx, credential } = o;
   // Only ids `adopt` read as the caller's own: the event hub carries every workspace's changes.
   const watched = new Set<string>();
@@ -71,10 +75,11 @@ function taskFollower(o: SubscriptionOptions, notify: Notify) {
     if (stage < (stages.get(id) ?? -1)) return;
     stages.set(id, stage);
     const task = await taskOf(ctx, credential, action, o.clock);
-    const text = JSON.stringify(task);
+    // Serialised once: what is compared with the last one told is what is sent.
+    const text = JSON.stringify({ ...task, _meta: o.stamp });
     if (lastSent.get(id) !== text) {
       lastSent.set(id, text);
-      notify('notifications/tasks', task);
+      notifyText('notifications/tasks', text);
     }
     if (ACTION_STATES[action.status].terminal) watched.delete(id);
   };
@@ -164,15 +169,6 @@ function streamTimers(o: SubscriptionOptions, on: { keepalive: () => void; reche
   return timers;
 }
 
-/** A step on a stream the client may have closed already: its abort ends the subscription. */
-function quietly(step: () => void): void {
-  try {
-    step();
-  } catch {
-    // The client went away.
-  }
-}
-
 /**
  * The answer to a listen request whose tasks (or tool list) could not be read: nothing is followed unread, so
  * it fails with the service's envelope (503 `unavailable` when the database was), and the
@@ -196,19 +192,15 @@ function failedStart(o: SubscriptionOptions, error: unknown) {
  * committed: the task as tasks/get answers it, and its tool list, compared by name with the
  * last one it was told of.
  */
-export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Array> {
-  const { ctx, credential } = o;
-  const encoder = new TextEncoder();
-  let controller: ReadableStreamDefaultController<Uint8Array>;
+export function openSubscription(o: SubscriptionOptions): void {
+  const { ctx, credential, sink } = o;
   let closed = false;
   let work: Promise<void> = Promise.resolve();
   const timers: NodeJS.Timeout[] = [];
   let unsubscribe = () => {};
-  const write = (frame: string) => {
-    if (!closed) quietly(() => controller.enqueue(encoder.encode(frame)));
-  };
-  const notify: Notify = (method, params) =>
-    write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, _meta: o.stamp } })}\n\n`);
+  const notifyText: NotifyText = (method, paramsText) =>
+    sink.write(`event: message\ndata: {"jsonrpc":"2.0","method":${JSON.stringify(method)},"params":${paramsText}}\n\n`);
+  const notify: Notify = (method, params) => notifyText(method, JSON.stringify({ ...params, _meta: o.stamp }));
   const serially = (job: () => Promise<void>) => {
     work = work
       .then(() => (closed ? undefined : job()))
@@ -217,16 +209,14 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
   /** Ends the stream, with its last message if it has one (the listen request's answer). */
   const teardown = (last?: unknown) => {
     if (closed) return;
-    if (last !== undefined) write(`event: message\ndata: ${JSON.stringify(last)}\n\n`);
+    if (last !== undefined) sink.write(`event: message\ndata: ${JSON.stringify(last)}\n\n`);
     closed = true;
     o.release();
     unsubscribe();
     for (const timer of timers) clearTimeout(timer);
-    o.signal.removeEventListener('abort', onAbort);
-    quietly(() => controller.close());
+    sink.end();
   };
-  const onAbort = () => teardown();
-  const tasks = taskFollower(o, notify);
+  const tasks = taskFollower(o, notify, notifyText);
   const tools = toolWatcher(o, notify);
   // The timer's recheck also reads the unfinished tasks again, in case a change's event (or
   // the read it prompted) was lost: at most `maxTasks` reads, none once they have all finished.
@@ -247,41 +237,40 @@ export function openSubscription(o: SubscriptionOptions): ReadableStream<Uint8Ar
       await tasks.refresh(id, change);
       endIfDone();
     });
-  const onEvent = (event: ServiceEvent, origin: EventOrigin) => {
-    // This instance's own change is the committed state; anything off the bus is read afresh.
-    if (event.type === 'action' && tasks.watches(event.action.id)) follow(event.action.id, origin === 'this-instance' ? event : undefined);
-    else if (event.type === 'action-hint' && tasks.watches(event.actionId)) follow(event.actionId);
-    else if (event.type === 'journal' && event.workspaceId === credential.workspaceId) serially(() => recheck(false));
+  // Found by action id and by workspace (event-hub.ts), not by a visit of every stream per event.
+  const follows = () => {
+    // This instance's own change is the committed state; another's hint is read afresh.
+    const stops = o.asked.taskIds.map((id) =>
+      onActionChange(ctx.events, id, (change) => {
+        if (tasks.watches(id)) follow(id, change === CHANGED_ELSEWHERE ? undefined : change);
+      }),
+    );
+    stops.push(onJournal(ctx.events, credential.workspaceId, () => serially(() => recheck(false))));
+    return () => {
+      for (const stop of stops) stop();
+    };
   };
 
-  return new ReadableStream<Uint8Array>({
-    start(streamController) {
-      controller = streamController;
-      o.signal.addEventListener('abort', onAbort, { once: true });
-      if (o.signal.aborted) return teardown();
-      unsubscribe = ctx.events.subscribe(onEvent);
-      serially(async () => {
-        // Each task read once, after the events are watched: no change falls between the
-        // read and the stream, and the read is both the ownership check and the first state told.
-        try {
-          await tasks.adopt();
-          await tools.start();
-        } catch (error) {
-          return teardown(failedStart(o, error));
-        }
-        // Nothing asked for, or no task of the caller's left unfinished: the answer ends here.
-        endIfDone();
-      });
-      timers.push(
-        ...streamTimers(o, {
-          keepalive: () => write(': keepalive\n\n'),
-          recheck: () => serially(() => recheck(true)),
-          end: () => serially(async () => teardown(o.closing)),
-        }),
-      );
-    },
-    cancel() {
-      teardown();
-    },
+  sink.onGone(() => teardown());
+  if (closed) return;
+  unsubscribe = follows();
+  serially(async () => {
+    // Each task read once, after the events are watched: no change falls between the
+    // read and the stream, and the read is both the ownership check and the first state told.
+    try {
+      await tasks.adopt();
+      await tools.start();
+    } catch (error) {
+      return teardown(failedStart(o, error));
+    }
+    // Nothing asked for, or no task of the caller's left unfinished: the answer ends here.
+    endIfDone();
   });
+  timers.push(
+    ...streamTimers(o, {
+      keepalive: () => sink.write(': keepalive\n\n'),
+      recheck: () => serially(() => recheck(true)),
+      end: () => serially(async () => teardown(o.closing)),
+    }),
+  );
 }
