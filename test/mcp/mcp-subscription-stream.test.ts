@@ -197,3 +197,30 @@ describe('a stream the server ends is a whole answer', () => {
     expect(JSON.parse(rest.slice(rest.indexOf('\r\n\r\n') + 4))).toMatchObject({ id: 'get-1', result: { taskId, status: 'completed' } });
   });
 });
+
+describe('a burst of tool-list announcements', () => {
+  it('costs a listening stream one read of its tools, not one per announcement', async () => {
+    const owner = await server.ownerToken('owner-stream-burst');
+    const agent = await createAgent(api, owner, { name: 'burst', access: 'act', principal: 'agent:burst' });
+    const stream = await listen(server.url, agent.token, { toolsListChanged: true });
+    await stream.next(acknowledged);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const workspaces = await server.store.all<{ id: string }>('SELECT id FROM workspaces');
+    const store = server.store;
+    const reads = { count: 0 };
+    const { all, get } = store;
+    store.all = (...args) => (reads.count++, all.apply(store, args)) as never;
+    store.get = (...args) => (reads.count++, get.apply(store, args)) as never;
+    try {
+      // What a device republishing in a loop, or an owner flipping a switch, announces.
+      for (let i = 0; i < 50; i++) for (const { id } of workspaces) server.service.events.publish({ type: 'journal', workspaceId: id });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      store.all = all;
+      store.get = get;
+      stream.close();
+    }
+    expect(reads.count).toBeGreaterThan(0);
+    expect(reads.count).toBeLessThanOrEqual(10);
+  });
+});

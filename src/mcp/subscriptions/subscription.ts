@@ -232,6 +232,17 @@ export function openSubscription(o: SubscriptionOptions): void {
   const endIfDone = () => {
     if (!o.asked.toolsListChanged && tasks.allFinished()) teardown(o.closing);
   };
+  // Journal announcements that come while a tool-list read waits its turn are one read: a
+  // burst of them (a device republishing in a loop) costs each stream one read, not one each.
+  let toolsReadQueued = false;
+  const recheckTools = () => {
+    if (toolsReadQueued) return;
+    toolsReadQueued = true;
+    serially(async () => {
+      toolsReadQueued = false;
+      await recheck(false);
+    });
+  };
   const follow = (id: string, change?: ActionChange) =>
     serially(async () => {
       await tasks.refresh(id, change);
@@ -245,7 +256,7 @@ export function openSubscription(o: SubscriptionOptions): void {
         if (tasks.watches(id)) follow(id, change === CHANGED_ELSEWHERE ? undefined : change);
       }),
     );
-    stops.push(onJournal(ctx.events, credential.workspaceId, () => serially(() => recheck(false))));
+    stops.push(onJournal(ctx.events, credential.workspaceId, recheckTools));
     return () => {
       for (const stop of stops) stop();
     };
