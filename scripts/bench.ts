@@ -332,6 +332,9 @@ async function openSocket(base: string, device: BenchDevice, onWake?: (actionId:
     });
   }
   await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+  // A socket the server drops later (its ping sweep, when this generator is starved of CPU)
+  // shows in the phase's figures as wakes not seen; unheard, its error would end the run.
+  socket.on('error', (error) => console.error(`bench: device socket ${device.id}: ${error.message}`));
   return socket;
 }
 
