@@ -38,7 +38,7 @@
  * environment (the bench measures the service, not its limiter).
  *
  *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
- *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20]
+ *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20] [--warm-up 1.5]
  *
  * `--env KEY=VALUE,…` starts every server process with those settings too (for instance
  * `--env WEBHOOK_POLL_SECONDS=3600,EXPIRY_SWEEP_SECONDS=3600` to see what the pollers cost).
@@ -87,6 +87,7 @@ import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 const { values: opts } = parseArgs({
   options: {
     duration: { type: 'string', default: '8' },
+    'warm-up': { type: 'string', default: '1.5' },
     devices: { type: 'string', default: '100' },
     sockets: { type: 'string', default: '10000' },
     'wake-sockets': { type: 'string', default: '1000' },
@@ -109,9 +110,12 @@ if (
   !opts.instances.split(',').every((n) => Number.isInteger(Number(n)) && Number(n) >= 1) ||
   !Number.isInteger(Number(opts.workspaces)) ||
   !(Number(opts.workspaces) >= 1) ||
+  !(Number(opts['warm-up']) >= 0) ||
   !opts.env.split(',').every((pair) => pair === '' || /^[A-Z][A-Z0-9_]*=/.test(pair))
 ) {
-  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--env KEY=VALUE,…]');
+  console.error(
+    'usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--warm-up SECONDS] [--env KEY=VALUE,…]',
+  );
   process.exit(2);
 }
 /** The instance counts measured after one instance on sqld (`--instances 2,3`: each in turn). */
@@ -120,6 +124,8 @@ const INSTANCES = opts.instances
   .map(Number)
   .filter((n) => n > 1);
 const DURATION_S = Number(opts.duration);
+/** How long each round-trip phase runs before its measured window (a fresh instance runs unoptimised code at first). */
+const WARM_UP_MS = Number(opts['warm-up']) * 1000;
 /** Devices in each workspace of the round-trip phases' fleet; WORKSPACES of them. */
 const DEVICES = Number(opts.devices);
 const WORKSPACES = Number(opts.workspaces);
@@ -580,7 +586,7 @@ async function roundTripLoad(
       if (t0 >= windowStart && t1 <= windowEnd) latencies.push(t1 - t0);
     }
   });
-  await sleep(1500); // warm-up
+  await sleep(WARM_UP_MS);
   fleet.frames.clear();
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
