@@ -9,6 +9,10 @@
  *   committed), on the monotonic clock `process.hrtime` reads, which is the same clock in
  *   every process of the machine. The parent subtracts it from the moment its device socket
  *   received the wake frame: the wake latency queue → frame, socket hop included.
+ * - `cpu`: the CPU time used so far, the main thread's share of it, the times the process
+ *   slept for want of work (voluntary context switches: event-loop wake-ups) and was
+ *   preempted (involuntary ones), the garbage collector's pauses in ms (wall time, all and
+ *   major), and the heap in use now.
  * - `rss`: the process's resident set after a full garbage collection (run with --expose-gc).
  * - `db-stats`: on a libSQL server, the remote driver's writer-queue counters so far
  *   (`WriterQueueStats` in src/store/remote.ts); nothing on the embedded driver.
@@ -19,6 +23,7 @@
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import type * as ConfigModule from '../src/config.js';
 import type * as LoggerModule from '../src/logger.js';
 import type * as NotifierModule from '../src/device-channel/notifier.js';
@@ -42,6 +47,33 @@ type Request =
   | { type: 'stop' };
 
 let session: Session | undefined;
+
+/**
+ * The CPU time of the main thread alone (the event loop), from /proc in clock ticks: the rest
+ * of the process's CPU is V8's and libuv's helper threads (concurrent marking, parallel
+ * scavenges, compilation). Undefined where /proc is not.
+ */
+function mainThreadCpuMs(): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are the 14th and 15th fields of the line, the 12th and 13th after the name.
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+const CLOCK_TICKS = 100;
+
+// Garbage collection pauses so far, so the bench can tell how much of a round trip's CPU they take.
+let gcMs = 0;
+let majorGcMs = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gcMs += entry.duration;
+    if ((entry as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majorGcMs += entry.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
 
 const send = (message: unknown) => process.send!(message);
 const config = parseConfig(process.env);
@@ -72,9 +104,21 @@ process.on('message', (raw: Request) => {
       send({ type: 'rss', rss: process.memoryUsage().rss, heapUsed: process.memoryUsage().heapUsed });
       break;
     }
-    case 'cpu':
-      send({ type: 'cpu', usage: process.cpuUsage() });
+    case 'cpu': {
+      const { voluntaryContextSwitches, involuntaryContextSwitches } = process.resourceUsage();
+      const mainThreadMs = mainThreadCpuMs();
+      send({
+        type: 'cpu',
+        usage: process.cpuUsage(),
+        sleeps: voluntaryContextSwitches,
+        preempted: involuntaryContextSwitches,
+        gcMs,
+        majorGcMs,
+        heapUsed: process.memoryUsage().heapUsed,
+        mainThreadMs,
+      });
       break;
+    }
     case 'db-stats': {
       const db = service.db as { stats?: () => unknown };
       send({ type: 'db-stats', stats: db.stats?.() });

@@ -38,7 +38,7 @@
  * environment (the bench measures the service, not its limiter).
  *
  *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
- *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20]
+ *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20] [--warm-up 1.5]
  *
  * `--env KEY=VALUE,…` starts every server process with those settings too (for instance
  * `--env WEBHOOK_POLL_SECONDS=3600,EXPIRY_SWEEP_SECONDS=3600` to see what the pollers cost).
@@ -87,6 +87,7 @@ import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 const { values: opts } = parseArgs({
   options: {
     duration: { type: 'string', default: '8' },
+    'warm-up': { type: 'string', default: '1.5' },
     devices: { type: 'string', default: '100' },
     sockets: { type: 'string', default: '10000' },
     'wake-sockets': { type: 'string', default: '1000' },
@@ -109,9 +110,12 @@ if (
   !opts.instances.split(',').every((n) => Number.isInteger(Number(n)) && Number(n) >= 1) ||
   !Number.isInteger(Number(opts.workspaces)) ||
   !(Number(opts.workspaces) >= 1) ||
+  !(Number(opts['warm-up']) >= 0) ||
   !opts.env.split(',').every((pair) => pair === '' || /^[A-Z][A-Z0-9_]*=/.test(pair))
 ) {
-  console.error('usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--env KEY=VALUE,…]');
+  console.error(
+    'usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--warm-up SECONDS] [--env KEY=VALUE,…]',
+  );
   process.exit(2);
 }
 /** The instance counts measured after one instance on sqld (`--instances 2,3`: each in turn). */
@@ -120,6 +124,8 @@ const INSTANCES = opts.instances
   .map(Number)
   .filter((n) => n > 1);
 const DURATION_S = Number(opts.duration);
+/** How long each round-trip phase runs before its measured window (a fresh instance runs unoptimised code at first). */
+const WARM_UP_MS = Number(opts['warm-up']) * 1000;
 /** Devices in each workspace of the round-trip phases' fleet; WORKSPACES of them. */
 const DEVICES = Number(opts.devices);
 const WORKSPACES = Number(opts.workspaces);
@@ -486,8 +492,50 @@ async function startFleet(servers: ServerProcess[], workspaceOwners: string[], c
 
 /** The CPU time (µs) all instances have used so far. */
 async function serversCpu(servers: ServerProcess[]): Promise<number> {
-  const usages = await Promise.all(servers.map((server) => server.ask<{ usage: NodeJS.CpuUsage }>({ type: 'cpu' })));
-  return usages.reduce((sum, { usage }) => sum + usage.user + usage.system, 0);
+  return (await serversCounters(servers)).cpu;
+}
+
+/** What all instances have done so far: CPU time (µs), event-loop sleeps, preemptions, GC pauses (ms). */
+async function serversCounters(servers: ServerProcess[]): Promise<ProcessCounters> {
+  type Answer = { usage: NodeJS.CpuUsage; sleeps: number; preempted: number; gcMs: number; majorGcMs: number; heapUsed: number; mainThreadMs?: number };
+  const answers = await Promise.all(servers.map((server) => server.ask<Answer>({ type: 'cpu' })));
+  const total = { cpu: 0, sleeps: 0, preempted: 0, gcMs: 0, majorGcMs: 0, heapUsed: 0, mainThreadMs: 0 };
+  for (const { usage, sleeps, preempted, gcMs, majorGcMs, heapUsed, mainThreadMs } of answers) {
+    total.mainThreadMs += mainThreadMs ?? 0;
+    total.cpu += usage.user + usage.system;
+    total.sleeps += sleeps;
+    total.preempted += preempted;
+    total.gcMs += gcMs;
+    total.majorGcMs += majorGcMs;
+    total.heapUsed += heapUsed;
+  }
+  return total;
+}
+
+interface ProcessCounters {
+  cpu: number;
+  sleeps: number;
+  preempted: number;
+  gcMs: number;
+  majorGcMs: number;
+  /** Summed over instances, at the moment read. */
+  heapUsed: number;
+  /** The main threads' CPU time (0 where /proc is not): the rest is helper threads'. */
+  mainThreadMs: number;
+}
+
+/** Per round trip: service CPU (µs), event-loop sleeps and preemptions summed over instances, and the GC's share of the CPU. */
+function perRoundTrip(before: ProcessCounters, after: ProcessCounters, roundTrips: number) {
+  const cpu = after.cpu - before.cpu;
+  return {
+    cpuMicros: r2(cpu / roundTrips),
+    sleeps: r2((after.sleeps - before.sleeps) / roundTrips),
+    preemptions: r2((after.preempted - before.preempted) / roundTrips),
+    gcShareOfCpu: r2(((after.gcMs - before.gcMs) * 1000) / cpu),
+    majorGcShareOfCpu: r2(((after.majorGcMs - before.majorGcMs) * 1000) / cpu),
+    heapUsedMiB: r2(after.heapUsed / 2 ** 20),
+    helperThreadsShareOfCpu: r2(1 - ((after.mainThreadMs - before.mainThreadMs) * 1000) / cpu),
+  };
 }
 
 /** Every instance's record of when it published each action as queued, since `since`. */
@@ -507,6 +555,8 @@ interface LoadFigures {
   emptyNexts: number;
   /** On sqld: the database side of the window, per round trip (scripts/bench-sqld.ts). */
   database?: DatabaseFigures;
+  /** The service processes' own counters, per round trip (`perRoundTrip`). */
+  service: ReturnType<typeof perRoundTrip>;
 }
 
 /** Opens a database window at the measured window's start (`databaseWindow`). */
@@ -539,17 +589,17 @@ async function roundTripLoad(
       if (t0 >= windowStart && t1 <= windowEnd) latencies.push(t1 - t0);
     }
   });
-  await sleep(1500); // warm-up
+  await sleep(WARM_UP_MS);
   fleet.frames.clear();
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
-  const cpuBefore = await serversCpu(servers);
+  const countersBefore = await serversCounters(servers);
   const database = await probe?.();
   const ownBefore = process.cpuUsage();
   windowStart = nowMs();
   windowEnd = windowStart + seconds * 1000;
   await sleep(seconds * 1000);
-  const cpuAfter = await serversCpu(servers);
+  const countersAfter = await serversCounters(servers);
   const ownAfter = process.cpuUsage(ownBefore);
   const completedInWindow = latencies.length;
   const databaseFigures = await database?.(Math.max(1, completedInWindow));
@@ -568,10 +618,11 @@ async function roundTripLoad(
     completed: latencies.length,
     requestToResult: { p50Ms: r2(pct(latencies, 0.5)), p99Ms: r2(pct(latencies, 0.99)) },
     wake: { p50Ms: r2(pct(wakes, 0.5)), p99Ms: r2(pct(wakes, 0.99)), samples: wakes.length },
-    serverCpuPercent: Math.round(((cpuAfter - cpuBefore) / wall) * 100),
+    serverCpuPercent: Math.round(((countersAfter.cpu - countersBefore.cpu) / wall) * 100),
     generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / wall) * 100),
     emptyNexts: fleet.emptyNexts - emptyBefore,
     ...(databaseFigures ? { database: databaseFigures } : {}),
+    service: perRoundTrip(countersBefore, countersAfter, Math.max(1, completedInWindow)),
   };
 }
 
@@ -976,6 +1027,15 @@ function databaseRow(db: DatabaseFigures): Row {
     `sqld CPU ${db.sqldCpuPercent} %, ${db.sqldExecutionMsPerQuery} ms/statement`,
   ];
 }
+function serviceRow({ service }: LoadFigures): Row {
+  return [
+    '  per round trip: the service processes',
+    `${service.cpuMicros} µs CPU, GC ${Math.round(service.gcShareOfCpu * 100)} % of it`,
+    `major GC ${Math.round(service.majorGcShareOfCpu * 100)} %, heap ${service.heapUsedMiB} MiB (all)`,
+    `${service.sleeps} event-loop sleeps`,
+    `${service.preemptions} preemptions, helper threads ${Math.round(service.helperThreadsShareOfCpu * 100)} % of the CPU`,
+  ];
+}
 /** Service CPU per round trip of `figure` as a multiple of `baseline`'s. */
 const cpuShare = (figure: LoadFigures, baseline: LoadFigures) =>
   figure.serverCpuPercent / figure.roundTripsPerSecond / (baseline.serverCpuPercent / baseline.roundTripsPerSecond);
@@ -1118,7 +1178,7 @@ if (sq) {
         embedded ? share(one.roundTripsPerSecond, embedded.roundTripsPerSecond) : '',
         `service CPU ${one.serverCpuPercent} %`,
       ]);
-    if (one?.database) rows.push(databaseRow(one.database));
+    if (one?.database) rows.push(databaseRow(one.database), serviceRow(one));
     for (const { instances, [kind]: many } of sq.many)
       if (one && many) {
         rows.push([
@@ -1128,7 +1188,7 @@ if (sq) {
           share(many.roundTripsPerSecond, one.roundTripsPerSecond),
           `service CPU ${many.serverCpuPercent} % (all), ${r2(cpuShare(many, one))}× CPU per round trip`,
         ]);
-        if (many.database) rows.push(databaseRow(many.database));
+        if (many.database) rows.push(databaseRow(many.database), serviceRow(many));
       }
   }
   for (const { instances, idle } of [sq.one, ...sq.many])
