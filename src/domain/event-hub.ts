@@ -140,12 +140,11 @@ type ChangeListener = (change: WatchedChange) => void;
  * lookup however many calls are waiting, not one listener call per waiting call.
  */
 interface Watches {
-  byAction: Map<string, Set<ChangeListener>>;
+  /** Watches and followers of one action: this instance's own change as its event, another's as CHANGED_ELSEWHERE. */
+  byAction: Map<string, Set<ActionChangeListener>>;
   byRequester: Map<string, Set<(action: ActionRecord) => void>>;
   /** Watches of coming actions by workspace, told which actions other instances changed there (their hints name no requester). */
   hintsByWorkspace: Map<string, Set<(actionId: string) => void>>;
-  /** Followers of one action's changes, told this instance's own as its event (`onActionChange`). */
-  eventsByAction: Map<string, Set<ActionChangeListener>>;
   /** Followers of one workspace's journal announcements (`onJournal`). */
   journalsByWorkspace: Map<string, Set<() => void>>;
 }
@@ -178,20 +177,17 @@ function watchesOf(hub: EventHub): Watches {
       byAction: new Map(),
       byRequester: new Map(),
       hintsByWorkspace: new Map(),
-      eventsByAction: new Map(),
       journalsByWorkspace: new Map(),
     };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
       if (event.type === 'action') {
         const { action } = event;
-        for (const listener of made.byAction.get(action.id) ?? []) listener(action);
+        for (const listener of made.byAction.get(action.id) ?? []) listener(event);
         for (const listener of made.byRequester.get(requesterKey(event.workspaceId, action.principal)) ?? []) listener(action);
-        for (const listener of made.eventsByAction.get(action.id) ?? []) listener(event);
       } else if (event.type === 'action-hint') {
         for (const listener of made.byAction.get(event.actionId) ?? []) listener(CHANGED_ELSEWHERE);
         for (const listener of made.hintsByWorkspace.get(event.workspaceId) ?? []) listener(event.actionId);
-        for (const listener of made.eventsByAction.get(event.actionId) ?? []) listener(CHANGED_ELSEWHERE);
       } else if (event.type === 'journal') {
         for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
       }
@@ -208,7 +204,12 @@ function watchesOf(hub: EventHub): Watches {
  * event costs a map lookup however many streams follow other actions.
  */
 export function onActionChange(hub: EventHub, actionId: string, listener: ActionChangeListener): () => void {
-  return addKeyedListener(watchesOf(hub).eventsByAction, actionId, listener);
+  return addKeyedListener(watchesOf(hub).byAction, actionId, listener);
+}
+
+/** A watch's listener on the action's changes: the committed record, or CHANGED_ELSEWHERE. */
+function watchedChanges(byAction: Watches['byAction'], actionId: string): (listener: ChangeListener) => () => void {
+  return (listener) => addKeyedListener(byAction, actionId, (change) => listener(change === CHANGED_ELSEWHERE ? change : change.action));
 }
 
 /** Calls `listener` on each journal announcement of the workspace (`JournalWritten`) until the returned stop, found by workspace. */
@@ -251,8 +252,7 @@ function changeWatch(listen: (listener: ChangeListener) => () => void, pending: 
  * both in the read and among the changes, never lost.
  */
 export function watchAction(hub: EventHub, actionId: string): ActionWatch {
-  const { byAction } = watchesOf(hub);
-  return changeWatch((listener) => addKeyedListener(byAction, actionId, listener), []);
+  return changeWatch(watchedChanges(watchesOf(hub).byAction, actionId), []);
 }
 
 /** A watch started before its action exists: `of` names the action once it does. */
@@ -292,7 +292,7 @@ export function watchComingAction(hub: EventHub, workspaceId: string, principal:
       stop();
       const pending: WatchedChange[] = seen.filter((action) => action.id === actionId);
       if (tooManyHints || hinted.has(actionId)) pending.push(CHANGED_ELSEWHERE);
-      return changeWatch((listener) => addKeyedListener(byAction, actionId, listener), pending);
+      return changeWatch(watchedChanges(byAction, actionId), pending);
     },
     close: stop,
   };
