@@ -3,6 +3,9 @@ import { COLUMNS, QUEUED_ONLY, enter, guard, markable, type ActionRow, type Dest
 import { refusal } from './action-refusal.js';
 import type { Queryable } from './driver.js';
 
+/** The action's workspace has not paused device control: its commands may be handed out. */
+const CONTROLS_RUNNING = 'NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = actions.workspace_id AND w.controls_paused_at IS NOT NULL)';
+
 /**
  * Hands the oldest queued, unexpired command for a device (and, for a gateway, its
  * children: they share the gateway as target) that may still run (`refusal` is NULL at this
@@ -10,8 +13,8 @@ import type { Queryable } from './driver.js';
  * same command to two pollers thousands of times in a measured run (docs/performance.md
  * "Storage facts the code relies on"). `skippedOlder` says whether older queued commands were
  * passed over (they may not run): only then is `cancelRefused` worth a statement. The owner's
- * pause is part of the guard too, not only of the caller's check before it: a pause that
- * commits between that check and this UPDATE still holds the command.
+ * pause is part of the guard, so no read before it is needed, and a pause that commits at any
+ * moment before this UPDATE holds the command.
  */
 export async function claimNext(db: Queryable, targetId: string, now: number): Promise<{ row: ActionRow; skippedOlder: boolean } | undefined> {
   const claimed = await db.get<ActionRow & { skippedOlder: number }>(
@@ -19,7 +22,7 @@ export async function claimNext(db: Queryable, targetId: string, now: number): P
      WHERE id = (SELECT id FROM actions a WHERE target_id = ?2 AND ${guard('claim')} AND expires_at > ?1 AND ${refusal('a', '?1')} IS NULL
                  ORDER BY created_at, rowid LIMIT 1)
        AND ${guard('claim')}
-       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = actions.workspace_id AND w.controls_paused_at IS NOT NULL)
+       AND ${CONTROLS_RUNNING}
      RETURNING ${COLUMNS}, EXISTS (SELECT 1 FROM actions b WHERE b.target_id = ?2 AND b.${guard('claim')} AND b.expires_at > ?1
        AND (b.created_at, b.rowid) < (actions.created_at, actions.rowid)) AS skippedOlder`,
     [now, targetId],
@@ -37,7 +40,7 @@ export async function claimNext(db: Queryable, targetId: string, now: number): P
 export async function hasQueued(db: Queryable, targetId: string, now: number): Promise<boolean> {
   const row = await db.get<{ one: number }>(
     `SELECT 1 AS one FROM actions WHERE target_id = ? AND ${guard('claim')} AND expires_at > ?
-       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = actions.workspace_id AND w.controls_paused_at IS NOT NULL) LIMIT 1`,
+       AND ${CONTROLS_RUNNING} LIMIT 1`,
     [targetId, now],
   );
   return row !== undefined;
