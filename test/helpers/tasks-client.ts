@@ -79,15 +79,14 @@ export interface Listening {
   close(): void;
 }
 
-/** Opens a 2026-07-28 `subscriptions/listen` stream and reads its messages as they come. */
-export async function listen(
+/** A raw 2026-07-28 `subscriptions/listen` request (id `listen-1`), answered as the server answers it. */
+export function listenRequest(
   url: string,
   token: string,
   notifications: Record<string, unknown>,
-  capabilities: Record<string, unknown> = {},
-): Promise<Listening> {
-  const abort = new AbortController();
-  const res = await fetch(`${url}/mcp`, {
+  options: { capabilities?: Record<string, unknown>; signal?: AbortSignal; headers?: Record<string, string> } = {},
+): Promise<Response> {
+  return fetch(`${url}/mcp`, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${token}`,
@@ -95,6 +94,7 @@ export async function listen(
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': MODERN,
       'mcp-method': 'subscriptions/listen',
+      ...options.headers,
     },
     body: JSON.stringify({
       jsonrpc: '2.0',
@@ -105,12 +105,23 @@ export async function listen(
         _meta: {
           'io.modelcontextprotocol/protocolVersion': MODERN,
           'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
-          'io.modelcontextprotocol/clientCapabilities': capabilities,
+          'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? {},
         },
       },
     }),
-    signal: abort.signal,
+    ...(options.signal ? { signal: options.signal } : {}),
   });
+}
+
+/** Opens a 2026-07-28 `subscriptions/listen` stream and reads its messages as they come. */
+export async function listen(
+  url: string,
+  token: string,
+  notifications: Record<string, unknown>,
+  capabilities: Record<string, unknown> = {},
+): Promise<Listening> {
+  const abort = new AbortController();
+  const res = await listenRequest(url, token, notifications, { capabilities, signal: abort.signal });
   const messages: Record<string, any>[] = [];
   const seen: Record<string, any>[] = [];
   let wake: (() => void) | undefined;

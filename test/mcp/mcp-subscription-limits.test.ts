@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { client } from '../helpers/api.js';
 import { createAgent } from '../helpers/fixtures.js';
 import { useTestServer, type TestServer } from '../helpers/server.js';
-import { listen, type Listening } from '../helpers/tasks-client.js';
+import { listen, listenRequest, type Listening } from '../helpers/tasks-client.js';
 
 /**
  * subscriptions/listen streams are bounded (docs/agents/tasks.md "Limits"): per agent
@@ -27,29 +27,7 @@ async function opened(token: string, on: TestServer = server): Promise<Listening
 }
 
 async function refusal(token: string): Promise<{ status: number; retryAfter: string | null; body: Record<string, any> }> {
-  const res = await fetch(`${server.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': 'subscriptions/listen',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 'listen-1',
-      method: 'subscriptions/listen',
-      params: {
-        notifications: { toolsListChanged: true },
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-          'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
-          'io.modelcontextprotocol/clientCapabilities': {},
-        },
-      },
-    }),
-  });
+  const res = await listenRequest(server.url, token, { toolsListChanged: true });
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Record<string, any> };
 }
 

@@ -4,7 +4,7 @@ import { grant, next, report } from '../helpers/actions.js';
 import { attachDevice, createAgent } from '../helpers/fixtures.js';
 import { toolName } from '../helpers/mcp-client.js';
 import { useTestServer } from '../helpers/server.js';
-import { declaringTasks, listen, postMcp } from '../helpers/tasks-client.js';
+import { declaringTasks, listen, listenRequest, postMcp } from '../helpers/tasks-client.js';
 
 /**
  * A subscriptions/listen stream is written to the connection as it goes (src/http/event-sink.ts):
@@ -17,40 +17,16 @@ const api = server.api;
 
 const acknowledged = (m: Record<string, any>) => m.method === 'notifications/subscriptions/acknowledged';
 
-function listenRequest(token: string, signal?: AbortSignal): Promise<Response> {
-  return fetch(`${server.url}/mcp`, {
-    method: 'POST',
-    signal,
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': 'subscriptions/listen',
-      'x-request-id': 'listen-stream-request',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 'listen-1',
-      method: 'subscriptions/listen',
-      params: {
-        notifications: { toolsListChanged: true },
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-          'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
-          'io.modelcontextprotocol/clientCapabilities': {},
-        },
-      },
-    }),
-  });
-}
+/** The raw listen request of these tests, with a request id the answer must carry. */
+const listenFor = (token: string, signal?: AbortSignal) =>
+  listenRequest(server.url, token, { toolsListChanged: true }, { ...(signal ? { signal } : {}), headers: { 'x-request-id': 'listen-stream-request' } });
 
 describe('a subscriptions/listen stream is an event stream', () => {
   it('answers with the event-stream headers and the request id, and acknowledges first', async () => {
     const owner = await server.ownerToken('owner-stream-a');
     const agent = await createAgent(api, owner, { name: 'reader', access: 'act', principal: 'agent:reader' });
     const abort = new AbortController();
-    const res = await listenRequest(agent.token, abort.signal);
+    const res = await listenFor(agent.token, abort.signal);
     try {
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe('text/event-stream');
@@ -84,7 +60,7 @@ describe('a client that goes away ends its subscription', () => {
     const first = await listen(server.url, agent.token, { toolsListChanged: true });
     await first.next(acknowledged);
     // MCP_LISTEN_PER_CONNECTION is 1: a second stream is refused while the first is open.
-    const refused = await listenRequest(agent.token);
+    const refused = await listenFor(agent.token);
     expect(refused.status).toBe(429);
     await refused.body?.cancel();
     first.close();
