@@ -28,6 +28,7 @@ import type * as ConfigModule from '../src/config.js';
 import type * as LoggerModule from '../src/logger.js';
 import type * as NotifierModule from '../src/device-channel/notifier.js';
 import type * as ServiceModule from '../src/service.js';
+import { procCpuMs } from './proc-cpu.js';
 
 // The service as `npm start` runs it: the tsc build in dist/, which scripts/bench.ts makes
 // before it starts this process (the types are the sources').
@@ -54,16 +55,8 @@ let session: Session | undefined;
  * scavenges, compilation). Undefined where /proc is not.
  */
 function mainThreadCpuMs(): number | undefined {
-  try {
-    const stat = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are the 14th and 15th fields of the line, the 12th and 13th after the name.
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
+  return procCpuMs(`/proc/self/task/${process.pid}/stat`);
 }
-const CLOCK_TICKS = 100;
 
 // Garbage collection pauses so far, so the bench can tell how much of a round trip's CPU they take.
 let gcMs = 0;

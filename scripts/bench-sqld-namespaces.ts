@@ -30,12 +30,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import dns from 'node:dns';
-import fs from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Db } from '../src/store/driver.js';
 import { openDb } from '../src/store/open.js';
 import { startBenchSqld } from './bench-sqld.js';
+import { procCpuMs } from './proc-cpu.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -81,8 +81,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** sqld's CPU time so far (ms), from /proc (Linux). */
 function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  const ms = procCpuMs(`/proc/${pid}/stat`);
+  if (ms === undefined) throw new Error('sqld CPU is read from /proc: this bench runs on Linux');
+  return ms;
 }
 
 async function startSqld() {

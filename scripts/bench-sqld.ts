@@ -17,6 +17,7 @@ import path from 'node:path';
 import type { WriterQueueStats } from '../src/store/remote.js';
 import { freePort } from '../test/helpers/oauth.js';
 import { SQLD_BINARY } from '../test/helpers/sqld.js';
+import { procCpuMs } from './proc-cpu.js';
 
 interface Asks {
   ask<T>(message: Record<string, unknown>): Promise<T>;
@@ -31,8 +32,6 @@ interface SqldReading {
   cpuMs: number;
 }
 
-const TICKS_PER_SECOND = 100;
-
 /** A counter of sqld's /metrics text, the unlabelled series (0 when absent). */
 function counter(metrics: string, name: string): number {
   const match = new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(metrics);
@@ -40,13 +39,7 @@ function counter(metrics: string, name: string): number {
 }
 
 function cpuMs(pid: number): number {
-  try {
-    // Fields 14 and 15 of /proc/<pid>/stat (after the command's closing parenthesis): user and system ticks.
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return NaN;
-  }
+  return procCpuMs(`/proc/${pid}/stat`) ?? NaN;
 }
 
 async function readSqld(adminUrl: string, pid: number): Promise<SqldReading> {
