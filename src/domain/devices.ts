@@ -266,11 +266,23 @@ function fingerprinted(list: z.infer<typeof capability>[]): CapabilityInput[] {
   return list.map((c) => ({ ...c, schemaFingerprint: schemaFingerprint(c.arguments) }));
 }
 
+const functionKey = (fn: PublishedFunction) => `${fn.deviceId}/${fn.name}`;
+
+/** A reading of a device family's functions, by device and name. */
+function byDeviceAndName(functions: PublishedFunction[]): Map<string, PublishedFunction> {
+  return new Map(functions.map((fn) => [functionKey(fn), fn]));
+}
+
+/** Whether `old` is published again as it was: same device and name, same kind and schema. */
+function republishedAsIs(old: PublishedFunction, published: Map<string, PublishedFunction>): boolean {
+  const fn = published.get(functionKey(old));
+  return fn !== undefined && fn.kind === old.kind && fn.schemaFingerprint === old.schemaFingerprint;
+}
+
 /** Whether two readings of a device family's functions publish the same names, kinds and schemas. */
 function sameFunctions(before: PublishedFunction[], after: PublishedFunction[]): boolean {
-  const key = (fn: PublishedFunction) => JSON.stringify([fn.deviceId, fn.name, fn.kind, fn.schemaFingerprint]);
-  const published = new Set(after.map(key));
-  return before.length === after.length && before.every((fn) => published.has(key(fn)));
+  const published = byDeviceAndName(after);
+  return before.length === after.length && before.every((old) => republishedAsIs(old, published));
 }
 
 /**
@@ -280,12 +292,11 @@ function sameFunctions(before: PublishedFunction[], after: PublishedFunction[]):
  * or `function_changed`. Runs in the republish's transaction.
  */
 async function withdrawChangedFunctions(tx: Queryable, workspaceId: string, before: PublishedFunction[], after: PublishedFunction[], now: number) {
-  const published = new Map(after.map((fn) => [`${fn.deviceId}/${fn.name}`, fn]));
+  const published = byDeviceAndName(after);
   const withdrawn: ActionRow[] = [];
   for (const old of before) {
-    const fn = published.get(`${old.deviceId}/${old.name}`);
-    if (fn && fn.kind === old.kind && fn.schemaFingerprint === old.schemaFingerprint) continue;
-    const reason = fn ? 'function_changed' : 'function_removed';
+    if (republishedAsIs(old, published)) continue;
+    const reason = published.has(functionKey(old)) ? 'function_changed' : 'function_removed';
     const gone = { workspaceId, deviceId: old.deviceId, capability: old.name };
     withdrawn.push(...(await cancelQueuedForFunction(tx, gone, reason, now)), ...(await recallForFunction(tx, gone, reason, now)));
   }
