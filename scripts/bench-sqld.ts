@@ -123,16 +123,16 @@ export interface BenchSqld {
 }
 
 /**
- * A fresh sqld on free loopback ports with its own data folder, pinned to core 0 when `pinned`
- * (the server's core: the database shares the service's CPU, as the embedded one does),
- * resolved once its admin listener answers.
+ * A fresh sqld on free loopback ports with its own data folder, pinned to `core` (default 0,
+ * the server's core: the database shares the service's CPU, as the embedded one does) when
+ * `pinned`, resolved once its admin listener answers.
  */
-export async function startBenchSqld(options: { pinned: boolean; namespaces?: boolean }): Promise<BenchSqld> {
+export async function startBenchSqld(options: { pinned: boolean; core?: number; namespaces?: boolean }): Promise<BenchSqld> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-sqld-'));
   const args = ['--db-path', path.join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`];
   args.push('--admin-listen-addr', `127.0.0.1:${adminPort}`, '--no-welcome', ...(options.namespaces ? ['--enable-namespaces'] : []));
-  const [command, argv] = options.pinned ? ['taskset', ['-c', '0', SQLD_BINARY, ...args]] : [SQLD_BINARY, args];
+  const [command, argv] = options.pinned ? ['taskset', ['-c', String(options.core ?? 0), SQLD_BINARY, ...args]] : [SQLD_BINARY, args];
   const child = spawn(command, argv, { stdio: 'ignore' });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const stop = async () => {

@@ -38,7 +38,7 @@
  * environment (the bench measures the service, not its limiter).
  *
  *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
- *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20] [--warm-up 1.5]
+ *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20] [--warm-up 1.5] [--instance-cpu 0.3]
  *
  * `--env KEY=VALUE,…` starts every server process with those settings too (for instance
  * `--env WEBHOOK_POLL_SECONDS=3600,EXPIRY_SWEEP_SECONDS=3600` to see what the pollers cost).
@@ -56,6 +56,10 @@
  * sqld: `ws` (DATABASE_URL `ws://`, the Hrana WebSocket transport, the default) or `http`.
  * Every instance runs on the server's core, so N instances have the CPU of one: the ratio
  * says what sharing one database across processes costs, not what more cores would add.
+ * `--instance-cpu` C asks the other question, whether an instance adds capacity: every
+ * server process (the embedded baseline's too) gets a CPU budget of its own, C of a core (a
+ * cgroup quota, scripts/bench-cpu-budget.ts; needs root), and sqld moves to this generator's
+ * core, a database with CPU of its own, as in a deployment of several instances.
  * Without a shared bus, a wake or an MCP call's result reaches only the instance where it
  * happened, so each device's wake socket, `next` and `result` and its agent's requests go
  * to the same instance (device i to instance i mod N); `instanceEnv` is where a bus's URL
@@ -83,6 +87,7 @@ import { measuringEnv } from './measuring-env.js';
 import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
 import { databaseWindow, startBenchSqld, type DatabaseFigures } from './bench-sqld.js';
 import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
+import { cpuBudget } from './bench-cpu-budget.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -102,6 +107,7 @@ const { values: opts } = parseArgs({
     transport: { type: 'string', default: 'ws' },
     workspaces: { type: 'string', default: '1' },
     env: { type: 'string', default: '' },
+    'instance-cpu': { type: 'string' },
   },
 });
 if (
@@ -111,10 +117,11 @@ if (
   !Number.isInteger(Number(opts.workspaces)) ||
   !(Number(opts.workspaces) >= 1) ||
   !(Number(opts['warm-up']) >= 0) ||
+  (opts['instance-cpu'] !== undefined && !(Number(opts['instance-cpu']) > 0 && Number(opts['instance-cpu']) <= os.cpus().length)) ||
   !opts.env.split(',').every((pair) => pair === '' || /^[A-Z][A-Z0-9_]*=/.test(pair))
 ) {
   console.error(
-    'usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--warm-up SECONDS] [--env KEY=VALUE,…]',
+    'usage: npm run bench -- [--database embedded|sqld] [--instances N>=1[,M…]] [--transport ws|http] [--workspaces N>=1] [--warm-up SECONDS] [--instance-cpu CORES] [--env KEY=VALUE,…]',
   );
   process.exit(2);
 }
@@ -124,6 +131,8 @@ const INSTANCES = opts.instances
   .map(Number)
   .filter((n) => n > 1);
 const DURATION_S = Number(opts.duration);
+/** `--instance-cpu`: the CPU each server process may use, in cores (a cgroup quota), or undefined for no limit. */
+const INSTANCE_CPU = opts['instance-cpu'] === undefined ? undefined : Number(opts['instance-cpu']);
 /** How long each round-trip phase runs before its measured window (a fresh instance runs unoptimised code at first). */
 const WARM_UP_MS = Number(opts['warm-up']) * 1000;
 /** Devices in each workspace of the round-trip phases' fleet; WORKSPACES of them. */
@@ -175,18 +184,27 @@ interface ServerProcess {
 }
 
 const tempDirs: string[] = [];
+/** Server processes still running: a run that fails kills them as it exits, so none lives on to load the next run's core. */
+const liveServers = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of liveServers) child.kill('SIGKILL');
+});
 
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
   const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...EXTRA_ENV, ...extraEnv };
   const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
-  const [command, args] = hasTaskset ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const pinnedArgv = hasTaskset ? ['taskset', '-c', '0', process.execPath, ...nodeArgs] : [process.execPath, ...nodeArgs];
+  const budget = INSTANCE_CPU === undefined ? undefined : cpuBudget(INSTANCE_CPU);
+  const [command, args] = budget ? budget.wrap(pinnedArgv) : [pinnedArgv[0]!, pinnedArgv.slice(1)];
   const child: ChildProcess = spawn(command as string, args as string[], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  liveServers.add(child);
+  child.once('exit', () => liveServers.delete(child));
   const waiting = new Map<string, (message: any) => void>();
   child.on('message', (message: any) => {
     const resolve = waiting.get(message.type);
@@ -212,6 +230,7 @@ async function startServer(extraEnv: Record<string, string> = {}, script = 'scri
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.send({ type: 'stop' });
       await exited;
+      budget?.remove();
     },
   };
 }
@@ -553,6 +572,8 @@ interface LoadFigures {
   generatorCpuPercent: number;
   /** Device `next` calls that found nothing during the window. */
   emptyNexts: number;
+  /** MCP round trips of the window whose call's wait ended first, followed up with reads. */
+  followedUp: number;
   /** On sqld: the database side of the window, per round trip (scripts/bench-sqld.ts). */
   database?: DatabaseFigures;
   /** The service processes' own counters, per round trip (`perRoundTrip`). */
@@ -582,6 +603,10 @@ async function roundTripLoad(
   const latencies: number[] = [];
   const shares = Array.from({ length: Math.min(agents, fleet.devices.length) }, (_, l) => fleet.devices.filter((_, d) => d % agents === l));
   const loops = shares.map(async (devices, l) => {
+    // The loops start spread over the first half of the warm-up, not all at once: a cold
+    // server (a fresh instance, or one on a small CPU budget) handed every loop's first
+    // request in one burst can take longer than a tool call's wait to answer the last.
+    await sleep((l / shares.length) * (WARM_UP_MS / 2));
     for (let i = 0; running; i++) {
       const t0 = nowMs();
       await roundTrip(devices[i % devices.length]!, l * 1_000_000 + i);
@@ -593,6 +618,7 @@ async function roundTripLoad(
   fleet.frames.clear();
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
+  const followedBefore = followedUp;
   const countersBefore = await serversCounters(servers);
   const database = await probe?.();
   const ownBefore = process.cpuUsage();
@@ -621,13 +647,26 @@ async function roundTripLoad(
     serverCpuPercent: Math.round(((countersAfter.cpu - countersBefore.cpu) / wall) * 100),
     generatorCpuPercent: Math.round(((ownAfter.user + ownAfter.system) / wall) * 100),
     emptyNexts: fleet.emptyNexts - emptyBefore,
+    followedUp: followedUp - followedBefore,
     ...(databaseFigures ? { database: databaseFigures } : {}),
     service: perRoundTrip(countersBefore, countersAfter, Math.max(1, completedInWindow)),
   };
 }
 
+/** Round trips whose tool call's wait ended before the device reported, followed up as an agent would (`mcpRoundTrip`). */
+let followedUp = 0;
+
 async function mcpRoundTrip(device: BenchDevice, i: number): Promise<void> {
-  const action = await mcpCall(device.base, device.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
+  let action = await mcpCall(device.base, device.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
+  if (action.status === 'queued' || action.status === 'received') {
+    // The call's wait (10 s) ended first, as it may on a server far behind (a small CPU
+    // budget): follow the action up, as the tool's description tells an agent to.
+    followedUp++;
+    while (action.status === 'queued' || action.status === 'received') {
+      await sleep(100);
+      action = await call(device.base, 'GET', `/v1/actions/${action.id}`, device.agentToken);
+    }
+  }
   if (action.status !== 'succeeded') throw new Error(`MCP round trip ended ${action.status}`);
 }
 
@@ -895,11 +934,14 @@ async function floor(bytes: number) {
 }
 
 /**
- * A fresh sqld on the server's core (the service's database shares the service's CPU, as the
- * embedded database does), and `count` instances of the service on it.
+ * A fresh sqld, and `count` instances of the service on it. sqld runs on the server's core
+ * (the service's database shares the service's CPU, as the embedded database does), or, when
+ * each instance has a CPU budget of its own (`--instance-cpu`), on the generator's core: the
+ * database then stands for a machine of its own, as it is in a deployment of several
+ * instances, and the server's core is left to the instances' budgets.
  */
 async function onSqld(count: number) {
-  const sqld = await startBenchSqld({ pinned: hasTaskset });
+  const sqld = await startBenchSqld({ pinned: hasTaskset, core: INSTANCE_CPU === undefined ? 0 : 1 });
   try {
     const databaseUrl = `${opts.transport}://127.0.0.1:${sqld.port}`;
     // One at a time: the first runs the migrations, the others find them done.
@@ -1039,6 +1081,8 @@ function serviceRow({ service }: LoadFigures): Row {
 /** Service CPU per round trip of `figure` as a multiple of `baseline`'s. */
 const cpuShare = (figure: LoadFigures, baseline: LoadFigures) =>
   figure.serverCpuPercent / figure.roundTripsPerSecond / (baseline.serverCpuPercent / baseline.roundTripsPerSecond);
+/** A phase's round trips followed up after their call's wait ended first, where there were any. */
+const followed = (figure: LoadFigures) => (figure.followedUp > 0 ? `, ${figure.followedUp} followed up` : '');
 const rows: Row[] = [];
 const mark = (ok: boolean) => (ok ? 'yes' : 'NO');
 if (healthz) {
@@ -1064,7 +1108,7 @@ if (mcp && healthz) {
   const ratio = mcp.roundTripsPerSecond / ideal;
   rows.push([
     `Round trips, MCP tools/call, ${FLEET_LABEL}`,
-    `${mcp.roundTripsPerSecond}/s`,
+    `${mcp.roundTripsPerSecond}/s${followed(mcp)}`,
     `ideal ${Math.round(ideal)}/s (healthz ÷ 3)`,
     `${Math.round(ratio * 100)} %`,
     `≥ 50 %: ${mark(ratio >= 0.5)}`,
@@ -1173,7 +1217,7 @@ if (sq) {
     if (one)
       rows.push([
         `sqld (${sq.transport}), 1 instance, ${label} round trips, ${FLEET_LABEL}`,
-        `${one.roundTripsPerSecond}/s (p50 ${one.requestToResult.p50Ms} ms)`,
+        `${one.roundTripsPerSecond}/s (p50 ${one.requestToResult.p50Ms} ms${followed(one)})`,
         embedded ? `embedded ${embedded.roundTripsPerSecond}/s` : '',
         embedded ? share(one.roundTripsPerSecond, embedded.roundTripsPerSecond) : '',
         `service CPU ${one.serverCpuPercent} %`,
@@ -1183,7 +1227,7 @@ if (sq) {
       if (one && many) {
         rows.push([
           `sqld (${sq.transport}), ${instances} instances, ${label} round trips, ${FLEET_LABEL}`,
-          `${many.roundTripsPerSecond}/s (p50 ${many.requestToResult.p50Ms} ms)`,
+          `${many.roundTripsPerSecond}/s (p50 ${many.requestToResult.p50Ms} ms${followed(many)})`,
           `1 instance ${one.roundTripsPerSecond}/s`,
           share(many.roundTripsPerSecond, one.roundTripsPerSecond),
           `service CPU ${many.serverCpuPercent} % (all), ${r2(cpuShare(many, one))}× CPU per round trip`,
@@ -1223,7 +1267,7 @@ const header: Row = ['Measure', 'Figure', 'Baseline (same run)', 'Ratio', 'Targe
 const widths = header.map((_, c) => Math.max(...[header, ...rows].map((row) => row[c]!.length)));
 const line = (row: Row) => `| ${row.map((cell, c) => cell.padEnd(widths[c]!)).join(' | ')} |`;
 console.log(
-  `\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? 'server on core 0, generator on core 1' : 'not pinned'}, ${r2((nowMs() - runStarted) / 1000)} s\n`,
+  `\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? 'server on core 0, generator on core 1' : 'not pinned'}${INSTANCE_CPU === undefined ? '' : `, each server process limited to ${INSTANCE_CPU} of a core`}, ${r2((nowMs() - runStarted) / 1000)} s\n`,
 );
 console.log(line(header));
 console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
@@ -1232,6 +1276,7 @@ const report = {
   node: process.version,
   cores: os.cpus().length,
   pinned: hasTaskset,
+  instanceCpuCores: INSTANCE_CPU ?? null,
   durationSeconds: DURATION_S,
   devices: DEVICES,
   workspaces: WORKSPACES,
