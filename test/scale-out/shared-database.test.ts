@@ -176,3 +176,40 @@ describe('an instance killed (SIGKILL) under load, its clients moving to the oth
     for (const id of resultsAcknowledged) expect(byId.get(id)?.status, id).toBe('succeeded');
   }, 90_000);
 });
+
+describe('a workspace created on one instance', () => {
+  const instances: TestServer[] = [];
+  afterAll(() => Promise.all(instances.map((instance) => instance.close())));
+
+  it('is usable through another instance at once, by its owner, its devices and its agents', async () => {
+    // One identity provider for both, as a deployment has: an owner may reach either instance.
+    const identity = await testIdentity(fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-identity-')));
+    const env = { DATABASE_URL: sqld.url, ...identity.env };
+    for (let i = 0; i < 2; i++) instances.push(await startTestServer({ env }));
+    const [first, second] = instances.map((instance) => client(instance.url)) as [Client, Client];
+    const owner = await identity.ownerToken(`new-workspace-${Date.now()}`);
+
+    // The owner's first request, on the first instance, creates the workspace.
+    const agent = await createAgent(first, owner, { access: 'act' });
+    const listed = await second.get('/v1/agent-connections', { token: owner });
+    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+    expect(listed.body.data.map((connection: { id: string }) => connection.id)).toEqual([agent.id]);
+
+    const lamp = await attachDevice(second, owner);
+    await grant(second, owner, agent.principal, lamp.id, ['set_brightness']);
+    const queued = await first.post(`/v1/devices/${lamp.id}/actions`, {
+      token: agent.token,
+      body: { capability: 'set_brightness', arguments: { level: 40 } },
+    });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(201);
+    const handed = await next(second, lamp);
+    expect(handed.body.data?.id).toBe(queued.body.data.id);
+    const reported = await second.post(`/v1/device/${lamp.id}/result`, {
+      token: lamp.token,
+      body: { actionId: queued.body.data.id, ok: true, result: { level: 40 } },
+    });
+    expect(reported.status, JSON.stringify(reported.body)).toBe(200);
+    const read = await first.get(`/v1/actions/${queued.body.data.id}`, { token: agent.token });
+    expect(read.body.data.status).toBe('succeeded');
+  }, 60_000);
+});
