@@ -59,7 +59,8 @@
  * `--instance-cpu` C asks the other question, whether an instance adds capacity: every
  * server process (the embedded baseline's too) gets a CPU budget of its own, C of a core (a
  * cgroup quota, scripts/bench-cpu-budget.ts; needs root), and sqld moves to this generator's
- * core, a database with CPU of its own, as in a deployment of several instances.
+ * core (shared with this generator), a database with CPU apart from the instances', as in a
+ * deployment of several instances. The budgets of the largest count must fit in one core.
  * Without a shared bus, a wake or an MCP call's result reaches only the instance where it
  * happened, so each device's wake socket, `next` and `result` and its agent's requests go
  * to the same instance (device i to instance i mod N); `instanceEnv` is where a bus's URL
@@ -168,6 +169,12 @@ const hasTaskset =
     }
   })();
 if (hasTaskset) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
+// Every budgeted instance runs on the server's core: their budgets together must fit in it,
+// or they are not CPU of their own.
+if (INSTANCE_CPU !== undefined && hasTaskset && Math.max(1, ...INSTANCES) * INSTANCE_CPU > 1) {
+  console.error(`--instance-cpu ${INSTANCE_CPU} × ${Math.max(1, ...INSTANCES)} instances is more than the server's one core`);
+  process.exit(2);
+}
 
 // ---------------------------------------------------------------------------------------
 // Server child process
@@ -184,11 +191,18 @@ interface ServerProcess {
 }
 
 const tempDirs: string[] = [];
-/** Server processes still running: a run that fails kills them as it exits, so none lives on to load the next run's core. */
-const liveServers = new Set<ChildProcess>();
+/** Servers and sqld still running: a run that fails or is stopped kills them as it exits, so none lives on to load the next run's cores. */
+const liveChildren = new Set<ChildProcess>();
 process.on('exit', () => {
-  for (const child of liveServers) child.kill('SIGKILL');
+  for (const child of liveChildren) child.kill('SIGKILL');
 });
+// `timeout` and a terminal's kill end only this process: exit, so the handler above runs.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(1));
+/** Tracks a child until it exits, for the exit handler above. */
+function tracked(child: ChildProcess): void {
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+}
 
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
@@ -198,13 +212,12 @@ async function startServer(extraEnv: Record<string, string> = {}, script = 'scri
   const pinnedArgv = hasTaskset ? ['taskset', '-c', '0', process.execPath, ...nodeArgs] : [process.execPath, ...nodeArgs];
   const budget = INSTANCE_CPU === undefined ? undefined : cpuBudget(INSTANCE_CPU);
   const [command, args] = budget ? budget.wrap(pinnedArgv) : [pinnedArgv[0]!, pinnedArgv.slice(1)];
-  const child: ChildProcess = spawn(command as string, args as string[], {
+  const child: ChildProcess = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  liveServers.add(child);
-  child.once('exit', () => liveServers.delete(child));
+  tracked(child);
   const waiting = new Map<string, (message: any) => void>();
   child.on('message', (message: any) => {
     const resolve = waiting.get(message.type);
@@ -572,7 +585,10 @@ interface LoadFigures {
   generatorCpuPercent: number;
   /** Device `next` calls that found nothing during the window. */
   emptyNexts: number;
-  /** MCP round trips of the window whose call's wait ended first, followed up with reads. */
+  /**
+   * MCP round trips of the phase, warm-up included, whose call's wait ended before the device
+   * reported, followed up with reads: each lasted over 10 s, so none is among the window's.
+   */
   followedUp: number;
   /** On sqld: the database side of the window, per round trip (scripts/bench-sqld.ts). */
   database?: DatabaseFigures;
@@ -602,11 +618,12 @@ async function roundTripLoad(
   let windowEnd = Infinity;
   const latencies: number[] = [];
   const shares = Array.from({ length: Math.min(agents, fleet.devices.length) }, (_, l) => fleet.devices.filter((_, d) => d % agents === l));
+  const followedBefore = followedUp;
   const loops = shares.map(async (devices, l) => {
-    // The loops start spread over the first half of the warm-up, not all at once: a cold
-    // server (a fresh instance, or one on a small CPU budget) handed every loop's first
-    // request in one burst can take longer than a tool call's wait to answer the last.
-    await sleep((l / shares.length) * (WARM_UP_MS / 2));
+    // On a CPU budget the loops start spread over the first half of the warm-up, not all at
+    // once: a cold server throttled to a fraction of a core, handed every loop's first
+    // request in one burst, answers the last ones seconds late.
+    if (INSTANCE_CPU !== undefined) await sleep((l / shares.length) * (WARM_UP_MS / 2));
     for (let i = 0; running; i++) {
       const t0 = nowMs();
       await roundTrip(devices[i % devices.length]!, l * 1_000_000 + i);
@@ -618,7 +635,6 @@ async function roundTripLoad(
   fleet.frames.clear();
   fleet.recording.on = true;
   const emptyBefore = fleet.emptyNexts;
-  const followedBefore = followedUp;
   const countersBefore = await serversCounters(servers);
   const database = await probe?.();
   const ownBefore = process.cpuUsage();
@@ -653,17 +669,19 @@ async function roundTripLoad(
   };
 }
 
-/** Round trips whose tool call's wait ended before the device reported, followed up as an agent would (`mcpRoundTrip`). */
+/** Round trips whose tool call's wait ended before the device reported (`mcpRoundTrip`). */
 let followedUp = 0;
 
 async function mcpRoundTrip(device: BenchDevice, i: number): Promise<void> {
   let action = await mcpCall(device.base, device.agentToken, toolName('set_power', device.id), { on: i % 2 === 0 });
   if (action.status === 'queued' || action.status === 'received') {
     // The call's wait (10 s) ended first, as it may on a server far behind (a small CPU
-    // budget): follow the action up, as the tool's description tells an agent to.
+    // budget). An agent is told to follow such an action up (get_action); the bench reads it
+    // over REST until it ends, no more than twice a second, so the device's next round trip
+    // does not start while this one is outstanding.
     followedUp++;
     while (action.status === 'queued' || action.status === 'received') {
-      await sleep(100);
+      await sleep(500);
       action = await call(device.base, 'GET', `/v1/actions/${action.id}`, device.agentToken);
     }
   }
@@ -942,6 +960,7 @@ async function floor(bytes: number) {
  */
 async function onSqld(count: number) {
   const sqld = await startBenchSqld({ pinned: hasTaskset, core: INSTANCE_CPU === undefined ? 0 : 1 });
+  tracked(sqld.child);
   try {
     const databaseUrl = `${opts.transport}://127.0.0.1:${sqld.port}`;
     // One at a time: the first runs the migrations, the others find them done.
@@ -1081,7 +1100,7 @@ function serviceRow({ service }: LoadFigures): Row {
 /** Service CPU per round trip of `figure` as a multiple of `baseline`'s. */
 const cpuShare = (figure: LoadFigures, baseline: LoadFigures) =>
   figure.serverCpuPercent / figure.roundTripsPerSecond / (baseline.serverCpuPercent / baseline.roundTripsPerSecond);
-/** A phase's round trips followed up after their call's wait ended first, where there were any. */
+/** Beside a rate: round trips it leaves out because their call's wait ended first, where there were any. */
 const followed = (figure: LoadFigures) => (figure.followedUp > 0 ? `, ${figure.followedUp} followed up` : '');
 const rows: Row[] = [];
 const mark = (ok: boolean) => (ok ? 'yes' : 'NO');
@@ -1267,7 +1286,7 @@ const header: Row = ['Measure', 'Figure', 'Baseline (same run)', 'Ratio', 'Targe
 const widths = header.map((_, c) => Math.max(...[header, ...rows].map((row) => row[c]!.length)));
 const line = (row: Row) => `| ${row.map((cell, c) => cell.padEnd(widths[c]!)).join(' | ')} |`;
 console.log(
-  `\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? 'server on core 0, generator on core 1' : 'not pinned'}${INSTANCE_CPU === undefined ? '' : `, each server process limited to ${INSTANCE_CPU} of a core`}, ${r2((nowMs() - runStarted) / 1000)} s\n`,
+  `\nnpm run bench — Node ${process.version}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${hasTaskset ? `server on core 0, generator ${INSTANCE_CPU === undefined ? '' : 'and sqld '}on core 1` : 'not pinned'}${INSTANCE_CPU === undefined ? '' : `, each server process limited to ${INSTANCE_CPU} of a core`}, ${r2((nowMs() - runStarted) / 1000)} s\n`,
 );
 console.log(line(header));
 console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
