@@ -13,8 +13,9 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  * Several instances on one libSQL server (docs/operators/scale-out.md "Scaling out"): the database is what they
  * share, and its guarded statements keep the hand-out exactly-once however the requests are
  * spread, and whichever instance dies. Agent and device credentials live in the database, so
- * any instance accepts them; the owner's session is checked against each instance's own
- * identity provider key here, so owners talk to the first instance only.
+ * any instance accepts them. Owners' sessions are checked against each instance's identity
+ * provider: where the instances are given one (as a deployment is), an owner may reach any
+ * instance; elsewhere each has its own key and owners talk to the first instance only.
  */
 
 let sqld: TestSqld;
@@ -179,14 +180,33 @@ describe('an instance killed (SIGKILL) under load, its clients moving to the oth
 
 describe('a workspace created on one instance', () => {
   const instances: TestServer[] = [];
-  afterAll(() => Promise.all(instances.map((instance) => instance.close())));
-
-  it('is usable through another instance at once, by its owner, its devices and its agents', async () => {
+  let identityDir: string;
+  let identity: Awaited<ReturnType<typeof testIdentity>>;
+  let first: Client;
+  let second: Client;
+  beforeAll(async () => {
     // One identity provider for both, as a deployment has: an owner may reach either instance.
-    const identity = await testIdentity(fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-identity-')));
+    identityDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-identity-'));
+    identity = await testIdentity(identityDir);
     const env = { DATABASE_URL: sqld.url, ...identity.env };
     for (let i = 0; i < 2; i++) instances.push(await startTestServer({ env }));
-    const [first, second] = instances.map((instance) => client(instance.url)) as [Client, Client];
+    [first, second] = instances.map((instance) => client(instance.url)) as [Client, Client];
+  }, 30_000);
+  afterAll(async () => {
+    await Promise.all(instances.map((instance) => instance.close()));
+    if (identityDir) fs.rmSync(identityDir, { recursive: true, force: true });
+  });
+
+  it('is one workspace when the first requests of its owner reach two instances at once', async () => {
+    for (let round = 0; round < 5; round++) {
+      const owner = await identity.ownerToken(`racing-owner-${round}-${Date.now()}`);
+      const answers = await Promise.all([first.get('/v1/account', { token: owner }), second.get('/v1/account', { token: owner })]);
+      for (const res of answers) expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(answers[0].body.data.workspaceId).toBe(answers[1].body.data.workspaceId);
+    }
+  });
+
+  it('is usable through another instance at once, by its owner, its devices and its agents', async () => {
     const owner = await identity.ownerToken(`new-workspace-${Date.now()}`);
 
     // The owner's first request, on the first instance, creates the workspace.
