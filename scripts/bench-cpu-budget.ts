@@ -54,15 +54,27 @@ function readable(file: string): string {
   }
 }
 
-/** Removes the cgroups earlier runs left empty (a run that failed kills its servers without waiting to remove them). */
+/** Removes the cgroups of earlier runs (a run that failed kills its servers without waiting to remove them). */
 function removeLeftovers(root: string): void {
-  for (const name of fs.readdirSync(root))
-    if (name.startsWith(PREFIX))
-      try {
-        fs.rmdirSync(path.join(root, name));
-      } catch {
-        // Still holds a process: a run going on now, or a server that outlived its run.
-      }
+  for (const name of fs.readdirSync(root)) {
+    if (!name.startsWith(PREFIX)) continue;
+    // Another bench running now may not have moved its server into its cgroup yet.
+    if (alive(Number(name.slice(PREFIX.length).split('-')[0]))) continue;
+    try {
+      fs.rmdirSync(path.join(root, name));
+    } catch {
+      // Still holds a process: a server that outlived its run.
+    }
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 let made = 0;
@@ -82,7 +94,11 @@ export function cpuBudget(cores: number): CpuBudget {
   try {
     controller.write(dir, quotaUs);
   } catch (error) {
-    fs.rmdirSync(dir);
+    try {
+      fs.rmdirSync(dir);
+    } catch {
+      // Left for the next run's `removeLeftovers`: the quota's error is the one to report.
+    }
     throw new Error(`--instance-cpu: cannot set the quota of ${dir} (${(error as Error).message})`);
   }
   return {
