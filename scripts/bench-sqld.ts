@@ -118,6 +118,8 @@ export interface BenchSqld {
   port: number;
   /** Its admin listener: `/metrics`, and `/v1/namespaces/…` when namespaces are on. */
   adminUrl: string;
+  /** Its data folder. */
+  dir: string;
   /** Kills it and removes its data folder. */
   stop(): Promise<void>;
 }
@@ -153,5 +155,5 @@ export async function startBenchSqld(options: { pinned: boolean; core?: number; 
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { child, port, adminUrl, stop };
+  return { child, port, adminUrl, dir, stop };
 }

@@ -969,6 +969,7 @@ async function floor(bytes: number) {
 async function onSqld(count: number) {
   const sqld = await startBenchSqld({ pinned: hasTaskset, core: INSTANCE_CPU === undefined ? 0 : 1 });
   tracked(sqld.child);
+  tempDirs.push(sqld.dir);
   try {
     const databaseUrl = `${opts.transport}://127.0.0.1:${sqld.port}`;
     // One at a time: the first runs the migrations, the others find them done.
