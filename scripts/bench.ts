@@ -59,8 +59,8 @@
  * `--instance-cpu` C asks the other question, whether an instance adds capacity: every
  * server process (the embedded baseline's too) gets a CPU budget of its own, C of a core (a
  * cgroup quota, scripts/bench-cpu-budget.ts; needs root), and sqld moves to this generator's
- * core (shared with this generator), a database with CPU apart from the instances', as in a
- * deployment of several instances. The budgets of the largest count must fit in one core.
+ * core, which it shares with the generator: a database with CPU apart from the instances', as
+ * in a deployment of several instances. The budgets of the largest count must fit in one core.
  * Without a shared bus, a wake or an MCP call's result reaches only the instance where it
  * happened, so each device's wake socket, `next` and `result` and its agent's requests go
  * to the same instance (device i to instance i mod N); `instanceEnv` is where a bus's URL
@@ -963,8 +963,8 @@ async function floor(bytes: number) {
  * A fresh sqld, and `count` instances of the service on it. sqld runs on the server's core
  * (the service's database shares the service's CPU, as the embedded database does), or, when
  * each instance has a CPU budget of its own (`--instance-cpu`), on the generator's core: the
- * database then stands for a machine of its own, as it is in a deployment of several
- * instances, and the server's core is left to the instances' budgets.
+ * database then has CPU apart from the instances' (shared with the generator only), as in a
+ * deployment of several instances, and the server's core is left to the instances' budgets.
  */
 async function onSqld(count: number) {
   const sqld = await startBenchSqld({ pinned: hasTaskset, core: INSTANCE_CPU === undefined ? 0 : 1 });
