@@ -22,6 +22,9 @@ COPY src ./src
 RUN npm run build
 
 FROM node:${NODE_VERSION}-bookworm-slim AS runtime
+# NODE_ENV=production and HOST=0.0.0.0: without an identity provider (OWNER_JWKS_URL or
+# OWNER_JWKS_FILE, with OWNER_ISSUER and OWNER_AUDIENCE) the container refuses to start, unless
+# DEVELOPMENT_SIGN_IN=code asks for the one-time sign-in code its log prints (docs/operators/deploy.md).
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8787 \

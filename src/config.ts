@@ -84,6 +84,18 @@ export const configSchema = z
         "The [owner console](../owners/console.md#owner-console)'s OpenID Connect client at the external identity provider (`OWNER_ISSUER`, found by discovery; needs `OWNER_JWKS_URL` or `OWNER_JWKS_FILE`). Register `${PUBLIC_BASE_URL}/console/oidc/callback` as its redirect URI. Unset: the console offers the paste-a-session sign-in only.",
       ),
     OWNER_OIDC_CLIENT_SECRET: z.string().min(1).optional().describe("That client's secret (`client_secret_basic`); unset: a public client (PKCE only)."),
+    NODE_ENV: z
+      .string()
+      .optional()
+      .describe(
+        '`production` (the container image sets it): without an external identity provider the service refuses to start unless `DEVELOPMENT_SIGN_IN=code` (see [the development identity provider](identity-provider.md#where-the-development-sign-in-is-allowed)).',
+      ),
+    DEVELOPMENT_SIGN_IN: z
+      .enum(['code'])
+      .optional()
+      .describe(
+        '`code`: the development identity provider\'s console sign-in asks for a one-time code the log prints (a `warn` line, `msg: "development sign-in code"`), single use, a new one printed after each sign-in. Required to start the development provider with `NODE_ENV=production` or a `HOST` that is not loopback; unset, on loopback outside production, the sign-in needs no code. Only without `OWNER_JWKS_*` (see [the development identity provider](identity-provider.md#where-the-development-sign-in-is-allowed)).',
+      ),
     DEVICE_CONTROLS_ENABLED: booleanString
       .default(true)
       .describe(
@@ -260,6 +272,13 @@ export const configSchema = z
     if (env.OWNER_OIDC_CLIENT_ID && !(env.OWNER_JWKS_URL || env.OWNER_JWKS_FILE)) {
       ctx.addIssue({ code: 'custom', path: ['OWNER_OIDC_CLIENT_ID'], message: 'needs an external identity provider (OWNER_JWKS_URL or OWNER_JWKS_FILE)' });
     }
+    if (env.DEVELOPMENT_SIGN_IN && (env.OWNER_JWKS_URL || env.OWNER_JWKS_FILE)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['DEVELOPMENT_SIGN_IN'],
+        message: 'is for the development identity provider: unset it with OWNER_JWKS_URL or OWNER_JWKS_FILE',
+      });
+    }
     if (env.OWNER_OIDC_CLIENT_ID && env.OWNER_ISSUER && !/^https?:\/\//.test(env.OWNER_ISSUER)) {
       ctx.addIssue({ code: 'custom', path: ['OWNER_ISSUER'], message: 'must be an http(s) URL for OpenID Connect discovery when OWNER_OIDC_CLIENT_ID is set' });
     }
@@ -292,7 +311,16 @@ export interface Config {
         /** The console's OpenID Connect sign-in (OWNER_OIDC_CLIENT_ID, optional secret); absent: paste-a-session sign-in only. */
         oidc?: { clientId: string; clientSecret?: string };
       }
-    | { mode: 'development'; issuer: string; audience: string; workspaceClaim: string };
+    | {
+        mode: 'development';
+        issuer: string;
+        audience: string;
+        workspaceClaim: string;
+        /** The console's development sign-in: `open` on loopback outside production, `code` with DEVELOPMENT_SIGN_IN=code (a one-time code from the log). */
+        signIn: 'open' | 'code';
+        /** Why others could reach the sign-in (`NODE_ENV=production`, `HOST=0.0.0.0`); undefined on loopback outside production. */
+        exposure: string | undefined;
+      };
   deviceControlsEnabled: boolean;
   commit: string | undefined;
   expirySweepMs: number;
@@ -443,7 +471,32 @@ function ownerSettings(e: Env): Config['owner'] {
         issuer: e.OWNER_ISSUER ?? 'urn:dfc:development-identity-provider',
         audience: e.OWNER_AUDIENCE ?? 'urn:dfc:owner',
         workspaceClaim: e.OWNER_WORKSPACE_CLAIM,
+        signIn: e.DEVELOPMENT_SIGN_IN === 'code' ? 'code' : 'open',
+        exposure: e.NODE_ENV === 'production' ? 'NODE_ENV=production' : loopbackHost(e.HOST) ? undefined : `HOST=${e.HOST}`,
       };
+}
+
+/**
+ * Whether HOST listens on this machine's loopback only. `0.0.0.0` and `::` listen on every
+ * interface; a name other than localhost may resolve to anything.
+ */
+export function loopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  return bare === 'localhost' || bare === '::1' || /^127(\.\d{1,3}){3}$/.test(bare) || /^::ffff:127(\.\d{1,3}){3}$/.test(bare);
+}
+
+/**
+ * The development identity provider's console sign-in lets whoever opens it choose any owner.
+ * Served to others (production, or a HOST beyond loopback) without a one-time code, that is
+ * every workspace for anyone who reaches the port: such a start is refused, naming what to set.
+ */
+export function developmentSignInRefusal(config: Config): StartupError | undefined {
+  const owner = config.owner;
+  if (owner.mode !== 'development' || owner.exposure === undefined || owner.signIn === 'code') return undefined;
+  return new StartupError(
+    'OWNER_JWKS_URL',
+    `no identity provider is configured, and with ${owner.exposure} the development sign-in would let anyone who reaches the service sign in as any owner: set OWNER_JWKS_URL (or OWNER_JWKS_FILE) with OWNER_ISSUER and OWNER_AUDIENCE (docs/operators/identity-provider.md), or DEVELOPMENT_SIGN_IN=code to sign in with a one-time code from the log`,
+  );
 }
 
 function rateLimitSettings(e: Env): Config['rateLimits'] {

@@ -6,7 +6,7 @@ import { createAuthenticator } from './auth/authenticate.js';
 import { createOwnerVerifier, KeySetStartError, type IdentityProviderHealth } from './auth/owner.js';
 import { withRateLimits } from './auth/rate-limited.js';
 import { createMemoryRateLimiter, type RateLimiter } from './domain/rate-limits.js';
-import { StartupError, type Config } from './config.js';
+import { developmentSignInRefusal, StartupError, type Config } from './config.js';
 import { oneLine } from './domain/errors.js';
 import { createLocalNotifier, type DeviceNotifier, type NotifierDeps } from './device-channel/notifier.js';
 import { attachDeviceChannel } from './device-channel/socket-server.js';
@@ -69,6 +69,9 @@ export interface ServiceOptions {
 
 /** Opens the database, builds the app and listens: what `npm start` and the tests run. */
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<RunningService> {
+  // Before anything is opened: nothing to let go of (docs/operators/identity-provider.md).
+  const refusal = developmentSignInRefusal(config);
+  if (refusal) throw refusal;
   const log = options.log ?? createLogger(config.logLevel);
   const clock = options.clock ?? { now: () => Date.now() };
   const db = await openDatabase(config, log);

@@ -2,6 +2,7 @@ import type { Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { ownerIdentityFromClaims, signDevelopmentSession } from '../auth/owner.js';
 import { createOwnerSessionForIdentity, endOwnerSession, ownerSession } from '../domain/owner-sessions.js';
+import { authFailureKey } from '../domain/rate-limits.js';
 import { readForm } from '../http/form.js';
 import {
   clearOwnerSessionCookie,
@@ -12,29 +13,45 @@ import {
   SIGN_IN_STATUS,
   startOwnerSession,
 } from '../http/owner-session.js';
-import type { HttpEnv } from '../http/request.js';
+import { clientAddress, type HttpEnv } from '../http/request.js';
 import type { ConsoleDeps } from './deps.js';
 import type { Guards } from './guards.js';
 import { Page } from './layout.js';
 import { createOidcClient, oidcSettings, type PendingSignIn } from './oidc.js';
+import { createSignInCode } from './sign-in-code.js';
 
 /**
  * Signing in to the console: the consent page's owner session (docs/owners/console.md "Owner console"). Three
  * ways in, by how the service is configured: the development identity provider's local form
- * (development only), OpenID Connect against OWNER_ISSUER (OWNER_OIDC_CLIENT_ID set), and
- * pasting an owner session token (always). Each ends with the same session cookie.
+ * (development only; with DEVELOPMENT_SIGN_IN=code it asks for the one-time code the log
+ * prints), OpenID Connect against OWNER_ISSUER (OWNER_OIDC_CLIENT_ID set), and pasting an
+ * owner session token (always). Each ends with the same session cookie.
  */
 
 type C = Context<HttpEnv>;
 
 /** A development subject: what `npm run owner-token -- --sub` accepts, kept short and printable. */
 const SUBJECT = /^[A-Za-z0-9._@:-]{1,128}$/;
+/** What a `?code=` may carry into the form: the code's own letters, dashes and spaces. */
+const CODE_SHAPE = /^[A-Za-z0-9 -]{1,64}$/;
 
 // eslint-disable-next-line max-lines-per-function -- the sign-in routes (token, development, OIDC, sign-out) share the session-cookie helpers of this closure
 export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guards): void {
-  const { config, db, clock, log, authenticator } = deps;
+  const { config, db, clock, log, authenticator, limiter } = deps;
   const base = config.publicBaseUrl;
   const development = config.owner.mode === 'development';
+  // A warn line, so that LOG_LEVEL=warn still shows it; the code is used up by the sign-in it lets through.
+  const code =
+    config.owner.mode === 'development' && config.owner.signIn === 'code'
+      ? createSignInCode((value, reason) =>
+          log.warn({
+            msg: 'development sign-in code',
+            code: value,
+            signIn: `${base}/console/sign-in?code=${value}`,
+            note: reason === 'start' ? 'single use: a new code is printed after each sign-in' : 'the previous code was used: this one replaces it',
+          }),
+        )
+      : undefined;
   const settings = oidcSettings(config, log);
   const oidc = settings ? createOidcClient(settings) : undefined;
   // The sign-in's state rides in its own cookie: SameSite=Lax, because the provider sends the
@@ -42,7 +59,7 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
   const pendingCookie = secureCookies(base) ? '__Host-dfc_console_oidc' : 'dfc_console_oidc';
   const signIn = { db, clock, publicBaseUrl: base, authenticate: (jwt: string, address?: string) => authenticator.authenticate(jwt, address) };
 
-  const SignInPage = (props: { error?: string }) => (
+  const SignInPage = (props: { error?: string; code?: string | undefined }) => (
     <Page title="Sign in">
       {props.error ? (
         <p class="error" role="alert" id="error">
@@ -59,26 +76,7 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
           </p>
         </section>
       ) : null}
-      {development ? (
-        <section class="warning" aria-labelledby="development-heading">
-          <h2 id="development-heading">Development sign-in</h2>
-          <p>
-            <strong>Development only.</strong> This service runs its development identity provider: anyone who can open this page can sign in as any owner. It
-            is offered only in that mode; with an external identity provider this form does not exist.
-          </p>
-          <form method="post" action="/console/sign-in/development" class="fields">
-            <div>
-              <label for="sub">Owner (subject)</label>
-              <input type="text" id="sub" name="sub" required maxlength={128} autocomplete="username" placeholder="alice" />
-            </div>
-            <div>
-              <button type="submit" id="development-sign-in">
-                Sign in as this owner
-              </button>
-            </div>
-          </form>
-        </section>
-      ) : null}
+      {development ? <DevelopmentSignIn withCode={code !== undefined} code={props.code} /> : null}
       <section>
         <h2>With an owner session token</h2>
         <p class="muted">
@@ -113,7 +111,9 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
 
   app.get('/console/sign-in', async (c) => {
     if (await ownerSession({ db, clock }, readOwnerSessionCookie(c, base))) return c.redirect('/console', 302);
-    return c.html(<SignInPage />);
+    // `?code=` fills the code in, as the link the log prints does; it is checked only when the form is posted.
+    const given = c.req.query('code');
+    return c.html(<SignInPage code={code && given !== undefined && CODE_SHAPE.test(given) ? given : undefined} />);
   });
 
   app.post('/console/sign-in/token', async (c) => {
@@ -137,6 +137,21 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
       if (form instanceof Response) return form;
       const subject = (form.get('sub') ?? '').trim();
       if (!SUBJECT.test(subject)) return c.html(<SignInPage error="Name the owner with 1 to 128 letters, digits or . _ @ : -" />, 400);
+      if (code) {
+        // The failed-authentication budget of the address, as a wrong token draws from it; over it, no code is even compared.
+        const failures = authFailureKey(clientAddress(c) ?? 'unknown');
+        const standing = await limiter.peek(failures, config.rateLimits.authFailures, clock.now());
+        const refusal = (result: typeof standing) => {
+          c.header('Retry-After', String(result.retryAfterSeconds));
+          return c.html(<SignInPage error="Too many failed sign-ins from this address; wait a minute." />, 429);
+        };
+        if (!standing.allowed) return refusal(standing);
+        if (!code.redeem(form.get('code') ?? '')) {
+          const taken = await limiter.take(failures, config.rateLimits.authFailures, clock.now());
+          if (!taken.allowed) return refusal(taken);
+          return c.html(<SignInPage error="That is not the current sign-in code. Take the latest from the service's log; each code works once." />, 401);
+        }
+      }
       // The same token `npm run owner-token` prints, through the same sign-in as a pasted one.
       const outcome = await startOwnerSession(c, signIn, await signDevelopmentSession(config, subject));
       if ('error' in outcome) return c.html(<SignInPage error={outcome.error} />, SIGN_IN_STATUS[outcome.code]);
@@ -202,6 +217,53 @@ export function mountSignIn(app: Hono<HttpEnv>, deps: ConsoleDeps, guards: Guard
     clearOwnerSessionCookie(c, base);
     return c.redirect('/console/sign-in', 303);
   });
+}
+
+/** The development identity provider's form; with DEVELOPMENT_SIGN_IN=code it asks for the one-time code too. */
+function DevelopmentSignIn(props: { withCode: boolean; code: string | undefined }) {
+  return (
+    <section class="warning" aria-labelledby="development-heading">
+      <h2 id="development-heading">Development sign-in</h2>
+      {props.withCode ? (
+        <p>
+          <strong>Development only.</strong> This service runs its development identity provider: whoever has the one-time sign-in code can sign in as any
+          owner. The code is in the service's log (<code>development sign-in code</code>); each code works once, and the next one is printed then.
+        </p>
+      ) : (
+        <p>
+          <strong>Development only.</strong> This service runs its development identity provider: anyone who can open this page can sign in as any owner. It is
+          offered only in that mode; with an external identity provider this form does not exist.
+        </p>
+      )}
+      <form method="post" action="/console/sign-in/development" class="fields">
+        <div>
+          <label for="sub">Owner (subject)</label>
+          <input type="text" id="sub" name="sub" required maxlength={128} autocomplete="username" placeholder="alice" />
+        </div>
+        {props.withCode ? (
+          <div>
+            <label for="code">Sign-in code (from the log)</label>
+            <input
+              type="text"
+              id="code"
+              name="code"
+              required
+              maxlength={64}
+              autocomplete="one-time-code"
+              spellcheck={false}
+              placeholder="xxxxx-xxxxx-xxxxx-xxxxx"
+              value={props.code}
+            />
+          </div>
+        ) : null}
+        <div>
+          <button type="submit" id="development-sign-in">
+            Sign in as this owner
+          </button>
+        </div>
+      </form>
+    </section>
+  );
 }
 
 function readPending(cookie: string | undefined): PendingSignIn | undefined {

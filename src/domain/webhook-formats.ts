@@ -7,7 +7,21 @@ import { WEBHOOK_FORMATS, type ClaimedDelivery, type WebhookFormat } from '../st
 import type { Clock } from './context.js';
 import { humanText, MAX_FIELD_CHARS } from './human-text.js';
 
-const shownText = (text: string) => humanText(text, MAX_FIELD_CHARS);
+/**
+ * Chat apps make a link of text that looks like an address: Slack, Discord and Telegram of a bare
+ * `https://…`, some of a bare host name (`evil.example`) or address (`10.0.0.1`) too. In what an
+ * agent or a device wrote, `://` becomes `[:]//` and a dot of a host name or an IPv4 address
+ * becomes `[.]` (the "defanged" form of security reports): the address is read, never opened,
+ * and the only links of a message stay the service's own. A dot between digits (`0.5`) stays.
+ */
+export function unlinked(text: string): string {
+  return text
+    .replaceAll('://', '[:]//')
+    .replace(/(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\d])/g, '$1[.]$2[.]$3[.]$4')
+    .replace(/(?<=[\p{L}\p{N}_-])[.\u3002\uFF0E\uFF61](?=\p{L})/gu, '[.]');
+}
+
+const shownText = (text: string) => unlinked(humanText(text, MAX_FIELD_CHARS));
 
 /**
  * Webhook formats (docs/owners/approval-notifications.md). `generic` is the signed JSON event
@@ -50,49 +64,111 @@ export function formatUrlRefusal(format: WebhookFormat, url: URL): string | unde
   return undefined;
 }
 
-/** A URL's last path segment: where Slack (`/services/T…/B…/<secret>`), Discord (`/api/webhooks/<id>/<token>`) and ntfy (`/<topic>`) put the credential. */
-const lastSegment = (url: URL) => url.pathname.split('/').findLast((segment) => segment !== '');
+/**
+ * What of a chat URL is not secret, by format: the words of the URL its service documents
+ * (`/services/…` on Slack, `/api/webhooks/…/slack` on Discord, `/workflows/…/triggers/manual/paths/invoke`
+ * on Teams, `sendMessage` on Telegram). An ntfy topic has none: on ntfy.sh the topic is its password.
+ */
+const PUBLIC_WORDS: Record<WebhookFormat, ReadonlySet<string>> = {
+  generic: new Set(),
+  ntfy: new Set(),
+  slack: new Set(['services']),
+  discord: new Set(['api', 'webhooks', 'slack', 'github']),
+  teams: new Set(['workflows', 'triggers', 'manual', 'paths', 'invoke', 'powerautomate', 'automations', 'direct']),
+  telegram: new Set(['sendMessage']),
+};
+
+/** Query parameters whose values say how a request is read, never who may send it. */
+const PUBLIC_PARAMETERS = new Set(['api-version', 'sp', 'sv', 'wait', 'thread_id', 'with_components']);
+/** Query parameters whose names are shown, their values not: the credential parameters of the services above and of common gateways. */
+const NAMED_SECRETS = new Set(['sig', 'code', 'auth', 'token', 'key', 'secret', 'signature', 'access_token', 'api_key', 'apikey', 'password']);
+
+/** Whether path segment `i` of a `format` URL is one of the identifiers its service shows in the open (a Slack team, a Discord webhook id). */
+function publicSegment(format: WebhookFormat, segments: readonly string[], i: number, query: URLSearchParams): boolean {
+  const segment = segments[i]!;
+  if (format === 'generic' || PUBLIC_WORDS[format].has(segment)) return true;
+  const previous = segments[i - 1];
+  switch (format) {
+    case 'slack':
+      // `/services/T…/B…/<secret>`: the team and the hook are named in the open, the last segment is the secret.
+      return segments[0] === 'services' && ((i === 1 && /^T[A-Z0-9]{1,20}$/.test(segment)) || (i === 2 && /^B[A-Z0-9]{1,20}$/.test(segment)));
+    case 'discord':
+      // `/api[/v10]/webhooks/<id>/<token>[/slack|/github]`.
+      return (previous === 'webhooks' && /^\d{1,20}$/.test(segment)) || (previous === 'api' && /^v\d{1,2}$/.test(segment));
+    case 'teams':
+      // The workflow's id is no secret when `sig` is: without one, which part is the secret is unknown.
+      return previous === 'workflows' && query.has('sig') && /^[0-9A-Za-z-]{1,64}$/.test(segment);
+    default:
+      return false;
+  }
+}
+
+const decoded = (text: string) => {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+};
 
 /**
- * The secret part of a URL, as it must never be shown back: whoever holds a chat URL can post
- * as the service. Telegram's bot token; the last path segment of a Slack or Discord hook, and an
- * ntfy topic (on ntfy.sh the topic is its password); the
- * `sig` parameter of a Teams Workflows URL (its last path segment when it has none).
+ * A webhook URL as it may be shown back, with every part that may be a secret replaced by `…`,
+ * and the parts replaced (as written in the URL, and decoded). Whoever holds a chat URL can post
+ * as the service, so the rule masks by default: a chat format's path shows only what its
+ * service's documented shape names as public (words, and the ids above), and every other
+ * segment is `…`: Telegram's bot token (`bot…`), the secret of a Slack or Discord hook (before
+ * Discord's `/slack` or `/github` ending too), an ntfy topic, any part of a shape not known.
+ * Every query value is `…` but those of PUBLIC_PARAMETERS, and the name too of a parameter
+ * neither list knows; a fragment is `…`. A generic webhook's path is the owner's own endpoint
+ * and is shown; its query follows the same rule. The shown URL is built from the parsed one, so
+ * a secret in letters beyond ASCII cannot slip through as written.
  */
-export function urlSecret(format: WebhookFormat, url: string): string | undefined {
+function maskUrl(format: WebhookFormat, url: string): { shown: string; secrets: string[] } {
   const parsed = new URL(url);
-  switch (format) {
-    case 'telegram':
-      return TELEGRAM_PATH.exec(parsed.pathname)?.[2];
-    case 'ntfy':
-    case 'slack':
-    case 'discord':
-      return lastSegment(parsed);
-    case 'teams':
-      return parsed.searchParams.get('sig') || lastSegment(parsed);
-    default:
-      return undefined;
-  }
+  const secrets: string[] = [];
+  const hide = (part: string) => {
+    if (part !== '') secrets.push(part, decoded(part));
+    return '…';
+  };
+  const segments = parsed.pathname.split('/').slice(1);
+  const path = segments
+    .map((segment, i) => {
+      if (segment === '' || publicSegment(format, segments, i, parsed.searchParams)) return segment;
+      if (format === 'telegram' && segment.startsWith('bot')) return `bot${hide(segment.slice(3))}`;
+      return hide(segment);
+    })
+    .join('/');
+  const query = parsed.search
+    .slice(1)
+    .split('&')
+    .filter((pair) => pair !== '')
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      const [name, value] = at === -1 ? [pair, undefined] : [pair.slice(0, at), pair.slice(at + 1)];
+      const known = decoded(name).toLowerCase();
+      if (PUBLIC_PARAMETERS.has(known)) return pair;
+      if (NAMED_SECRETS.has(known)) return value === undefined ? name : `${name}=${hide(value)}`;
+      return value === undefined ? hide(name) : `${hide(name)}=${hide(value)}`;
+    });
+  const fragment = parsed.hash === '' ? '' : `#${hide(parsed.hash.slice(1))}`;
+  const shown = `${parsed.protocol}//${parsed.host}/${path}${query.length > 0 ? `?${query.join('&')}` : ''}${fragment}`;
+  return { shown, secrets };
 }
 
-/** The URL as the API and the console show it: its secret (see `urlSecret`) replaced by `…`. */
+/** The URL as the API and the console show it: every part that may be a secret (see `maskUrl`) replaced by `…`. */
 export function shownUrl(format: WebhookFormat, url: string): string {
-  const secret = urlSecret(format, url);
-  if (!secret) return url;
-  const parsed = new URL(url);
-  // Replaced where it stands, so a secret that is also a word of the host or the path stays where it is.
-  if (parsed.searchParams.get('sig') === secret) {
-    parsed.searchParams.set('sig', '…');
-    return parsed.toString().replace(encodeURIComponent('…'), '…');
-  }
-  const at = url.lastIndexOf(secret);
-  return `${url.slice(0, at)}…${url.slice(at + secret.length)}`;
+  const { shown, secrets } = maskUrl(format, url);
+  // Nothing hidden: the URL as the owner wrote it.
+  return secrets.length === 0 ? url : shown;
 }
 
-/** Text the URL's secret may have reached (an error message), with the secret taken out. */
+/** Text the URL's secrets may have reached (an error message), with the URL and each secret part taken out. */
 export function redacted(format: WebhookFormat, url: string, text: string): string {
-  const secret = urlSecret(format, url);
-  return secret ? text.replaceAll(secret, '…') : text;
+  const { shown, secrets } = maskUrl(format, url);
+  // The longest first, so that a secret holding another is taken out whole.
+  return [...new Set(secrets)]
+    .sort((a, b) => b.length - a.length)
+    .reduce((result, secret) => result.replaceAll(secret, '…'), text.replaceAll(url, shown).replaceAll(new URL(url).href, shown));
 }
 
 /** Where the owner decides on an action: the console's page of it, opened at the decision. */
@@ -109,12 +185,12 @@ export interface ApprovalMessage {
 
 const ARGUMENTS_SHOWN = 300;
 
-/** The message's words, the same in every format; what an agent or a device wrote is marked and capped. */
+/** The message's words, the same in every format; what an agent or a device wrote is marked, capped and cannot be a link. */
 function words(message: ApprovalMessage) {
   const { action } = message;
   const device = shownText(message.deviceName ?? action.deviceId);
   // Marked before it is capped, so a hidden character past the cap still shows as one.
-  const args = humanText(JSON.stringify(action.arguments), ARGUMENTS_SHOWN);
+  const args = unlinked(humanText(JSON.stringify(action.arguments), ARGUMENTS_SHOWN));
   const until = new Date(action.approval?.expiresAt ?? action.expiresAt).toISOString().slice(0, 16).replace('T', ' ');
   return {
     title: `Approval needed: ${shownText(action.capability)} on ${device}`,

@@ -43,7 +43,11 @@ export function newWebhookSecret(): string {
 
 export const webhook = z.object({
   id: uuid,
-  url: z.string().describe('Where deliveries go. A Telegram bot token in it is shown as `…`: it is never shown back.'),
+  url: z
+    .string()
+    .describe(
+      "Where deliveries go, with every part that may be a secret shown as `…` (never shown back): a chat format's path but the words and ids its service shows in the open (a Telegram bot token, a Slack or Discord hook's secret, an ntfy topic), and any query value but `api-version`, `sp`, `sv`, `wait`, `thread_id` and `with_components`.",
+    ),
   format: webhookFormat,
   chatId: z.string().nullable().describe('The chat a `telegram` webhook writes to; null for the other formats.'),
   description: z.string().nullable(),

@@ -47,6 +47,8 @@ describe('console sign-in modes', () => {
   it('offers the development form only with the development identity provider', async () => {
     const devPage = await (await fetch(`${dev.issuer}/console/sign-in`)).text();
     expect(devPage).toContain('Development only.');
+    // On loopback outside production the development form asks for no one-time code.
+    expect(devPage).not.toContain('name="code"');
     const externalPage = await (await fetch(`${external.issuer}/console/sign-in`)).text();
     expect(externalPage).not.toContain('/console/sign-in/development');
     expect(externalPage).toContain('Paste an owner session token');

@@ -235,8 +235,8 @@ describe('what an agent or a device wrote cannot make a link or hide text in a c
       // A masked link needs an unescaped `[…](`: every bracket and parenthesis the agent or device wrote is escaped.
       expect(text).not.toMatch(/(?<!\\)\[[^\]]*(?<!\\)\]\(/);
     }
-    expect(body.content).toContain('\\[✅ Approve\\]\\(https://evil.example/login\\)');
-    expect(body.embeds[0]!.title).toContain('\\[Door\\]\\(https://evil.example/door\\)');
+    expect(body.content).toContain('\\[✅ Approve\\]\\(https\\[:\\]//evil\\[.\\]example/login\\)');
+    expect(body.embeds[0]!.title).toContain('\\[Door\\]\\(https\\[:\\]//evil\\[.\\]example/door\\)');
   });
 
   it('teams puts every agent or device text in a TextRun, which renders no markdown', async () => {
@@ -244,7 +244,8 @@ describe('what an agent or a device wrote cannot make a link or hide text in a c
     const blocks = body.attachments[0]!.content.body;
     const textBlocks = blocks.filter((block) => block.type === 'TextBlock').map((block) => block.text);
     expect(textBlocks.join('\n')).not.toContain('evil.example');
-    expect(JSON.stringify(blocks.filter((block) => block.type === 'RichTextBlock'))).toContain(LURE);
+    // Shown, with its address unable to become a link.
+    expect(JSON.stringify(blocks.filter((block) => block.type === 'RichTextBlock'))).toContain('[✅ Approve](https[:]//evil[.]example/login)');
   });
 
   it('slack escapes what mrkdwn reads as a link, and has no markdown links to read', async () => {
@@ -257,6 +258,53 @@ describe('what an agent or a device wrote cannot make a link or hide text in a c
     const body = await delivered(format);
     expect(body).not.toHaveProperty('parse_mode');
     expect(body).not.toHaveProperty('markdown');
+  });
+});
+
+describe('an address an agent or a device wrote is no link in a chat message', () => {
+  const BARE_URLS: Record<Format, () => string> = {
+    ntfy: () => `${base}/bare-topic`,
+    slack: () => `${base}/services/T000/B000/bare`,
+    discord: () => `${base}/api/webhooks/1/bare`,
+    teams: () => `${base}/workflows/bare`,
+    telegram: () => `${base}/bot1:bare/sendMessage`,
+  };
+  const NOTE = 'log in at https://evil.example/login or www.evil.example, mail root@evil.example, call 10.0.0.1, or тест.рф。com; dim to 0.5';
+  let actionId: string;
+
+  beforeAll(async () => {
+    const note = { type: 'object', properties: { note: { type: 'string' } }, required: ['note'], additionalProperties: false };
+    const gate = await attachDevice(api, owner, {
+      name: 'Gate at gate.evil.example',
+      manifest: { capabilities: [{ name: 'open.now', kind: 'control', arguments: note }] },
+    });
+    await grant(api, owner, agent.principal, gate.id, ['open.now'], null, 'owner');
+    for (const format of Object.keys(SHAPES) as Format[]) expect((await register(format, { url: BARE_URLS[format]() })).status).toBe(201);
+    actionId = (await queue(api, agent.token, gate.id, { capability: 'open.now', arguments: { note: NOTE } })).id;
+  });
+
+  it.each(Object.keys(SHAPES) as Format[])('%s: no scheme, host name or address of theirs is left to link, and the text is still there', async (format) => {
+    const path = format === 'ntfy' ? '/' : new URL(BARE_URLS[format]()).pathname;
+    const hit = await until(() => received.find((r) => r.path === path && r.body.includes(actionId) && (format !== 'ntfy' || r.body.includes('bare-topic'))));
+    const body = SHAPES[format].parse(JSON.parse(hit.body));
+    // The service's own links out, what is left is what the agent and the device wrote, and the words around it.
+    const text = JSON.stringify(body).replaceAll(CONSOLE, '').replace('http://adaptivecards.io/schemas/adaptive-card.json', '');
+    expect(text).not.toMatch(/[a-z]:\/\//i);
+    for (const address of ['evil.example', 'gate.evil', '10.0.0.1', 'тест.рф', 'рф。com', 'open.now']) expect(text).not.toContain(address);
+    const plain = text.replaceAll('\\\\', '');
+    for (const shown of [
+      'https[:]//evil[.]example/login',
+      'www[.]evil[.]example',
+      'root@evil[.]example',
+      '10[.]0[.]0[.]1',
+      'тест[.]рф[.]com',
+      'gate[.]evil[.]example',
+      'open[.]now',
+    ]) {
+      expect(plain).toContain(shown);
+    }
+    // Numbers keep their decimal point.
+    expect(plain).toContain('dim to 0.5');
   });
 });
 
@@ -289,6 +337,47 @@ describe('the secret part of every chat webhook URL is never shown back', () => 
     expect(created.body.data.url).toBe(`${base}${shown}`);
     expect(JSON.stringify((await api.get('/v1/webhooks', { token: owner })).body)).not.toContain(secret);
     expect((await api.get(`/v1/webhooks/${created.body.data.id}`, { token: owner })).body.data.url).toBe(`${base}${shown}`);
+  });
+
+  // Shapes the services document beside the usual ones, and shapes no list knows: each secret part is `…`.
+  it.each([
+    ['discord', '/api/webhooks/42/discordToken-abc/slack', '/api/webhooks/42/…/slack', ['discordToken-abc']],
+    ['discord', '/api/webhooks/42/discordToken-abc/github', '/api/webhooks/42/…/github', ['discordToken-abc']],
+    ['discord', '/api/v10/webhooks/42/discordToken-abc?wait=true&thread_id=7', '/api/v10/webhooks/42/…?wait=true&thread_id=7', ['discordToken-abc']],
+    ['discord', '/api/webhooks/42/tökén-geheim', '/api/webhooks/42/…', ['tökén-geheim', encodeURIComponent('tökén-geheim')]],
+    ['slack', '/services/T000/B000/sécret-ü', '/services/T000/B000/…', ['sécret-ü', encodeURIComponent('sécret-ü')]],
+    ['slack', '/services/T000/B000/slackSecret9?x-extra=hidden9#frag9', '/services/T000/B000/…?…=…#…', ['slackSecret9', 'x-extra', 'hidden9', 'frag9']],
+    ['slack', '/hooks/custom/shape7', '/…/…/…', ['shape7', 'custom']],
+    ['teams', '/api/approvals?code=FnKey-abc123', '/…/…?code=…', ['FnKey-abc123', 'approvals']],
+    ['teams', '/workflows/teamsSecret5', '/workflows/…', ['teamsSecret5']],
+    ['ntfy', '/topicSecret3?auth=QmFzaWMgdXNlcjpwYXNz', '/…?auth=…', ['topicSecret3', 'QmFzaWMgdXNlcjpwYXNz']],
+    ['telegram', '/proxy4/bot4242:tokenSecret/sendMessage', '/…/bot…/sendMessage', ['proxy4', '4242:tokenSecret']],
+  ] as const)('%s %s: shown as %s', async (format, path, shown, secrets) => {
+    const created = await api.post('/v1/webhooks', {
+      token: owner,
+      body: { url: `${base}${path}`, format, ...(format === 'telegram' ? { chatId: '42' } : {}) },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.data.url).toBe(`${base}${shown}`);
+    const answers = JSON.stringify([
+      created.body,
+      (await api.get(`/v1/webhooks/${created.body.data.id}`, { token: owner })).body,
+      (await api.get('/v1/webhooks', { token: owner })).body,
+    ]);
+    for (const secret of secrets) expect(answers).not.toContain(secret);
+    // A delivery error quoting the URL, as written or as parsed, keeps none of it either.
+    const url = `${base}${path}`;
+    const error = redacted(format, url, `request to ${url} failed (${new URL(url).href})`);
+    for (const secret of secrets) expect(error).not.toContain(secret);
+  });
+
+  it('shows a generic webhook its path, and a query value only where it is known not to be a secret', async () => {
+    const created = await api.post('/v1/webhooks', {
+      token: owner,
+      body: { url: `${base}/hooks/receiver?token=genericSecret1&api-version=2&source=dfc`, events: ['approval.requested'] },
+    });
+    expect(created.body.data.url).toBe(`${base}/hooks/receiver?token=…&api-version=2&…=…`);
+    expect(JSON.stringify((await api.get('/v1/webhooks', { token: owner })).body)).not.toContain('genericSecret1');
   });
 
   it('is taken out of a delivery error that quotes the URL', () => {

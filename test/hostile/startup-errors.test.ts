@@ -77,7 +77,17 @@ describe('a start that cannot succeed', { timeout: 60_000 }, () => {
     ['a bad variable', 'PORT', () => ({ PORT: 'eighty' })],
     ['a bad LOG_LEVEL', 'LOG_LEVEL', () => ({ LOG_LEVEL: 'loud' })],
     ['the port in use', 'PORT', () => ({ PORT: String(takenPort) })],
-    ['a HOST that is not an address of this machine', 'HOST', () => ({ HOST: '203.0.113.7' })],
+    // With the one-time code, so that the start gets as far as listening.
+    ['a HOST that is not an address of this machine', 'HOST', () => ({ HOST: '203.0.113.7', DEVELOPMENT_SIGN_IN: 'code' })],
+    ['the development sign-in in production', 'OWNER_JWKS_URL', () => ({ NODE_ENV: 'production' })],
+    ['the development sign-in on every interface', 'OWNER_JWKS_URL', () => ({ HOST: '0.0.0.0' })],
+    ['the development sign-in on every IPv6 interface', 'OWNER_JWKS_URL', () => ({ HOST: '::' })],
+    ['the development sign-in on a LAN address', 'OWNER_JWKS_URL', () => ({ HOST: '192.168.1.20' })],
+    [
+      'a one-time code asked of an external identity provider',
+      'DEVELOPMENT_SIGN_IN',
+      () => external({ OWNER_JWKS_FILE: path.join(dir, 'no-keys.json'), DEVELOPMENT_SIGN_IN: 'code' }),
+    ],
     ['a database folder that cannot be created', 'DATABASE_URL', () => ({ DATABASE_URL: `file:${path.join(dir, 'a-file', 'service.db')}` })],
     ['an unreachable database server', 'DATABASE_URL', () => ({ DATABASE_URL: `http://127.0.0.1:${closedPort}` })],
     ['a JWKS file that does not exist', 'OWNER_JWKS_FILE', () => external({ OWNER_JWKS_FILE: path.join(dir, 'missing.json') })],
@@ -116,5 +126,70 @@ describe('a start that cannot succeed', { timeout: 60_000 }, () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('DATABASE_URL');
     for (const secret of ['hunter2', 'sekrit']) expect(result.stderr).not.toContain(secret);
+  });
+});
+
+/**
+ * docs/operators/identity-provider.md "Where the development sign-in is allowed": the development
+ * sign-in lets whoever opens it choose any owner, so it is never served to others without a
+ * one-time code from the log.
+ */
+describe('the development sign-in is never served to others without a code', { timeout: 60_000 }, () => {
+  it('refuses production without an identity provider in one line that says what to set', async () => {
+    const result = await run({ NODE_ENV: 'production', DATABASE_URL: `file:${path.join(dir, 'refused.db')}` });
+    expect(result.code).toBe(1);
+    expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+    for (const setting of ['NODE_ENV=production', 'OWNER_JWKS_URL', 'OWNER_JWKS_FILE', 'OWNER_ISSUER', 'OWNER_AUDIENCE', 'DEVELOPMENT_SIGN_IN=code']) {
+      expect(result.stderr).toContain(setting);
+    }
+    // Refused before the database is opened: nothing was written.
+    expect(fs.existsSync(path.join(dir, 'refused.db'))).toBe(false);
+  });
+
+  it('names the address when HOST is beyond loopback', async () => {
+    const result = await run({ HOST: '0.0.0.0' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('with HOST=0.0.0.0 the development sign-in would let anyone who reaches the service sign in as any owner');
+  });
+
+  it('starts in production with DEVELOPMENT_SIGN_IN=code, printing the one-time code before it listens', async () => {
+    const result = await run({ NODE_ENV: 'production', DEVELOPMENT_SIGN_IN: 'code' });
+    // Stopped once it listens (by a signal that may come before its handler is installed): the exit code says nothing.
+    expect(result.stderr).toBe('');
+    const lines = result.stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const codeAt = lines.findIndex((line) => line.msg === 'development sign-in code');
+    expect(codeAt).toBeGreaterThanOrEqual(0);
+    expect(codeAt).toBeLessThan(lines.findIndex((line) => line.msg === 'listening'));
+    const line = lines[codeAt]!;
+    expect(line.level).toBe('warn');
+    expect(line.code).toMatch(/^[0-9a-z]{5}(-[0-9a-z]{5}){3}$/);
+    expect(line.signIn).toMatch(new RegExp(`/console/sign-in\\?code=${String(line.code)}$`));
+  });
+
+  it('starts in production with an identity provider, and prints no code', async () => {
+    const identity = fs.mkdtempSync(path.join(dir, 'idp-'));
+    const jwks = path.join(identity, 'jwks.json');
+    fs.writeFileSync(
+      jwks,
+      JSON.stringify({
+        keys: [
+          {
+            kty: 'EC',
+            crv: 'P-256',
+            x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU',
+            y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0',
+            use: 'sig',
+            alg: 'ES256',
+          },
+        ],
+      }),
+    );
+    const result = await run(external({ NODE_ENV: 'production', OWNER_JWKS_FILE: jwks }));
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain('"msg":"listening"');
+    expect(result.stdout).not.toContain('development sign-in code');
   });
 });

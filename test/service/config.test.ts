@@ -146,3 +146,30 @@ describe('starting with a bad value', () => {
     expect(result.stdout).not.toContain('listening');
   });
 });
+
+describe('the development sign-in (docs/operators/identity-provider.md "Where the development sign-in is allowed")', () => {
+  const owner = (env: Record<string, string>) => parseConfig(env).owner;
+
+  it('is open without a code on loopback outside production', () => {
+    for (const HOST of ['127.0.0.1', '127.0.0.2', '::1', '[::1]', 'localhost', '::ffff:127.0.0.1']) {
+      expect(owner({ HOST })).toMatchObject({ mode: 'development', signIn: 'open', exposure: undefined });
+    }
+    expect(owner({ NODE_ENV: 'development' })).toMatchObject({ exposure: undefined });
+  });
+
+  it('is exposed in production or on an address beyond loopback, saying which', () => {
+    expect(owner({ NODE_ENV: 'production' })).toMatchObject({ exposure: 'NODE_ENV=production' });
+    for (const HOST of ['0.0.0.0', '::', '192.168.1.20', 'raspberrypi.local']) expect(owner({ HOST })).toMatchObject({ exposure: `HOST=${HOST}` });
+  });
+
+  it('asks for the one-time code with DEVELOPMENT_SIGN_IN=code, which takes no other value', () => {
+    expect(owner({ NODE_ENV: 'production', DEVELOPMENT_SIGN_IN: 'code' })).toMatchObject({ signIn: 'code', exposure: 'NODE_ENV=production' });
+    expect(errorOf({ DEVELOPMENT_SIGN_IN: 'allow' })).toMatch(/^invalid configuration: DEVELOPMENT_SIGN_IN /);
+  });
+
+  it('refuses DEVELOPMENT_SIGN_IN with an external identity provider', () => {
+    expect(errorOf({ DEVELOPMENT_SIGN_IN: 'code', OWNER_JWKS_FILE: '/etc/jwks.json', OWNER_ISSUER: 'https://idp', OWNER_AUDIENCE: 'dfc' })).toContain(
+      'DEVELOPMENT_SIGN_IN is for the development identity provider',
+    );
+  });
+});

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { developmentSignInRefusal, parseConfig } from '../../src/config.js';
 
 /**
  * docs/operators/deploy.md "Deploy": no container engine runs where the tests run, and hadolint is neither an
@@ -122,6 +123,19 @@ describe('Dockerfile', () => {
     expect(env).toMatch(/HOST=0\.0\.0\.0/);
     const port = /PORT=(\d+)/.exec(env)?.[1];
     expect(runtime.some((i) => i.keyword === 'EXPOSE' && i.args === port)).toBe(true);
+  });
+
+  it('starts only with an identity provider or the one-time code of the development sign-in', () => {
+    const args = runtime
+      .filter((i) => i.keyword === 'ENV')
+      .map((i) => i.args)
+      .join(' ');
+    const imageEnv = Object.fromEntries([...args.matchAll(/([A-Z_]+)=(\S+)/g)].map(([, name, value]) => [name!, value!]));
+    expect(imageEnv).not.toHaveProperty('DEVELOPMENT_SIGN_IN');
+    expect(developmentSignInRefusal(parseConfig(imageEnv))?.message).toContain('DEVELOPMENT_SIGN_IN=code');
+    expect(developmentSignInRefusal(parseConfig({ ...imageEnv, DEVELOPMENT_SIGN_IN: 'code' }))).toBeUndefined();
+    const provider = { OWNER_JWKS_URL: 'https://idp.example.com/jwks', OWNER_ISSUER: 'https://idp.example.com', OWNER_AUDIENCE: 'dfc' };
+    expect(developmentSignInRefusal(parseConfig({ ...imageEnv, ...provider }))).toBeUndefined();
   });
 
   it('checks health on /healthz', () => {
