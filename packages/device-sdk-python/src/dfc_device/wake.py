@@ -18,7 +18,8 @@ import websockets.exceptions
 # Looked up by name: websockets 10 loads it lazily, out of the type checker's sight.
 _connect: Any = getattr(websockets, "connect")
 
-#: The service closes a socket on any frame over 1 KiB it receives; its own frames are small.
+#: The largest message read (a larger one closes the socket with 1009 and the device reconnects).
+#: The service's wake and cancel frames are a few hundred bytes.
 MAX_FRAME_BYTES = 64 * 1024
 
 
@@ -30,15 +31,7 @@ class WakeSocket:
         self._silence_timeout = silence_timeout
         loop = asyncio.get_running_loop()
         self._last_heard = loop.time()
-        # websockets answers pings itself and tells nobody, so "heard nothing, not even a ping"
-        # is watched one level down: every chunk of bytes the transport hands the protocol.
-        received = connection.data_received
-
-        def heard(data: bytes) -> None:
-            self._last_heard = loop.time()
-            received(data)
-
-        connection.data_received = heard
+        _on_every_frame(connection, lambda: setattr(self, "_last_heard", loop.time()))
 
     async def listen(self, on_frame: Callable[[dict[str, Any]], None]) -> tuple[int, str]:
         watchdog = asyncio.create_task(self._watch_silence())
@@ -52,10 +45,12 @@ class WakeSocket:
                 if isinstance(frame, dict):
                     on_frame(frame)
         except websockets.exceptions.ConnectionClosed as closed:
-            received = closed.rcvd
-            if received is None:
+            # The peer's close frame; else the one the device sent (1009: a message over
+            # MAX_FRAME_BYTES) to a peer that never answered it; else the connection just ended.
+            close = closed.rcvd or closed.sent
+            if close is None:
                 return 1006, "connection lost"
-            return int(received.code), str(received.reason)
+            return int(close.code), str(close.reason)
         finally:
             watchdog.cancel()
 
@@ -73,6 +68,33 @@ class WakeSocket:
             await asyncio.sleep(self._silence_timeout - quiet)
 
 
+def _on_every_frame(connection: Any, heard: Callable[[], None]) -> None:
+    """Calls ``heard`` for every whole frame received, pings included.
+
+    websockets answers pings itself and tells nobody, so "heard nothing, not even a ping" is
+    watched one level down, where each frame is read: ``process_event`` since websockets 14,
+    ``read_frame`` in the implementation before it. Whole frames, not bytes: a server that drips
+    a byte at a time and never finishes a frame is silent, and is dropped like one.
+    """
+    if hasattr(connection, "process_event"):
+        process = connection.process_event
+
+        def processed(event: Any) -> None:
+            heard()
+            process(event)
+
+        connection.process_event = processed
+    else:
+        read = connection.read_frame
+
+        async def frame_read(max_size: int | None) -> Any:
+            frame = await read(max_size)
+            heard()
+            return frame
+
+        connection.read_frame = frame_read
+
+
 async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tuple[int, str]:
     """The open socket, or ``(1006, why)`` when the upgrade failed or was refused."""
     try:
@@ -81,6 +103,8 @@ async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tup
             # The service pings; a ping of the device's own closes the socket (1008).
             ping_interval=None,
             max_size=MAX_FRAME_BYTES,
+            # At most this many messages wait unread: 4 × max_size × max_queue bytes at worst.
+            max_queue=8,
             open_timeout=10,
             close_timeout=2,
         )
