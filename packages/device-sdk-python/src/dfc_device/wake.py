@@ -106,7 +106,9 @@ async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tup
             # At most this many messages wait unread: 4 × max_size × max_queue bytes at worst.
             max_queue=8,
             open_timeout=10,
-            close_timeout=2,
+            # A peer that does not answer the close handshake is cut after this long (twice in the
+            # legacy implementation: its close frame, then the end of the connection).
+            close_timeout=1,
         )
     except websockets.exceptions.InvalidHandshake as refused:
         status = _refused_status(refused)
