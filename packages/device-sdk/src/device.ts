@@ -284,6 +284,7 @@ export class Device {
       };
       let refused = '';
       let failed: { code: number; reason: string } | undefined;
+      let opened = false;
       socket.on('unexpected-response', (_request, response) => {
         refused = `upgrade refused with HTTP ${response.statusCode}`;
         if (response.statusCode === 401) refused += ' (ticket or device refused)';
@@ -291,6 +292,7 @@ export class Device {
         socket.terminate();
       });
       socket.on('open', () => {
+        opened = true;
         onOpen();
         heard();
         this.#connected = true;
@@ -316,6 +318,8 @@ export class Device {
       // A broken frame or a message over MAX_MESSAGE_BYTES: ws sends its close frame and would
       // wait 30 s for the peer's. Cut it now, and tell the close code the device sent.
       socket.on('error', (error: Error & { code?: string }) => {
+        // A failed upgrade or a lost connection: the close that follows carries what matters.
+        if (!opened || !error.code?.startsWith('WS_ERR_')) return;
         failed = {
           code: error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : error.code === 'WS_ERR_INVALID_UTF8' ? 1007 : 1002,
           reason: error.message,

@@ -255,6 +255,7 @@ const isPublished = (data: unknown): data is { device: DeviceRecord; children: D
   isRecord(data.device) &&
   Array.isArray(data.children) &&
   data.children.every((c) => isRecord(c) && (c.key === null || typeof c.key === 'string'));
+/** A command as far as the device loop relies on it: who runs it, what, with which arguments, until when. */
 const isCommand = (data: unknown): data is DeviceCommand | null =>
   data === null ||
   (isObject(data) &&
@@ -263,7 +264,8 @@ const isCommand = (data: unknown): data is DeviceCommand | null =>
     typeof data.capability === 'string' &&
     isObject(data.args) &&
     typeof data.expiresAt === 'number');
-const isTicket = (data: unknown): data is { ticket: string; expiresAt: number } => isObject(data) && typeof data.ticket === 'string';
+const isTicket = (data: unknown): data is { ticket: string; expiresAt: number } =>
+  isObject(data) && typeof data.ticket === 'string' && typeof data.expiresAt === 'number';
 
 /** Attaches a device with a setup token (`POST /v1/sdk/devices`). Store the credentials: they are shown once. */
 export async function attachDevice(
