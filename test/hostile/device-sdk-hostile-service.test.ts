@@ -49,7 +49,16 @@ async function until<T>(check: () => T | undefined): Promise<T> {
 
 type Answer = (req: http.IncomingMessage, res: http.ServerResponse, hostile: Hostile & { stopped: () => boolean }) => void;
 
-async function hostile(answer: Answer, onUpgrade?: (socket: Duplex, hostile: Hostile & { stopped: () => boolean }) => void): Promise<Hostile> {
+/** Accepts a WebSocket upgrade by hand, so the frames that follow can be anything. */
+function accept(req: http.IncomingMessage, socket: Duplex): void {
+  const key = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${key}\r\n\r\n`);
+}
+
+async function hostile(
+  answer: Answer,
+  onUpgrade?: (req: http.IncomingMessage, socket: Duplex, hostile: Hostile & { stopped: () => boolean }) => void,
+): Promise<Hostile> {
   let stopped = false;
   const state: Hostile & { stopped: () => boolean } = { url: '', sent: 0, seen: [], stopped: () => stopped };
   const server = http.createServer((req, res) => {
@@ -61,12 +70,11 @@ async function hostile(answer: Answer, onUpgrade?: (socket: Duplex, hostile: Hos
       answer(req, res, state);
     });
   });
-  server.on('upgrade', (req, socket: Duplex) => {
+  server.on('upgrade', (req: http.IncomingMessage, socket: Duplex) => {
     socket.on('error', () => undefined);
     sockets.push(socket);
-    const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
-    onUpgrade?.(socket, state);
+    state.seen.push({ method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, body: '' });
+    onUpgrade?.(req, socket, state);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -267,7 +275,8 @@ const wakeService: Answer = (req, res, state) => {
 
 describe('@dfc/device: the wake socket is bounded', () => {
   it('closes the socket with 1009 on a message over 64 KiB, and reconnects', async () => {
-    const server = await hostile(wakeService, (socket) => {
+    const server = await hostile(wakeService, (req, socket) => {
+      accept(req, socket);
       const header = Buffer.from([0x81, 0x7f, 0, 0, 0, 0, 0, 0x01, 0x86, 0xa0]); // a text frame of 100,000 bytes
       socket.write(Buffer.concat([header, Buffer.alloc(1000, '{')]));
     });
@@ -281,7 +290,8 @@ describe('@dfc/device: the wake socket is bounded', () => {
   });
 
   it('drops a peer that drips bytes and never finishes a frame, as a silent one', async () => {
-    const server = await hostile(wakeService, (socket, state) => {
+    const server = await hostile(wakeService, (req, socket, state) => {
+      accept(req, socket);
       // A 65,000-byte text frame, one byte every 50 ms: bytes keep arriving for nearly an hour, a whole frame never does.
       drip((b) => socket.write(b), Buffer.concat([Buffer.from([0x81, 0x7e, 0xfd, 0xe8]), Buffer.alloc(65_000, ' ')]), state);
     });
@@ -294,11 +304,26 @@ describe('@dfc/device: the wake socket is bounded', () => {
   });
 
   it('stops within the close timeout when the peer never answers the close frame', async () => {
-    const server = await hostile(wakeService); // upgrades, then says nothing ever again
+    const server = await hostile(wakeService, accept); // upgrades, then says nothing ever again
     const device = new Device({ url: server.url, credentials, silenceTimeoutMs: 600_000 });
     await device.start();
     await until(() => (device.connected ? true : undefined));
     await device.stop(); // ws alone would wait 30 s for the peer's close frame, past this test's timeout
     expect(device.connected).toBe(false);
+  });
+
+  it('refuses a redirected upgrade: nothing reaches the other origin, the device polls and retries', async () => {
+    const elsewhere = await hostile(wakeService, accept);
+    const server = await hostile(wakeService, (_req, socket) => {
+      socket.end(`HTTP/1.1 307 Temporary Redirect\r\nLocation: ${elsewhere.url.replace('http', 'ws')}/steal\r\nContent-Length: 0\r\n\r\n`);
+    });
+    const events: DeviceEvent[] = [];
+    const device = new Device({ url: server.url, credentials, backoff: { initialMs: 20, maxMs: 200 }, onEvent: (e) => events.push(e) });
+    devices.push(device);
+    await device.start();
+    const dropped = await until(() => events.find((e) => e.type === 'disconnected'));
+    expect(dropped).toMatchObject({ code: 1006, reason: 'upgrade refused with HTTP 307' });
+    expect(device.connected).toBe(false);
+    expect(elsewhere.seen).toEqual([]);
   });
 });

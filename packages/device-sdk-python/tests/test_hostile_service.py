@@ -35,6 +35,8 @@ class Hostile:
 
     def __init__(self, answer: Answer) -> None:
         self.sent = 0
+        #: The path of every request that reached it.
+        self.seen: list[str] = []
         self.closed = threading.Event()
         hostile = self
 
@@ -42,6 +44,7 @@ class Hostile:
             protocol_version = "HTTP/1.1"
 
             def _answer(self) -> None:
+                hostile.seen.append(self.path)
                 length = int(self.headers.get("content-length") or 0)
                 self.rfile.read(length)
                 try:
@@ -352,3 +355,23 @@ class TestWakeSocket:
         await until(lambda: quiet.connected or None)
         await asyncio.wait_for(quiet.stop(), 10)
         assert not quiet.connected
+
+    async def test_a_redirected_upgrade_is_refused_and_nothing_reaches_the_other_origin(
+        self, hostile: Callable[[Answer], Hostile]
+    ) -> None:
+        elsewhere = hostile(wake_service(lambda handler, server: server.closed.wait(5) and None))
+
+        def redirecting(handler: BaseHTTPRequestHandler, server: Hostile) -> None:
+            if handler.headers.get("upgrade", "").lower() == "websocket":
+                head(handler, 307, location=f"{elsewhere.url.replace('http', 'ws')}/steal", content_length="0")
+                return
+            wake_service(lambda h, s: None)(handler, server)
+
+        server = hostile(redirecting)
+        events: list[dict[str, Any]] = []
+        redirected = device(server.url, on_event=events.append)
+        await redirected.start()
+        dropped = await until(lambda: next((e for e in events if e["type"] == "disconnected"), None))
+        assert "/steal" in dropped["reason"] or "307" in dropped["reason"]
+        assert dropped["code"] == 1006
+        assert not redirected.connected and elsewhere.seen == []

@@ -98,7 +98,7 @@ def _on_every_frame(connection: Any, heard: Callable[[], None]) -> None:
 async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tuple[int, str]:
     """The open socket, or ``(1006, why)`` when the upgrade failed or was refused."""
     try:
-        connection = await _connect(
+        connector = _connect(
             url,
             # The service pings; a ping of the device's own closes the socket (1008).
             ping_interval=None,
@@ -110,6 +110,8 @@ async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tup
             # legacy implementation: its close frame, then the end of the connection).
             close_timeout=1,
         )
+        _refuse_redirects(connector)
+        connection = await connector
     except websockets.exceptions.InvalidHandshake as refused:
         status = _refused_status(refused)
         if status is None:
@@ -119,6 +121,19 @@ async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tup
     except (OSError, asyncio.TimeoutError) as error:
         return 1006, f"unreachable: {error or type(error).__name__}"
     return WakeSocket(connection, silence_timeout)
+
+
+def _refuse_redirects(connector: Any) -> None:
+    """The socket opens where its ticket was issued or not at all, as the HTTP calls follow no
+    redirect: websockets would follow up to 10, to any host. A redirected upgrade is refused."""
+    if hasattr(connector, "process_redirect"):  # websockets >= 14: raise the 3xx as it came
+        connector.process_redirect = lambda error: error
+    else:
+
+        def refuse(uri: str) -> None:
+            raise websockets.exceptions.InvalidHandshake(f"redirected to {uri!r}, which the SDK does not follow")
+
+        connector.handle_redirect = refuse
 
 
 def _refused_status(error: Exception) -> int | None:
