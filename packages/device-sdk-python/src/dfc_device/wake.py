@@ -29,15 +29,18 @@ class WakeSocket:
     def __init__(self, connection: Any, silence_timeout: float) -> None:
         self._connection = connection
         self._silence_timeout = silence_timeout
-        loop = asyncio.get_running_loop()
-        self._last_heard = loop.time()
-        _on_every_frame(connection, lambda: setattr(self, "_last_heard", loop.time()))
+        self._last_heard = asyncio.get_running_loop().time()
+        _on_every_frame(connection, self._heard)
+
+    def _heard(self) -> None:
+        self._last_heard = asyncio.get_running_loop().time()
 
     async def listen(self, on_frame: Callable[[dict[str, Any]], None]) -> tuple[int, str]:
         watchdog = asyncio.create_task(self._watch_silence())
         try:
             while True:
                 message = await self._connection.recv()
+                self._heard()
                 try:
                     frame = json.loads(message)
                 except ValueError:
@@ -69,12 +72,13 @@ class WakeSocket:
 
 
 def _on_every_frame(connection: Any, heard: Callable[[], None]) -> None:
-    """Calls ``heard`` for every whole frame received, pings included.
+    """Calls ``heard`` for every ping received; :meth:`WakeSocket.listen` does for every message.
 
     websockets answers pings itself and tells nobody, so "heard nothing, not even a ping" is
-    watched one level down, where each frame is read: ``process_event`` since websockets 14,
-    ``read_frame`` in the implementation before it. Whole frames, not bytes: a server that drips
-    a byte at a time and never finishes a frame is silent, and is dropped like one.
+    watched one level down: ``process_event`` sees every frame since websockets 14; before it,
+    every ping is answered through ``pong`` (the frame reader itself is already waiting when the
+    socket is handed over, so wrapping it would miss the first ping). Whole frames, not bytes: a
+    server that drips a byte at a time and never finishes a frame is silent, and is dropped like one.
     """
     if hasattr(connection, "process_event"):
         process = connection.process_event
@@ -85,14 +89,13 @@ def _on_every_frame(connection: Any, heard: Callable[[], None]) -> None:
 
         connection.process_event = processed
     else:
-        read = connection.read_frame
+        pong = connection.pong
 
-        async def frame_read(max_size: int | None) -> Any:
-            frame = await read(max_size)
+        async def ponged(data: bytes = b"") -> Any:
             heard()
-            return frame
+            return await pong(data)
 
-        connection.read_frame = frame_read
+        connection.pong = ponged
 
 
 async def open_wake_socket(url: str, silence_timeout: float) -> WakeSocket | tuple[int, str]:
