@@ -1,5 +1,15 @@
 import { WebSocket } from 'ws';
-import { ApiError, deviceApi, type DeviceApi, type DeviceCommand, type DeviceCredentials, type Manifest, type ResultReport, type UrlSource } from './http.js';
+import {
+  ApiError,
+  deviceApi,
+  type DeviceApi,
+  type DeviceCommand,
+  type DeviceCredentials,
+  type Manifest,
+  type RequestLimits,
+  type ResultReport,
+  type UrlSource,
+} from './http.js';
 
 /** What a handler gets besides the arguments. */
 export interface CommandContext {
@@ -62,7 +72,8 @@ export type DeviceEvent =
   | { type: 'revoked' }
   | { type: 'stopped' };
 
-export interface DeviceOptions {
+/** `requestTimeoutMs` and `maxAnswerBytes` bound each HTTP call (defaults 10 000 ms, 1 MiB). */
+export interface DeviceOptions extends RequestLimits {
   url: UrlSource;
   credentials: DeviceCredentials;
   /** Published on start (and retried until it is); omit when the manifest is published elsewhere. */
@@ -85,6 +96,10 @@ const REMEMBERED_RESULTS = 1000;
 const REPORT_GRACE_MS = 5_000;
 /** Recalls remembered for commands not yet running (a cancel frame can overtake the `next` answer). */
 const REMEMBERED_RECALLS = 100;
+/** The largest wake-socket message read; a larger one closes the socket with 1009. The service's frames are a few hundred bytes. */
+const MAX_MESSAGE_BYTES = 64 * 1024;
+/** How long a closing socket waits for the peer's close frame before it is cut. */
+const CLOSE_TIMEOUT_MS = 2_000;
 
 /**
  * Equal-jitter exponential backoff: half the step is fixed, half random, so a fleet that lost
@@ -122,7 +137,7 @@ export class Device {
   constructor(options: DeviceOptions) {
     this.#options = options;
     this.deviceId = options.credentials.deviceId;
-    this.#api = deviceApi(options.url, options.credentials, options.fetch);
+    this.#api = deviceApi(options.url, options.credentials, options.fetch, options);
   }
 
   /** Registers the handler for one of this device's capabilities. */
@@ -175,7 +190,10 @@ export class Device {
     if (this.stopped) return;
     this.#stop.abort();
     clearTimeout(this.#pollTimer);
-    this.#socket?.close(1000, 'device stopping');
+    const socket = this.#socket;
+    socket?.close(1000, 'device stopping');
+    // ws waits 30 s for the peer's close frame; a peer that never sends one must not hold stop() that long.
+    if (socket) setTimeout(() => socket.terminate(), CLOSE_TIMEOUT_MS).unref();
     await Promise.allSettled([this.#connectLoop, this.#draining]);
     this.#emit({ type: 'stopped' });
   }
@@ -256,7 +274,7 @@ export class Device {
   /** Opens one socket; resolves when it closes (or fails to open) with the close code. */
   #openSocket(url: string, onOpen: () => void): Promise<{ code: number; reason: string }> {
     return new Promise((resolve) => {
-      const socket = new WebSocket(url, { maxPayload: 64 * 1024, handshakeTimeout: 10_000 });
+      const socket = new WebSocket(url, { maxPayload: MAX_MESSAGE_BYTES, handshakeTimeout: 10_000 });
       this.#socket = socket;
       const silenceMs = this.#options.silenceTimeoutMs ?? 45_000;
       let silence: NodeJS.Timeout | undefined;
@@ -265,6 +283,8 @@ export class Device {
         silence = setTimeout(() => socket.terminate(), silenceMs);
       };
       let refused = '';
+      let failed: { code: number; reason: string } | undefined;
+      let opened = false;
       socket.on('unexpected-response', (_request, response) => {
         refused = `upgrade refused with HTTP ${response.statusCode}`;
         if (response.statusCode === 401) refused += ' (ticket or device refused)';
@@ -272,6 +292,7 @@ export class Device {
         socket.terminate();
       });
       socket.on('open', () => {
+        opened = true;
         onOpen();
         heard();
         this.#connected = true;
@@ -294,13 +315,23 @@ export class Device {
           this.#recall(String(frame.deviceId), frame.actionId, String(frame.reason));
         }
       });
-      socket.on('error', () => undefined); // the close that follows carries what matters
+      // A broken frame or a message over MAX_MESSAGE_BYTES: ws sends its close frame and would
+      // wait 30 s for the peer's. Cut it now, and tell the close code the device sent.
+      socket.on('error', (error: Error & { code?: string }) => {
+        // A failed upgrade or a lost connection: the close that follows carries what matters.
+        if (!opened || !error.code?.startsWith('WS_ERR_')) return;
+        failed = {
+          code: error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : error.code === 'WS_ERR_INVALID_UTF8' ? 1007 : 1002,
+          reason: error.message,
+        };
+        socket.terminate();
+      });
       socket.on('close', (code, reason) => {
         clearTimeout(silence);
         this.#connected = false;
         if (this.#socket === socket) this.#socket = undefined;
         this.#schedulePoll(); // falls back to polling while the socket is down
-        resolve({ code, reason: refused || String(reason) });
+        resolve(failed ?? { code, reason: refused || String(reason) });
       });
     });
   }

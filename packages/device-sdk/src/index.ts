@@ -11,5 +11,16 @@
  */
 export { backoffDelay, CommandError, CommandRecalled, Device } from './device.js';
 export type { ChildHandlers, CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';
-export { ApiError, attachDevice, deviceApi } from './http.js';
-export type { Capability, ChildManifest, DeviceApi, DeviceCommand, DeviceCredentials, DeviceRecord, Manifest, ResultReport, UrlSource } from './http.js';
+export { ApiError, attachDevice, deviceApi, InvalidAnswerError } from './http.js';
+export type {
+  Capability,
+  ChildManifest,
+  DeviceApi,
+  DeviceCommand,
+  DeviceCredentials,
+  DeviceRecord,
+  Manifest,
+  RequestLimits,
+  ResultReport,
+  UrlSource,
+} from './http.js';

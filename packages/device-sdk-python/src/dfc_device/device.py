@@ -14,7 +14,17 @@ from typing import Any
 
 from .errors import CommandRecalled, DeviceRevoked, DeviceStopping
 from .handlers import CommandContext, Handler, HandlerRegistry, run_handler
-from .http import ApiError, DeviceApi, DeviceCommand, DeviceCredentials, Manifest, ResultReport, UrlSource
+from .http import (
+    MAX_ANSWER_BYTES,
+    REQUEST_TIMEOUT_S,
+    ApiError,
+    DeviceApi,
+    DeviceCommand,
+    DeviceCredentials,
+    Manifest,
+    ResultReport,
+    UrlSource,
+)
 from .schema import validate
 from .wake import WakeSocket, open_wake_socket
 
@@ -51,15 +61,18 @@ class Device(HandlerRegistry):
         backoff_initial: float = 0.25,
         backoff_max: float = 30.0,
         silence_timeout: float = 45.0,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         on_event: Callable[[DeviceEvent], None] | None = None,
     ) -> None:
         """``manifest`` is published on start (retried until it is); omit it when it is published
         elsewhere. Times are in seconds: ``fallback_poll`` while the socket is down,
         ``idle_poll`` a safety poll while it is up (a wake may go missing), the reconnect backoff
-        bounds, and ``silence_timeout`` after which a socket that heard nothing, not even a
-        ping, is dropped (three missed 15 s pings)."""
+        bounds, ``silence_timeout`` after which a socket that heard nothing, not even a
+        ping, is dropped (three missed 15 s pings), and ``request_timeout`` for each HTTP call
+        as a whole. ``max_answer_bytes`` is the largest answer a call reads."""
         super().__init__(credentials.device_id)
-        self._api = DeviceApi(url, credentials)
+        self._api = DeviceApi(url, credentials, request_timeout=request_timeout, max_answer_bytes=max_answer_bytes)
         self._manifest = manifest
         self._fallback_poll = fallback_poll
         self._idle_poll = idle_poll
