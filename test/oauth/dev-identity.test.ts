@@ -96,7 +96,8 @@ describe('development identity provider', () => {
 
   // docs/operators/identity-provider.md "Where the development sign-in is allowed": whoever can run it can read the key it signs with.
   it('needs no one-time code in any mode: in production and beyond loopback it prints a session the server accepts', async () => {
-    for (const extra of [{ NODE_ENV: 'production' }, { HOST: '0.0.0.0' }, { NODE_ENV: 'production', DEVELOPMENT_SIGN_IN: 'code' }]) {
+    const modes: Record<string, string>[] = [{ NODE_ENV: 'production' }, { HOST: '0.0.0.0' }, { NODE_ENV: 'production', DEVELOPMENT_SIGN_IN: 'code' }];
+    for (const extra of modes) {
       const token = (await cli(databaseUrl, ['--sub', 'alice'], extra)).stdout.trim();
       expect((await api.get('/v1/account', { token })).status).toBe(200);
     }
