@@ -141,6 +141,16 @@ export const configSchema = z
     MCP_LISTEN_MAX_SECONDS: positiveInt
       .default(3600)
       .describe("How long one `subscriptions/listen` stream lasts at most: it then ends with the listen request's result, and the client listens again."),
+    MCP_LISTEN_MAX_BUFFERED_KIB: positiveInt
+      .default(256)
+      .describe(
+        'The most bytes (KiB) of one `subscriptions/listen` stream this service holds for a client that does not read them: the stream writes its next notification only once the client has taken the previous ones, and one that still passes this bound (keepalives and changes piling up) is cut, its connection closed (see [Slow and silent clients](security.md#slow-and-silent-clients)).',
+      ),
+    WRITE_TIMEOUT_SECONDS: positiveNumber
+      .default(30)
+      .describe(
+        "How long any answer, stream or not, may wait for its client to take bytes already written: a connection whose unsent bytes make no progress for this long is closed, and whatever its answer held (a stream's place among the limits included) is let go (see [Slow and silent clients](security.md#slow-and-silent-clients)). Fractions allowed.",
+      ),
     TRUST_PROXY_HOPS: z.coerce
       .number()
       .int()
@@ -308,7 +318,9 @@ export interface Config {
   /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/agents/confirmation.md "Limits"). */
   mcpConfirmations: { perConnection: number; perWorkspace: number; perInstance: number; waitMs: number };
   /** Open subscriptions/listen streams and their lifetime (MCP_LISTEN_*). */
-  mcpListen: { perConnection: number; perWorkspace: number; perInstance: number; maxLifetimeMs: number };
+  mcpListen: { perConnection: number; perWorkspace: number; perInstance: number; maxLifetimeMs: number; maxBufferedBytes: number };
+  /** How long a connection's unsent bytes may make no progress before it is closed (WRITE_TIMEOUT_SECONDS). */
+  writeTimeoutMs: number;
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
   rateLimits: RateLimitSettings;
@@ -394,7 +406,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       perWorkspace: e.MCP_LISTEN_PER_WORKSPACE,
       perInstance: e.MCP_LISTEN_PER_INSTANCE,
       maxLifetimeMs: e.MCP_LISTEN_MAX_SECONDS * 1000,
+      maxBufferedBytes: e.MCP_LISTEN_MAX_BUFFERED_KIB * 1024,
     },
+    writeTimeoutMs: e.WRITE_TIMEOUT_SECONDS * 1000,
     wsPingMs: e.WS_PING_SECONDS * 1000,
     ownerEvents: {
       retentionMs: e.EVENTS_RETENTION_HOURS * 3_600_000,

@@ -1,5 +1,5 @@
 import { ACTION_STATES } from '../../domain/action-states.js';
-import { agentStandingOf, ownsAction, readOwnAction } from '../../domain/agent-tasks.js';
+import { agentStandingOf, ownsAction, readOwnAction, readOwnActions } from '../../domain/agent-tasks.js';
 import type { OperationContext, CredentialOf } from '../../domain/context.js';
 import { CHANGED_ELSEWHERE, onActionChange, onJournal, type ActionChange } from '../../domain/event-hub.js';
 import { workspacePaused } from '../../domain/device-controls.js';
@@ -34,7 +34,7 @@ export interface SubscriptionOptions {
   sink: EventSink;
   /** How long the stream lasts at most; it then ends with `closing`, and the client listens again. */
   lifetimeMs: number;
-  /** Frees the stream's place (slots.ts) once it ends, however it ends. */
+  /** Frees the stream's place (slots.ts) once its connection has let go of it, however it ends. */
   release: () => void;
 }
 
@@ -51,9 +51,13 @@ export const RECHECK_MS = 2_000;
 /** setTimeout's longest delay; a later expiry is caught by the recheck. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-type Notify = (method: string, params: Record<string, unknown>) => void;
-/** Tells the subscription's notification whose params (its `_meta` included) are already JSON text. */
-type NotifyText = (method: string, paramsText: string) => void;
+type Notify = (method: string, params: Record<string, unknown>) => Promise<void>;
+/**
+ * Tells the subscription's notification whose params (its `_meta` included) are already JSON
+ * text, and resolves once the client has taken it: a client that does not read holds one
+ * notification, never a backlog of them (docs/operators/security.md "Slow and silent clients").
+ */
+type NotifyText = (method: string, paramsText: string) => Promise<void>;
 
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
 function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: NotifyText) {
@@ -77,11 +81,14 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
     const task = await taskOf(ctx, credential, action, o.clock);
     // Serialised once: what is compared with the last one told is what is sent.
     const text = JSON.stringify({ ...task, _meta: o.stamp });
-    if (lastSent.get(id) !== text) {
-      lastSent.set(id, text);
-      notifyText('notifications/tasks', text);
-    }
-    if (ACTION_STATES[action.status].terminal) watched.delete(id);
+    const told = lastSent.get(id) === text;
+    // A final state is told once and never compared again: its text (the result, twice) is not kept.
+    if (ACTION_STATES[action.status].terminal) {
+      watched.delete(id);
+      lastSent.delete(id);
+      stages.delete(id);
+    } else lastSent.set(id, text);
+    if (!told) await notifyText('notifications/tasks', text);
   };
   return {
     watches: (id: string) => watched.has(id) || (adopting && asked.has(id)),
@@ -90,18 +97,14 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
     /**
      * Reads the tasks asked for once, acknowledges the subscription and tells their state: the
      * caller's own (up to `maxTasks`) are followed, any other id is dropped, as an unknown one
-     * is. A read that fails throws before anything is followed or acknowledged.
+     * is, all in one read. A read that fails throws before anything is followed or acknowledged.
      */
     async adopt(): Promise<void> {
-      const own: ActionRecord[] = [];
-      for (const id of o.asked.taskIds) {
-        const found = own.length < o.maxTasks ? await readOwnAction(ctx, credential, id) : undefined;
-        if (found) own.push(found.action);
-      }
+      const own = await readOwnActions(ctx, credential, o.asked.taskIds, o.maxTasks);
       for (const action of own) watched.add(action.id);
       adopting = false;
       const { toolsListChanged } = o.asked;
-      notify('notifications/subscriptions/acknowledged', {
+      await notify('notifications/subscriptions/acknowledged', {
         notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds: own.map((action) => action.id) },
       });
       for (const action of own) await tell(action);
@@ -152,7 +155,7 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
       const names = await toolNames(now);
       if (names !== tools.names) {
         tools.names = names;
-        notify('notifications/tools/list_changed', {});
+        await notify('notifications/tools/list_changed', {});
       }
       return true;
     },
@@ -184,6 +187,19 @@ function failedStart(o: SubscriptionOptions, error: unknown) {
   return { jsonrpc: '2.0', id: o.listenId, error: { code: -32603, message: mapped.body.error.message, data: mapped.body } };
 }
 
+/** `job` queued on `serially` when it is not waiting there already: calls while it waits are one run. */
+function once(serially: (job: () => Promise<void>) => void, job: () => Promise<void>): () => void {
+  let queued = false;
+  return () => {
+    if (queued) return;
+    queued = true;
+    serially(async () => {
+      queued = false;
+      await job();
+    });
+  };
+}
+
 /**
  * One agent's subscription stream. Events only say when to look: a change of one of its
  * tasks (this instance's or a hint from another), a grant or device change in its workspace
@@ -198,8 +214,9 @@ export function openSubscription(o: SubscriptionOptions): void {
   let work: Promise<void> = Promise.resolve();
   const timers: NodeJS.Timeout[] = [];
   let unsubscribe = () => {};
-  const notifyText: NotifyText = (method, paramsText) =>
-    sink.write(`event: message\ndata: {"jsonrpc":"2.0","method":${JSON.stringify(method)},"params":${paramsText}}\n\n`);
+  const notifyText: NotifyText = async (method, paramsText) => {
+    if (!sink.write(`event: message\ndata: {"jsonrpc":"2.0","method":${JSON.stringify(method)},"params":${paramsText}}\n\n`)) await sink.drained();
+  };
   const notify: Notify = (method, params) => notifyText(method, JSON.stringify({ ...params, _meta: o.stamp }));
   const serially = (job: () => Promise<void>) => {
     work = work
@@ -211,7 +228,6 @@ export function openSubscription(o: SubscriptionOptions): void {
     if (closed) return;
     if (last !== undefined) sink.write(`event: message\ndata: ${JSON.stringify(last)}\n\n`);
     closed = true;
-    o.release();
     unsubscribe();
     for (const timer of timers) clearTimeout(timer);
     sink.end();
@@ -234,15 +250,10 @@ export function openSubscription(o: SubscriptionOptions): void {
   };
   // Journal announcements that come while a tool-list read waits its turn are one read: a
   // burst of them (a device republishing in a loop) costs each stream one read, not one each.
-  let toolsReadQueued = false;
-  const recheckTools = () => {
-    if (toolsReadQueued) return;
-    toolsReadQueued = true;
-    serially(async () => {
-      toolsReadQueued = false;
-      await recheck(false);
-    });
-  };
+  // Timer rechecks likewise: while a client does not read, the queue waits on it, and one
+  // recheck waits with it, not one per tick.
+  const recheckTools = once(serially, () => recheck(false));
+  const recheckAll = once(serially, () => recheck(true));
   const follow = (id: string, change?: ActionChange) =>
     serially(async () => {
       await tasks.refresh(id, change);
@@ -262,6 +273,9 @@ export function openSubscription(o: SubscriptionOptions): void {
     };
   };
 
+  // Its place is free once its bytes are gone (taken by the kernel) or its connection closed
+  // (WRITE_TIMEOUT_SECONDS cuts one whose client does not read), not when its last frame is queued.
+  sink.onClosed(o.release);
   sink.onGone(() => teardown());
   if (closed) return;
   unsubscribe = follows();
@@ -280,7 +294,7 @@ export function openSubscription(o: SubscriptionOptions): void {
   timers.push(
     ...streamTimers(o, {
       keepalive: () => sink.write(': keepalive\n\n'),
-      recheck: () => serially(() => recheck(true)),
+      recheck: recheckAll,
       end: () => serially(async () => teardown(o.closing)),
     }),
   );
