@@ -82,6 +82,7 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       credential: request.credential,
       asked,
       maxTasks: MAX_LISTENED_TASKS,
+      maxAnswerBytes: deps.limits.maxAnswerBytes,
       clock: deps.clock,
       listenId: plain.id,
       stamp,

@@ -14,6 +14,8 @@ export interface ListenLimits {
   maxLifetimeMs: number;
   /** The most bytes one stream holds for a client that does not read them (event-sink.ts). */
   maxBufferedBytes: number;
+  /** The most bytes of task notifications one stream tells (subscription.ts). */
+  maxAnswerBytes: number;
 }
 
 /** How long a refused client waits before listening again. */

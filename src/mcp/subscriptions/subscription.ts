@@ -23,6 +23,12 @@ export interface SubscriptionOptions {
   asked: Asked;
   /** The most tasks it follows; ids past the first `maxTasks` of the caller's own are left out. */
   maxTasks: number;
+  /**
+   * The most bytes of task notifications it tells (MCP_LISTEN_MAX_ANSWER_KIB): a finished task
+   * whose notification does not fit is left out of the acknowledgement, and a stream that would
+   * pass it later ends with `closing` (the client listens again).
+   */
+  maxAnswerBytes: number;
   clock: TaskClock;
   /** The listen request's JSON-RPC id, which an error that ends the subscription answers. */
   listenId: string | number;
@@ -60,7 +66,7 @@ type Notify = (method: string, params: Record<string, unknown>) => Promise<void>
 type NotifyText = (method: string, paramsText: string) => Promise<void>;
 
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
-function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: NotifyText) {
+function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: NotifyText, exhausted: () => void) {
   const { ctx, credential } = o;
   // Only ids `adopt` read as the caller's own: the event hub carries every workspace's changes.
   const watched = new Set<string>();
@@ -70,17 +76,11 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
   let adopting = true;
   const lastSent = new Map<string, string>();
   const stages = new Map<string, number>();
-  /** Tells a followed task's state, unless it was told already or is older than what was. */
-  const tell = async (action: ActionRecord): Promise<void> => {
+  let left = o.maxAnswerBytes;
+  // Serialised once: what is compared with the last one told, and counted, is what is sent.
+  const textOf = async (action: ActionRecord) => JSON.stringify({ ...(await taskOf(ctx, credential, action, o.clock)), _meta: o.stamp });
+  const send = async (action: ActionRecord, text: string): Promise<void> => {
     const { id } = action;
-    if (!watched.has(id)) return;
-    // A change published before a read can be older than what the read saw.
-    const stage = ACTION_STATES[action.status].stage;
-    if (stage < (stages.get(id) ?? -1)) return;
-    stages.set(id, stage);
-    const task = await taskOf(ctx, credential, action, o.clock);
-    // Serialised once: what is compared with the last one told is what is sent.
-    const text = JSON.stringify({ ...task, _meta: o.stamp });
     const told = lastSent.get(id) === text;
     // A final state is told once and never compared again: its text (the result, twice) is not kept.
     if (ACTION_STATES[action.status].terminal) {
@@ -88,7 +88,20 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
       lastSent.delete(id);
       stages.delete(id);
     } else lastSent.set(id, text);
-    if (!told) await notifyText('notifications/tasks', text);
+    if (told) return;
+    const bytes = Buffer.byteLength(text);
+    if (bytes > left) return exhausted();
+    left -= bytes;
+    await notifyText('notifications/tasks', text);
+  };
+  /** Tells a followed task's state, unless it was told already or is older than what was. */
+  const tell = async (action: ActionRecord, known?: string): Promise<void> => {
+    if (!watched.has(action.id)) return;
+    // A change published before a read can be older than what the read saw.
+    const stage = ACTION_STATES[action.status].stage;
+    if (stage < (stages.get(action.id) ?? -1)) return;
+    stages.set(action.id, stage);
+    await send(action, known ?? (await textOf(action)));
   };
   return {
     watches: (id: string) => watched.has(id) || (adopting && asked.has(id)),
@@ -100,14 +113,28 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
      * is, all in one read. A read that fails throws before anything is followed or acknowledged.
      */
     async adopt(): Promise<void> {
-      const own = await readOwnActions(ctx, credential, o.asked.taskIds, o.maxTasks);
+      const own: ActionRecord[] = [];
+      const finished = new Map<string, string>();
+      let reserved = 0;
+      for (const action of await readOwnActions(ctx, credential, o.asked.taskIds, o.maxTasks)) {
+        // A finished task is told with its result: one that does not fit what is left of the
+        // answer's bytes is not followed (tasks/get reads it), so no listen answer passes them.
+        if (ACTION_STATES[action.status].terminal) {
+          const text = await textOf(action);
+          const bytes = Buffer.byteLength(text);
+          if (reserved + bytes > o.maxAnswerBytes) continue;
+          reserved += bytes;
+          finished.set(action.id, text);
+        }
+        own.push(action);
+      }
       for (const action of own) watched.add(action.id);
       adopting = false;
       const { toolsListChanged } = o.asked;
       await notify('notifications/subscriptions/acknowledged', {
         notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds: own.map((action) => action.id) },
       });
-      for (const action of own) await tell(action);
+      for (const action of own) await tell(action, finished.get(action.id));
     },
     /** Every task it followed has reached its final state (or is gone): nothing more to tell of them. */
     allFinished: () => watched.size === 0,
@@ -232,7 +259,9 @@ export function openSubscription(o: SubscriptionOptions): void {
     for (const timer of timers) clearTimeout(timer);
     sink.end();
   };
-  const tasks = taskFollower(o, notify, notifyText);
+  // A stream whose tasks would tell more than its bytes ends as at the end of its life: the
+  // client listens again, and a finished task too large for an answer is left out then.
+  const tasks = taskFollower(o, notify, notifyText, () => teardown(o.closing));
   const tools = toolWatcher(o, notify);
   // The timer's recheck also reads the unfinished tasks again, in case a change's event (or
   // the read it prompted) was lost: at most `maxTasks` reads, none once they have all finished.
