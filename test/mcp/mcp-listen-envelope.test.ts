@@ -78,7 +78,7 @@ describe('a subscriptions/listen with other _meta keys', () => {
     // MCP_LISTEN_PER_CONNECTION is 1: the second is refused by the service's cap, in its envelope.
     const second = await oddListen(agent.token, { meta: { 'com.example/trace': 'def' } });
     expect(second.status).toBe(429);
-    expect((await second.json()).error.code).toBe('capacity_exceeded');
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe('capacity_exceeded');
     const revoked = await api.post(`/v1/agent-connections/${agent.id}/revoke`, { token: owner });
     expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
     // Acknowledged as this service acknowledges, then ended with the listen request's result.
