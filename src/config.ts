@@ -144,7 +144,7 @@ export const configSchema = z
     MCP_LISTEN_MAX_BUFFERED_KIB: positiveInt
       .default(256)
       .describe(
-        'The most bytes (KiB) of one `subscriptions/listen` stream this service holds for a client that does not read them: the stream writes its next notification only once the client has taken the previous ones, and one that still passes this bound (keepalives and changes piling up) is cut, its connection closed (see [Slow and silent clients](security.md#slow-and-silent-clients)).',
+        'The most bytes (KiB) of one `subscriptions/listen` stream this service holds for a client that does not read them: the stream writes its next notification only once the client has taken the previous ones, and one whose earlier frames still wait past this bound when it writes again (keepalives piling up) is cut, its connection closed (see [Slow and silent clients](security.md#slow-and-silent-clients)).',
       ),
     MCP_LISTEN_MAX_ANSWER_KIB: positiveInt
       .default(1024)

@@ -8,7 +8,8 @@ export interface EventSink {
   /**
    * Writes text (whole SSE frames); nothing once the answer has ended or the client has gone.
    * False when the client has not yet taken what was written before: wait for `drained`
-   * before writing more. Past the sink's bound of bytes waiting, the stream is cut (its
+   * before writing more. When what earlier writes left waiting passes the sink's bound (a
+   * writer that did not wait: keepalives, the last frame), the stream is cut instead (its
    * connection closed, `onGone` called).
    */
   write(text: string): boolean;
@@ -81,8 +82,9 @@ function nodeSink(
   const sink: EventSink = {
     write(text) {
       if (over()) return false;
-      const taken = outgoing.write(text);
-      if (outgoing.writableLength <= limits.maxBufferedBytes) return taken;
+      // What earlier writes left waiting, not the frame at hand: a frame waits whole until the
+      // socket has sent it, for a client that reads too.
+      if (outgoing.writableLength <= limits.maxBufferedBytes) return outgoing.write(text);
       // The client is not reading: what waits for it is cut loose with its connection, whose
       // close ends the subscription (onGone) and frees its place (onClosed).
       limits.onCut?.(outgoing.writableLength);
@@ -163,9 +165,11 @@ function streamSink(c: Context, headers: Record<string, string>, limits: SinkLim
   const sink: EventSink = {
     write(text) {
       if (ended || gone.isGone()) return false;
-      quietly(() => controller.enqueue(encoder.encode(text)));
       const queued = STREAM_HIGH_WATER_BYTES - (controller.desiredSize ?? 0);
-      if (queued <= limits.maxBufferedBytes) return (controller.desiredSize ?? 0) > 0;
+      if (queued <= limits.maxBufferedBytes) {
+        quietly(() => controller.enqueue(encoder.encode(text)));
+        return (controller.desiredSize ?? 0) > 0;
+      }
       limits.onCut?.(queued);
       quietly(() => controller.error(new Error('the client did not read the stream')));
       cancel();

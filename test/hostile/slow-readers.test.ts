@@ -90,6 +90,55 @@ async function eventually<T>(probe: () => Promise<T | undefined>, what: string, 
   }
 }
 
+/**
+ * A never-reading listen of `w`'s agent naming `taskIds` holds its connection's one place, is
+ * closed by the server (the log says why: `closedBy`), and the place is then free for a new
+ * listen; what the kernel had taken still reaches the client, without the listen's result.
+ */
+async function silentListenIsCut(server: FileServer, w: World, taskIds: string[], closedBy: string): Promise<void> {
+  const silent = silentListen(server.url, w.agent.token, { taskIds, toolsListChanged: true });
+  try {
+    // The silent stream is answered (its request line is logged when its stream opens)…
+    await eventually(
+      async () => server.logs.find((line) => line.includes('"requestId":"silent-listen"') && line.includes('"status":200')),
+      'the silent listen to be answered',
+    );
+    // …and holds the connection's one place while its bytes wait…
+    const refused = await eventually(async () => {
+      const res = await listenRequest(server.url, w.agent.token, { toolsListChanged: true });
+      await res.body?.cancel();
+      return res.status === 429 ? res : undefined;
+    }, 'the silent listen to take its place');
+    expect(refused.status).toBe(429);
+    // …until the server closes its connection; then a new listen gets the place.
+    const again = await eventually(async () => {
+      const stream = await listen(server.url, w.agent.token, { toolsListChanged: true }, TASKS);
+      if (stream.status === 200) return stream;
+      stream.close();
+      return undefined;
+    }, 'the place to be free again');
+    try {
+      expect((await again.next(acknowledged)).params.notifications).toEqual({ toolsListChanged: true, taskIds: [] });
+    } finally {
+      again.close();
+    }
+    expect(server.logs.some((line) => line.includes(closedBy))).toBe(true);
+    // What the kernel had already taken still reaches the client, then the end: the answer
+    // was cut short, without the listen request's result.
+    const received = await new Promise<string>((resolve) => {
+      let text = '';
+      silent.on('data', (chunk: Buffer) => void (text += chunk.toString('latin1')));
+      silent.on('close', () => resolve(text));
+      silent.on('error', () => resolve(text));
+      silent.resume();
+    });
+    expect(received).toContain('notifications/subscriptions/acknowledged');
+    expect(received).not.toContain('"id":"silent","result"');
+  } finally {
+    silent.destroy();
+  }
+}
+
 describe('a listen whose client never reads is cut at the write timeout', () => {
   // A listen answer large enough to fill what the kernel buffers for a socket (about 4 MB on
   // loopback): 100 tasks whose notifications are about 48 KB each.
@@ -104,47 +153,7 @@ describe('a listen whose client never reads is cut at the write timeout', () => 
   }, 120_000);
 
   it('closes the connection, and the stream’s place is free for a new listen', async () => {
-    const silent = silentListen(server.url, w.agent.token, { taskIds, toolsListChanged: true });
-    try {
-      // The silent stream is answered (its request line is logged when its stream opens)…
-      await eventually(
-        async () => server.logs.find((line) => line.includes('"requestId":"silent-listen"') && line.includes('"status":200')),
-        'the silent listen to be answered',
-      );
-      // …and holds the connection's one place while its bytes wait…
-      const refused = await eventually(async () => {
-        const res = await listenRequest(server.url, w.agent.token, { toolsListChanged: true });
-        await res.body?.cancel();
-        return res.status === 429 ? res : undefined;
-      }, 'the silent listen to take its place');
-      expect(refused.status).toBe(429);
-      // …until the write timeout closes its connection; then a new listen gets the place.
-      const again = await eventually(async () => {
-        const stream = await listen(server.url, w.agent.token, { toolsListChanged: true }, TASKS);
-        if (stream.status === 200) return stream;
-        stream.close();
-        return undefined;
-      }, 'the place to be free again');
-      try {
-        expect((await again.next(acknowledged)).params.notifications).toEqual({ toolsListChanged: true, taskIds: [] });
-      } finally {
-        again.close();
-      }
-      expect(server.logs.some((line) => line.includes('its client took no bytes within the write timeout'))).toBe(true);
-      // What the kernel had already taken still reaches the client, then the end: the answer
-      // was cut short, without the listen request's result.
-      const received = await new Promise<string>((resolve) => {
-        let text = '';
-        silent.on('data', (chunk: Buffer) => void (text += chunk.toString('latin1')));
-        silent.on('close', () => resolve(text));
-        silent.on('error', () => resolve(text));
-        silent.resume();
-      });
-      expect(received).toContain('notifications/subscriptions/acknowledged');
-      expect(received).not.toContain('"id":"silent","result"');
-    } finally {
-      silent.destroy();
-    }
+    await silentListenIsCut(server, w, taskIds, 'its client took no bytes within the write timeout');
   });
 });
 
