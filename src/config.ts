@@ -153,6 +153,21 @@ export const configSchema = z
     MCP_LISTEN_MAX_SECONDS: positiveInt
       .default(3600)
       .describe("How long one `subscriptions/listen` stream lasts at most: it then ends with the listen request's result, and the client listens again."),
+    MCP_LISTEN_MAX_BUFFERED_KIB: positiveInt
+      .default(256)
+      .describe(
+        'The most bytes (KiB) of one `subscriptions/listen` stream this service holds for a client that does not read them: the stream writes its next notification only once the client has taken the previous ones, and one whose earlier frames still wait past this bound when it writes again (keepalives piling up) is cut, its connection closed (see [Slow and silent clients](security.md#slow-and-silent-clients)).',
+      ),
+    MCP_LISTEN_MAX_ANSWER_KIB: positiveInt
+      .default(1024)
+      .describe(
+        "The most bytes (KiB) of task notifications one `subscriptions/listen` stream tells. A finished task's notification carries its result: one that does not fit is left out of the acknowledgement (read it with `tasks/get`), and a stream that would pass the bound later ends with the listen request's result, and the client listens again.",
+      ),
+    WRITE_TIMEOUT_SECONDS: positiveNumber
+      .default(30)
+      .describe(
+        "How long any answer, stream or not, may wait for its client to take bytes already written: a connection whose unsent bytes make no progress for this long is closed, and whatever its answer held (a stream's place among the limits included) is let go (see [Slow and silent clients](security.md#slow-and-silent-clients)). Fractions allowed.",
+      ),
     TRUST_PROXY_HOPS: z.coerce
       .number()
       .int()
@@ -336,7 +351,9 @@ export interface Config {
   /** 2025-era confirmation prompts waiting for an answer: per agent connection, per instance, and how long each waits (docs/agents/confirmation.md "Limits"). */
   mcpConfirmations: { perConnection: number; perWorkspace: number; perInstance: number; waitMs: number };
   /** Open subscriptions/listen streams and their lifetime (MCP_LISTEN_*). */
-  mcpListen: { perConnection: number; perWorkspace: number; perInstance: number; maxLifetimeMs: number };
+  mcpListen: { perConnection: number; perWorkspace: number; perInstance: number; maxLifetimeMs: number; maxBufferedBytes: number; maxAnswerBytes: number };
+  /** How long a connection's unsent bytes may make no progress before it is closed (WRITE_TIMEOUT_SECONDS). */
+  writeTimeoutMs: number;
   /** Wake socket ping interval (WS_PING_SECONDS, default 15 s): a peer silent for two pings is dropped. */
   wsPingMs: number;
   rateLimits: RateLimitSettings;
@@ -422,7 +439,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       perWorkspace: e.MCP_LISTEN_PER_WORKSPACE,
       perInstance: e.MCP_LISTEN_PER_INSTANCE,
       maxLifetimeMs: e.MCP_LISTEN_MAX_SECONDS * 1000,
+      maxBufferedBytes: e.MCP_LISTEN_MAX_BUFFERED_KIB * 1024,
+      maxAnswerBytes: e.MCP_LISTEN_MAX_ANSWER_KIB * 1024,
     },
+    writeTimeoutMs: e.WRITE_TIMEOUT_SECONDS * 1000,
     wsPingMs: e.WS_PING_SECONDS * 1000,
     ownerEvents: {
       retentionMs: e.EVENTS_RETENTION_HOURS * 3_600_000,

@@ -25,6 +25,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import type { Db } from './store/driver.js';
 import { openDb } from './store/open.js';
 import { answerClientErrors } from './http/client-errors.js';
+import { enforceWriteDeadline } from './http/write-deadline.js';
 import { createRedisEventHub } from './bus/redis-event-hub.js';
 import { createRedisRateLimiter } from './bus/rate-limits.js';
 import { connectRedis, type RedisConnection } from './bus/redis.js';
@@ -135,6 +136,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
   });
   metrics.countSocketsWith(() => channel.openSockets());
   answerClientErrors(server as Server, log);
+  // A client that stops reading holds what its answers wrote only this long (docs/operators/security.md).
+  enforceWriteDeadline(server as Server, { writeTimeoutMs: config.writeTimeoutMs, log });
   const { port } = server.address() as AddressInfo;
 
   return {

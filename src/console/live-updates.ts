@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { operations } from '../domain/registry.js';
 import { EVENT_STREAM, eventStream } from '../http/document-stream.js';
-import type { HttpEnv } from '../http/request.js';
+import { onAnswerClosed, type HttpEnv } from '../http/request.js';
 import type { Guards } from './guards.js';
 
 /**
@@ -24,7 +24,13 @@ export function mountConsoleEvents(app: Hono<HttpEnv>, guards: Guards): void {
       );
       if (answer.kind !== 'live') throw new Error('events.stream answers a live feed');
       return c.body(
-        eventStream(answer, () => feed.abort(), signed.ctx.log, signed.ctx.requestId),
+        // The feed's place is given back once the answer has let go of its connection.
+        eventStream(
+          answer,
+          onAnswerClosed(c, () => feed.abort()),
+          signed.ctx.log,
+          signed.ctx.requestId,
+        ),
         200,
         {
           'Content-Type': `${EVENT_STREAM}; charset=utf-8`,

@@ -1,4 +1,5 @@
-import { agentStanding, devicePlace, type DevicePlaceRow } from '../store/tasks.js';
+import { agentStanding, devicePlace, ownActionsAmong, type DevicePlaceRow } from '../store/tasks.js';
+import { TRANSITIONS, type ActionStatus } from './action-states.js';
 import type { ActionRecord } from './action-records.js';
 import { toActionRecord } from './action-records.js';
 import { readAction } from './action-reads.js';
@@ -55,6 +56,27 @@ export async function readOwnAction(ctx: OperationContext, credential: Credentia
     if (error instanceof DomainError && (error.code === 'not_found' || error.code === 'validation_failed')) return undefined;
     throw error;
   }
+}
+
+const EXPIRABLE: readonly ActionStatus[] = TRANSITIONS.expire.from;
+
+/**
+ * Of `ids`, the connection's own actions, in the order given and at most `limit`: one read for
+ * all of them, so ids that are unknown or another's cost nothing more (a listen names up to
+ * 200). The few past their deadline and not yet marked are read again one by one, as
+ * `readOwnAction` reads them, so their state is brought up to date first.
+ */
+export async function readOwnActions(ctx: OperationContext, credential: CredentialOf<'agent'>, ids: readonly string[], limit: number): Promise<ActionRecord[]> {
+  if (ids.length === 0) return [];
+  const now = ctx.clock.now();
+  const rows = await ownActionsAmong(ctx.db, credential, ids, limit);
+  const own: ActionRecord[] = [];
+  for (const row of rows) {
+    const due = EXPIRABLE.includes(row.status) && row.expiresAt <= now;
+    const action = due ? (await readOwnAction(ctx, credential, row.id))?.action : toActionRecord(row);
+    if (action) own.push(action);
+  }
+  return own;
 }
 
 /**

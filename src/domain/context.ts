@@ -135,7 +135,8 @@ export interface StreamSlot {
 export interface LiveStreams {
   /**
    * Takes a place, or throws 429 `capacity_exceeded` (the workspace's limit) or 503
-   * `unavailable` (the instance's); the slot ends when `caller` aborts.
+   * `unavailable` (the instance's); the slot ends when `caller` aborts: a surface aborts it once
+   * the answer has let go of its connection, not when the feed's last event is queued.
    */
   open(workspaceId: string, limits: Pick<OwnerEventSettings, 'maxStreams' | 'maxStreamsPerWorkspace'>, caller: AbortSignal): StreamSlot;
   /** Ends every open stream and refuses new ones (503): the service is shutting down. */

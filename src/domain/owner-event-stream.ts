@@ -230,9 +230,11 @@ async function* follow(ctx: OperationContext, credential: CredentialOf<'owner'>,
     }
     if (slot.signal.reason === SHUTDOWN) yield { ended: ENDS.shutdown };
   } finally {
+    // The place is not given back here: the last events may still wait for a client that
+    // stopped reading. It is given back when the caller's signal aborts, which the surface
+    // does once the answer has let go of its connection (`LiveStreams.open`).
     unsubscribe();
     slot.signal.removeEventListener('abort', onEnd);
-    slot.release();
   }
 }
 

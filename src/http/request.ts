@@ -115,6 +115,21 @@ export function whenClientGone(c: Context): ClientGone {
   };
 }
 
+/**
+ * Calls `listener` once the answer has let go of its connection: on Node, when the
+ * ServerResponse closes (its last byte taken by the kernel, or the connection closed, at the
+ * write deadline for a client that stopped reading); elsewhere when `streamOver` is called.
+ * What an answer holds (a stream's place among its limits) is freed here, not when its last
+ * byte is queued. Returns what the stream calls when it is over.
+ */
+export function onAnswerClosed(c: Context, listener: () => void): () => void {
+  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  if (!outgoing) return listener;
+  if (outgoing.closed) listener();
+  else outgoing.once('close', listener);
+  return () => {};
+}
+
 /** The body bytes (16 KiB at most, unless the route says otherwise), from the Node request when the app runs on @hono/node-server. */
 export function requestBody(c: Context, limit = MAX_BODY_BYTES): Promise<Uint8Array> {
   const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;

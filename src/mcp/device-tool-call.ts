@@ -176,9 +176,24 @@ export async function callDeviceTool(
 }
 
 /** A device tool's answer for the action in this state; a task's result once it is finished (tasks/). */
+/** Indented text up to this many characters is shown as it is, whatever its indentation costs. */
+const INDENTED_MAX_CHARS = 4096;
+
+/**
+ * The action as its text content shows it: indented for a reader, unless the indentation would
+ * multiply it: a result nested 60 levels deep is 60 times longer indented, and each answer that
+ * carries it is held in memory until its client reads it. Then it is compact.
+ */
+function actionText(action: ActionRecord): string {
+  const indented = JSON.stringify(action, null, 2);
+  if (indented.length <= INDENTED_MAX_CHARS) return indented;
+  const compact = JSON.stringify(action);
+  return indented.length <= 2 * compact.length ? indented : compact;
+}
+
 export function actionResult(place: DevicePlace, action: ActionRecord): CallToolResult {
   return {
-    content: [{ type: 'text', text: `${summary(place, action)}\n${JSON.stringify(action, null, 2)}` }],
+    content: [{ type: 'text', text: `${summary(place, action)}\n${actionText(action)}` }],
     structuredContent: action as unknown as Record<string, unknown>,
     ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
   };

@@ -25,22 +25,23 @@ export interface PlainRequest {
  * params limited to `paramKeys` (plus `_meta`), `_meta` limited to the protocol's envelope
  * (version, client capabilities, client info) plus `metaKeys`, and the MCP-Protocol-Version,
  * Mcp-Method and (when `name` is given) Mcp-Name headers equal to what the body says.
+ * `'any'` lets other keys through, ignored (a path that must answer every such request).
  */
 export function plainModernRequest(
   headers: { get(name: string): string | null | undefined },
   message: unknown,
   method: string,
-  options: { paramKeys?: readonly string[]; metaKeys?: readonly string[]; name?: (params: Record<string, unknown>) => unknown } = {},
+  options: { paramKeys?: readonly string[] | 'any'; metaKeys?: readonly string[] | 'any'; name?: (params: Record<string, unknown>) => unknown } = {},
 ): PlainRequest | undefined {
   if (!isObject(message) || message.jsonrpc !== '2.0' || message.method !== method) return undefined;
   const { id, params } = message;
   if (!(typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)))) return undefined;
   if (Object.keys(message).some((key) => !['jsonrpc', 'id', 'method', 'params'].includes(key))) return undefined;
   const paramKeys = options.paramKeys ?? [];
-  if (!isObject(params) || Object.keys(params).some((key) => key !== '_meta' && !paramKeys.includes(key))) return undefined;
+  if (!isObject(params) || (paramKeys !== 'any' && Object.keys(params).some((key) => key !== '_meta' && !paramKeys.includes(key)))) return undefined;
   const meta = params._meta;
   const metaKeys = options.metaKeys ?? [];
-  if (!isObject(meta) || Object.keys(meta).some((key) => !ENVELOPE_KEYS.includes(key) && !metaKeys.includes(key))) return undefined;
+  if (!isObject(meta) || (metaKeys !== 'any' && Object.keys(meta).some((key) => !ENVELOPE_KEYS.includes(key) && !metaKeys.includes(key)))) return undefined;
   if (meta[VERSION_KEY] !== MODERN_PROTOCOL_VERSION || !isObject(meta[CAPABILITIES_KEY])) return undefined;
   const info = meta[CLIENT_INFO_KEY];
   if (info !== undefined && !(isObject(info) && typeof info.name === 'string' && typeof info.version === 'string')) return undefined;

@@ -1,4 +1,4 @@
-import { createMcpHandler, McpServer, type AuthInfo, type McpRequestContext } from '@modelcontextprotocol/server';
+import { createMcpHandler, McpServer, ProtocolError, ProtocolErrorCode, type AuthInfo, type McpRequestContext } from '@modelcontextprotocol/server';
 import type { Context } from 'hono';
 import type { Config } from '../config.js';
 import type { OperationContext, Logger } from '../domain/context.js';
@@ -56,6 +56,29 @@ const KNOWN_METHODS = new Set([
   'subscriptions/listen',
 ]);
 
+/**
+ * What the SDK reports of a request it refused for the client's own mistake: a routing header
+ * that does not match the body, a bad envelope or protocol version, a missing capability, an
+ * unreadable or oversized body, a wrong method or media type. Any client can send these at
+ * will, so they are not errors of the service (docs/operators/logs-and-metrics.md "Logs").
+ */
+const CLIENT_MISTAKES =
+  /^(Rejected inbound request|Rejected 2025-era request|Unsupported Media Type|Not Acceptable|Method not allowed|Parse error|Payload Too Large|Invalid Request|Bad Request|Invalid (Host|Origin) header|Session not found|Conflict)\b/;
+
+function isClientMistake(error: Error): boolean {
+  if (error instanceof ProtocolError) return error.code !== ProtocolErrorCode.InternalError;
+  return error instanceof SyntaxError || CLIENT_MISTAKES.test(error.message);
+}
+
+/** The SDK's report of a refused request at `info`, one line without a stack; a fault of the service at `error`, with its stack. */
+function reportSdkError(log: Logger, error: Error): void {
+  if (isClientMistake(error)) log.info({ msg: 'mcp request refused', reason: error.message });
+  // The SDK's own listen router serves nothing (maxSubscriptions 0): a listen it refused is one
+  // this service's path did not recognise, worth a look, not a fault.
+  else if (error.message.startsWith('subscriptions/listen refused')) log.warn({ msg: 'mcp listen refused outside the service path', reason: error.message });
+  else log.error({ msg: 'mcp error', error: error.stack ?? error.message });
+}
+
 function methodLabel(method: unknown): string {
   return typeof method === 'string' && KNOWN_METHODS.has(method) ? method : 'other';
 }
@@ -80,7 +103,10 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
   const handler = createMcpHandler(factory, {
     legacy: 'stateless',
     maxRequestBodySize: MAX_BODY_BYTES,
-    onerror: (error) => log.error({ msg: 'mcp error', error: error.stack ?? error.message }),
+    // Every listen is the service's own (subscriptions/listen.ts), with its caps, lifetime and
+    // revocation; the SDK's router, one bus for every caller and none of those, opens no stream.
+    maxSubscriptions: 0,
+    onerror: (error) => reportSdkError(log, error),
   });
 
   return async (c, ctx, request, session) => {

@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
 import { assertOAuthSurface, call } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
-import { bearerToken, clientAddress, requestBody, type HttpEnv } from '../http/request.js';
+import { bearerToken, clientAddress, onAnswerClosed, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
 import { documentStream, EVENT_STREAM, eventStream, NDJSON } from '../http/document-stream.js';
 
@@ -68,7 +68,13 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       }
       if (answer.kind === 'live') {
         return c.body(
-          eventStream(answer, () => feed?.abort(), ctx.log, ctx.requestId),
+          // The feed's place is given back once the answer has let go of its connection.
+          eventStream(
+            answer,
+            onAnswerClosed(c, () => feed?.abort()),
+            ctx.log,
+            ctx.requestId,
+          ),
           200,
           {
             'Content-Type': `${EVENT_STREAM}; charset=utf-8`,

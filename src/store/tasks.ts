@@ -1,4 +1,5 @@
 import type { DeviceKind } from './devices.js';
+import { COLUMNS, type ActionRow } from './actions.js';
 import type { Queryable } from './driver.js';
 
 /** How an action's device is named to an agent: its name, its kind, and its gateway's name. */
@@ -45,5 +46,25 @@ export function agentStanding(db: Queryable, workspaceId: string, connectionId: 
        FROM connections c
       WHERE c.workspace_id = ?1 AND c.id = ?2 AND c.purpose = 'agent'`,
     [workspaceId, connectionId, oauthTokenId],
+  );
+}
+
+/**
+ * Of `ids`, the actions an agent connection requested itself, in the order the ids are given and
+ * at most `limit` of them: one read however many ids a subscriptions/listen names, each a
+ * primary-key lookup (docs/agents/tasks.md "Notifications").
+ */
+export function ownActionsAmong(
+  db: Queryable,
+  owner: { workspaceId: string; principal: string; connectionId: string },
+  ids: readonly string[],
+  limit: number,
+): Promise<ActionRow[]> {
+  return db.all<ActionRow>(
+    `WITH asked(position, actionId) AS (SELECT key, value FROM json_each(?))
+     SELECT ${COLUMNS} FROM asked JOIN actions ON actions.id = asked.actionId
+      WHERE workspace_id = ? AND principal = ? AND connection_id = ?
+      ORDER BY asked.position LIMIT ?`,
+    [JSON.stringify(ids), owner.workspaceId, owner.principal, owner.connectionId, limit],
   );
 }

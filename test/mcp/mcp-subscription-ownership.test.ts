@@ -51,19 +51,52 @@ async function runOnDevice(t: Tenant, taskId: string): Promise<void> {
   await report(api, t.lamp, { actionId: taskId, ok: true, result: { secret: 'device output' } });
 }
 
+/** Whether a statement's arguments name the action `id`: as one argument, or in a JSON list of ids. */
+const names = (args: readonly unknown[] | undefined, id: string) =>
+  args?.some((arg) => arg === id || (typeof arg === 'string' && arg.includes(`"${id}"`))) ?? false;
+
 /** The server's database refuses the next read of the action `id` as an unreachable one would; resolves once it has. */
 function failNextActionRead(db: Db, id: string): Promise<void> {
   const get = db.get.bind(db);
+  const all = db.all.bind(db);
   return new Promise((resolve) => {
+    const refuse = () => {
+      db.get = get;
+      db.all = all;
+      resolve();
+      throw new DatabaseUnavailable('refused by the test');
+    };
     db.get = (async (sql: string, args?: readonly unknown[]) => {
-      if (/FROM actions\b/.test(sql) && args?.includes(id)) {
-        db.get = get;
-        resolve();
-        throw new DatabaseUnavailable('refused by the test');
-      }
+      if (/\bactions\b/.test(sql) && names(args, id)) refuse();
       return get(sql, args as never);
     }) as Db['get'];
+    db.all = (async (sql: string, args?: readonly unknown[]) => {
+      if (/\bactions\b/.test(sql) && names(args, id)) refuse();
+      return all(sql, args as never);
+    }) as Db['all'];
   });
+}
+
+/** Counts the server's reads of the actions table while `during` runs. */
+async function actionReads(db: Db, during: () => Promise<void>): Promise<number> {
+  const get = db.get.bind(db);
+  const all = db.all.bind(db);
+  let reads = 0;
+  db.get = ((sql: string, args?: readonly unknown[]) => {
+    if (/\bactions\b/.test(sql)) reads += 1;
+    return get(sql, args as never);
+  }) as Db['get'];
+  db.all = ((sql: string, args?: readonly unknown[]) => {
+    if (/\bactions\b/.test(sql)) reads += 1;
+    return all(sql, args as never);
+  }) as Db['all'];
+  try {
+    await during();
+  } finally {
+    db.get = get;
+    db.all = all;
+  }
+  return reads;
 }
 
 const isTask = (m: Record<string, any>) => m.method === 'notifications/tasks';
@@ -160,5 +193,21 @@ describe('a listen request’s task ids are read up to a bound', () => {
       await api.post(`/v1/actions/${within}/cancel`, { token: ours.owner });
       await api.post(`/v1/actions/${past}/cancel`, { token: ours.owner });
     }
+  });
+
+  it('reads 200 unknown ids in one read before it acknowledges them as none', async () => {
+    const listener = await agentOf(ours, 'listen-unknown');
+    const unknown = Array.from({ length: 200 }, (_, i) => `00000000-0000-4000-9000-${String(i).padStart(12, '0')}`);
+    let ack: Record<string, any> | undefined;
+    const reads = await actionReads(server.store, async () => {
+      const stream = await listen(server.url, listener.token, { taskIds: unknown }, TASKS);
+      try {
+        ack = await stream.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+      } finally {
+        stream.close();
+      }
+    });
+    expect(ack!.params.notifications).toEqual({ taskIds: [] });
+    expect(reads).toBe(1);
   });
 });

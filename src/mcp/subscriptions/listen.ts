@@ -17,8 +17,11 @@ import { openSubscription, type Asked } from './subscription.js';
  * `subscriptions/listen` (MCP 2026-07-28), answered here rather than by the SDK, whose listen
  * router serves one bus for every caller: what an agent is told depends on who it is. It may
  * ask for `notifications/tools/list_changed` (its callable tools changed) and, when it declares
- * MCP Tasks, `notifications/tasks` for its own task ids (docs/agents/tasks.md). Anything but
- * a plain listen request goes to the SDK, which answers it (its errors included) as before.
+ * MCP Tasks, `notifications/tasks` for its own task ids (docs/agents/tasks.md). Every listen
+ * request with a modern envelope and routing headers that match it is answered here, whatever
+ * else its `_meta` and params carry (ignored): one that is not, the SDK refuses (its envelope
+ * and header errors), and its own listen router serves nothing (`maxSubscriptions: 0`,
+ * sdk-answer.ts), so no stream escapes these caps, lifetime and revocation.
  */
 
 /** The most task ids one subscription follows; ids past it are left out of the acknowledgement. */
@@ -38,7 +41,7 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
   const slots = createListenSlots(deps.limits);
   return async (c: Context<HttpEnv>, ctx: OperationContext, request: Admitted): Promise<Response | undefined> => {
     if (!request.parsedOk) return undefined;
-    const plain = plainModernRequest(c.req.raw.headers, request.parsed, 'subscriptions/listen', { paramKeys: ['notifications'] });
+    const plain = plainModernRequest(c.req.raw.headers, request.parsed, 'subscriptions/listen', { paramKeys: 'any', metaKeys: 'any' });
     if (!plain) return undefined;
     const filter = plain.params.notifications;
     const taskIds = isObject(filter) ? filter.taskIds : undefined;
@@ -65,12 +68,21 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
       if (error instanceof DomainError) return envelope(c, error);
       throw error;
     }
-    const { sink, response } = openEventSink(c, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' });
+    const { sink, response } = openEventSink(
+      c,
+      { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' },
+      {
+        maxBufferedBytes: deps.limits.maxBufferedBytes,
+        // The client's doing, not a fault: news for the operator, without a stack.
+        onCut: (bufferedBytes) => ctx.log.info({ msg: 'mcp subscription cut: its client did not read it', requestId: ctx.requestId, bufferedBytes }),
+      },
+    );
     openSubscription({
       ctx,
       credential: request.credential,
       asked,
       maxTasks: MAX_LISTENED_TASKS,
+      maxAnswerBytes: deps.limits.maxAnswerBytes,
       clock: deps.clock,
       listenId: plain.id,
       stamp,

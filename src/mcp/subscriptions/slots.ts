@@ -12,6 +12,10 @@ export interface ListenLimits {
   perWorkspace: number;
   perInstance: number;
   maxLifetimeMs: number;
+  /** The most bytes one stream holds for a client that does not read them (event-sink.ts). */
+  maxBufferedBytes: number;
+  /** The most bytes of task notifications one stream tells (subscription.ts). */
+  maxAnswerBytes: number;
 }
 
 /** How long a refused client waits before listening again. */

@@ -1,5 +1,5 @@
 import { ACTION_STATES } from '../../domain/action-states.js';
-import { agentStandingOf, ownsAction, readOwnAction } from '../../domain/agent-tasks.js';
+import { agentStandingOf, ownsAction, readOwnAction, readOwnActions } from '../../domain/agent-tasks.js';
 import type { OperationContext, CredentialOf } from '../../domain/context.js';
 import { CHANGED_ELSEWHERE, onActionChange, onJournal, type ActionChange } from '../../domain/event-hub.js';
 import { workspacePaused } from '../../domain/device-controls.js';
@@ -23,6 +23,12 @@ export interface SubscriptionOptions {
   asked: Asked;
   /** The most tasks it follows; ids past the first `maxTasks` of the caller's own are left out. */
   maxTasks: number;
+  /**
+   * The most bytes of task notifications it tells (MCP_LISTEN_MAX_ANSWER_KIB): a finished task
+   * whose notification does not fit is left out of the acknowledgement, and a stream that would
+   * pass it later ends with `closing` (the client listens again).
+   */
+  maxAnswerBytes: number;
   clock: TaskClock;
   /** The listen request's JSON-RPC id, which an error that ends the subscription answers. */
   listenId: string | number;
@@ -34,7 +40,7 @@ export interface SubscriptionOptions {
   sink: EventSink;
   /** How long the stream lasts at most; it then ends with `closing`, and the client listens again. */
   lifetimeMs: number;
-  /** Frees the stream's place (slots.ts) once it ends, however it ends. */
+  /** Frees the stream's place (slots.ts) once its connection has let go of it, however it ends. */
   release: () => void;
 }
 
@@ -51,12 +57,16 @@ export const RECHECK_MS = 2_000;
 /** setTimeout's longest delay; a later expiry is caught by the recheck. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-type Notify = (method: string, params: Record<string, unknown>) => void;
-/** Tells the subscription's notification whose params (its `_meta` included) are already JSON text. */
-type NotifyText = (method: string, paramsText: string) => void;
+type Notify = (method: string, params: Record<string, unknown>) => Promise<void>;
+/**
+ * Tells the subscription's notification whose params (its `_meta` included) are already JSON
+ * text, and resolves once the client has taken it: a client that does not read holds one
+ * notification, never a backlog of them (docs/operators/security.md "Slow and silent clients").
+ */
+type NotifyText = (method: string, paramsText: string) => Promise<void>;
 
 /** The caller's tasks on its stream: each change told once, in order, up to the final state. */
-function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: NotifyText) {
+function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: NotifyText, exhausted: () => void) {
   const { ctx, credential } = o;
   // Only ids `adopt` read as the caller's own: the event hub carries every workspace's changes.
   const watched = new Set<string>();
@@ -66,22 +76,32 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
   let adopting = true;
   const lastSent = new Map<string, string>();
   const stages = new Map<string, number>();
-  /** Tells a followed task's state, unless it was told already or is older than what was. */
-  const tell = async (action: ActionRecord): Promise<void> => {
+  let left = o.maxAnswerBytes;
+  // Serialised once: what is compared with the last one told, and counted, is what is sent.
+  const textOf = async (action: ActionRecord) => JSON.stringify({ ...(await taskOf(ctx, credential, action, o.clock)), _meta: o.stamp });
+  const send = async (action: ActionRecord, text: string): Promise<void> => {
     const { id } = action;
-    if (!watched.has(id)) return;
+    const told = lastSent.get(id) === text;
+    // A final state is told once and never compared again: its text (the result, twice) is not kept.
+    if (ACTION_STATES[action.status].terminal) {
+      watched.delete(id);
+      lastSent.delete(id);
+      stages.delete(id);
+    } else lastSent.set(id, text);
+    if (told) return;
+    const bytes = Buffer.byteLength(text);
+    if (bytes > left) return exhausted();
+    left -= bytes;
+    await notifyText('notifications/tasks', text);
+  };
+  /** Tells a followed task's state, unless it was told already or is older than what was. */
+  const tell = async (action: ActionRecord, known?: string): Promise<void> => {
+    if (!watched.has(action.id)) return;
     // A change published before a read can be older than what the read saw.
     const stage = ACTION_STATES[action.status].stage;
-    if (stage < (stages.get(id) ?? -1)) return;
-    stages.set(id, stage);
-    const task = await taskOf(ctx, credential, action, o.clock);
-    // Serialised once: what is compared with the last one told is what is sent.
-    const text = JSON.stringify({ ...task, _meta: o.stamp });
-    if (lastSent.get(id) !== text) {
-      lastSent.set(id, text);
-      notifyText('notifications/tasks', text);
-    }
-    if (ACTION_STATES[action.status].terminal) watched.delete(id);
+    if (stage < (stages.get(action.id) ?? -1)) return;
+    stages.set(action.id, stage);
+    await send(action, known ?? (await textOf(action)));
   };
   return {
     watches: (id: string) => watched.has(id) || (adopting && asked.has(id)),
@@ -90,21 +110,31 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
     /**
      * Reads the tasks asked for once, acknowledges the subscription and tells their state: the
      * caller's own (up to `maxTasks`) are followed, any other id is dropped, as an unknown one
-     * is. A read that fails throws before anything is followed or acknowledged.
+     * is, all in one read. A read that fails throws before anything is followed or acknowledged.
      */
     async adopt(): Promise<void> {
       const own: ActionRecord[] = [];
-      for (const id of o.asked.taskIds) {
-        const found = own.length < o.maxTasks ? await readOwnAction(ctx, credential, id) : undefined;
-        if (found) own.push(found.action);
+      const finished = new Map<string, string>();
+      let reserved = 0;
+      for (const action of await readOwnActions(ctx, credential, o.asked.taskIds, o.maxTasks)) {
+        // A finished task is told with its result: one that does not fit what is left of the
+        // answer's bytes is not followed (tasks/get reads it), so no listen answer passes them.
+        if (ACTION_STATES[action.status].terminal) {
+          const text = await textOf(action);
+          const bytes = Buffer.byteLength(text);
+          if (reserved + bytes > o.maxAnswerBytes) continue;
+          reserved += bytes;
+          finished.set(action.id, text);
+        }
+        own.push(action);
       }
       for (const action of own) watched.add(action.id);
       adopting = false;
       const { toolsListChanged } = o.asked;
-      notify('notifications/subscriptions/acknowledged', {
+      await notify('notifications/subscriptions/acknowledged', {
         notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds: own.map((action) => action.id) },
       });
-      for (const action of own) await tell(action);
+      for (const action of own) await tell(action, finished.get(action.id));
     },
     /** Every task it followed has reached its final state (or is gone): nothing more to tell of them. */
     allFinished: () => watched.size === 0,
@@ -152,7 +182,7 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
       const names = await toolNames(now);
       if (names !== tools.names) {
         tools.names = names;
-        notify('notifications/tools/list_changed', {});
+        await notify('notifications/tools/list_changed', {});
       }
       return true;
     },
@@ -184,6 +214,19 @@ function failedStart(o: SubscriptionOptions, error: unknown) {
   return { jsonrpc: '2.0', id: o.listenId, error: { code: -32603, message: mapped.body.error.message, data: mapped.body } };
 }
 
+/** `job` queued on `serially` when it is not waiting there already: calls while it waits are one run. */
+function once(serially: (job: () => Promise<void>) => void, job: () => Promise<void>): () => void {
+  let queued = false;
+  return () => {
+    if (queued) return;
+    queued = true;
+    serially(async () => {
+      queued = false;
+      await job();
+    });
+  };
+}
+
 /**
  * One agent's subscription stream. Events only say when to look: a change of one of its
  * tasks (this instance's or a hint from another), a grant or device change in its workspace
@@ -198,8 +241,9 @@ export function openSubscription(o: SubscriptionOptions): void {
   let work: Promise<void> = Promise.resolve();
   const timers: NodeJS.Timeout[] = [];
   let unsubscribe = () => {};
-  const notifyText: NotifyText = (method, paramsText) =>
-    sink.write(`event: message\ndata: {"jsonrpc":"2.0","method":${JSON.stringify(method)},"params":${paramsText}}\n\n`);
+  const notifyText: NotifyText = async (method, paramsText) => {
+    if (!sink.write(`event: message\ndata: {"jsonrpc":"2.0","method":${JSON.stringify(method)},"params":${paramsText}}\n\n`)) await sink.drained();
+  };
   const notify: Notify = (method, params) => notifyText(method, JSON.stringify({ ...params, _meta: o.stamp }));
   const serially = (job: () => Promise<void>) => {
     work = work
@@ -211,12 +255,13 @@ export function openSubscription(o: SubscriptionOptions): void {
     if (closed) return;
     if (last !== undefined) sink.write(`event: message\ndata: ${JSON.stringify(last)}\n\n`);
     closed = true;
-    o.release();
     unsubscribe();
     for (const timer of timers) clearTimeout(timer);
     sink.end();
   };
-  const tasks = taskFollower(o, notify, notifyText);
+  // A stream whose tasks would tell more than its bytes ends as at the end of its life: the
+  // client listens again, and a finished task too large for an answer is left out then.
+  const tasks = taskFollower(o, notify, notifyText, () => teardown(o.closing));
   const tools = toolWatcher(o, notify);
   // The timer's recheck also reads the unfinished tasks again, in case a change's event (or
   // the read it prompted) was lost: at most `maxTasks` reads, none once they have all finished.
@@ -234,15 +279,10 @@ export function openSubscription(o: SubscriptionOptions): void {
   };
   // Journal announcements that come while a tool-list read waits its turn are one read: a
   // burst of them (a device republishing in a loop) costs each stream one read, not one each.
-  let toolsReadQueued = false;
-  const recheckTools = () => {
-    if (toolsReadQueued) return;
-    toolsReadQueued = true;
-    serially(async () => {
-      toolsReadQueued = false;
-      await recheck(false);
-    });
-  };
+  // Timer rechecks likewise: while a client does not read, the queue waits on it, and one
+  // recheck waits with it, not one per tick.
+  const recheckTools = once(serially, () => recheck(false));
+  const recheckAll = once(serially, () => recheck(true));
   const follow = (id: string, change?: ActionChange) =>
     serially(async () => {
       await tasks.refresh(id, change);
@@ -262,6 +302,9 @@ export function openSubscription(o: SubscriptionOptions): void {
     };
   };
 
+  // Its place is free once its bytes are gone (taken by the kernel) or its connection closed
+  // (WRITE_TIMEOUT_SECONDS cuts one whose client does not read), not when its last frame is queued.
+  sink.onClosed(o.release);
   sink.onGone(() => teardown());
   if (closed) return;
   unsubscribe = follows();
@@ -280,7 +323,7 @@ export function openSubscription(o: SubscriptionOptions): void {
   timers.push(
     ...streamTimers(o, {
       keepalive: () => sink.write(': keepalive\n\n'),
-      recheck: () => serially(() => recheck(true)),
+      recheck: recheckAll,
       end: () => serially(async () => teardown(o.closing)),
     }),
   );
