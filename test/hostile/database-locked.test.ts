@@ -101,7 +101,8 @@ describe('the embedded database file write-locked by another process', () => {
     // No turn of the event loop waited anywhere near the lock wait (the old busy timeout made
     // each write stop it for 5 s).
     expect(delay.max / 1e6).toBeLessThan(LOCK_WAIT_MS);
-    if (process.env.FAULT_STATS) console.info(`write lock held: longest event-loop delay ${(delay.max / 1e6).toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms`);
+    if (process.env.FAULT_STATS)
+      console.info(`write lock held: longest event-loop delay ${(delay.max / 1e6).toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms`);
 
     // Released: writes work again without a restart, and nothing acknowledged was lost; nothing
     // answered 503 was written either.
