@@ -72,6 +72,14 @@ export class FairCache<V> {
   /** Keeps `value` as the partition's most recently used, evicting as the bounds say. */
   set(partition: string, key: string, value: V): void {
     const weight = this.weigh(value);
+    const entries = this.#partitions.get(partition)?.entries;
+    const previous = entries?.get(key);
+    if (previous && previous.weight === weight) {
+      // The same weight in place (a bucket taken from again): no bound moves, nothing to evict.
+      entries!.delete(key);
+      entries!.set(key, { value, weight });
+      return;
+    }
     this.delete(partition, key);
     if (weight > this.bounds.perPartition || weight > this.bounds.total) return;
     let held = this.#partitions.get(partition);

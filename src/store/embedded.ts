@@ -76,6 +76,8 @@ export class EmbeddedDb implements Db {
   readonly #statements = new Map<string, Statement>();
   #tail: Promise<unknown> = Promise.resolve();
   #inTransaction = false;
+  /** A `transaction()` holds the lock: between its BEGIN and its COMMIT or ROLLBACK. */
+  #transactionOpen = false;
   /** The open group of standalone statements, committed at the end of this event-loop turn. */
   #group: Group | undefined;
   readonly #checkpointer: Checkpointer | undefined;
@@ -166,7 +168,9 @@ export class EmbeddedDb implements Db {
     // A read waits only for this connection's own open transaction or group (it may see their
     // writes, so it is answered once they commit). While a write still waits for another
     // connection's lock, nothing is written yet, and reads answer at once.
-    if (!isWriteStatement(sql) && !this.#db.inTransaction) return call(this.#direct);
+    // (Asked of this object's own state: the driver's `inTransaction` costs a native call.)
+    const holding = this.#transactionOpen || (this.#group !== undefined && this.#group.waiting === undefined);
+    if (!holding && !isWriteStatement(sql)) return call(this.#direct);
     if (this.#inTransaction) {
       // Behind an open (or waiting) transaction, then as any statement: its turn ends once it
       // has run, not once its group commits, so the statements queued behind it share a group.
@@ -317,6 +321,7 @@ export class EmbeddedDb implements Db {
         // The group's failure is its own statements' to report.
         while (this.#group) await this.#group.committed.catch(() => {});
         await this.#begin(deadline);
+        this.#transactionOpen = true;
       } catch (error) {
         this.#inTransaction = false;
         throw error;
@@ -329,6 +334,7 @@ export class EmbeddedDb implements Db {
         if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
         throw error;
       } finally {
+        this.#transactionOpen = false;
         this.#inTransaction = false;
       }
     });
