@@ -43,15 +43,15 @@ export const readinessObject = z.object({
 /**
  * Readiness (docs/operators/probes.md "Probes"): whether this instance can serve requests now. Unlike
  * /healthz (liveness: the process answers), it asks every dependency — the database with a
- * bounded `SELECT 1`, Redis when configured — and answers 503 `unavailable` naming the ones
- * that do not answer. A probe is public, so the body says which dependency is down and not
+ * bounded `SELECT 1` and a look at its write lock that never waits, Redis when configured — and
+ * answers 503 `unavailable` naming the ones that do not answer or are locked. A probe is public, so the body says which dependency is down and not
  * the driver's words (an internal address, say): those go to the log.
  */
 export const getReadiness = defineOperation({
   name: 'readiness.get',
   title: 'Service readiness',
   description:
-    'Whether this instance can serve requests now: 200 when every dependency (the database, Redis when configured) answers, 503 `unavailable` naming the ones that do not. For load balancers and readiness probes; /healthz is liveness.',
+    'Whether this instance can serve requests now: 200 when every dependency (the database, Redis when configured) answers, 503 `unavailable` naming the ones that do not (the embedded database also when another process holds its write lock). For load balancers and readiness probes; /healthz is liveness.',
   credentials: ['public'],
   access: 'none',
   hints: { readOnly: true },
@@ -63,9 +63,10 @@ export const getReadiness = defineOperation({
     const down = states.filter((state) => !state.up);
     if (down.length === 0) return { status: 'ready' as const, dependencies: states.map(({ name }) => ({ name, state: 'up' as const })) };
     for (const { name, reason } of down) ctx.log.warn({ msg: 'dependency unavailable', requestId: ctx.requestId, dependency: name, error: reason });
-    const listed = states.map(({ name, up }) => `${name} ${up ? 'up' : 'down'}`).join(', ');
-    throw new DomainError('unavailable', `Not ready: ${down.map(({ name }) => name).join(' and ')} not answering (${listed}).`, {
-      issues: down.map(({ name }) => ({ path: name, message: 'not answering' })),
+    const listed = states.map(({ name, up, problem }) => `${name} ${up ? 'up' : problem === 'locked by another process' ? 'locked' : 'down'}`).join(', ');
+    const what = down.map(({ name, problem }) => `${name} ${problem ?? 'not answering'}`).join(' and ');
+    throw new DomainError('unavailable', `Not ready: ${what} (${listed}).`, {
+      issues: down.map(({ name, problem }) => ({ path: name, message: problem ?? 'not answering' })),
       retryAfterSeconds: DATABASE_RETRY_AFTER_SECONDS,
     });
   },

@@ -1,5 +1,7 @@
+import { isIP } from 'node:net';
 import type { Credential } from './context.js';
 import { DomainError } from './errors.js';
+import { FairCache, type FairBounds } from './fair-cache.js';
 
 export interface BucketRule {
   /** Tokens added per second. */
@@ -49,12 +51,46 @@ interface Bucket {
   updatedAt: number;
 }
 
-export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): RateLimiter {
-  const buckets = new Map<string, Bucket>();
-  const maxKeys = options.maxKeys ?? 100_000;
+/**
+ * The in-memory buckets' bounds (docs/operators/security.md "Memory every tenant shares"): a
+ * workspace keeps up to 4,096 buckets, room for its 1,000 agent connections, 1,000 devices and
+ * their owners by default, and so does each client address; 100,000 in all.
+ */
+export const BUCKET_BOUNDS: FairBounds = { perPartition: 4096, total: 100_000 };
+
+/**
+ * Whose a bucket is, from its key: the workspace of a credential's bucket (`credentialBucket`),
+ * the network of a client address's (an IPv6 address by its /64, which one host usually has
+ * whole). One workspace's or one address's keys then evict only its own.
+ */
+export function bucketPartition(key: string): string {
+  const colon = key.indexOf(':');
+  const kind = key.slice(0, colon);
+  const rest = key.slice(colon + 1);
+  if (kind === 'agent' || kind === 'device' || kind === 'owner') return `workspace:${rest.slice(0, rest.indexOf(':'))}`;
+  return `address:${addressNetwork(rest)}`;
+}
+
+/** An IPv4 address as it is (an IPv4-mapped IPv6 one unwrapped); an IPv6 address as its /64. */
+export function addressNetwork(address: string): string {
+  if (isIP(address) !== 6 || /^::ffff:/i.test(address)) return address.replace(/^::ffff:/i, '');
+  const groups = address.replace(/%.*$/, '').split('::');
+  const head = groups[0] === '' ? [] : groups[0]!.split(':');
+  const tail = groups.length > 1 && groups[1] !== '' ? groups[1]!.split(':') : [];
+  const full = [...head, ...Array<string>(8 - head.length - tail.length).fill('0'), ...tail];
+  return `${full
+    .slice(0, 4)
+    .map((group) => parseInt(group, 16).toString(16))
+    .join(':')}::/64`;
+}
+
+export function createMemoryRateLimiter(options: { bounds?: FairBounds } = {}): RateLimiter {
+  // Bounded memory under a flood of distinct keys: a full bucket carries no state, so an
+  // evicted one loses nothing but a partial refill, and only its own partition's load evicts it.
+  const buckets = new FairCache<Bucket>(options.bounds ?? BUCKET_BOUNDS);
 
   const refill = (key: string, rule: BucketRule, now: number): Bucket => {
-    const bucket = buckets.get(key);
+    const bucket = buckets.peek(bucketPartition(key), key);
     if (!bucket) return { tokens: rule.burst, updatedAt: now };
     // A clock that steps backwards (NTP, a test's clock) must not drain the bucket.
     const elapsed = Math.max(0, now - bucket.updatedAt);
@@ -66,11 +102,7 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
       const bucket = refill(key, rule, now);
       const allowed = bucket.tokens >= count;
       if (allowed) bucket.tokens -= count;
-      // Bounded memory under a flood of distinct keys: a full bucket carries no state, so
-      // dropping the oldest entries loses nothing but partial refills.
-      if (!buckets.has(key) && buckets.size >= maxKeys) buckets.delete(buckets.keys().next().value!);
-      buckets.delete(key);
-      buckets.set(key, bucket);
+      buckets.set(bucketPartition(key), key, bucket);
       return bucketAnswer(bucket.tokens, rule, allowed, count);
     },
     async peek(key, rule, now) {
@@ -103,10 +135,12 @@ export const registrationKey = (clientAddress: string): string => `oauth-registr
 
 /** The bucket a credential draws from, or undefined for kinds that are not limited per credential. */
 export function credentialBucket(credential: Credential | null, settings: RateLimitSettings): { key: string; rule: BucketRule } | undefined {
-  if (credential?.kind === 'agent') return { key: `agent:${credential.connectionId}`, rule: settings.agent };
-  if (credential?.kind === 'device') return { key: `device:${credential.deviceId}`, rule: settings.device };
+  // The workspace comes second (`bucketPartition`), with any `:` of it escaped.
+  const workspace = credential ? encodeURIComponent(credential.workspaceId) : '';
+  if (credential?.kind === 'agent') return { key: `agent:${workspace}:${credential.connectionId}`, rule: settings.agent };
+  if (credential?.kind === 'device') return { key: `device:${workspace}:${credential.deviceId}`, rule: settings.device };
   // Keyed by the owner, not the session: signing in again must not buy a fresh bucket.
-  if (credential?.kind === 'owner') return { key: `owner:${credential.workspaceId}:${credential.subject}`, rule: settings.owner };
+  if (credential?.kind === 'owner') return { key: `owner:${workspace}:${credential.subject}`, rule: settings.owner };
   return undefined;
 }
 

@@ -1,4 +1,4 @@
-import type { Db } from '../store/driver.js';
+import { DatabaseLocked, type Db } from '../store/driver.js';
 import { ping } from '../store/ping.js';
 
 /**
@@ -14,7 +14,7 @@ export interface DependencyCheck {
 /** How long a probe waits for one dependency: well inside a load balancer's usual 5 s probe timeout. */
 export const CHECK_TIMEOUT_MS = 2000;
 
-/** The database answers a `SELECT 1`. */
+/** The database answers a `SELECT 1`, and no other process holds its write lock (`ping`). */
 export function databaseCheck(db: Db): DependencyCheck {
   return { name: 'database', check: () => ping(db) };
 }
@@ -24,6 +24,8 @@ export interface DependencyState {
   up: boolean;
   /** Why it is down, for the log: the dependency's own message (never sent to the caller). */
   reason?: string;
+  /** Why it is down, for the caller: it does not answer, or it answers but another process holds its write lock. */
+  problem?: 'not answering' | 'locked by another process';
 }
 
 /** Asks every dependency at once, each bounded by `timeoutMs`; never rejects. */
@@ -38,7 +40,12 @@ export async function checkDependencies(checks: readonly DependencyCheck[], time
         await Promise.race([check(), timedOut]);
         return { name, up: true };
       } catch (error) {
-        return { name, up: false, reason: error instanceof Error ? error.message : String(error) };
+        return {
+          name,
+          up: false,
+          reason: error instanceof Error ? error.message : String(error),
+          problem: error instanceof DatabaseLocked ? 'locked by another process' : 'not answering',
+        };
       } finally {
         clearTimeout(timer);
       }

@@ -7,6 +7,7 @@ import { cacheableToolsList, toolsListKey, type ToolsListCache } from './tools-l
 
 /** What a cache miss keeps the SDK's answer under, once it is answered. */
 export interface ListToKeep {
+  workspaceId: string;
   key: string;
   version: number;
   validUntil: number;
@@ -29,9 +30,9 @@ export async function cachedListAnswer(
   const now = ctx.clock.now();
   const version = credential.functionsVersion;
   const key = listKey(ctx, credential, cacheable.cursor);
-  const cached = toolLists.answer(key, { version, now }, cacheable.id);
+  const cached = toolLists.answer(credential.workspaceId, key, { version, now }, cacheable.id);
   if (cached) return { response: answerInParts(c, cached.headers, cached.parts) };
-  return { keep: { key, version, validUntil: await callableFunctionsValidUntil(ctx.db, credential, now) } };
+  return { keep: { workspaceId: credential.workspaceId, key, version, validUntil: await callableFunctionsValidUntil(ctx.db, credential, now) } };
 }
 
 function listKey(ctx: OperationContext, credential: CredentialOf<'agent'>, cursor: string | undefined): string {

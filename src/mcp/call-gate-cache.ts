@@ -1,3 +1,4 @@
+import { FairCache, type FairBounds } from '../domain/fair-cache.js';
 import type { DeviceTool } from './device-tool-names.js';
 
 /**
@@ -14,14 +15,19 @@ import type { DeviceTool } from './device-tool-names.js';
  * and by the claim that hands it out (docs/reference/rules.md "Access"), whatever the gate found.
  *
  * Entries are frozen: requests share them, and nothing may change one after it was kept.
- * The cache holds at most `maxTextBytes` of the kept functions as JSON text, oldest kept
- * entry out first: callers and devices are the clients' to multiply, and a manifest may be
- * up to the 16 KiB body limit, so a count alone would not bound the memory.
+ * The cache holds at most `CALL_GATE_BOUNDS` of the kept functions as JSON text: callers and
+ * devices are the clients' to multiply, and a manifest may be up to the 16 KiB body limit, so a
+ * count alone would not bound the memory. Each workspace has a bound of its own and loses its
+ * own oldest kept entries past it; past the total, the largest workspace loses first
+ * (src/domain/fair-cache.ts), so no workspace's calls push out another's entries.
  */
 export interface CallGateCache {
-  tools(key: string, state: { version: number; now: number }): readonly DeviceTool[] | undefined;
-  keep(key: string, entry: { version: number; validUntil: number; tools: DeviceTool[] }): readonly DeviceTool[];
+  tools(workspaceId: string, key: string, state: { version: number; now: number }): readonly DeviceTool[] | undefined;
+  keep(workspaceId: string, key: string, entry: { version: number; validUntil: number; tools: DeviceTool[] }): readonly DeviceTool[];
 }
+
+/** Bytes of JSON text: 16 MiB in all, a quarter of it for one workspace. */
+export const CALL_GATE_BOUNDS: FairBounds = { perPartition: 4 * 1024 * 1024, total: 16 * 1024 * 1024 };
 
 /** The key: whose tools they are (a ceiling changes which functions count) and which devices they are on. */
 export function callGateKey(workspaceId: string, principal: string, access: string, deviceIdPrefix: string): string {
@@ -36,34 +42,24 @@ interface Entry {
   textBytes: number;
 }
 
-export function createCallGateCache(maxTextBytes = 16 * 1024 * 1024): CallGateCache {
-  const entries = new Map<string, Entry>();
-  let heldBytes = 0;
-  const drop = (key: string) => {
-    const entry = entries.get(key);
-    if (!entry) return;
-    heldBytes -= entry.textBytes;
-    entries.delete(key);
-  };
+export function createCallGateCache(bounds: FairBounds = CALL_GATE_BOUNDS): CallGateCache {
+  const entries = new FairCache<Entry>(bounds, (entry) => entry.textBytes);
   return {
-    tools(key, state) {
-      const entry = entries.get(key);
+    tools(workspaceId, key, state) {
+      // The oldest kept entry goes first: a hit does not renew it.
+      const entry = entries.peek(workspaceId, key);
       if (!entry) return undefined;
       if (entry.version !== state.version || state.now >= entry.validUntil) {
-        drop(key);
+        entries.delete(workspaceId, key);
         return undefined;
       }
       return entry.tools;
     },
-    keep(key, { version, validUntil, tools }) {
+    keep(workspaceId, key, { version, validUntil, tools }) {
       const frozen = Object.freeze(tools.map((tool) => deepFreeze(tool)));
       const textBytes = tools.reduce((sum, tool) => sum + JSON.stringify(tool).length, 0);
-      drop(key);
-      entries.set(key, { version, validUntil, tools: frozen, textBytes });
-      heldBytes += textBytes;
-      // The oldest kept entry goes first (a Map iterates in insertion order); one larger than
-      // the whole bound is answered and not kept.
-      while (heldBytes > maxTextBytes) drop(entries.keys().next().value!);
+      // One larger than its workspace's bound is answered and not kept.
+      entries.set(workspaceId, key, { version, validUntil, tools: frozen, textBytes });
       return frozen;
     },
   };

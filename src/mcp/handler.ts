@@ -95,7 +95,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
 
     const response = await sdkAnswer(c, ctx, request, gate.session);
-    return listing.keep ? toolLists.keep(listing.keep.key, listing.keep, response) : response;
+    return listing.keep ? toolLists.keep(listing.keep.workspaceId, listing.keep.key, listing.keep, response) : response;
   }
 
   app.all('/mcp', async (c) => withRequestId(c, await answer(c)));

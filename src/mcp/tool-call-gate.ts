@@ -57,10 +57,14 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
       const prefix = deviceIdPrefixOf(name);
       const key = callGateKey(agent.workspaceId, agent.principal, agent.access, prefix);
       const version = agent.functionsVersion;
-      const kept = callGate.tools(key, { version, now });
+      const kept = callGate.tools(agent.workspaceId, key, { version, now });
       if (kept) return kept;
       const validUntil = await callableFunctionsValidUntil(ctx.db, agent, now);
-      return callGate.keep(key, { version, validUntil, tools: deviceToolNames(await listCallableFunctionsOnDevices(ctx.db, agent, now, prefix)) });
+      return callGate.keep(agent.workspaceId, key, {
+        version,
+        validUntil,
+        tools: deviceToolNames(await listCallableFunctionsOnDevices(ctx.db, agent, now, prefix)),
+      });
     };
     const tools = listing ? deviceToolNames(await listCallableFunctions(ctx.db, credential, now)) : [];
     for (const name of deviceCalls) {

@@ -1,3 +1,4 @@
+import { FairCache, type FairBounds } from '../domain/fair-cache.js';
 import { isObject, plainModernRequest } from './modern-requests.js';
 
 /**
@@ -56,10 +57,17 @@ export interface CachedAnswer {
 
 export interface ToolsListCache {
   /** The cached answer for this request id, when the entry is still valid. */
-  answer(key: string, state: { version: number; now: number }, id: string | number): CachedAnswer | undefined;
+  answer(workspaceId: string, key: string, state: { version: number; now: number }, id: string | number): CachedAnswer | undefined;
   /** Keeps the SDK's answer (a 200 JSON-RPC success) for `key`; returns it for sending. */
-  keep(key: string, state: { version: number; validUntil: number }, response: Response): Promise<Response>;
+  keep(workspaceId: string, key: string, state: { version: number; validUntil: number }, response: Response): Promise<Response>;
 }
+
+/**
+ * Entries kept: 1,000 in all, 100 for one workspace (its principals' pages). A workspace past
+ * its bound loses its own least recently used entries; past the total, the largest workspace
+ * loses first (src/domain/fair-cache.ts), so no workspace's lists push out another's.
+ */
+export const TOOLS_LIST_BOUNDS: FairBounds = { perPartition: 100, total: 1000 };
 
 const RESULT_HEAD = Buffer.from('{"result":');
 
@@ -71,24 +79,22 @@ export function toolsListKey(workspaceId: string, principal: string, access: str
   return JSON.stringify([workspaceId, principal, access, controlsEnabled, cursor ?? null]);
 }
 
-export function createToolsListCache(maxEntries = 1000): ToolsListCache {
-  const entries = new Map<string, Entry>();
+export function createToolsListCache(bounds: FairBounds = TOOLS_LIST_BOUNDS): ToolsListCache {
+  const entries = new FairCache<Entry>(bounds);
   return {
-    answer(key, state, id) {
-      const entry = entries.get(key);
+    answer(workspaceId, key, state, id) {
+      // Read as the workspace's most recently used: the least recently used goes first.
+      const entry = entries.get(workspaceId, key);
       if (!entry) return undefined;
       if (entry.version !== state.version || state.now >= entry.validUntil) {
-        entries.delete(key);
+        entries.delete(workspaceId, key);
         return undefined;
       }
-      // Least recently used goes first when the map is full.
-      entries.delete(key);
-      entries.set(key, entry);
       // The bytes encoded once, sent as they are: no new multi-megabyte string, and no copy
       // into one buffer either (src/http/request.ts `answerInParts`).
       return { headers: entry.headers, parts: [RESULT_HEAD, entry.result, Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(id)}}`)] };
     },
-    async keep(key, state, response) {
+    async keep(workspaceId, key, state, response) {
       const type = response.headers.get('content-type') ?? '';
       if (response.status !== 200 || !type.includes('application/json')) return response;
       const text = await response.text();
@@ -96,8 +102,7 @@ export function createToolsListCache(maxEntries = 1000): ToolsListCache {
       try {
         const message = JSON.parse(text) as { result?: unknown; error?: unknown };
         if (isObject(message.result) && message.error === undefined) {
-          if (!entries.has(key) && entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
-          entries.set(key, { version: state.version, validUntil: state.validUntil, result: Buffer.from(JSON.stringify(message.result)), headers });
+          entries.set(workspaceId, key, { version: state.version, validUntil: state.validUntil, result: Buffer.from(JSON.stringify(message.result)), headers });
         }
       } catch {
         // Not JSON after all: answer it as it came, keep nothing.

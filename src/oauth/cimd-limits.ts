@@ -1,7 +1,6 @@
-import { isIP } from 'node:net';
 import type { Clock } from '../domain/context.js';
 import { FetchBudgetExceeded, type DocumentFetcher } from '../domain/oauth/metadata-documents.js';
-import type { BucketRule, RateLimiter } from '../domain/rate-limits.js';
+import { addressNetwork, type BucketRule, type RateLimiter } from '../domain/rate-limits.js';
 
 /**
  * The budget of Client ID Metadata Document fetches. Any anonymous request to the
@@ -27,16 +26,7 @@ export const CIMD_FETCH_LIMITS: CimdFetchLimits = {
 
 /** The limiter key of an address's fetch bucket. */
 export function cimdFetchKey(address: string | undefined): string {
-  if (address === undefined) return 'oauth-cimd-fetches:unknown';
-  if (isIP(address) !== 6 || /^::ffff:/i.test(address)) return `oauth-cimd-fetches:${address.replace(/^::ffff:/i, '')}`;
-  const groups = address.replace(/%.*$/, '').split('::');
-  const head = groups[0] === '' ? [] : groups[0]!.split(':');
-  const tail = groups.length > 1 && groups[1] !== '' ? groups[1]!.split(':') : [];
-  const full = [...head, ...Array<string>(8 - head.length - tail.length).fill('0'), ...tail];
-  return `oauth-cimd-fetches:${full
-    .slice(0, 4)
-    .map((group) => parseInt(group, 16).toString(16))
-    .join(':')}::/64`;
+  return `oauth-cimd-fetches:${address === undefined ? 'unknown' : addressNetwork(address)}`;
 }
 
 /** Wraps the fetcher: `forAddress(address)` is the fetcher one request may use. */

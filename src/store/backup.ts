@@ -18,7 +18,7 @@ export class BackupError extends Error {
   override readonly name = 'BackupError';
 }
 
-/** The serving connection's busy timeout: the copy waits as long as a request would. */
+/** How long the copy's connection waits for a lock: in a process of its own, so nothing else waits with it. */
 const BUSY_TIMEOUT_MS = 5000;
 
 /**

@@ -47,6 +47,12 @@ export interface Db extends Queryable {
   script(sql: string): Promise<void>;
   /** The settings of every connection the store holds, for the test that asserts them. */
   connectionSettings(): Promise<ConnectionSettings[]>;
+  /**
+   * Throws `DatabaseLocked` when another connection holds the write lock now, without waiting
+   * for it: what a readiness probe asks beside `SELECT 1`, which a held lock does not stop.
+   * Only the embedded driver has one: a libSQL server's lock is its own to manage.
+   */
+  checkWriteLock?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -62,6 +68,18 @@ export class DatabaseUnavailable extends Error {
   constructor(reason: string, options?: { cause?: unknown }) {
     super(`database unavailable: ${reason}`, options);
     this.name = 'DatabaseUnavailable';
+  }
+}
+
+/**
+ * Another connection (another process on the embedded file) held the write lock for longer than
+ * a write waits for it. A kind of `DatabaseUnavailable`, so it maps to 503 alike; a readiness
+ * probe names it (docs/operators/probes.md "Probes").
+ */
+export class DatabaseLocked extends DatabaseUnavailable {
+  constructor(reason: string) {
+    super(`write lock held by another connection: ${reason}`);
+    this.name = 'DatabaseLocked';
   }
 }
 
@@ -92,6 +110,9 @@ const errorCode = (error: unknown): string | undefined => {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
 };
+
+/** SQLite's "another connection holds the lock" (`SQLITE_BUSY` and its extended codes). */
+export const isBusy = (error: unknown): boolean => errorCode(error)?.startsWith('SQLITE_BUSY') ?? false;
 
 const describe = (error: unknown): string => {
   const parts: string[] = [];

@@ -3,7 +3,9 @@ import path from 'node:path';
 import Database from 'libsql';
 import { BACKSTOP_PAGES, startCheckpointer, type Checkpointer } from './checkpointer.js';
 import {
+  DatabaseLocked,
   guarded,
+  isBusy,
   isWriteStatement,
   type ConnectionSettings,
   type Db,
@@ -20,6 +22,11 @@ interface Group {
   /** Settles when the group ends: resolved once committed, rejected when rolled back. */
   committed: Promise<void>;
   settle(error?: unknown): void;
+  /**
+   * Set while the group waits for the write lock another connection holds: its statements run
+   * once it is taken, or fail with the wait. Unset once the group holds the lock.
+   */
+  waiting: Promise<void> | undefined;
 }
 
 export interface EmbeddedOptions {
@@ -27,9 +34,24 @@ export interface EmbeddedOptions {
   backgroundCheckpoints?: boolean;
   /** Told why the background checkpointer stopped; the backstop carries on without it. */
   onCheckpointerFailure?: (message: string) => void;
+  /** How long a write waits for another connection's write lock: `LOCK_WAIT_MS` unless a test needs a longer wait. */
+  lockWaitMs?: number;
 }
 
-const BUSY_TIMEOUT_MS = 5000;
+/**
+ * How long a write waits for the write lock while another connection holds it (another process
+ * on the file: a backup tool, an operator's `sqlite3`, a second instance started on it by
+ * mistake). SQLite's own busy handler would sleep on the calling thread, which for this
+ * synchronous driver is the event loop: with it, every request and /healthz stopped for the
+ * whole timeout, once per write. So the connection's `busy_timeout` is 0, a write that finds
+ * the lock taken polls for it from timers (`LOCK_POLL_MS`) while the event loop serves
+ * everything else, and after this long it fails with 503 `unavailable` (docs/operators/database.md
+ * "Another process on the file").
+ */
+export const LOCK_WAIT_MS = 1000;
+
+/** The pauses between two tries for the lock, the last one repeated: SQLite's own busy handler's first steps. */
+const LOCK_POLL_MS = [1, 2, 5, 10, 20];
 
 /**
  * The embedded default: one synchronous `libsql` connection to a local file in WAL mode.
@@ -54,15 +76,27 @@ export class EmbeddedDb implements Db {
   readonly #statements = new Map<string, Statement>();
   #tail: Promise<unknown> = Promise.resolve();
   #inTransaction = false;
+  /** A `transaction()` holds the lock: between its BEGIN and its COMMIT or ROLLBACK. */
+  #transactionOpen = false;
   /** The open group of standalone statements, committed at the end of this event-loop turn. */
   #group: Group | undefined;
   readonly #checkpointer: Checkpointer | undefined;
+  /**
+   * Set when a write waited `LOCK_WAIT_MS` in vain, cleared when the lock is next taken. While
+   * it is set, a write that finds the lock taken fails at once instead of waiting again: a
+   * request making several writes, and the requests queued behind it, fail fast rather than
+   * one wait each.
+   */
+  #lockedOut = false;
+  readonly #lockWaitMs: number;
 
   constructor(file: string, options: EmbeddedOptions = {}) {
+    this.#lockWaitMs = options.lockWaitMs ?? LOCK_WAIT_MS;
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     this.#db = new Database(file);
     this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    // Waiting for another connection's lock happens off the event loop (`LOCK_WAIT_MS`).
+    this.#db.pragma('busy_timeout = 0');
     // NORMAL is durable in WAL mode against process crashes (only an OS crash can lose the
     // last transactions); facts.md measured 30 kill -9 runs with no acknowledged write lost.
     this.#db.pragma('synchronous = NORMAL');
@@ -109,8 +143,8 @@ export class EmbeddedDb implements Db {
     }
   }
 
-  // Every entry point classifies its failures (`guarded`, src/store/driver.ts): SQLITE_BUSY
-  // past the busy timeout (another process holds the file) and disk trouble are 503
+  // Every entry point classifies its failures (`guarded`, src/store/driver.ts): the write lock
+  // held past `LOCK_WAIT_MS` (another process holds the file) and disk trouble are 503
   // `unavailable`, not a 500 (docs/reference/errors.md "Errors").
   //
   // A write outside a transaction takes the lock with `BEGIN IMMEDIATE` first: a prepared
@@ -131,6 +165,12 @@ export class EmbeddedDb implements Db {
   }
 
   #one<T>(sql: string, call: (q: Queryable) => Promise<T>): Promise<T> {
+    // A read waits only for this connection's own open transaction or group (it may see their
+    // writes, so it is answered once they commit). While a write still waits for another
+    // connection's lock, nothing is written yet, and reads answer at once.
+    // (Asked of this object's own state: the driver's `inTransaction` costs a native call.)
+    const holding = this.#transactionOpen || (this.#group !== undefined && this.#group.waiting === undefined);
+    if (!holding && !isWriteStatement(sql)) return call(this.#direct);
     if (this.#inTransaction) {
       // Behind an open (or waiting) transaction, then as any statement: its turn ends once it
       // has run, not once its group commits, so the statements queued behind it share a group.
@@ -140,7 +180,7 @@ export class EmbeddedDb implements Db {
         answer.catch(() => {});
       }).then(() => answer);
     }
-    return isWriteStatement(sql) || this.#group ? this.#grouped(call) : call(this.#direct);
+    return this.#grouped(call);
   }
 
   /**
@@ -150,6 +190,11 @@ export class EmbeddedDb implements Db {
    */
   async #grouped<T>(call: (q: Queryable) => Promise<T>): Promise<T> {
     const group = this.#group ?? this.#openGroup();
+    if (group.waiting) {
+      await group.waiting;
+      // A statement that ran first may have ended the group (its error rolled it back).
+      if (this.#group !== group) return this.#grouped(call);
+    }
     // `call` runs the statement before it returns. A failed statement changed nothing, unless
     // its error ended the transaction (SQLite rolls back on some, disk full among them): then
     // everything the group had done is gone and every statement in it fails. The group ends
@@ -169,15 +214,76 @@ export class EmbeddedDb implements Db {
   }
 
   #openGroup(): Group {
-    this.#db.exec('BEGIN IMMEDIATE');
+    const locked = this.#tryBegin();
     let settle!: (error?: unknown) => void;
     const committed = new Promise<void>((resolve, reject) => (settle = (error) => (error === undefined ? resolve() : reject(error))));
     // Each statement awaits it; a group whose every statement failed on its own has no one to.
     committed.catch(() => {});
-    const group: Group = { committed, settle };
+    const group: Group = { committed, settle, waiting: undefined };
     this.#group = group;
-    setImmediate(() => this.#commitGroup(group));
+    if (locked) {
+      setImmediate(() => this.#commitGroup(group));
+      return group;
+    }
+    // The statements of this turn and those arriving meanwhile wait together; the commit is
+    // scheduled once the lock is taken, after every one of them has run (they resume first).
+    group.waiting = this.#waitForLock(Date.now() + this.#lockWaitMs).then(
+      () => {
+        group.waiting = undefined;
+        setImmediate(() => this.#commitGroup(group));
+      },
+      (error: unknown) => {
+        this.#endGroup(group, error);
+        throw error;
+      },
+    );
+    group.waiting.catch(() => {});
     return group;
+  }
+
+  /**
+   * `BEGIN IMMEDIATE` once: true when the write lock is taken, false when another connection
+   * holds it. Never sleeps (`busy_timeout` is 0); any other failure is thrown.
+   */
+  #tryBegin(): boolean {
+    try {
+      this.#db.exec('BEGIN IMMEDIATE');
+    } catch (error) {
+      if (isBusy(error)) return false;
+      throw error;
+    }
+    this.#lockedOut = false;
+    return true;
+  }
+
+  /**
+   * Takes the write lock another connection holds, trying again after each pause of
+   * `LOCK_POLL_MS` until `deadline`; the event loop serves everything else meanwhile. Fails
+   * with `DatabaseLocked` at the deadline, or after one more try while a wait has already run
+   * out (`#lockedOut`).
+   */
+  async #waitForLock(deadline: number): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const left = this.#lockedOut ? 0 : deadline - Date.now();
+      if (left <= 0) {
+        this.#lockedOut = true;
+        throw new DatabaseLocked(`not free within ${this.#lockWaitMs} ms`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(LOCK_POLL_MS[Math.min(attempt, LOCK_POLL_MS.length - 1)]!, left)));
+      if (this.#tryBegin()) return;
+    }
+  }
+
+  /** Takes the write lock at once if it is free, else waits for it until `deadline`. */
+  async #begin(deadline: number): Promise<void> {
+    if (!this.#tryBegin()) await this.#waitForLock(deadline);
+  }
+
+  async checkWriteLock(): Promise<void> {
+    // This connection's own open transaction holds the lock: nobody else does.
+    if (this.#db.inTransaction) return;
+    if (!this.#tryBegin()) throw new DatabaseLocked('held now');
+    this.#db.exec('ROLLBACK');
   }
 
   #commitGroup(group: Group): void {
@@ -205,6 +311,8 @@ export class EmbeddedDb implements Db {
   }
 
   #transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    // The lock wait counts from the call, not from the turn in the queue below.
+    const deadline = Date.now() + this.#lockWaitMs;
     return this.#exclusive(async () => {
       // Statements arriving from now on queue behind this transaction; the group already
       // open commits first (its statements cannot share this transaction's rollback).
@@ -212,7 +320,8 @@ export class EmbeddedDb implements Db {
       try {
         // The group's failure is its own statements' to report.
         while (this.#group) await this.#group.committed.catch(() => {});
-        this.#db.exec('BEGIN IMMEDIATE');
+        await this.#begin(deadline);
+        this.#transactionOpen = true;
       } catch (error) {
         this.#inTransaction = false;
         throw error;
@@ -225,6 +334,7 @@ export class EmbeddedDb implements Db {
         if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
         throw error;
       } finally {
+        this.#transactionOpen = false;
         this.#inTransaction = false;
       }
     });

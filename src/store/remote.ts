@@ -70,7 +70,12 @@ const isBusy = (error: unknown) => error instanceof LibsqlError && error.code.st
 
 const pause = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.min(100, 2 ** attempt) * (0.5 + Math.random())));
 
-/** Same as the embedded driver: a writer waits this long for a lock before SQLITE_BUSY. */
+/**
+ * How long a writer waits for another writer's lock before the caller sees SQLITE_BUSY, from
+ * timers. Longer than the embedded driver's wait (`LOCK_WAIT_MS`, src/store/embedded.ts): on a
+ * shared server the other writers are this service's own instances taking turns, not another
+ * program holding the file.
+ */
 const BUSY_TIMEOUT_MS = 5000;
 
 /**

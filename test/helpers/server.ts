@@ -7,6 +7,7 @@ import { parseConfig, type Config } from '../../src/config.js';
 import type { Clock } from '../../src/domain/context.js';
 import { createLogger } from '../../src/logger.js';
 import { startService, type RunningService } from '../../src/service.js';
+import type { RateLimiter } from '../../src/domain/rate-limits.js';
 import type { Db } from '../../src/store/driver.js';
 import { client, type Client } from './api.js';
 
@@ -54,6 +55,8 @@ export interface TestServerOptions {
   clock?: Clock;
   /** Reuse an existing folder (a restart on the same database). */
   dir?: string;
+  /** The service's rate limiter instead of its own (in-memory buckets with smaller bounds, say). */
+  rateLimiter?: RateLimiter;
 }
 
 async function signer(key: CryptoKey, kid: string) {
@@ -98,7 +101,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const logs: string[] = [];
   const log = createLogger('info', (line) => logs.push(line));
   const clock = options.clock ?? { now: () => Date.now() };
-  const service = await startService(config, { log, clock });
+  const service = await startService(config, { log, clock, ...(options.rateLimiter ? { rateLimiter: options.rateLimiter } : {}) });
   const sign = await signer(privateKey, kid);
   const signForeign = await signer(foreign.privateKey, kid);
   return {

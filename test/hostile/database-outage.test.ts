@@ -218,7 +218,7 @@ describe.each(['http', 'ws'] as const)('over %s', (transport) => {
   });
 });
 
-describe('the embedded database locked by another process past the busy timeout', () => {
+describe('the embedded database locked by another process past the lock wait', () => {
   it('answers 503 unavailable with Retry-After, and serves again once the lock is released', async () => {
     const embedded = await startTestServer();
     const local = client(embedded.url);

@@ -130,32 +130,32 @@ describe('the kept gate, in memory', () => {
 
   it('holds no more JSON text than its bound, letting the oldest kept entry go first', () => {
     const bound = size(tool('a')) * 2;
-    const cache = createCallGateCache(bound);
+    const cache = createCallGateCache({ perPartition: bound, total: bound });
     const state = { version: 1, now: 0 };
-    cache.keep('a', { version: 1, validUntil: Infinity, tools: [tool('a')] });
-    cache.keep('b', { version: 1, validUntil: Infinity, tools: [tool('b')] });
-    expect(cache.tools('a', state)).toHaveLength(1);
-    cache.keep('c', { version: 1, validUntil: Infinity, tools: [tool('c')] });
-    expect(cache.tools('a', state)).toBeUndefined();
-    expect(cache.tools('b', state)).toHaveLength(1);
-    expect(cache.tools('c', state)).toHaveLength(1);
+    cache.keep('w', 'a', { version: 1, validUntil: Infinity, tools: [tool('a')] });
+    cache.keep('w', 'b', { version: 1, validUntil: Infinity, tools: [tool('b')] });
+    expect(cache.tools('w', 'a', state)).toHaveLength(1);
+    cache.keep('w', 'c', { version: 1, validUntil: Infinity, tools: [tool('c')] });
+    expect(cache.tools('w', 'a', state)).toBeUndefined();
+    expect(cache.tools('w', 'b', state)).toHaveLength(1);
+    expect(cache.tools('w', 'c', state)).toHaveLength(1);
     // Larger than the whole bound: answered, not kept, and nothing else is lost for nothing.
-    expect(cache.keep('big', { version: 1, validUntil: Infinity, tools: [tool('big', 'x'.repeat(bound))] })).toHaveLength(1);
-    expect(cache.tools('big', state)).toBeUndefined();
+    expect(cache.keep('w', 'big', { version: 1, validUntil: Infinity, tools: [tool('big', 'x'.repeat(bound))] })).toHaveLength(1);
+    expect(cache.tools('w', 'big', state)).toBeUndefined();
   });
 
   it('answers nothing for another version or at the next grant expiry', () => {
     const cache = createCallGateCache();
-    cache.keep('k', { version: 3, validUntil: 1_000, tools: [tool('a')] });
-    expect(cache.tools('k', { version: 4, now: 0 })).toBeUndefined();
-    cache.keep('k', { version: 3, validUntil: 1_000, tools: [tool('a')] });
-    expect(cache.tools('k', { version: 3, now: 999 })).toHaveLength(1);
-    expect(cache.tools('k', { version: 3, now: 1_000 })).toBeUndefined();
+    cache.keep('w', 'k', { version: 3, validUntil: 1_000, tools: [tool('a')] });
+    expect(cache.tools('w', 'k', { version: 4, now: 0 })).toBeUndefined();
+    cache.keep('w', 'k', { version: 3, validUntil: 1_000, tools: [tool('a')] });
+    expect(cache.tools('w', 'k', { version: 3, now: 999 })).toHaveLength(1);
+    expect(cache.tools('w', 'k', { version: 3, now: 1_000 })).toBeUndefined();
   });
 
   it('keeps entries no request can change', () => {
     const cache = createCallGateCache();
-    const [kept] = cache.keep('k', { version: 1, validUntil: Infinity, tools: [tool('a')] });
+    const [kept] = cache.keep('w', 'k', { version: 1, validUntil: Infinity, tools: [tool('a')] });
     expect(() => {
       (kept!.fn.arguments as Record<string, unknown>).type = 'array';
     }).toThrow(TypeError);

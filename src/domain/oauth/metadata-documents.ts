@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Db, Queryable } from '../../store/driver.js';
 import { findClient, upsertMetadataClient, type OAuthClientRow } from '../../store/oauth.js';
 import { redirectUriProblem } from './redirects.js';
+import { FairCache, type FairBounds } from '../fair-cache.js';
 
 /**
  * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, the MCP
@@ -40,34 +41,50 @@ export class FetchBudgetExceeded extends Error {
   }
 }
 
-/** How many fetched documents of not-yet-approved clients are kept in memory. */
-export const CIMD_CACHE_ENTRIES = 1000;
+/**
+ * How many fetched documents of not-yet-approved clients are kept in memory: 1,000 in all, 100
+ * for one host. Anyone can name a document URL, so a host past its bound loses its own least
+ * recently used documents, and past the total the host with the most loses first
+ * (src/domain/fair-cache.ts): one host's documents never push out another's.
+ */
+export const CIMD_CACHE_BOUNDS: FairBounds = { perPartition: 100, total: 1000 };
+
+/** The partition of a client id (a document URL): its host. */
+const documentHost = (clientId: string): string => {
+  try {
+    return new URL(clientId).host;
+  } catch {
+    return clientId;
+  }
+};
 
 /**
- * Documents of clients no owner has approved: at most `maxEntries`, least recently used
- * dropped first, each until its freshness ends. Per process; a dropped entry costs a fetch.
+ * Documents of clients no owner has approved, within `CIMD_CACHE_BOUNDS`, each until its
+ * freshness ends. Per process; a dropped entry costs a fetch.
  */
 export class MetadataDocumentCache {
-  private readonly entries = new Map<string, OAuthClientRow>();
-  constructor(private readonly maxEntries = CIMD_CACHE_ENTRIES) {}
+  private readonly entries: FairCache<OAuthClientRow>;
+  constructor(bounds: FairBounds = CIMD_CACHE_BOUNDS) {
+    this.entries = new FairCache(bounds);
+  }
 
   get(clientId: string, now: number): OAuthClientRow | undefined {
-    const entry = this.entries.get(clientId);
+    const host = documentHost(clientId);
+    const entry = this.entries.get(host, clientId);
     if (!entry) return undefined;
-    this.entries.delete(clientId);
-    if (entry.freshUntil === null || entry.freshUntil <= now) return undefined;
-    this.entries.set(clientId, entry);
+    if (entry.freshUntil === null || entry.freshUntil <= now) {
+      this.entries.delete(host, clientId);
+      return undefined;
+    }
     return entry;
   }
 
   set(row: OAuthClientRow): void {
-    this.entries.delete(row.clientId);
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(row.clientId, row);
+    this.entries.set(documentHost(row.clientId), row.clientId, row);
   }
 
   delete(clientId: string): void {
-    this.entries.delete(clientId);
+    this.entries.delete(documentHost(clientId), clientId);
   }
 }
 
