@@ -33,7 +33,9 @@ import { toWorkspaceEvent } from './event-catalogue.js';
  * - the sender claims due deliveries with one guarded UPDATE and a lease, so no two instances
  *   send the same delivery at once and a crashed instance's claims are sent again once the
  *   lease runs out; the claim is fair (per-webhook and per-workspace caps on what is in flight
- *   across instances, round the workspaces: `claimDueDeliveries`). It POSTs them signed, and
+ *   across instances, and workspaces served by the sender time they were charged, so a slow
+ *   workspace gets fewer deliveries and a newcomer the next free slot: `claimDueDeliveries`).
+ *   Each attempt's real duration is charged when it ends (`recordAttempt`). It POSTs them signed, and
  *   records each attempt: delivered on 2xx, otherwise retried after the next delay of the
  *   schedule (with up to 20% jitter, so a receiver coming back is not hit by every retry at
  *   once), failed once the schedule is spent;
@@ -200,7 +202,10 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
 
   async function attempt(delivery: ClaimedDelivery, leaseToken: string): Promise<void> {
     const request = await formattedRequest(deps, delivery);
+    const started = performance.now();
     const outcome = await deps.transport.post(request.url, { ...request, timeoutMs: settings.timeoutMs, signal: stopping.signal });
+    // Sender time, charged to the workspace: the service's clock may be a test's manual one.
+    const tookMs = performance.now() - started;
     const now = deps.clock.now();
     const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
@@ -211,7 +216,8 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
         : `HTTP ${statusCode}`;
     const delay = delivered ? undefined : retryDelay(settings.retryDelaysMs, delivery.attempts);
     const status: AttemptOutcome = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
-    await recordAttempt(deps.db, { id: delivery.id, leaseToken }, { status, statusCode, error, nextAttemptAt: delay === undefined ? null : now + delay, now });
+    const nextAttemptAt = delay === undefined ? null : now + delay;
+    await recordAttempt(deps.db, { ...delivery, leaseToken }, { status, statusCode, error, nextAttemptAt, now, tookMs });
     const line = { msg: 'webhook attempt', deliveryId: delivery.id, webhookId: delivery.webhookId, attempt: delivery.attempts, status, statusCode, error };
     if (status === 'failed') deps.log.warn(line);
     else deps.log.debug(line);

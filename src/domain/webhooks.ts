@@ -393,7 +393,8 @@ function testDelivery(row: WebhookRow, now: number): ClaimedDelivery {
     row.format === 'generic'
       ? { id: `test_${randomUUID()}`, type: 'webhook.test', createdAt: now, data: { webhook: { id: row.id } } }
       : { id: `test_${randomUUID()}`, type: 'approval.requested', createdAt: now, data: { action } };
-  return { ...row, id: randomUUID(), webhookId: row.id, attempts: 1, payload: JSON.stringify(event) };
+  // A test send is the owner's, made outside the sender's slots: nothing is charged for it.
+  return { ...row, id: randomUUID(), webhookId: row.id, attempts: 1, payload: JSON.stringify(event), chargedMs: 0 };
 }
 
 export const testWorkspaceWebhook = defineOperation({
