@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { EmbeddedDb } from '../../src/store/embedded.js';
 import { migrate } from '../../src/store/migrate.js';
-import { claimDueDeliveries, recordAttempt } from '../../src/store/webhooks.js';
+import { claimDueDeliveries, recordAttempt } from '../../src/store/webhook-claims.js';
 import { grant } from '../helpers/actions.js';
 import { client, type Client } from '../helpers/api.js';
 import { attachDevice } from '../helpers/fixtures.js';

@@ -440,7 +440,7 @@ describe('action_bytes holds at its edge: each action reserves room for its resu
       headers: { authorization: `Bearer ${w.device.token}`, 'content-type': 'application/json' },
       body,
     });
-    const res = { status: answer.status, body: await answer.json() };
+    const res = { status: answer.status, body: (await answer.json()) as { error: { code: string; issues: { path: string }[] } } };
     expect(res.status, JSON.stringify(res.body)).toBe(400);
     expect(res.body.error.code).toBe('validation_failed');
     expect(res.body.error.issues).toEqual([expect.objectContaining({ path: 'result' })]);
@@ -460,5 +460,54 @@ describe('action_bytes holds at its edge: each action reserves room for its resu
     expect((await next(api, w.device)).body.data.id).toBe(done);
     expect((await report(api, w.device, { actionId: done, ok: true, result: { page: 'é' } })).status).toBe(200);
     expect(await used()).toBe(200 + Buffer.byteLength(JSON.stringify({ page: 'é' })));
+  });
+});
+
+describe('webhook_deliveries holds at its edge: deliveries past it are not written, the webhook counts them and its owner is told', () => {
+  it('stores exactly the budget when owner changes owe 20 webhooks ten times as many, and tells each webhook’s owner once', async () => {
+    const receiver = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.writeHead(200).end());
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const clock = manualClock();
+    try {
+      const { server, api } = await serve({ WORKSPACE_MAX_WEBHOOK_DELIVERIES: '20', OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05' }, clock);
+      const owner = await server.ownerToken('budget-skipped');
+      const lamp = await attachDevice(api, owner);
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const hooks: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const hook = await api.post('/v1/webhooks', { token: owner, body: { url, events: ['grant.created'] } });
+        expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+        hooks.push(hook.body.data.id);
+      }
+      // Grant changes are the owner's own: never refused, 10 × 20 deliveries owed.
+      for (let i = 0; i < 10; i++) await grant(api, owner, `agent:skipped-${i}`, lamp.id, ['set_power']);
+      const shown = async () => Promise.all(hooks.map(async (id) => (await api.get(`/v1/webhooks/${id}`, { token: owner })).body.data));
+      await vi.waitFor(async () => expect((await shown()).reduce((sum, hook) => sum + hook.skippedDeliveries, 0)).toBe(180), { timeout: 15_000, interval: 50 });
+      const { used, limit } = (await api.get('/v1/usage', { token: owner })).body.data.storage.webhook_deliveries;
+      expect({ used, limit }).toEqual({ used: 20, limit: 20 });
+      for (const hook of await shown()) expect(hook).toMatchObject({ skippedDeliveries: 9, skippingSince: expect.any(Number) });
+      const told = await server.service.db.all<{ subjectId: string }>(
+        "SELECT subject_id AS subjectId FROM workspace_events WHERE type = 'webhook.skipped' ORDER BY subject_id",
+      );
+      expect(told.map((event) => event.subjectId)).toEqual([...hooks].sort());
+
+      // Once housekeeping gives room back, the next event is delivered and the run of skips ends.
+      const delivered = async () =>
+        (await Promise.all(hooks.map(async (id) => (await api.get(`/v1/webhooks/${id}/deliveries`, { token: owner })).body.data))).flat();
+      await vi.waitFor(async () => expect((await delivered()).every((d: { status: string }) => d.status === 'delivered')).toBe(true), {
+        timeout: 15_000,
+        interval: 50,
+      });
+      clock.advance(8 * DAY);
+      await runHousekeeping({ db: server.service.db, clock }, { actionsRetentionMs: 30 * DAY, eventsRetentionMs: DAY });
+      await grant(api, owner, 'agent:skipped-after', lamp.id, ['set_power']);
+      await vi.waitFor(async () => expect((await shown()).every((hook) => hook.skippingSince === null)).toBe(true), { timeout: 15_000, interval: 50 });
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
   });
 });

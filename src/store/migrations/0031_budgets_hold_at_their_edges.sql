@@ -56,6 +56,8 @@ END;
 -- Deliveries past the budget are not written. A webhook owed an event while its workspace's
 -- `webhook_deliveries` budget is used up gets no delivery row; instead it counts what it missed
 -- (`skipped_deliveries`) since when (`skipping_since`, cleared by its next written delivery),
--- and its owner is told once per such run, with a `webhook.deliveries_skipped` event.
+-- and its owner is told once per such run, with a `webhook.skipped` event
+-- (`skip_told_at`: when the owner was last told).
 ALTER TABLE webhooks ADD COLUMN skipped_deliveries INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE webhooks ADD COLUMN skipping_since INTEGER;
+ALTER TABLE webhooks ADD COLUMN skip_told_at INTEGER;
