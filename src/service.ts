@@ -174,7 +174,18 @@ function startBackgroundWork(config: Config, deps: { db: Db; events: EventHub; c
       eventsRetentionMs: config.ownerEvents.retentionMs,
       actionsRetentionMs: config.actionsRetentionMs,
     }),
-    stopWebhooks: startWebhookDelivery({ db, clock, log, transport: webhooks, observer: metrics.webhooks, consoleUrl: config.publicBaseUrl }, config.webhooks),
+    stopWebhooks: startWebhookDelivery(
+      {
+        db,
+        clock,
+        log,
+        transport: webhooks,
+        observer: metrics.webhooks,
+        consoleUrl: config.publicBaseUrl,
+        deliveryBudget: config.capacity.storage.webhook_deliveries,
+      },
+      config.webhooks,
+    ),
   };
 }
 

@@ -1,6 +1,6 @@
 import { countActiveDevices, countLive, countQueued, type CappedKind } from '../store/capacity.js';
 import type { Queryable } from '../store/driver.js';
-import { STORAGE_BUDGETS, workspaceUsage, type StorageBudget } from '../store/usage.js';
+import { ACTION_RESERVED_BYTES, STORAGE_BUDGETS, workspaceUsage, type StorageBudget } from '../store/usage.js';
 import type { CapacityLimits } from './context.js';
 import { DomainError } from './errors.js';
 
@@ -75,13 +75,13 @@ const budgetWhat: Record<StorageBudget, string> = {
 
 /**
  * The workspace's storage budgets (docs/operators/budgets.md) for one more action whose arguments are
- * `argumentBytes` bytes: the same rule as the guarded insert's `storageRoom`, read inside the
+ * `argumentBytes` bytes, with the room it reserves for its result: the same rule as the guarded insert's `storageRoom`, read inside the
  * transaction that would write it, so the refusal names the budget. The whole write is
  * refused; nothing stored earlier is touched.
  */
 export async function assertStorageBudget(tx: Queryable, limits: CapacityLimits, workspaceId: string, argumentBytes: number): Promise<void> {
   const used = await workspaceUsage(tx, workspaceId);
-  const adding: Record<StorageBudget, number> = { actions: 1, action_bytes: argumentBytes, event_bytes: 0, webhook_deliveries: 0 };
+  const adding: Record<StorageBudget, number> = { actions: 1, action_bytes: argumentBytes + ACTION_RESERVED_BYTES, event_bytes: 0, webhook_deliveries: 0 };
   for (const budget of STORAGE_BUDGETS) {
     const limit = limits.storage[budget];
     const over = adding[budget] > 0 ? used[budget] + adding[budget] > limit : used[budget] >= limit;

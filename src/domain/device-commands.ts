@@ -5,6 +5,7 @@ import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { fail } from './errors.js';
+import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
 import { defineOperation } from './operation.js';
@@ -108,6 +109,12 @@ export const reportResult = defineOperation({
     await checkDevice(ctx, credential);
     const now = ctx.clock.now();
     const result = input.ok && input.result !== undefined ? JSON.stringify(input.result) : null;
+    // What the action reserved when it was created (docs/operators/budgets.md): a longer result could take the workspace past its budget.
+    if (result !== null && Buffer.byteLength(result) > RESULT_MAX_BYTES) {
+      throw fail.invalid(`The result takes ${Buffer.byteLength(result)} bytes stored; at most ${RESULT_MAX_BYTES}.`, [
+        { path: 'result', message: `at most ${RESULT_MAX_BYTES} bytes as stored JSON (numbers are written out in full)` },
+      ]);
+    }
     const report = {
       id: input.actionId,
       targetId: credential.deviceId,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
 import type { ApprovalMode } from '../store/grants.js';
+import type { WebhookRow } from '../store/webhooks.js';
 import type { WorkspaceEventRow } from '../store/event-journal.js';
 import { action, toActionRecord } from './action-records.js';
 import type { EventIds } from './event-ids.js';
@@ -24,6 +25,8 @@ export const EVENT_TYPES = {
   'controls.paused': 'the owner paused device control for the workspace, naming who (`data.controls`)',
   'controls.resumed': 'the owner resumed device control for the workspace, naming who (`data.controls`)',
   'webhook.disabled': 'a webhook was disabled by its owner, or after its endpoint failed for too long, with the reason (`data.webhook`)',
+  'webhook.skipped':
+    "a webhook was owed an event while the workspace's `webhook_deliveries` storage budget was used up: no delivery is written for it until the budget has room again (`data.webhook`, with `skippedDeliveries` and `skippingSince`); once per such run",
 } as const;
 
 export type EventType = keyof typeof EVENT_TYPES;
@@ -71,7 +74,28 @@ export const eventWebhook = z.object({
   events: z.array(z.string()),
   disabledAt: timestamp.nullable(),
   disabledReason: z.string().nullable(),
+  // Optional: events written before these were recorded do not carry them.
+  skippedDeliveries: z
+    .number()
+    .int()
+    .optional()
+    .describe("Events it was owed but not written a delivery for, the workspace's `webhook_deliveries` budget being used up."),
+  skippingSince: timestamp.nullable().optional().describe('Since when its events are being skipped; null when they are not.'),
 });
+
+/** The webhook as the journal records it (`webhook.disabled`, `webhook.skipped`): never its secret, and of its URL only the origin. */
+export function webhookSnapshot(row: WebhookRow): z.infer<typeof eventWebhook> {
+  return {
+    id: row.id,
+    origin: new URL(row.url).origin,
+    description: row.description,
+    events: JSON.parse(row.events) as string[],
+    disabledAt: row.disabledAt,
+    disabledReason: row.disabledReason,
+    skippedDeliveries: row.skippedDeliveries,
+    skippingSince: row.skippingSince,
+  };
+}
 
 /** The pause switch as a `controls.*` event saw it. */
 export const eventControls = z.object({

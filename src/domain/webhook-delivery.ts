@@ -2,27 +2,25 @@ import { randomUUID } from 'node:crypto';
 import type { Db, Statement } from '../store/driver.js';
 import {
   advanceDispatchCursor,
-  claimDueDeliveries,
   deliveryInsert,
+  deliverySkipped,
   disableWebhook,
-  hasDueDeliveries,
   passOverDispatch,
   payloadInsert,
   readDispatchState,
   readDispatchWindow,
-  recordAttempt,
   recordEndpointFailure,
   recordEndpointSuccess,
-  type ClaimedDelivery,
+  tellSkipping,
 } from '../store/webhooks.js';
+import { claimDueDeliveries, hasDueDeliveries, recordAttempt, type ClaimedDelivery } from '../store/webhook-claims.js';
 import { appendWorkspaceEvent } from '../store/event-journal.js';
 import type { Clock, Logger } from './context.js';
 import { logSweepFailure } from './errors.js';
 import { eventIds } from './event-ids.js';
 import { formattedRequest, redacted } from './webhook-formats.js';
 import type { WebhookTransport } from './webhook-transport.js';
-import { webhookSnapshot } from './webhooks.js';
-import { toWorkspaceEvent } from './event-catalogue.js';
+import { toWorkspaceEvent, webhookSnapshot } from './event-catalogue.js';
 
 /**
  * Webhook delivery (docs/owners/webhooks.md), run by every instance:
@@ -33,7 +31,9 @@ import { toWorkspaceEvent } from './event-catalogue.js';
  * - the sender claims due deliveries with one guarded UPDATE and a lease, so no two instances
  *   send the same delivery at once and a crashed instance's claims are sent again once the
  *   lease runs out; the claim is fair (per-webhook and per-workspace caps on what is in flight
- *   across instances, round the workspaces: `claimDueDeliveries`). It POSTs them signed, and
+ *   across instances, and workspaces served by the sender time they were charged, so a slow
+ *   workspace gets fewer deliveries and a newcomer the next free slot: `claimDueDeliveries`).
+ *   Each attempt's real duration is charged when it ends (`recordAttempt`). It POSTs them signed, and
  *   records each attempt: delivered on 2xx, otherwise retried after the next delay of the
  *   schedule (with up to 20% jitter, so a receiver coming back is not hit by every retry at
  *   once), failed once the schedule is spent;
@@ -101,6 +101,8 @@ interface Deps {
   observer?: WebhookDeliveryObserver;
   /** The origin the chat formats' approve and reject links open (PUBLIC_BASE_URL). */
   consoleUrl: string;
+  /** The storage budget `webhook_deliveries` (WORKSPACE_MAX_WEBHOOK_DELIVERIES): no workspace stores more deliveries. */
+  deliveryBudget: number;
 }
 
 /**
@@ -109,7 +111,8 @@ interface Deps {
  * cursor's guarded move): on a libSQL server a poll holds the write lock for one round trip,
  * where a statement per event in one transaction held it for dozens.
  */
-export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): Promise<number> {
+export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'> & Partial<Pick<Deps, 'deliveryBudget'>>): Promise<number> {
+  const budget = deps.deliveryBudget ?? Number.MAX_SAFE_INTEGER;
   const state = await readDispatchState(deps.db);
   if (state.newest <= state.cursor) return 0;
   // With no live webhook the new events are owed to nobody: the cursor passes over them
@@ -126,8 +129,10 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
     const now = deps.clock.now();
     const payloads = new Set<number>();
     const inserts: Statement[] = [];
-    // Which of `inserts` write a delivery (the others write a payload): what the poll reports.
+    // Which of `inserts` write a delivery (the others write a payload or count a skip): what the poll reports.
     const deliveries: boolean[] = [];
+    // The webhook each skip count of `inserts` is for.
+    const skips = new Map<number, string>();
     let bytes = 0;
     let last = rows[0]!;
     let cut = false;
@@ -148,14 +153,41 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'>): P
         deliveries.push(false);
       }
       deliveries.push(true);
-      inserts.push(deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type }, now));
+      inserts.push(
+        deliveryInsert({ id: randomUUID(), webhookId: row.webhookId, workspaceId: row.workspaceId, eventId: row.id, eventType: row.type }, now, budget),
+      );
+      skips.set(inserts.length, row.webhookId);
+      deliveries.push(false);
+      inserts.push(deliverySkipped({ webhookId: row.webhookId, eventId: row.id }, row.cursor, now));
     }
     // Guarded: another instance that dispatched the same events first wrote the same rows.
     const results = await deps.db.batch([...inserts, advanceDispatchCursor(last.cursor, last.id)]);
     written += results.reduce((sum, result, i) => sum + (deliveries[i] ? result.changes : 0), 0);
+    await tellOfSkips(deps, new Set([...skips].filter(([i]) => results[i]!.changes > 0).map(([, webhookId]) => webhookId)), now);
     if (!cut && new Set(rows.map((row) => row.id)).size < DISPATCH_BATCH) break;
   }
   return written;
+}
+
+/**
+ * Tells each webhook's owner, once per run, that its events are being skipped because the
+ * workspace's `webhook_deliveries` budget is used up: a `webhook.skipped` event,
+ * written with the mark that it was told (`tellSkipping`), so two instances write it once.
+ */
+async function tellOfSkips(deps: Pick<Deps, 'db'>, webhookIds: ReadonlySet<string>, now: number): Promise<void> {
+  for (const webhookId of webhookIds) {
+    await deps.db.transaction(async (tx) => {
+      const row = await tellSkipping(tx, webhookId, now);
+      if (row)
+        await appendWorkspaceEvent(tx, {
+          workspaceId: row.workspaceId,
+          type: 'webhook.skipped',
+          subjectId: row.id,
+          data: webhookSnapshot(row),
+          createdAt: now,
+        });
+    });
+  }
 }
 
 /** The wait before the retry that follows attempt number `attempts` (1-based), jittered; undefined when none is left. */
@@ -200,7 +232,10 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
 
   async function attempt(delivery: ClaimedDelivery, leaseToken: string): Promise<void> {
     const request = await formattedRequest(deps, delivery);
+    const started = performance.now();
     const outcome = await deps.transport.post(request.url, { ...request, timeoutMs: settings.timeoutMs, signal: stopping.signal });
+    // Sender time, charged to the workspace: the service's clock may be a test's manual one.
+    const tookMs = performance.now() - started;
     const now = deps.clock.now();
     const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
@@ -211,7 +246,8 @@ export function startWebhookDelivery(deps: Deps, settings: WebhookDeliverySettin
         : `HTTP ${statusCode}`;
     const delay = delivered ? undefined : retryDelay(settings.retryDelaysMs, delivery.attempts);
     const status: AttemptOutcome = delivered ? 'delivered' : delay === undefined ? 'failed' : 'pending';
-    await recordAttempt(deps.db, { id: delivery.id, leaseToken }, { status, statusCode, error, nextAttemptAt: delay === undefined ? null : now + delay, now });
+    const nextAttemptAt = delay === undefined ? null : now + delay;
+    await recordAttempt(deps.db, { ...delivery, leaseToken }, { status, statusCode, error, nextAttemptAt, now, tookMs });
     const line = { msg: 'webhook attempt', deliveryId: delivery.id, webhookId: delivery.webhookId, attempt: delivery.attempts, status, statusCode, error };
     if (status === 'failed') deps.log.warn(line);
     else deps.log.debug(line);

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { ActionRecord } from './action-records.js';
 import { getDevice } from '../store/devices.js';
 import type { Queryable } from '../store/driver.js';
-import { WEBHOOK_FORMATS, type ClaimedDelivery, type WebhookFormat } from '../store/webhooks.js';
+import type { ClaimedDelivery } from '../store/webhook-claims.js';
+import { WEBHOOK_FORMATS, type WebhookFormat } from '../store/webhooks.js';
 import type { Clock } from './context.js';
 import { humanText, MAX_FIELD_CHARS } from './human-text.js';
 

@@ -11,10 +11,10 @@ import {
   revokeWebhook,
   recordTestSend,
   rotateWebhookSecret,
-  type ClaimedDelivery,
   type DeliveryRow,
   type WebhookRow,
 } from '../store/webhooks.js';
+import type { ClaimedDelivery } from '../store/webhook-claims.js';
 import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { assertWithinCap } from './capacity.js';
 import { DomainError, fail } from './errors.js';
@@ -24,7 +24,7 @@ import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
 import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, shownUrl, webhookFormat } from './webhook-formats.js';
-import { eventType, EVENT_TYPES, type eventWebhook } from './event-catalogue.js';
+import { eventType, EVENT_TYPES, webhookSnapshot } from './event-catalogue.js';
 
 /**
  * Webhooks (docs/owners/webhooks.md): the owner's events, delivered to an HTTPS endpoint of theirs
@@ -63,6 +63,15 @@ export const webhook = z.object({
   consecutiveFailures: z.number().int().describe('Failed attempts in a row; 0 once the endpoint answers 2xx.'),
   failingSince: timestamp.nullable().describe('When the current streak of failures began.'),
   backedOffUntil: timestamp.nullable().describe('Until then none of its deliveries is tried: the endpoint is backed off after a failure.'),
+  skippedDeliveries: z
+    .number()
+    .int()
+    .describe(
+      "Events it was owed but not sent: the workspace's `webhook_deliveries` storage budget was used up, so no delivery was written for them (docs/operators/budgets.md).",
+    ),
+  skippingSince: timestamp
+    .nullable()
+    .describe('Since when its events are being skipped for the budget (a `webhook.skipped` event said so); null once a delivery is written again.'),
   createdAt: timestamp,
 });
 
@@ -105,19 +114,9 @@ function toWebhook(row: WebhookRow, now: number): z.input<typeof webhook> {
     consecutiveFailures: row.failureCount,
     failingSince: row.failingSince,
     backedOffUntil: row.pausedUntil !== null && row.pausedUntil > now ? row.pausedUntil : null,
+    skippedDeliveries: row.skippedDeliveries,
+    skippingSince: row.skippingSince,
     createdAt: row.createdAt,
-  };
-}
-
-/** The webhook as the journal records it (`webhook.disabled`): never its secret, and of its URL only the origin. */
-export function webhookSnapshot(row: WebhookRow): z.infer<typeof eventWebhook> {
-  return {
-    id: row.id,
-    origin: new URL(row.url).origin,
-    description: row.description,
-    events: JSON.parse(row.events) as string[],
-    disabledAt: row.disabledAt,
-    disabledReason: row.disabledReason,
   };
 }
 
@@ -397,7 +396,8 @@ function testDelivery(row: WebhookRow, now: number): ClaimedDelivery {
     row.format === 'generic'
       ? { id: `test_${randomUUID()}`, type: 'webhook.test', createdAt: now, data: { webhook: { id: row.id } } }
       : { id: `test_${randomUUID()}`, type: 'approval.requested', createdAt: now, data: { action } };
-  return { ...row, id: randomUUID(), webhookId: row.id, attempts: 1, payload: JSON.stringify(event) };
+  // A test send is the owner's, made outside the sender's slots: nothing is charged for it.
+  return { ...row, id: randomUUID(), webhookId: row.id, attempts: 1, payload: JSON.stringify(event), chargedMs: 0 };
 }
 
 export const testWorkspaceWebhook = defineOperation({

@@ -75,6 +75,8 @@ const webhookExample = {
   consecutiveFailures: 0,
   failingSince: null,
   backedOffUntil: null,
+  skippedDeliveries: 0,
+  skippingSince: null,
   createdAt: T,
 };
 

@@ -4,7 +4,7 @@ import { COLUMNS, pendingCounts, type ActionRow } from './actions.js';
 import { refusal } from './action-refusal.js';
 import type { Queryable, SqlValue, Statement } from './driver.js';
 import { ownsKey } from './idempotency.js';
-import { STORAGE_BUDGETS, storageRoom, type StorageBudget, type StorageLimits } from './usage.js';
+import { ACTION_RESERVED_BYTES, STORAGE_BUDGETS, storageRoom, type StorageBudget, type StorageLimits } from './usage.js';
 
 export type NewActionRow = Omit<
   ActionRow,
@@ -67,7 +67,8 @@ function newActionArgs(row: NewActionRow): SqlValue[] {
 
 export async function insertAction(db: Queryable, row: NewActionRow): Promise<ActionRow> {
   return (await db.get<ActionRow>(
-    `INSERT INTO actions (${NEW_ACTION_COLUMNS.join(', ')}, created_at) VALUES (${NEW_ACTION_COLUMNS.map(() => '?').join(', ')}, ?) RETURNING ${COLUMNS}`,
+    `INSERT INTO actions (${NEW_ACTION_COLUMNS.join(', ')}, created_at, reserved_bytes)
+     VALUES (${NEW_ACTION_COLUMNS.map(() => '?').join(', ')}, ?, ${ACTION_RESERVED_BYTES}) RETURNING ${COLUMNS}`,
     [...newActionArgs(row), row.createdAt],
   ))!;
 }
@@ -114,8 +115,8 @@ export function guardedActionInsert(
   const budgetRefs = Object.fromEntries(STORAGE_BUDGETS.map((budget, index) => [budget, `?${firstBudget + index}`])) as Record<StorageBudget, string>;
   return {
     sql: `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
-     INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')})
-     SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')} FROM a
+     INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, reserved_bytes)
+     SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, ${ACTION_RESERVED_BYTES} FROM a
      WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}
        AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)}`,
     args: [

@@ -27,11 +27,16 @@ export interface WebhookRow {
   format: WebhookFormat;
   /** The chat a Telegram webhook's bot writes to. */
   chatId: string | null;
+  /** Events it was owed but not written a delivery for: the workspace's `webhook_deliveries` budget was used up (migration 0031). */
+  skippedDeliveries: number;
+  /** Since when its events are being skipped; null once a delivery is written for it again. */
+  skippingSince: number | null;
 }
 
 const WEBHOOK_COLUMNS = `id, workspace_id AS workspaceId, url, description, events, secret, previous_secret AS previousSecret,
   previous_secret_until AS previousSecretUntil, created_at AS createdAt, revoked_at AS revokedAt, failure_count AS failureCount,
-  failing_since AS failingSince, paused_until AS pausedUntil, disabled_at AS disabledAt, disabled_reason AS disabledReason, format, chat_id AS chatId`;
+  failing_since AS failingSince, paused_until AS pausedUntil, disabled_at AS disabledAt, disabled_reason AS disabledReason, format, chat_id AS chatId,
+  skipped_deliveries AS skippedDeliveries, skipping_since AS skippingSince`;
 
 /** Writes a webhook that receives the journal's events after the newest one committed now. */
 export async function insertWebhook(
@@ -216,17 +221,68 @@ export function payloadInsert(eventId: number, payload: string): Statement {
 
 /**
  * One pending delivery of an event to a webhook, unless that webhook was revoked or disabled
- * since the window was read. A (webhook, event) pair is written at most once, whichever
- * instance dispatches it: a statement for `db.batch`, after the event's `payloadInsert` and
- * with `advanceDispatchCursor`.
+ * since the window was read, or its workspace's `webhook_deliveries` budget is used up (then
+ * `deliverySkipped`, next in the batch, counts it on the webhook). A (webhook, event) pair is
+ * written at most once, whichever instance dispatches it: a statement for `db.batch`, after the
+ * event's `payloadInsert` and with `advanceDispatchCursor`. The budget is read in the statement,
+ * after the triggers counted the batch's earlier deliveries, so the workspace never stores more
+ * than its budget (docs/operators/budgets.md).
  */
-export function deliveryInsert(delivery: { id: string; webhookId: string; workspaceId: string; eventId: number; eventType: string }, now: number): Statement {
+export function deliveryInsert(
+  delivery: { id: string; webhookId: string; workspaceId: string; eventId: number; eventType: string },
+  now: number,
+  budget: number,
+): Statement {
   return {
     sql: `INSERT INTO webhook_deliveries (id, webhook_id, workspace_id, event_id, event_type, next_attempt_at, created_at)
           SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ? AND revoked_at IS NULL AND disabled_at IS NULL)
+            AND (SELECT coalesce(max(webhook_deliveries), 0) FROM workspace_usage WHERE workspace_id = ?) < ?
           ON CONFLICT (webhook_id, event_id) DO NOTHING`,
-    args: [delivery.id, delivery.webhookId, delivery.workspaceId, delivery.eventId, delivery.eventType, now, now, delivery.webhookId],
+    args: [
+      delivery.id,
+      delivery.webhookId,
+      delivery.workspaceId,
+      delivery.eventId,
+      delivery.eventType,
+      now,
+      now,
+      delivery.webhookId,
+      delivery.workspaceId,
+      budget,
+    ],
   };
+}
+
+/**
+ * After `deliveryInsert` in the same batch: when it wrote nothing for a live webhook, the event
+ * was skipped for the budget, and the webhook counts it and since when its events are skipped;
+ * when it wrote the delivery, a run of skips ends. Only while the cursor still stands at `from`
+ * (an instance that dispatched the same window first counted it). Changes the webhook's row
+ * only in those two cases: a written delivery to a webhook that was not skipping costs nothing.
+ */
+export function deliverySkipped(delivery: { webhookId: string; eventId: number }, from: number, now: number): Statement {
+  const written = 'EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = ?1 AND d.event_id = ?2)';
+  return {
+    sql: `UPDATE webhooks SET skipped_deliveries = skipped_deliveries + CASE WHEN ${written} THEN 0 ELSE 1 END,
+            skipping_since = CASE WHEN ${written} THEN NULL ELSE coalesce(skipping_since, ?3) END
+          WHERE id = ?1 AND revoked_at IS NULL AND disabled_at IS NULL AND (NOT ${written} OR skipping_since IS NOT NULL)
+            AND (SELECT last_event_id FROM webhook_dispatch WHERE id = 1) = ?4`,
+    args: [delivery.webhookId, delivery.eventId, now, from],
+  };
+}
+
+/**
+ * Marks that the owner is told of the webhook's run of skipped events, once per run: answers the
+ * webhook when this call marked it (the caller writes the `webhook.skipped` event in
+ * the same transaction), undefined when it is not skipping or was told of this run already.
+ */
+export function tellSkipping(db: Queryable, webhookId: string, now: number): Promise<WebhookRow | undefined> {
+  return db.get<WebhookRow>(
+    `UPDATE webhooks SET skip_told_at = ?
+     WHERE id = ? AND skipping_since IS NOT NULL AND (skip_told_at IS NULL OR skip_told_at < skipping_since)
+     RETURNING ${WEBHOOK_COLUMNS}`,
+    [now, webhookId],
+  );
 }
 
 /** Where the dispatcher stands: its cursor, the journal's newest event, and whether any webhook is live (1) or none (0). */
@@ -268,141 +324,6 @@ export function passOverDispatch(from: number, to: number): Statement {
  */
 export function advanceDispatchCursor(from: number, to: number): Statement {
   return { sql: 'UPDATE webhook_dispatch SET last_event_id = ? WHERE id = 1 AND last_event_id = ?', args: [to, from] };
-}
-
-/** The webhooks whose deliveries may be tried at ?1: live, enabled, and not backed off. */
-const SENDABLE_WEBHOOK = 'w.revoked_at IS NULL AND w.disabled_at IS NULL AND (w.paused_until IS NULL OR w.paused_until <= ?1)';
-
-/**
- * Whether any delivery of a sendable webhook is due at `now`: read first, so an idle poll, or
- * one with only backed-off or disabled endpoints' deliveries waiting, takes no write lock. The
- * first test, one probe of the due index, answers an idle poll without reading the webhooks.
- */
-export async function hasDueDeliveries(db: Queryable, now: number): Promise<boolean> {
-  const row = await db.get<{ due: number }>(
-    `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?1)
-        AND EXISTS (SELECT 1 FROM webhooks w WHERE ${SENDABLE_WEBHOOK}
-          AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= ?1)) AS due`,
-    [now],
-  );
-  return row!.due === 1;
-}
-
-/** A claimed delivery, with what sending it needs. */
-export interface ClaimedDelivery {
-  id: string;
-  webhookId: string;
-  workspaceId: string;
-  attempts: number;
-  payload: string;
-  url: string;
-  secret: string;
-  previousSecret: string | null;
-  previousSecretUntil: number | null;
-  /** The endpoint's failed attempts in a row when it was claimed (0: it is healthy). */
-  failureCount: number;
-  format: WebhookFormat;
-  chatId: string | null;
-}
-
-/** How many attempts may be in flight at once, across all instances. */
-export interface InFlightCaps {
-  perWebhook: number;
-  perWorkspace: number;
-}
-
-/**
- * Claims up to `limit` due deliveries for `leaseMs`, fairly: pending, due, and not claimed by
- * anyone (or claimed by an instance whose lease ran out: it crashed or stalled), of webhooks
- * that are live, enabled and not backed off. No webhook and no workspace gets more than its cap
- * in flight, counting every instance's unexpired leases, and the claim goes round the
- * workspaces: each one's next delivery in line before any one's second (the slot it would take
- * in its workspace orders the claim, then how long it has been due). So one workspace's dead
- * endpoints hold at most its own share of the slots, and another workspace's delivery takes
- * the next free one.
- *
- * One guarded UPDATE, so two instances never claim the same delivery at once, and each sees
- * the other's claims in the counts; the claim counts as an attempt. A webhook's candidates are
- * its oldest due deliveries, at most its cap, read from its index: a backlog is not scanned.
- */
-export async function claimDueDeliveries(
-  db: Queryable,
-  leaseToken: string,
-  now: number,
-  leaseMs: number,
-  limit: number,
-  caps: InFlightCaps,
-): Promise<ClaimedDelivery[]> {
-  const claimed = await db.all<{ id: string; webhookId: string; workspaceId: string; eventId: number; attempts: number }>(
-    `UPDATE webhook_deliveries SET lease_token = ?2, lease_until = ?3, attempts = attempts + 1, last_attempt_at = ?1
-     WHERE id IN (
-       SELECT id FROM (
-         SELECT c.id, c.next_attempt_at,
-                c.workspace_busy + row_number() OVER (PARTITION BY c.workspace_id ORDER BY c.webhook_slot, c.next_attempt_at, c.id) AS workspace_slot
-         FROM (
-           SELECT d.id, d.next_attempt_at, e.workspace_id, e.workspace_busy,
-                  e.busy + row_number() OVER (PARTITION BY e.id ORDER BY d.next_attempt_at, d.id) AS webhook_slot
-           FROM (
-             SELECT w.id, w.workspace_id,
-                    (SELECT count(*) FROM webhook_deliveries x
-                      WHERE x.webhook_id = w.id AND x.status = 'pending' AND x.lease_until > ?1) AS busy,
-                    (SELECT count(*) FROM webhook_deliveries x
-                      WHERE x.workspace_id = w.workspace_id AND x.status = 'pending' AND x.lease_until > ?1) AS workspace_busy
-             FROM webhooks w
-             WHERE ${SENDABLE_WEBHOOK}
-               AND EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.webhook_id = w.id AND x.status = 'pending' AND x.next_attempt_at <= ?1)
-           ) e
-           JOIN webhook_deliveries d ON d.id IN (
-             SELECT x.id FROM webhook_deliveries x
-             WHERE x.webhook_id = e.id AND x.status = 'pending' AND x.next_attempt_at <= ?1 AND (x.lease_until IS NULL OR x.lease_until <= ?1)
-             ORDER BY x.next_attempt_at LIMIT ?5)
-           WHERE e.busy < ?5 AND e.workspace_busy < ?6
-         ) c
-         WHERE c.webhook_slot <= ?5)
-       WHERE workspace_slot <= ?6
-       ORDER BY workspace_slot, next_attempt_at
-       LIMIT ?4)
-       AND status = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
-     RETURNING id, webhook_id AS webhookId, workspace_id AS workspaceId, event_id AS eventId, attempts`,
-    [now, leaseToken, now + leaseMs, limit, caps.perWebhook, caps.perWorkspace],
-  );
-  if (claimed.length === 0) return [];
-  // What sending needs, read once for all the claimed deliveries: on a libSQL server each read is a round trip.
-  type Endpoint = Pick<ClaimedDelivery, 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'failureCount' | 'format' | 'chatId'> & { id: string };
-  const endpoints = await db.all<Endpoint>(
-    `SELECT id, url, secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil, failure_count AS failureCount,
-       format, chat_id AS chatId
-     FROM webhooks WHERE id IN (SELECT value FROM json_each(?))`,
-    [JSON.stringify([...new Set(claimed.map((row) => row.webhookId))])],
-  );
-  const webhooks = new Map(endpoints.map(({ id, ...endpoint }) => [id, endpoint]));
-  const stored = await db.all<{ eventId: number; payload: string }>(
-    'SELECT event_id AS eventId, payload FROM webhook_payloads WHERE event_id IN (SELECT value FROM json_each(?))',
-    [JSON.stringify([...new Set(claimed.map((row) => row.eventId))])],
-  );
-  const payloads = new Map(stored.map((row) => [row.eventId, row.payload]));
-  return claimed
-    .filter((row) => webhooks.has(row.webhookId) && payloads.has(row.eventId))
-    .map(({ eventId, ...row }) => ({ ...row, ...webhooks.get(row.webhookId)!, payload: payloads.get(eventId)! }));
-}
-
-/**
- * Records an attempt's outcome under the claim that made it (a claim that expired and was
- * taken over records nothing): `delivered`, `failed` for good, or pending again at `nextAttemptAt`.
- */
-export async function recordAttempt(
-  db: Queryable,
-  claim: { id: string; leaseToken: string },
-  outcome: { status: 'delivered' | 'failed' | 'pending'; statusCode: number | null; error: string | null; nextAttemptAt: number | null; now: number },
-): Promise<boolean> {
-  const finished = outcome.status === 'pending' ? null : outcome.now;
-  const { changes } = await db.run(
-    `UPDATE webhook_deliveries SET status = ?, last_status_code = ?, last_error = ?, next_attempt_at = ?, finished_at = ?,
-       lease_token = NULL, lease_until = NULL
-     WHERE id = ? AND status = 'pending' AND lease_token = ?`,
-    [outcome.status, outcome.statusCode, outcome.error, outcome.nextAttemptAt, finished, claim.id, claim.leaseToken],
-  );
-  return changes === 1;
 }
 
 /** An endpoint answered 2xx: its failure streak and backoff end. */

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runHousekeeping } from '../../src/domain/housekeeping.js';
 import { EmbeddedDb } from '../../src/store/embedded.js';
 import { migrate } from '../../src/store/migrate.js';
+import { ACTION_RESERVED_BYTES } from '../../src/store/usage.js';
 import { grant, next, report, requestAction } from '../helpers/actions.js';
 import { client, type ApiResponse, type Client } from '../helpers/api.js';
 import { manualClock } from '../helpers/clock.js';
@@ -92,13 +93,15 @@ describe('each storage budget, once used up, refuses the next action request wit
   });
 
   it('action_bytes: the bytes of arguments and results stored (WORKSPACE_MAX_ACTION_BYTES); a smaller request that fits is still accepted', async () => {
-    const { server, api } = await serve({ WORKSPACE_MAX_ACTION_BYTES: '5000' });
+    // Each action counts its arguments and the room it reserves for its result.
+    const limit = 2 * (2000 + ACTION_RESERVED_BYTES) + 1500 + ACTION_RESERVED_BYTES;
+    const { server, api } = await serve({ WORKSPACE_MAX_ACTION_BYTES: String(limit) });
     const w = await world(server, api, 'budget-bytes');
     expect((await note(api, w, 2000)).status).toBe(201);
     expect((await note(api, w, 2000)).status).toBe(201);
     const refused = await note(api, w, 2000);
-    expectQuotaExceeded(refused, 'action_bytes', 5000);
-    expect(refused.body.error.details.used).toBe(4000);
+    expectQuotaExceeded(refused, 'action_bytes', limit);
+    expect(refused.body.error.details.used).toBe(2 * (2000 + ACTION_RESERVED_BYTES));
     expect((await note(api, w, 1000)).status).toBe(201);
     expect(await storedActions(server, w)).toBe(3);
   });
@@ -192,12 +195,14 @@ describe('a refusal is the same on MCP: the device tool call is a tool error wit
 });
 
 describe('a budget never takes back what was accepted', () => {
+  const BYTES_FOR_TWO = 2 * (1000 + ACTION_RESERVED_BYTES);
   let server: TestServer;
   let api: Client;
   let w: World;
   let accepted: string[];
   beforeAll(async () => {
-    ({ server, api } = await serve({ WORKSPACE_MAX_STORED_ACTIONS: '2', WORKSPACE_MAX_ACTION_BYTES: '3000' }));
+    // Room for exactly two actions of 1,000 bytes with the room each reserves for its result.
+    ({ server, api } = await serve({ WORKSPACE_MAX_STORED_ACTIONS: '2', WORKSPACE_MAX_ACTION_BYTES: String(BYTES_FOR_TWO) }));
     w = await world(server, api, 'budget-accepted');
     accepted = [];
     for (let i = 0; i < 2; i++) accepted.push((await note(api, w, 1000)).body.data.id);
@@ -208,15 +213,17 @@ describe('a budget never takes back what was accepted', () => {
     for (const id of accepted) expect((await api.get(`/v1/actions/${id}`, { token: w.owner })).body.data.id).toBe(id);
   });
 
-  it('the device still fetches them and its results are stored, even past the byte budget', async () => {
+  it('the device still fetches them and its results are stored, in the room each reserved when it was accepted', async () => {
     for (const id of accepted) {
       const handed = await next(api, w.device);
       expect(handed.body.data.id).toBe(id);
-      // 4 KB of result on top of 2 KB of arguments: well past the 3,000 bytes.
+      // The workspace's byte budget is all taken by the two actions and their reservations.
       const res = await report(api, w.device, { actionId: id, ok: true, result: { page: 'y'.repeat(4000) } });
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       expect((await api.get(`/v1/actions/${id}`, { token: w.owner })).body.data.status).toBe('succeeded');
     }
+    const used = (await api.get('/v1/usage', { token: w.owner })).body.data.storage.action_bytes;
+    expect(used.used).toBeLessThanOrEqual(BYTES_FOR_TWO);
     const refused = await note(api, w, 100);
     expect(refused.status).toBe(429);
     expect(refused.body.error.details.budget).toBe('actions');
@@ -328,7 +335,7 @@ describe('the counters are exactly what the rows hold', () => {
   const bytes = (column: string) => `coalesce(length(CAST(${column} AS BLOB)), 0)`;
   const HELD = `SELECT w.id AS workspaceId,
       (SELECT count(*) FROM actions a WHERE a.workspace_id = w.id) AS actions,
-      (SELECT coalesce(sum(${bytes('arguments')} + ${bytes('result')} + ${bytes('error_message')} + ${bytes('decision_reason')}), 0)
+      (SELECT coalesce(sum(${bytes('arguments')} + ${bytes('result')} + ${bytes('error_message')} + ${bytes('decision_reason')} + reserved_bytes), 0)
          FROM actions a WHERE a.workspace_id = w.id) AS action_bytes,
       (SELECT coalesce(sum(${bytes('data')}), 0) FROM workspace_events e WHERE e.workspace_id = w.id) AS event_bytes,
       (SELECT count(*) FROM webhook_deliveries d WHERE d.workspace_id = w.id) AS webhook_deliveries
@@ -394,9 +401,113 @@ describe('metrics: storage used per workspace', () => {
     expect((await note(api, w, 3000)).status).toBe(201);
     const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     const text = await res.text();
-    expect(text).toContain(`dfc_workspace_storage_used{workspace="${w.workspaceId}",budget="action_bytes"} 3000`);
+    // Queued: its arguments and the room it reserves for its result.
+    expect(text).toContain(`dfc_workspace_storage_used{workspace="${w.workspaceId}",budget="action_bytes"} ${3000 + ACTION_RESERVED_BYTES}`);
     expect(text).toContain(`dfc_workspace_storage_used{workspace="${w.workspaceId}",budget="actions"} 1`);
     expect(text).toMatch(/dfc_storage_used\{budget="event_bytes"\} [1-9]\d*/);
     expect(text).toContain('dfc_workspace_storage_limit{budget="action_bytes"} 100000');
+  });
+});
+
+describe('action_bytes holds at its edge: each action reserves room for its result when it is accepted', () => {
+  it('keeps a workspace within its byte budget when every tiny action accepted at the edge gets a large result', async () => {
+    const limit = 60 * (100 + ACTION_RESERVED_BYTES) + 50;
+    const { server, api } = await serve({ WORKSPACE_MAX_ACTION_BYTES: String(limit), WORKSPACE_MAX_QUEUED_ACTIONS: '100', DEVICE_QUEUE_PER_PRINCIPAL: '100' });
+    const w = await world(server, api, 'budget-reserved');
+    const accepted: string[] = [];
+    for (let res = await note(api, w, 100); res.status === 201; res = await note(api, w, 100)) accepted.push(res.body.data.id);
+    expect(accepted).toHaveLength(60);
+    for (const id of accepted) {
+      expect((await next(api, w.device)).body.data.id).toBe(id);
+      const res = await report(api, w.device, { actionId: id, ok: true, result: { page: 'y'.repeat(15_000) } });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+    }
+    const { used } = (await api.get('/v1/usage', { token: w.owner })).body.data.storage.action_bytes;
+    expect(used).toBeGreaterThan(60 * 15_000);
+    expect(used).toBeLessThanOrEqual(limit);
+  });
+
+  it('refuses a result longer stored than the room reserved for it with 400 at result, and takes a shorter one after', async () => {
+    const { server, api } = await serve({});
+    const w = await world(server, api, 'budget-result-size');
+    const id = (await note(api, w, 100)).body.data.id as string;
+    expect((await next(api, w.device)).body.data.id).toBe(id);
+    // 3,000 numbers of 5 bytes in the body (sent as written: JSON.stringify would spell them out)
+    // are stored as 21 bytes each: 63 KB.
+    const body = `{"actionId":"${id}","ok":true,"result":{"values":[${Array.from({ length: 3000 }, () => '1e20').join(',')}]}}`;
+    const answer = await fetch(`${server.url}/v1/device/${w.device.id}/result`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.device.token}`, 'content-type': 'application/json' },
+      body,
+    });
+    const res = { status: answer.status, body: (await answer.json()) as { error: { code: string; issues: { path: string }[] } } };
+    expect(res.status, JSON.stringify(res.body)).toBe(400);
+    expect(res.body.error.code).toBe('validation_failed');
+    expect(res.body.error.issues).toEqual([expect.objectContaining({ path: 'result' })]);
+    expect((await api.get(`/v1/actions/${id}`, { token: w.owner })).body.data.status).toBe('received');
+    expect((await report(api, w.device, { actionId: id, ok: true, result: { values: [1e20] } })).status).toBe(200);
+  });
+
+  it('gives the reservation back once nothing more can be written: a result, a cancellation', async () => {
+    const { server, api } = await serve({});
+    const w = await world(server, api, 'budget-released');
+    const used = async () => (await api.get('/v1/usage', { token: w.owner })).body.data.storage.action_bytes.used as number;
+    const cancelled = (await note(api, w, 100)).body.data.id as string;
+    expect(await used()).toBe(100 + ACTION_RESERVED_BYTES);
+    expect((await api.post(`/v1/actions/${cancelled}/cancel`, { token: w.owner })).status).toBe(200);
+    expect(await used()).toBe(100);
+    const done = (await note(api, w, 100)).body.data.id as string;
+    expect((await next(api, w.device)).body.data.id).toBe(done);
+    expect((await report(api, w.device, { actionId: done, ok: true, result: { page: 'é' } })).status).toBe(200);
+    expect(await used()).toBe(200 + Buffer.byteLength(JSON.stringify({ page: 'é' })));
+  });
+});
+
+describe('webhook_deliveries holds at its edge: deliveries past it are not written, the webhook counts them and its owner is told', () => {
+  it('stores exactly the budget when owner changes owe 20 webhooks ten times as many, and tells each webhook’s owner once', async () => {
+    const receiver = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.writeHead(200).end());
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const clock = manualClock();
+    try {
+      const { server, api } = await serve({ WORKSPACE_MAX_WEBHOOK_DELIVERIES: '20', OAUTH_CIMD_ALLOW_LOOPBACK: 'true', WEBHOOK_POLL_SECONDS: '0.05' }, clock);
+      const owner = await server.ownerToken('budget-skipped');
+      const lamp = await attachDevice(api, owner);
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const hooks: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const hook = await api.post('/v1/webhooks', { token: owner, body: { url, events: ['grant.created'] } });
+        expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+        hooks.push(hook.body.data.id);
+      }
+      // Grant changes are the owner's own: never refused, 10 × 20 deliveries owed.
+      for (let i = 0; i < 10; i++) await grant(api, owner, `agent:skipped-${i}`, lamp.id, ['set_power']);
+      const shown = async () => Promise.all(hooks.map(async (id) => (await api.get(`/v1/webhooks/${id}`, { token: owner })).body.data));
+      await vi.waitFor(async () => expect((await shown()).reduce((sum, hook) => sum + hook.skippedDeliveries, 0)).toBe(180), { timeout: 15_000, interval: 50 });
+      const { used, limit } = (await api.get('/v1/usage', { token: owner })).body.data.storage.webhook_deliveries;
+      expect({ used, limit }).toEqual({ used: 20, limit: 20 });
+      for (const hook of await shown()) expect(hook).toMatchObject({ skippedDeliveries: 9, skippingSince: expect.any(Number) });
+      const told = await server.service.db.all<{ subjectId: string }>(
+        "SELECT subject_id AS subjectId FROM workspace_events WHERE type = 'webhook.skipped' ORDER BY subject_id",
+      );
+      expect(told.map((event) => event.subjectId)).toEqual([...hooks].sort());
+
+      // Once housekeeping gives room back, the next event is delivered and the run of skips ends.
+      const delivered = async () =>
+        (await Promise.all(hooks.map(async (id) => (await api.get(`/v1/webhooks/${id}/deliveries`, { token: owner })).body.data))).flat();
+      await vi.waitFor(async () => expect((await delivered()).every((d: { status: string }) => d.status === 'delivered')).toBe(true), {
+        timeout: 15_000,
+        interval: 50,
+      });
+      clock.advance(8 * DAY);
+      await runHousekeeping({ db: server.service.db, clock }, { actionsRetentionMs: 30 * DAY, eventsRetentionMs: DAY });
+      await grant(api, owner, 'agent:skipped-after', lamp.id, ['set_power']);
+      await vi.waitFor(async () => expect((await shown()).every((hook) => hook.skippingSince === null)).toBe(true), { timeout: 15_000, interval: 50 });
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
   });
 });
