@@ -1,3 +1,8 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client as Api } from '../helpers/api.js';
@@ -251,6 +256,32 @@ describe('MCP client SDK ClientCredentialsProvider end to end', () => {
       expect(result.structuredContent).toMatchObject({ capability: 'set_power', status: 'succeeded', principal: headless.principal, arguments: { on: true } });
     } finally {
       await mcp.close();
+    }
+  });
+});
+
+describe('docs/agents/oauth.md, the client-credentials snippet', () => {
+  const root = path.resolve(import.meta.dirname, '../..');
+  const page = fs.readFileSync(path.join(root, 'docs/agents/oauth.md'), 'utf8');
+  const snippet = /<!-- tested: client-credentials -->\n+```js\n([\s\S]*?)\n```\n/.exec(page)?.[1];
+
+  it('runs as it is on the page and prints the granted device tools', { timeout: 60_000 }, async () => {
+    expect(snippet).toBeDefined();
+    const headless = await headlessClient({ access: 'act' });
+    // The snippet runs from a folder of its own that sees the project's packages, as a reader's would.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-cc-snippet-'));
+    try {
+      fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+      const file = path.join(dir, 'agent.mjs');
+      fs.writeFileSync(file, snippet!);
+      const { stdout } = await promisify(execFile)(process.execPath, [file], {
+        cwd: dir,
+        env: { ...process.env, DFC_URL: server.issuer, DFC_CLIENT_ID: headless.oauth.clientId, DFC_CLIENT_SECRET: headless.secret },
+      });
+      expect(stdout).toContain(toolName('get_state', lamp));
+      expect(stdout).toContain(toolName('set_power', lamp));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
