@@ -1,12 +1,12 @@
 import type { Hono } from 'hono';
 import { OAuthProtocolError } from '../domain/oauth/errors.js';
-import { exchangeCode, refreshTokens } from '../domain/oauth/token.js';
+import { clientCredentialsToken, exchangeCode, refreshTokens } from '../domain/oauth/token.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { authenticatedForm, runProtocolEndpoint } from './protocol.js';
 
 /**
  * The token endpoint (RFC 6749 §3.2): an authorization code or a refresh token for a new
- * token pair. Wrong client secrets and unknown codes or refresh tokens count as failed
+ * token pair, or a confidential client's own credentials for an access token (§4.4). Wrong client secrets and unknown codes or refresh tokens count as failed
  * authentications of the address (protocol.ts).
  */
 export function mountTokenEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
@@ -31,8 +31,10 @@ export function mountTokenEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
           });
         } else if (grantType === 'refresh_token') {
           tokens = await refreshTokens(oauth, client, { refresh_token: field('refresh_token'), scope: field('scope'), resource: field('resource') });
+        } else if (grantType === 'client_credentials') {
+          tokens = await clientCredentialsToken(oauth, client, { scope: field('scope'), resource: field('resource') });
         } else {
-          throw new OAuthProtocolError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token.');
+          throw new OAuthProtocolError('unsupported_grant_type', 'grant_type must be authorization_code, refresh_token or client_credentials.');
         }
         return c.json(tokens, 200, { 'Cache-Control': 'no-store', Pragma: 'no-cache' });
       },

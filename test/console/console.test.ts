@@ -318,3 +318,38 @@ describe('grant screen (/console/grants): what approval "user" is', () => {
     expect(note).toContain('the action records the client as the confirmer');
   });
 });
+
+describe('agents screen, a confidential server-to-server OAuth client', () => {
+  it('registers it with no redirect URI, shows its secret once, and the secret gets a client_credentials token', async () => {
+    const cookie = await developmentSignIn('sasha');
+    const csrf = await csrfOf(cookie);
+    const page = await (await fetch(`${dev.issuer}/console/agents`, { headers: { cookie } })).text();
+    expect(page).toContain('name="kind" value="server"');
+    const created = await fetch(`${dev.issuer}/console/oauth-clients`, {
+      method: 'POST',
+      headers: { cookie, origin: dev.issuer, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf, name: 'Nightly job', kind: 'server', redirectUris: '', access: 'act' }),
+    });
+    const html = await created.text();
+    expect(created.status, html).toBe(200);
+    expect(html).toContain('grant_type=client_credentials');
+    const clientId = /<code id="created-client-id">([^<]+)<\/code>/.exec(html)?.[1];
+    const secret = /(dfc_secret_[A-Za-z0-9_-]+)/.exec(html)?.[1];
+    expect(clientId).toBeDefined();
+    expect(secret).toBeDefined();
+    const listed = await client(dev.url).get('/v1/oauth-clients', { token: await signDevelopmentSession(dev.config, 'sasha') });
+    expect(listed.body.data).toEqual([
+      expect.objectContaining({ name: 'Nightly job', access: 'act', oauth: expect.objectContaining({ public: false, redirectUris: [] }) }),
+    ]);
+    // Shown once: the screen lists the client without its secret afterwards.
+    expect(await (await fetch(`${dev.issuer}/console/agents`, { headers: { cookie } })).text()).not.toContain(secret);
+
+    const token = await fetch(`${dev.issuer}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId!, client_secret: secret! }),
+    });
+    expect(token.status).toBe(200);
+    expect(((await token.json()) as { scope: string }).scope).toBe('read act');
+  });
+});

@@ -121,6 +121,20 @@ describe('POST /oauth/token failure limit (docs/reference/rules.md "Errors and l
     expect(revoked.status).toBe(200);
   });
 
+  it('counts wrong secrets on the client_credentials grant, and still serves the right secret from that address', async () => {
+    const a = clientAt();
+    const form = { grant_type: 'client_credentials', client_id: confidential.id, client_secret: 'wrong' };
+    for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
+      const res = await a.post('/oauth/token', { form });
+      expect(res.status).toBe(401);
+      expect(res.body.error).toBe('invalid_client');
+    }
+    expectLimited(await a.post('/oauth/token', { form }));
+    const served = await a.post('/oauth/token', { form: { ...form, client_secret: confidential.secret } });
+    expect(served.status).toBe(200);
+    expect(served.body.access_token).toMatch(/^dfc_oauth_/);
+  });
+
   it('keeps the bucket per address: another address is unaffected while the first is refused', async () => {
     const a = clientAt();
     const b = clientAt();

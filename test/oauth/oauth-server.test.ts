@@ -69,7 +69,7 @@ describe('GET /.well-known/oauth-authorization-server', () => {
       revocation_endpoint: `${server.issuer}/oauth/revoke`,
       registration_endpoint: `${server.issuer}/oauth/register`,
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token'],
+      grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
       code_challenge_methods_supported: ['S256'],
       scopes_supported: ['read', 'act'],
       authorization_response_iss_parameter_supported: true,

@@ -108,7 +108,15 @@ function AgentsPage(props: {
             </p>
           ) : null}
           {created.value.token ? (
-            <Secret id="created-token" label={created.kind === 'agent' ? 'Agent token' : 'Client secret'} value={created.value.token} />
+            <>
+              <Secret id="created-token" label={created.kind === 'agent' ? 'Agent token' : 'Client secret'} value={created.value.token} />
+              {created.kind === 'client' && created.value.oauth?.redirectUris.length === 0 ? (
+                <p>
+                  A server-to-server client: it gets its access tokens at <code>/oauth/token</code> with <code>grant_type=client_credentials</code> and this
+                  secret, by HTTP Basic or in the form (docs/agents/oauth.md, "Headless agents").
+                </p>
+              ) : null}
+            </>
           ) : (
             <p class="muted">A public client: it has no secret and signs in with PKCE.</p>
           )}
@@ -185,14 +193,21 @@ function AgentsPage(props: {
               <label for="client-name">Name</label>
               <input type="text" id="client-name" name="name" required maxlength={64} />
             </div>
-            <div>
-              <label for="client-redirects">Redirect URIs (one per line)</label>
-              <textarea id="client-redirects" name="redirectUris" rows={3} required></textarea>
-            </div>
-            <div>
+            <fieldset>
+              <legend>Kind</legend>
               <label>
-                <input type="checkbox" name="public" value="true" /> Public client (cannot keep a secret: desktop, CLI)
+                <input type="radio" name="kind" value="confidential" checked /> Confidential (a web app: signs in at a browser, keeps a secret)
               </label>
+              <label>
+                <input type="radio" name="kind" value="public" /> Public (cannot keep a secret: desktop, CLI)
+              </label>
+              <label>
+                <input type="radio" name="kind" value="server" /> Confidential (server-to-server): no browser, gets tokens with its secret
+              </label>
+            </fieldset>
+            <div>
+              <label for="client-redirects">Redirect URIs (one per line; none for server-to-server)</label>
+              <textarea id="client-redirects" name="redirectUris" rows={3}></textarea>
             </div>
             <div>
               <label for="client-access">
@@ -258,11 +273,15 @@ export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
     guards.action(async (c, signed, form) => {
       const created = await guards.attempt<Created>(signed, operations.createOAuthClient, {
         name: form.get('name') ?? '',
-        redirectUris: (form.get('redirectUris') ?? '')
-          .split(/\r?\n/)
-          .map((uri) => uri.trim())
-          .filter(Boolean),
-        public: form.get('public') === 'true',
+        // A server-to-server client never comes back from a browser: it has nowhere to return to.
+        redirectUris:
+          form.get('kind') === 'server'
+            ? []
+            : (form.get('redirectUris') ?? '')
+                .split(/\r?\n/)
+                .map((uri) => uri.trim())
+                .filter(Boolean),
+        public: form.get('kind') === 'public',
         access: form.get('access') ?? 'read',
       });
       if (!created.ok)

@@ -47,18 +47,31 @@ export const createOAuthClient = defineOperation({
   name: 'oauthClients.create',
   title: 'Pre-register an OAuth client',
   description:
-    'Pre-register an OAuth client for this workspace: an agent connection whose tokens come from the authorization code flow. A confidential client receives its client secret once, as `token`; a public client (PKCE only) has none: its `token` is null.',
+    'Pre-register an OAuth client for this workspace: an agent connection whose tokens come from the authorization code flow, or, for a confidential client, from the `client_credentials` grant (a server-to-server agent with no person at a browser). A confidential client receives its client secret once, as `token`; a public client (PKCE only) has none: its `token` is null.',
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: false },
   rest: [{ method: 'POST', path: '/v1/oauth-clients', status: 201 }],
-  input: z.strictObject({
-    name: z.string().min(1).max(64),
-    redirectUris: z.array(redirectUri).min(1).max(10),
-    public: z.boolean().default(false).describe('True for a client that cannot keep a secret (desktop, CLI): it authenticates with PKCE only.'),
-    access: access.default('read').describe('The ceiling: scopes the owner approves are capped by it.'),
-    principal: principal.optional().describe('Defaults to `oauth:<client id>`. Grants name this principal.'),
-  }),
+  input: z
+    .strictObject({
+      name: z.string().min(1).max(64),
+      redirectUris: z
+        .array(redirectUri)
+        .max(10)
+        .default([])
+        .describe(
+          'Where the authorization code flow may send the owner back. At least one for a public client; a confidential client may have none, and then gets its tokens with the `client_credentials` grant only.',
+        ),
+      public: z.boolean().default(false).describe('True for a client that cannot keep a secret (desktop, CLI): it authenticates with PKCE only.'),
+      access: access.default('read').describe('The ceiling: scopes the owner approves, and those a `client_credentials` token carries, are capped by it.'),
+      principal: principal.optional().describe('Defaults to `oauth:<client id>`. Grants name this principal.'),
+    })
+    .superRefine((input, check) => {
+      // A public client has only the authorization code flow, which needs somewhere to return to.
+      if (input.public && input.redirectUris.length === 0) {
+        check.addIssue({ code: 'custom', path: ['redirectUris'], message: 'a public client needs at least one redirect URI' });
+      }
+    }),
   // A public client has no secret to show: its `token` is null rather than absent, so the
   // field NewConnection requires is always there (docs/decisions/0001-public-oauth-client-token.md).
   output: newConnection.extend({

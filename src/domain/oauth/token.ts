@@ -7,6 +7,7 @@ import {
   findToken,
   getClientConnection,
   insertToken,
+  liveClientConnection,
   revokeFamily,
   rotateRefreshToken,
   type OAuthClientRow,
@@ -18,9 +19,10 @@ import { oauthError } from './errors.js';
 import { parseScope, scopeString } from './scopes.js';
 
 /**
- * The token endpoint (RFC 6749 §3.2, §4.1.3, §6; RFC 7636 §4.6): a code redeemed with its
- * PKCE verifier, or a refresh token rotated, each for a new access and refresh token pair.
- * The client is authenticated before these run (clients.ts).
+ * The token endpoint (RFC 6749 §3.2, §4.1.3, §4.4, §6; RFC 7636 §4.6): a code redeemed with its
+ * PKCE verifier, or a refresh token rotated, each for a new access and refresh token pair; or a
+ * confidential client's own credentials for an access token alone. The client is authenticated
+ * before these run (clients.ts).
  */
 
 export const ACCESS_TOKEN_TTL_MS = 3_600_000;
@@ -183,4 +185,55 @@ export async function refreshTokens(
   });
   if (!outcome.ok) throw outcome.error;
   return outcome.tokens;
+}
+
+/** A client_credentials answer: an access token alone (RFC 6749 §4.4.3 says no refresh token). */
+export type AccessTokenResponse = Omit<TokenResponse, 'refresh_token'>;
+
+/**
+ * RFC 6749 §4.4: a confidential client the owner registered acts as its own principal, with no
+ * person at a browser. Its connection (made at registration) holds the ceiling the scope is
+ * capped by and the principal its grants name, exactly as for the authorization code flow; a
+ * dynamic or metadata-document client has no owner who vouched for it until consent, so it
+ * may not skip consent this way.
+ */
+export async function clientCredentialsToken(
+  deps: OAuthDeps,
+  client: OAuthClientRow,
+  params: { scope?: string | undefined; resource?: string | undefined },
+): Promise<AccessTokenResponse> {
+  if (client.public) throw oauthError('unauthorized_client', 'A public client cannot use client_credentials: it has no secret to prove itself with.');
+  if (client.source !== 'registered' || client.workspaceId === null) {
+    throw oauthError('unauthorized_client', 'Only a confidential client the owner registered (POST /v1/oauth-clients) may use client_credentials.');
+  }
+  if (params.resource !== undefined && params.resource !== deps.resource) {
+    throw oauthError('invalid_target', `This server issues tokens for ${deps.resource} only.`);
+  }
+  const now = deps.clock.now();
+  const connection = await liveClientConnection(deps.db, client.workspaceId, client.id);
+  if (!connection || (connection.expiresAt !== null && connection.expiresAt <= now)) throw oauthError('invalid_client', 'The client was revoked.');
+  let access: Access = connection.access;
+  if (params.scope !== undefined && params.scope !== '') {
+    access = parseScope(params.scope);
+    if (access === 'act' && connection.access !== 'act')
+      throw oauthError('invalid_scope', 'The scope asked for is above the ceiling the owner set for this client (read).');
+  }
+  const token = issueToken('oauth');
+  const scope = scopeString(access);
+  await insertToken(deps.db, {
+    id: randomUUID(),
+    tokenHash: token.hash,
+    tokenPrefix: token.displayPrefix,
+    kind: 'access',
+    // Each token is its own family: nothing rotates from it, and revoking it revokes it alone.
+    familyId: randomUUID(),
+    connectionId: connection.id,
+    workspaceId: connection.workspaceId,
+    clientId: client.clientId,
+    scope,
+    resource: deps.resource,
+    expiresAt: now + ACCESS_TOKEN_TTL_MS,
+    createdAt: now,
+  });
+  return { access_token: token.token, token_type: 'Bearer', expires_in: ACCESS_TOKEN_TTL_MS / 1000, scope };
 }
