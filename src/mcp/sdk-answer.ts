@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import type { OperationContext, Logger } from '../domain/context.js';
 import { MAX_BODY_BYTES } from '../http/body.js';
 import type { HttpEnv } from '../http/request.js';
-import { clientKey, clientSessionOf, issueClientSession, SESSION_HEADER, withClientSession } from './client-sessions.js';
+import { issueClientSession, withClientSession } from './client-sessions.js';
 import type { ServerInfo } from './direct-call.js';
 import type { Admitted } from './gate.js';
 import type { LegacyElicitation } from './legacy-elicitation.js';
@@ -93,9 +93,8 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
       // Checked on this request only; the next request is authenticated afresh.
       expiresAt: Math.floor(ctx.clock.now() / 1000) + 60,
     };
-    session.clientSession = clientSessionOf(c.req.header(SESSION_HEADER));
     sessions.set(authInfo, session);
-    const issued = issueClientSession(request.messages, callerKey(credential), deps.legacyElicitation);
+    const issued = await issueClientSession(ctx, request.messages, callerKey(credential));
     for (const message of request.messages) deps.observe(methodLabel(message.method));
     const forwarded = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: request.bytes, signal: c.req.raw.signal });
     const response = await handler.fetch(forwarded, request.parsedOk ? { authInfo, parsedBody: request.parsed } : { authInfo });
@@ -132,7 +131,7 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
   session.era = era;
   if (era === 'legacy') {
     const caller = callerKey(session.credential);
-    deps.legacyElicitation.prepare(clientKey(caller, session.clientSession), server);
+    deps.legacyElicitation.prepare(server, session.clientCapabilities);
     session.awaitAnswer = (waiting) => deps.legacyElicitation.hold(caller, session.credential.workspaceId, waiting);
   }
   registerTools(server, session);

@@ -1,4 +1,4 @@
-import type { McpServer } from '@modelcontextprotocol/server';
+import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server';
 import type { OperationContext, CredentialOf } from '../domain/context.js';
 import type { CallCancellation } from './cancellation.js';
 import type { ActionRecord } from '../domain/action-records.js';
@@ -42,8 +42,11 @@ export interface McpSession {
    * within TASK_WAIT_MS, with its task; undefined for any other call.
    */
   taskFor?: TaskMode;
-  /** A 2025-era client's `Mcp-Session-Id`: whose `initialize` capabilities apply (client-sessions.ts). */
-  clientSession?: string;
+  /**
+   * What a 2025-era client declared at `initialize`: read from its `Mcp-Session-Id`
+   * (client-sessions.ts), or remembered for its connection when it sends none.
+   */
+  clientCapabilities?: ClientCapabilities;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**

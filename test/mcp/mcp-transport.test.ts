@@ -65,6 +65,17 @@ describe('GET and DELETE', () => {
     expect(res.headers.get('allow')).toBe('POST');
     expect(res.body).toMatchObject({ error: { code: 'method_not_allowed' } });
   });
+
+  it('says in the 405 what there is instead of a GET stream, and that a session needs no DELETE', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await api.request(method, '/mcp', { token: agent.token, headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x' } });
+      expect(res.status).toBe(405);
+      const { message } = res.body.error as { message: string };
+      expect(message).not.toContain('keeps no stream or session');
+      expect(message).toContain('subscriptions/listen');
+      expect(message).toContain('Mcp-Session-Id holds no server state');
+    }
+  });
 });
 
 describe('routing headers (-32020, answered by the SDK)', () => {
