@@ -102,6 +102,24 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
   };
 }
 
+/**
+ * What the server declares: only what the era can deliver. tools/list_changed reaches a
+ * 2026-07-28 caller on its subscriptions/listen stream (subscriptions/), and MCP Tasks is a
+ * 2026-07-28 extension; a 2025-era client would need a GET stream this server does not open,
+ * so it is promised neither and reads the tool list afresh. Resources and prompts announce no
+ * changes in either era.
+ */
+function capabilitiesFor(era: McpRequestContext['era']) {
+  const modern = era === 'modern';
+  return {
+    tools: { listChanged: modern },
+    resources: { listChanged: false },
+    prompts: { listChanged: false },
+    // MCP Tasks: a device call may answer with its action's task (tasks/).
+    ...(modern ? { extensions: { [TASKS_EXTENSION]: {} } } : {}),
+  };
+}
+
 /** The per-request server: what this caller may use on this request, nothing more. */
 function serverFor(session: McpSession, era: McpRequestContext['era'], deps: SdkAnswerDeps): McpServer {
   const server = new McpServer(deps.serverInfo(session.ctx.settings.serviceName), {
@@ -109,15 +127,7 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
     // A 2025-era client's user has as long to answer a confirmation as its prompt is held
     // (docs/agents/confirmation.md "Limits"), not the SDK's default of ten minutes.
     inputRequired: { roundTimeoutMs: deps.config.mcpConfirmations.waitMs },
-    // tools/list_changed reaches a caller on its subscriptions/listen stream (subscriptions/);
-    // resources and prompts announce no changes.
-    capabilities: {
-      tools: { listChanged: true },
-      resources: { listChanged: false },
-      prompts: { listChanged: false },
-      // MCP Tasks: a device call may answer with its action's task (tasks/).
-      extensions: { [TASKS_EXTENSION]: {} },
-    },
+    capabilities: capabilitiesFor(era),
     // Every list depends on the caller's live grants and may change on the next request:
     // never shared (private), never reused (ttl 0).
     cacheHints: {

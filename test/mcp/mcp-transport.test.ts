@@ -155,6 +155,19 @@ describe('server/discover', () => {
     expect(res.json.result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('dfc');
   });
 
+  it('promises a 2025-era client only what its era delivers: no tool-list notifications, no MCP Tasks', async () => {
+    const legacy = await connect(server.url, agent.token, 'legacy');
+    const declared = legacy.getServerCapabilities();
+    expect(declared?.tools).toEqual({ listChanged: false });
+    expect(declared).not.toHaveProperty('extensions');
+    await legacy.close();
+    // The 2026-07-28 era delivers both, on subscriptions/listen and as tasks.
+    const modern = await connect(server.url, agent.token, 'modern');
+    expect(modern.getServerCapabilities()?.tools).toEqual({ listChanged: true });
+    expect(modern.getServerCapabilities()?.extensions).toHaveProperty(['io.modelcontextprotocol/tasks']);
+    await modern.close();
+  });
+
   it('lets the official client discover and connect in both eras', async () => {
     for (const era of ['modern', 'legacy'] as const) {
       const mcp = await connect(server.url, agent.token, era);
