@@ -9,6 +9,7 @@ import type { ServerInfo } from './direct-call.js';
 import type { Admitted } from './gate.js';
 import type { LegacyElicitation } from './legacy-elicitation.js';
 import { refuseListCursors } from './list-cursors.js';
+import { explainMissingElicitation } from './missing-capability.js';
 import { registerPrompts } from './prompts.js';
 import { registerResources } from './resources.js';
 import { callerKey, type McpSession } from './session.js';
@@ -97,7 +98,8 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
     const issued = await issueClientSession(ctx, request.messages, callerKey(credential));
     for (const message of request.messages) deps.observe(methodLabel(message.method));
     const forwarded = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: request.bytes, signal: c.req.raw.signal });
-    const response = await handler.fetch(forwarded, request.parsedOk ? { authInfo, parsedBody: request.parsed } : { authInfo });
+    const answered = await handler.fetch(forwarded, request.parsedOk ? { authInfo, parsedBody: request.parsed } : { authInfo });
+    const response = session.askedToConfirm ? await explainMissingElicitation(answered, session.askedToConfirm) : answered;
     return issued ? withClientSession(response, issued) : response;
   };
 }

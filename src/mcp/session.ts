@@ -47,6 +47,11 @@ export interface McpSession {
    * (client-sessions.ts), or remembered for its connection when it sends none.
    */
   clientCapabilities?: ClientCapabilities;
+  /**
+   * A 2026-07-28 call of this device tool returned an ask for its user's confirmation: if the
+   * request cannot take it, the SDK's -32021 gets the service's explanation (missing-capability.ts).
+   */
+  askedToConfirm?: string;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**

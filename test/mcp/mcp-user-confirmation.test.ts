@@ -155,13 +155,20 @@ describe.each(['modern', 'legacy'] as const)('a user-mode device tool over the o
         // SEP-2575: a server must not rely on a capability the request did not declare.
         const refused = await mcp.callTool({ name: setPower, arguments: { on: true } }).then(
           () => undefined,
-          (error: unknown) => error as { code?: number; data?: { requiredCapabilities?: Record<string, unknown> } },
+          (error: unknown) => error as { code?: number; message?: string; data?: { requiredCapabilities?: Record<string, unknown> } },
         );
         expect(refused?.code).toBe(-32021);
         expect(refused?.data?.requiredCapabilities).toHaveProperty('elicitation');
+        // The service's explanation, not the SDK's generic text: what was needed, that nothing was queued, what to do.
+        expect(refused?.message).toContain(`Each call of ${setPower} needs its user's confirmation`);
+        expect(refused?.message).toContain('Nothing was queued');
+        expect(refused?.message).toContain("change the grant's approval mode");
+        expect(refused?.message).not.toContain('Cannot request input');
         const raw = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: setPower, params: { name: setPower, arguments: { on: true } } });
         expect(raw.status, raw.text).toBe(400);
         expect(raw.json.error.code).toBe(-32021);
+        expect(raw.json.error.data.requiredCapabilities).toHaveProperty('elicitation');
+        expect(raw.json.error.message).toContain('declare no elicitation');
       } else {
         const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
         expect(result.isError).toBe(true);
