@@ -46,7 +46,7 @@ export const errorMeanings: Record<ErrorCode, string> = {
   conflict: 'The state forbids it (e.g. cancelling an action that is no longer queued).',
   idempotency_key_reused: 'The same `idempotencyKey` with a different body.',
   confirmation_required:
-    "MCP: the function's grant asks the agent's user to confirm each call, and this client cannot ask (a 2025-era client that declared no elicitation capability; a 2026-07-28 request gets -32021 instead), or the question would be too long to show whole. The owner can change the grant's `approval`.",
+    "MCP: the function's grant asks the agent's user to confirm each call, and this client cannot ask (a 2025-era client that declared no elicitation capability; a 2026-07-28 request gets -32021 instead), or the question would be too long to show whole, or the call is a `broadcast`, which never asks (that device's result; call its device tool). The owner can change the grant's `approval`.",
   confirmation_declined: "MCP: the agent's user declined or cancelled the confirmation; nothing was queued.",
   confirmation_invalid:
     "MCP: the confirmation's `requestState` is not one this service made for this principal, tool and arguments, or it expired; nothing was queued.",

@@ -312,6 +312,42 @@ describe('the confirmation is performed by the client, and recorded so', () => {
   });
 });
 
+describe.each(['modern', 'legacy'] as const)('a broadcast of a user-mode function over the official %s client', (era) => {
+  it('queues nothing for a device whose grant asks the user, says so with confirmation_required, and leaves nothing for the owner to approve', async () => {
+    const before = await actionIds();
+    const { mcp, asked } = await connectAs(agent.token, era, () => ({ action: 'accept', content: { confirm: true } }));
+    const result: any = await mcp.callTool({
+      name: 'broadcast',
+      arguments: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: true }, idempotencyKey: `user-broadcast-${era}` },
+    });
+    expect(result.isError, JSON.stringify(result)).toBeFalsy();
+    const [only] = result.structuredContent.results;
+    expect(only).toMatchObject({ deviceId: lamp.id, ok: false, error: { code: 'confirmation_required' } });
+    expect(only.error.message).toContain('Nothing was queued');
+    expect(only.error.message).toContain("device's own tool");
+    expect(asked).toEqual([]);
+    // No action at all: none awaits an owner's approval that would stand in for the user's yes.
+    expect(await actionIds()).toEqual(before);
+    // The same function under a `none` grant broadcasts as usual.
+    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const plain: any = await mcp.callTool({
+      name: 'broadcast',
+      arguments: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: false }, idempotencyKey: `none-broadcast-${era}` },
+    });
+    expect(plain.structuredContent.results[0], JSON.stringify(plain)).toMatchObject({ ok: true, action: { status: 'queued' } });
+    await mcp.close();
+  });
+
+  it('over REST waits for the owner instead, as a user-mode call there does', async () => {
+    const res = await api.post('/v1/broadcasts', {
+      token: agent.token,
+      body: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: true }, idempotencyKey: `rest-user-broadcast-${era}` },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.results[0]).toMatchObject({ ok: true, action: { status: 'awaiting_approval', approval: { mode: 'user' } } });
+  });
+});
+
 describe('the confirmation state is bound to the live grant it was asked under', () => {
   it('is refused after the grant was revoked and given again in user mode (2026-07-28 retry), and queues nothing', async () => {
     const before = await actionIds();
