@@ -51,7 +51,7 @@ export const errorMeanings: Record<ErrorCode, string> = {
   confirmation_invalid:
     "MCP: the confirmation's `requestState` is not one this service made for this principal, tool and arguments, or it expired; nothing was queued.",
   payload_too_large:
-    'The body exceeds 16 KiB (a device manifest: 64 KiB), counted on the bytes received (chunked bodies too), on any method and path, a WebSocket upgrade too (`/oauth/*` answers in its own format).',
+    "The body exceeds 16 KiB (a device manifest: 64 KiB), counted on the bytes received (chunked bodies too), on any method and path, a WebSocket upgrade too (`/oauth/*` answers in its own format). Also an action whose arguments alone are larger than the workspace's whole `action_bytes` budget: `details` names the budget as for `quota_exceeded`, with no `Retry-After`, since waiting cannot make room.",
   rate_limited: 'Too many requests; `Retry-After` says when to retry.',
   capacity_exceeded:
     "A workspace capacity limit, or a principal's share of a device's queue (`DEVICE_QUEUE_PER_PRINCIPAL`); `Retry-After` set, the message names the limit.",
