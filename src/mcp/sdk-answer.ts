@@ -95,11 +95,13 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
       expiresAt: Math.floor(ctx.clock.now() / 1000) + 60,
     };
     sessions.set(authInfo, session);
-    const issued = await issueClientSession(ctx, request.messages, callerKey(credential));
     for (const message of request.messages) deps.observe(methodLabel(message.method));
     const forwarded = new Request(c.req.url, { method: 'POST', headers: c.req.raw.headers, body: request.bytes, signal: c.req.raw.signal });
     const answered = await handler.fetch(forwarded, request.parsedOk ? { authInfo, parsedBody: request.parsed } : { authInfo });
     const response = session.askedToConfirm ? await explainMissingElicitation(answered, session.askedToConfirm) : answered;
+    // Only an initialize the SDK served in the 2025 era and accepted starts a session: a refused
+    // request writes nothing (minting may create the service's key on first use).
+    const issued = session.era === 'legacy' && response.ok ? await issueClientSession(ctx, request.messages, callerKey(credential)) : undefined;
     return issued ? withClientSession(response, issued) : response;
   };
 }
