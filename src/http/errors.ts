@@ -39,7 +39,8 @@ export const errorMeanings: Record<ErrorCode, string> = {
   forbidden: 'A valid credential of the wrong kind (an agent token on an owner endpoint), or a device acting for another device.',
   insufficient_access:
     'The agent\'s ceiling is `read` and the call needs `act`. Carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="act", resource_metadata="…"`.',
-  grant_required: 'No live grant for this principal, device and function.',
+  grant_required:
+    "An agent asked for a function it may not call now: no live grant for this principal, device and function, or a device it cannot call (an unknown id and another workspace's device alike, a function the device does not publish, a revoked or detached device or gateway). The same code on REST (an action request, a broadcast's per-device result) and on MCP (a device tool call).",
   device_limit_reached: 'The setup token already attached `deviceLimit` devices.',
   not_found: "Unknown route, or a resource that does not exist in the caller's workspace.",
   method_not_allowed: 'A method the path does not serve (`GET`/`DELETE /mcp`: the MCP endpoint is stateless, POST only).',
