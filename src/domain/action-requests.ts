@@ -44,9 +44,9 @@ interface ActionRequest {
 /**
  * Checks access and arguments for one device and returns the action to create, without
  * creating it. The grant's approval mode decides where it starts (docs/reference/rules.md "Approvals"):
- * `owner` waits for the owner's decision; `user` waits too unless the MCP surface says the
- * agent's client confirmed this call under this very grant (`ctx.userConfirmation`), which
- * REST never does; `none` queues it.
+ * `owner` waits for the owner's decision; `user` queues it when the MCP surface says the
+ * agent's client confirmed this call under this very grant (`ctx.userConfirmation`), is
+ * refused over MCP otherwise, and waits for the owner through REST; `none` queues it.
  */
 async function plannedAction(
   db: Queryable,
@@ -68,6 +68,15 @@ async function plannedAction(
     throw new DomainError(
       'confirmation_invalid',
       'The confirmation was given under a grant that has since been revoked or replaced. Nothing was queued; call again to be asked afresh.',
+    );
+  }
+  // Over MCP a `user` grant means the agent's user says yes first: an action there never waits
+  // for the owner instead, where an owner's approval would stand in for the user's. Only a
+  // device tool asks (a broadcast does not); REST has no user to ask and waits for the owner.
+  if (fn.approval === 'user' && !confirmation && ctx.surface === 'mcp') {
+    throw new DomainError(
+      'confirmation_required',
+      `The grant for "${request.capability}" on this device asks the agent's user to confirm each call, and this request does not ask (a broadcast never does). Nothing was queued for this device. Call the device's own tool for this function, which asks your user first.`,
     );
   }
   const confirmed = confirmation !== undefined;

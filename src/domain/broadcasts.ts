@@ -22,7 +22,7 @@ export const broadcast = defineOperation({
   name: 'broadcasts.create',
   title: 'Broadcast one function to several devices',
   description:
-    'Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic.',
+    "Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic. A broadcast never asks the agent's user: over MCP a device whose grant is in `user` mode gets `confirmation_required` (call its device tool, which asks); through REST it waits for the owner.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['rest', 'mcp'],

@@ -84,6 +84,15 @@ export async function assertStorageBudget(tx: Queryable, limits: CapacityLimits,
   const adding: Record<StorageBudget, number> = { actions: 1, action_bytes: argumentBytes + ACTION_RESERVED_BYTES, event_bytes: 0, webhook_deliveries: 0 };
   for (const budget of STORAGE_BUDGETS) {
     const limit = limits.storage[budget];
+    if (adding[budget] > limit) {
+      // Larger than all the workspace may store: no waiting or clean-up makes room, so it is
+      // not told the budget is used up (nor to retry), but that the request is too large.
+      throw new DomainError(
+        'payload_too_large',
+        `This request alone needs ${adding[budget]} ${budgetWhat[budget]}, more than the workspace's whole ${budget} budget of ${limit}: it can never be stored, and waiting will not help. Nothing was stored; send smaller arguments.`,
+        { budget: { name: budget, limit, used: used[budget] }, issues: [{ path: 'arguments', message: `larger than the ${budget} budget (${limit})` }] },
+      );
+    }
     const over = adding[budget] > 0 ? used[budget] + adding[budget] > limit : used[budget] >= limit;
     if (over) {
       throw new DomainError('quota_exceeded', `The workspace's ${budget} budget is used up: it may store at most ${limit} ${budgetWhat[budget]}.`, {

@@ -11,7 +11,7 @@ import {
   type FunctionRow,
 } from '../store/grants.js';
 import type { Access, AuthorizedFunction, OperationContext, CredentialOf } from './context.js';
-import { DomainError, fail } from './errors.js';
+import { DomainError } from './errors.js';
 import { definePagedOperation } from './operation.js';
 import { FUNCTION_KEY } from './paging.js';
 import { approvalMode, uuid } from './schemas.js';
@@ -120,20 +120,23 @@ type Agent = { workspaceId: string; principal: string; access: Access };
  * The live access check of docs/reference/rules.md "Access" for one function, from one read: the device
  * is in the caller's workspace and usable, a live grant exists for the principal, and the
  * ceiling allows the function's kind. The refusals come in this order: no such device, no
- * grant, no such function, a ceiling too low, a revoked gateway, a revoked device.
+ * grant, no such function, a ceiling too low, a revoked gateway, a revoked device; all but the
+ * ceiling are `grant_required`, the code MCP answers for the same cases.
  */
 export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: string, capability: string, now: number): Promise<AuthorizedFunction> {
   const access = await functionAccess(db, agent.workspaceId, agent.principal, deviceId, capability, now);
-  if (!access) throw fail.notFound('Device');
-  if (access.approval === null) {
-    throw new DomainError('grant_required', `Principal "${agent.principal}" has no live grant for ${capability} on this device.`);
-  }
-  if (access.kind === null || access.arguments === null) throw fail.notFound('Device function');
+  // Every refusal but the ceiling is `grant_required`, as on MCP, where a function the agent
+  // may not call now is simply not one of its tools: an unknown device and another
+  // workspace's are answered alike (nothing tells them apart), a revoked one says so.
+  const notCallable = (why: string) => new DomainError('grant_required', `Principal "${agent.principal}" may not call ${capability} on this device: ${why}.`);
+  if (!access) throw notCallable('no device it may call has this id');
+  if (access.approval === null) throw notCallable('it holds no live grant for it');
+  if (access.kind === null || access.arguments === null) throw notCallable('the device does not publish this function');
   if (access.kind === 'control' && agent.access !== 'act') {
     throw new DomainError('insufficient_access', `${capability} is a control function; this credential's ceiling is read.`, { requiredAccess: 'act' });
   }
-  if (access.parentRevoked === 1) throw fail.forbidden('The gateway of this device is revoked.');
-  if (access.revokedAt !== null) throw fail.forbidden('The device is revoked.');
+  if (access.parentRevoked === 1) throw notCallable('the gateway of this device is revoked');
+  if (access.revokedAt !== null) throw notCallable('the device is revoked');
   return { targetId: access.parentId ?? deviceId, kind: access.kind, argumentSchema: access.arguments, approval: access.approval };
 }
 

@@ -39,19 +39,20 @@ export const errorMeanings: Record<ErrorCode, string> = {
   forbidden: 'A valid credential of the wrong kind (an agent token on an owner endpoint), or a device acting for another device.',
   insufficient_access:
     'The agent\'s ceiling is `read` and the call needs `act`. Carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="act", resource_metadata="…"`.',
-  grant_required: 'No live grant for this principal, device and function.',
+  grant_required:
+    "An agent asked for a function it may not call now: no live grant for this principal, device and function, or a device it cannot call (an unknown id and another workspace's device alike, a function the device does not publish, a revoked or detached device or gateway). The same code on REST (an action request, a broadcast's per-device result) and on MCP (a device tool call).",
   device_limit_reached: 'The setup token already attached `deviceLimit` devices.',
   not_found: "Unknown route, or a resource that does not exist in the caller's workspace.",
   method_not_allowed: 'A method the path does not serve (`GET`/`DELETE /mcp`: the MCP endpoint is stateless, POST only).',
   conflict: 'The state forbids it (e.g. cancelling an action that is no longer queued).',
   idempotency_key_reused: 'The same `idempotencyKey` with a different body.',
   confirmation_required:
-    "MCP: the function's grant asks the agent's user to confirm each call, and this client cannot ask (a 2025-era client that declared no elicitation capability; a 2026-07-28 request gets -32021 instead), or the question would be too long to show whole. The owner can change the grant's `approval`.",
+    "MCP: the function's grant asks the agent's user to confirm each call, and this client cannot ask (a 2025-era client that declared no elicitation capability; a 2026-07-28 request gets -32021 instead), or the question would be too long to show whole, or the call is a `broadcast`, which never asks (that device's result; call its device tool). The owner can change the grant's `approval`.",
   confirmation_declined: "MCP: the agent's user declined or cancelled the confirmation; nothing was queued.",
   confirmation_invalid:
     "MCP: the confirmation's `requestState` is not one this service made for this principal, tool and arguments, or it expired; nothing was queued.",
   payload_too_large:
-    'The body exceeds 16 KiB (a device manifest: 64 KiB), counted on the bytes received (chunked bodies too), on any method and path, a WebSocket upgrade too (`/oauth/*` answers in its own format).',
+    "The body exceeds 16 KiB (a device manifest: 64 KiB), counted on the bytes received (chunked bodies too), on any method and path, a WebSocket upgrade too (`/oauth/*` answers in its own format). Also an action whose arguments alone are larger than the workspace's whole `action_bytes` budget: `details` names the budget as for `quota_exceeded`, with no `Retry-After`, since waiting cannot make room.",
   rate_limited: 'Too many requests; `Retry-After` says when to retry.',
   capacity_exceeded:
     "A workspace capacity limit, or a principal's share of a device's queue (`DEVICE_QUEUE_PER_PRINCIPAL`); `Retry-After` set, the message names the limit.",

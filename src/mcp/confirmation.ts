@@ -187,7 +187,7 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
         kind: 'refused',
         error: new DomainError(
           'confirmation_required',
-          `Each call of ${binding.tool} needs its user's confirmation, and this MCP client cannot ask (it declared no form elicitation capability). Nothing was queued. Use a client that supports elicitation, or ask the workspace owner to change the grant's approval mode.`,
+          cannotAskMessage(binding.tool, 'this MCP client cannot ask (it declared no form elicitation capability)'),
         ),
       };
     }
@@ -251,6 +251,15 @@ export async function confirmationStep(round: ConfirmationRound): Promise<Confir
       `The user ${answer.action === 'cancel' ? 'cancelled' : 'declined'} the call of ${binding.tool}. Nothing was queued; do not retry unless the user asks for it.`,
     ),
   };
+}
+
+/**
+ * What an agent is told when its client cannot ask its user: what was needed, that nothing
+ * was queued, and what to do. The 2025 era's `confirmation_required` and the message of a
+ * 2026-07-28 request's -32021 say the same.
+ */
+export function cannotAskMessage(tool: string, why: string): string {
+  return `Each call of ${tool} needs its user's confirmation, and ${why}. Nothing was queued; calling again the same way fails the same way. Use a client that supports elicitation, or ask the workspace owner to change the grant's approval mode.`;
 }
 
 /** The tool error for an ask past a bound on waiting 2025-era asks: what the agent can do about it. */

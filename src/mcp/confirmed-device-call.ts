@@ -59,6 +59,7 @@ export async function confirmedDeviceCall(
     });
     switch (step.kind) {
       case 'ask':
+        if (session.era === 'modern') session.askedToConfirm = name;
         return step.result;
       case 'refused':
         return toolError(step.error, ctx, { structured: true });

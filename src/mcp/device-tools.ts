@@ -19,14 +19,14 @@ function describe(fn: CallableFunction): string {
   const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
   // thousand of them; the server instructions and the operate_devices prompt say the rest.
-  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what}${APPROVAL_NOTES[fn.approval ?? 'none']} Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".`;
+  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what}${APPROVAL_NOTES[fn.approval ?? 'none']} Returns the Action after up to 10 s (follow an unfinished one with get_action), or with MCP Tasks a task after 1 s that the client follows to the end. To retry safely, set _meta "dfc/idempotencyKey".`;
 }
 
 /** What the tool description says of the grant's approval mode (docs/reference/rules.md "Approvals"). */
 const APPROVAL_NOTES: Record<NonNullable<CallableFunction['approval']>, string> = {
   none: '',
   owner:
-    " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it (the answer may come back awaiting_approval; follow it with get_action).",
+    " Needs the owner's approval: a call creates the action awaiting_approval and the device is asked only once the owner approves it; a plain call returns it awaiting_approval, a task waits for the owner's decision or the end of the approval window.",
   user: ' Your user is asked to confirm each call before the device is asked; your MCP client asks and answers, and this service cannot verify that a person did (docs/agents/confirmation.md).',
 };
 

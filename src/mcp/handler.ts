@@ -8,14 +8,17 @@ import { withRequestId, type HttpEnv } from '../http/request.js';
 import { cachedListAnswer } from './cached-list-answer.js';
 import { createCallGateCache } from './call-gate-cache.js';
 import { createInflightCalls } from './cancellation.js';
+import { clientSessionOf, unknownSession } from './client-sessions.js';
 import { callDeviceTool } from './device-tool-call.js';
 import { directAnswer, directDeviceCall, type ServerInfo } from './direct-call.js';
 import { createHttpGate } from './gate.js';
 import { createHostPolicy } from './hosts.js';
 import { createLegacyElicitation } from './legacy-elicitation.js';
 import { takeLegacyPosts } from './legacy-posts.js';
+import { createRememberedCapabilities } from './remembered-capabilities.js';
 import { mountResourceMetadata, resourceMetadataUrl } from './resource-metadata.js';
 import { createSdkAnswer } from './sdk-answer.js';
+import { callerKey } from './session.js';
 import { createListenAnswer } from './subscriptions/listen.js';
 import { createToolCallGate } from './tool-call-gate.js';
 import { taskModeFor } from './tasks/task-methods.js';
@@ -58,6 +61,8 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const inflight = createInflightCalls(deps.events);
   // 2025-era elicitation over stateless HTTP: capabilities from initialize, answers to asks (legacy-elicitation.ts).
   const legacyElicitation = createLegacyElicitation(config.mcpConfirmations);
+  // What a 2025-era connection that sends no session id back declared (remembered-capabilities.ts).
+  const legacy = { elicitation: legacyElicitation, capabilities: createRememberedCapabilities() };
   const httpGate = createHttpGate({ ...deps, hosts: createHostPolicy(base, config.mcpAllowedHosts), metadataUrl });
   const toolCallGate = createToolCallGate({ inflight, callGate: createCallGateCache(), metadataUrl });
   const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo, limits: config.mcpListen });
@@ -69,7 +74,11 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const { credential, messages } = request;
     const ctx = c.get('context')(credential, 'mcp');
 
-    const posted = takeLegacyPosts(messages, credential, inflight, legacyElicitation);
+    // A 2025-era session id this service did not issue to this connection: 404, the client initializes again.
+    const clientSession = await clientSessionOf(ctx, c.req.raw.headers, messages, callerKey(credential));
+    if (clientSession.kind === 'unknown') return unknownSession();
+
+    const posted = takeLegacyPosts(messages, credential, inflight, legacy);
     if (posted) return posted;
 
     const listing = await cachedListAnswer(c, ctx, request, toolLists);
@@ -94,6 +103,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
       return directAnswer(direct.id, result, serverInfo(ctx.settings.serviceName));
     }
 
+    gate.session.clientCapabilities = clientSession.kind === 'known' ? clientSession.capabilities : legacy.capabilities.recall(callerKey(credential));
     const response = await sdkAnswer(c, ctx, request, gate.session);
     return listing.keep ? toolLists.keep(listing.keep.workspaceId, listing.keep.key, listing.keep, response) : response;
   }

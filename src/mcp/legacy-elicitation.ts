@@ -11,15 +11,14 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  *     client declared elicitation, and the shim refuses to ask;
  *   - the client POSTs its answer (a JSON-RPC response) as a request of its own, which the
  *     SDK hands to another fresh server that never asked.
- * So this keeps, per agent connection, the capabilities its last `initialize` declared (and
- * hands them to each 2025-era server), and the servers with an ask outstanding, to which a
- * POSTed response is delivered. Each such server numbers its requests from a random start, so
- * two of one connection's concurrent asks do not share an id.
+ * So each 2025-era server is handed the capabilities the client declared (its session id
+ * carries them: client-sessions.ts), and this keeps the servers with an ask outstanding, to
+ * which a POSTed response is delivered. Each such server numbers its requests from a random
+ * start, so two of one connection's concurrent asks do not share an id.
  *
- * Both are in this process: behind several instances, a 2025-era client's `initialize`, call
- * and answer must reach the same one (sticky routing). A client whose `initialize` went
- * elsewhere is treated as one that cannot elicit (a tool error, nothing queued); an answer
- * that lands elsewhere finds no one waiting and the call ends unconfirmed. 2026-07-28 clients
+ * The waiting call is in this process: behind several instances, the answer must reach the
+ * instance that holds its call (routing by `Mcp-Session-Id`). An answer that finds no call
+ * waiting here is refused (legacy-posts.ts), never accepted and dropped. 2026-07-28 clients
  * need none of this: their answer is a retry of the call, which any instance can check.
  *
  * A waiting ask costs its call's open stream and per-request server (about 110 KiB of heap,
@@ -27,15 +26,6 @@ import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server
  * is released when it is answered, its server closes (the client dropped the call) or its
  * wait ends.
  */
-
-/** The most clients whose capabilities are remembered; the least recently used is forgotten first. */
-const MAX_REMEMBERED = 10_000;
-/**
- * The most clients (session ids) remembered for one agent connection: past it that
- * connection's own least recently used is forgotten, so one agent initializing again and
- * again pushes out only its own clients, never another tenant's.
- */
-export const MAX_REMEMBERED_PER_CONNECTION = 100;
 
 /** The SDK's request bookkeeping this module reads and seeds; private in the SDK (2.4). */
 interface ServerInternals {
@@ -63,10 +53,8 @@ export interface PromptRefusal {
 }
 
 export interface LegacyElicitation {
-  /** Remembers what a 2025-era `initialize` declared for this client (`key`) of the agent connection `caller`. */
-  remember(caller: string, key: string, capabilities: unknown): void;
-  /** Readies a 2025-era per-request server: the connection's capabilities, random request ids. */
-  prepare(key: string, server: McpServer): void;
+  /** Readies a 2025-era per-request server: the client's declared capabilities (if known), random request ids. */
+  prepare(server: McpServer, capabilities: ClientCapabilities | undefined): void;
   /**
    * Holds the server as one waiting for its client's answer until it closes or `waitMs` passes;
    * a refusal when the connection, its workspace or the instance already has as many waiting as
@@ -80,42 +68,14 @@ export interface LegacyElicitation {
 }
 
 export function createLegacyElicitation(limits: PendingPromptLimits): LegacyElicitation {
-  const capabilities = new Map<string, { caller: string; declared: ClientCapabilities }>();
-  // Each connection's remembered keys, least recently used first.
-  const byCaller = new Map<string, Set<string>>();
-  const forget = (key: string) => {
-    const entry = capabilities.get(key);
-    if (!entry) return;
-    capabilities.delete(key);
-    const keys = byCaller.get(entry.caller);
-    keys?.delete(key);
-    if (keys?.size === 0) byCaller.delete(entry.caller);
-  };
-  const touch = (key: string, entry: { caller: string; declared: ClientCapabilities }) => {
-    forget(key);
-    capabilities.set(key, entry);
-    const keys = byCaller.get(entry.caller) ?? new Set<string>();
-    byCaller.set(entry.caller, keys.add(key));
-    return keys;
-  };
   const waiting = new Map<string, Set<McpServer>>();
   const perWorkspace = new Map<string, number>();
   let pending = 0;
 
   return {
-    remember(caller, key, declared) {
-      if (typeof declared !== 'object' || declared === null) return;
-      const own = touch(key, { caller, declared: declared as ClientCapabilities });
-      if (own.size > MAX_REMEMBERED_PER_CONNECTION) forget(own.values().next().value!);
-      if (capabilities.size > MAX_REMEMBERED) forget(capabilities.keys().next().value!);
-    },
-    prepare(key, server) {
+    prepare(server, capabilities) {
       const sdk = internals(server);
-      const entry = capabilities.get(key);
-      if (entry) {
-        touch(key, entry);
-        sdk._clientCapabilities = entry.declared;
-      }
+      if (capabilities) sdk._clientCapabilities = capabilities;
       sdk._requestMessageId = randomInt(1, 2 ** 31);
     },
     hold(caller, workspaceId, server) {

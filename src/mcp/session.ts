@@ -1,4 +1,4 @@
-import type { McpServer } from '@modelcontextprotocol/server';
+import type { ClientCapabilities, McpServer } from '@modelcontextprotocol/server';
 import type { OperationContext, CredentialOf } from '../domain/context.js';
 import type { CallCancellation } from './cancellation.js';
 import type { ActionRecord } from '../domain/action-records.js';
@@ -42,8 +42,16 @@ export interface McpSession {
    * within TASK_WAIT_MS, with its task; undefined for any other call.
    */
   taskFor?: TaskMode;
-  /** A 2025-era client's `Mcp-Session-Id`: whose `initialize` capabilities apply (client-sessions.ts). */
-  clientSession?: string;
+  /**
+   * What a 2025-era client declared at `initialize`: read from its `Mcp-Session-Id`
+   * (client-sessions.ts), or remembered for its connection when it sends none.
+   */
+  clientCapabilities?: ClientCapabilities;
+  /**
+   * A 2026-07-28 call of this device tool returned an ask for its user's confirmation: if the
+   * request cannot take it, the SDK's -32021 gets the service's explanation (missing-capability.ts).
+   */
+  askedToConfirm?: string;
   /** The protocol era of the per-request server, set when the SDK builds it. */
   era?: 'legacy' | 'modern';
   /**

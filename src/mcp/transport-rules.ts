@@ -16,8 +16,16 @@ export function transportRefusal(c: Context<HttpEnv>, hosts: HostPolicy): Respon
   if (refusal) return envelope(c, new DomainError('forbidden', refusal));
 
   if (c.req.method !== 'POST') {
-    // Stateless server: no GET stream, no session to DELETE (MCP Streamable HTTP allows 405).
-    return envelope(c, new DomainError('method_not_allowed', 'POST /mcp only: this server keeps no stream or session.'), { Allow: 'POST' });
+    // No standalone GET stream; a 2025-era session id holds no server state, so there is
+    // nothing to DELETE (MCP Streamable HTTP allows 405 for both).
+    return envelope(
+      c,
+      new DomainError(
+        'method_not_allowed',
+        'POST /mcp only: this server opens no GET stream (2026-07-28 clients listen with subscriptions/listen; 2025-era clients get no server-sent notifications), and a 2025-era session needs no DELETE: its Mcp-Session-Id holds no server state, so dropping it ends it.',
+      ),
+      { Allow: 'POST' },
+    );
   }
   return undefined;
 }

@@ -4,17 +4,18 @@
  */
 const LEGACY = '2025-11-25';
 
-function headers(token: string): Record<string, string> {
+function headers(token: string, session?: string): Record<string, string> {
   return {
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
     'mcp-protocol-version': LEGACY,
     authorization: `Bearer ${token}`,
+    ...(session !== undefined ? { 'mcp-session-id': session } : {}),
   };
 }
 
-/** A 2025-era `initialize` for `token`'s connection, declaring form elicitation. */
-export async function initializeLegacy(url: string, token: string): Promise<void> {
+/** A 2025-era `initialize` for `token`'s connection, declaring form elicitation: the `Mcp-Session-Id` it was given. */
+export async function initializeLegacy(url: string, token: string): Promise<string> {
   const res = await fetch(`${url}/mcp`, {
     method: 'POST',
     headers: headers(token),
@@ -27,6 +28,7 @@ export async function initializeLegacy(url: string, token: string): Promise<void
   });
   if (res.status !== 200) throw new Error(`initialize answered ${res.status}: ${await res.text()}`);
   await res.text();
+  return res.headers.get('mcp-session-id')!;
 }
 
 /** What the first message on a tools/call's event stream was: an ask, or the call's own answer. */
@@ -37,13 +39,21 @@ export type LegacyCallStart =
 /**
  * A 2025-era tools/call of `name` whose event stream is read up to its first message. An ask
  * stays pending (its stream open) until `answer` posts the client's response and `result`
- * reads the call's answer, or `close` drops the stream.
+ * reads the call's answer, or `close` drops the stream. With `session`, every POST carries that
+ * `Mcp-Session-Id`; `answerUrl` sends the answer to another instance than the call.
  */
-export async function startLegacyCall(url: string, token: string, name: string, args: Record<string, unknown>, id = 1): Promise<LegacyCallStart> {
+export async function startLegacyCall(
+  url: string,
+  token: string,
+  name: string,
+  args: Record<string, unknown>,
+  id = 1,
+  options: { session?: string; answerUrl?: string } = {},
+): Promise<LegacyCallStart> {
   const abort = new AbortController();
   const res = await fetch(`${url}/mcp`, {
     method: 'POST',
-    headers: headers(token),
+    headers: headers(token, options.session),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }),
     signal: abort.signal,
   });
@@ -79,9 +89,9 @@ export async function startLegacyCall(url: string, token: string, name: string, 
     elicitationId: first.id,
     message: first.params.message,
     async answer(result) {
-      const posted = await fetch(`${url}/mcp`, {
+      const posted = await fetch(`${options.answerUrl ?? url}/mcp`, {
         method: 'POST',
-        headers: headers(token),
+        headers: headers(token, options.session),
         body: JSON.stringify({ jsonrpc: '2.0', id: first.id, result }),
       });
       await posted.text();

@@ -333,7 +333,7 @@ const matrix: Record<string, Row> = {
       setup: '403',
       device: '403',
       owner2: '403',
-      agent2: '404',
+      agent2: '403',
       device2: '403',
       ...DEAD_401,
     },
@@ -414,7 +414,8 @@ const matrix: Record<string, Row> = {
       const [result] = body.data.results;
       const allowed = caller === 'agentAct' || caller === 'oauth';
       expect(result.ok, JSON.stringify(result)).toBe(allowed);
-      if (!allowed) expect(result.error.code).toBe({ agentRead: 'insufficient_access', agentNoGrant: 'grant_required', agent2: 'not_found' }[caller as string]);
+      if (!allowed)
+        expect(result.error.code).toBe({ agentRead: 'insufficient_access', agentNoGrant: 'grant_required', agent2: 'grant_required' }[caller as string]);
     },
   },
 

@@ -69,10 +69,10 @@ describe('device-supplied text in MCP tools', () => {
     const tools = await deviceTools(agent.token);
     expect(tools.map((t) => t.title)).toEqual(['get_state · Desk lamp', 'set_power · Desk lamp']);
     expect(tools[0]!.description).toBe(
-      'Read function (observes, changes nothing) "get_state" of device "Desk lamp". Device-supplied description: "Power and brightness.". Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".',
+      'Read function (observes, changes nothing) "get_state" of device "Desk lamp". Device-supplied description: "Power and brightness.". Returns the Action after up to 10 s (follow an unfinished one with get_action), or with MCP Tasks a task after 1 s that the client follows to the end. To retry safely, set _meta "dfc/idempotencyKey".',
     );
     expect(tools[1]!.description).toBe(
-      'Control function (changes the device) "set_power" of device "Desk lamp". Returns the Action (waits up to 10 s; follow an unfinished one with get_action). To retry safely, set _meta "dfc/idempotencyKey".',
+      'Control function (changes the device) "set_power" of device "Desk lamp". Returns the Action after up to 10 s (follow an unfinished one with get_action), or with MCP Tasks a task after 1 s that the client follows to the end. To retry safely, set _meta "dfc/idempotencyKey".',
     );
   });
 });

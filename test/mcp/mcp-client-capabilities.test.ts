@@ -1,41 +1,141 @@
-import { McpServer } from '@modelcontextprotocol/server';
-import { describe, expect, it } from 'vitest';
-import { createLegacyElicitation, MAX_REMEMBERED_PER_CONNECTION } from '../../src/mcp/legacy-elicitation.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, type Client as Api } from '../helpers/api.js';
+import { grant } from '../helpers/actions.js';
+import { attachDevice, createAgent, type AttachedDevice } from '../helpers/fixtures.js';
+import { toolName } from '../helpers/mcp-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { createRememberedCapabilities } from '../../src/mcp/remembered-capabilities.js';
 
 /**
- * What 2025-era clients declared on `initialize` is remembered in a bounded memory per
- * instance (src/mcp/legacy-elicitation.ts): one agent connection initializing over and over
- * forgets only its own clients, and a client in use is the last to be forgotten.
+ * What 2025-era clients declared on `initialize`: a client that sends its `Mcp-Session-Id`
+ * back carries it in that id (src/mcp/client-sessions.ts), so nothing is remembered for it and
+ * no tenant's load can make it forget; a client that sends none is remembered per connection
+ * in a memory bounded per workspace and per instance (src/mcp/remembered-capabilities.ts).
  */
 const ELICITS = { elicitation: {} };
-const LIMITS = { perConnection: 10, perWorkspace: 100, perInstance: 1000, waitMs: 1000 };
 
-function declaredFor(memory: ReturnType<typeof createLegacyElicitation>, key: string): unknown {
-  const server = new McpServer({ name: 'probe', version: '1' });
-  memory.prepare(key, server);
-  return (server.server as unknown as { _clientCapabilities?: unknown })._clientCapabilities;
-}
-
-describe('remembered client capabilities are bounded per connection and least recently used first', () => {
-  it('keeps another connection’s client while one connection initializes 20,000 times', () => {
-    const memory = createLegacyElicitation(LIMITS);
-    memory.remember('victim', 'victim#s1', ELICITS);
-    for (let i = 0; i < 20_000; i++) memory.remember('flooder', `flooder#${i}`, ELICITS);
-    expect(declaredFor(memory, 'victim#s1')).toEqual(ELICITS);
-    // The flooder keeps its own most recent clients only.
-    expect(declaredFor(memory, 'flooder#19999')).toEqual(ELICITS);
-    expect(declaredFor(memory, `flooder#${19_999 - MAX_REMEMBERED_PER_CONNECTION}`)).toBeUndefined();
+describe('remembered client capabilities are bounded per workspace, and an instance full of them keeps fair shares', () => {
+  it('keeps another workspace’s clients while one workspace initializes 20,000 connections', () => {
+    const memory = createRememberedCapabilities({ total: 10_000, perWorkspace: 1_000 });
+    memory.remember('victim', 'victim-conn', ELICITS);
+    for (let i = 0; i < 20_000; i++) memory.remember('flooder', `flooder-${i}`, ELICITS);
+    expect(memory.recall('victim-conn')).toEqual(ELICITS);
+    // The flooder keeps only its own most recent clients, up to its workspace's bound.
+    expect(memory.size('flooder')).toBe(1_000);
+    expect(memory.recall('flooder-19999')).toEqual(ELICITS);
+    expect(memory.recall('flooder-18999')).toBeUndefined();
   });
 
-  it('keeps a client in use when the memory is full, forgetting the least recently used instead', () => {
-    const memory = createLegacyElicitation(LIMITS);
-    memory.remember('steady', 'steady#s1', ELICITS);
-    // 10,000 clients in all, from connections that each stay within their own share.
-    for (let c = 0; c < 100; c++) for (let i = 0; i < (c === 0 ? 99 : 100); i++) memory.remember(`conn${c}`, `conn${c}#${i}`, ELICITS);
-    expect(declaredFor(memory, 'steady#s1')).toEqual(ELICITS);
-    memory.remember('late', 'late#s1', ELICITS);
-    expect(declaredFor(memory, 'steady#s1')).toEqual(ELICITS);
-    expect(declaredFor(memory, 'conn0#0')).toBeUndefined();
-    expect(declaredFor(memory, 'late#s1')).toEqual(ELICITS);
+  it('past the instance bound takes from the workspaces holding the most, never from one under its fair share', () => {
+    const memory = createRememberedCapabilities({ total: 100, perWorkspace: 60 });
+    for (let i = 0; i < 10; i++) memory.remember('bystander', `bystander-${i}`, ELICITS);
+    // Four tenants, each initializing far past what the instance keeps: 101 connections each, as often as it likes.
+    for (let round = 0; round < 100; round++)
+      for (let t = 0; t < 4; t++) for (let i = 0; i < 101; i++) memory.remember(`tenant-${t}`, `tenant-${t}-${i}`, ELICITS);
+    expect(memory.size()).toBe(100);
+    // A fifth of the instance is the bystander's fair share; it holds 10 and loses none.
+    for (let i = 0; i < 10; i++) expect(memory.recall(`bystander-${i}`), `bystander-${i}`).toEqual(ELICITS);
+    for (let t = 0; t < 4; t++) expect(memory.size(`tenant-${t}`)).toBeLessThanOrEqual(23);
+  });
+
+  it('keeps the clients it holds when a crowd of new workspaces arrives at a full instance', () => {
+    const memory = createRememberedCapabilities({ total: 100, perWorkspace: 60 });
+    for (let w = 0; w < 100; w++) memory.remember(`steady-${w}`, `steady-${w}-conn`, ELICITS);
+    for (let w = 0; w < 10_000; w++) memory.remember(`newcomer-${w}`, `newcomer-${w}-conn`, ELICITS);
+    for (let w = 0; w < 100; w++) expect(memory.recall(`steady-${w}-conn`), `steady-${w}`).toEqual(ELICITS);
+    expect(memory.size()).toBe(100);
+  });
+
+  it('forgets a workspace’s least recently used client first, not one in use', () => {
+    const memory = createRememberedCapabilities({ total: 100, perWorkspace: 3 });
+    for (const key of ['a', 'b', 'c']) memory.remember('ws', key, ELICITS);
+    expect(memory.recall('a')).toEqual(ELICITS);
+    memory.remember('ws', 'd', ELICITS);
+    expect(memory.recall('b')).toBeUndefined();
+    for (const key of ['a', 'c', 'd']) expect(memory.recall(key), key).toEqual(ELICITS);
+  });
+});
+
+const LEGACY = '2025-11-25';
+const headers = (token: string, session?: string): Record<string, string> => ({
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': LEGACY,
+  authorization: `Bearer ${token}`,
+  ...(session ? { 'mcp-session-id': session } : {}),
+});
+
+/** A raw 2025-era initialize declaring `capabilities`: the session id it was given. */
+async function initialize(url: string, token: string, capabilities: Record<string, unknown>): Promise<string> {
+  const res = await fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: headers(token),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: LEGACY, capabilities, clientInfo: { name: 'raw', version: '1' } },
+    }),
+  });
+  await res.text();
+  expect(res.status).toBe(200);
+  return res.headers.get('mcp-session-id')!;
+}
+
+/** The first JSON-RPC message of a raw 2025-era tools/call's event stream (the ask, or the call's answer); the stream is then dropped. */
+async function firstMessage(url: string, token: string, session: string, name: string): Promise<any> {
+  const abort = new AbortController();
+  const res = await fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: headers(token, session),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { on: true } } }),
+    signal: abort.signal,
+  });
+  if (!res.headers.get('content-type')?.includes('text/event-stream')) return res.json();
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = '';
+  while (!text.includes('\n\n')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += value;
+  }
+  abort.abort();
+  const data = text.split('\n').find((line) => line.startsWith('data:'))!;
+  return JSON.parse(data.slice(5));
+}
+
+describe('a 2025-era session id carries what its client declared', () => {
+  let server: TestServer;
+  let api: Api;
+  let lamp: AttachedDevice;
+  let agent: { token: string; principal: string };
+  let setPower: string;
+  beforeAll(async () => {
+    server = await startTestServer();
+    api = client(server.url);
+    const owner = await server.ownerToken('owner-sessions');
+    lamp = await attachDevice(api, owner);
+    agent = await createAgent(api, owner, { name: 'sessions', principal: 'agent:sessions' });
+    await grant(api, owner, agent.principal, lamp.id, ['set_power'], undefined, 'user');
+    setPower = toolName('set_power', lamp);
+  });
+  afterAll(() => server.close());
+
+  it('asks the user of a session that declared elicitation after a restart, with nothing remembered', async () => {
+    const session = await initialize(server.url, agent.token, { elicitation: { form: {} } });
+    const dir = server.dir;
+    await server.close();
+    server = await startTestServer({ dir });
+    const message = await firstMessage(server.url, agent.token, session, setPower);
+    expect(message.method, JSON.stringify(message)).toBe('elicitation/create');
+    expect(message.params.message).toContain('set_power');
+  });
+
+  it('tells a session that declared no elicitation that its client cannot ask, whatever another client of the token declared', async () => {
+    const cannot = await initialize(server.url, agent.token, {});
+    await initialize(server.url, agent.token, { elicitation: { form: {} } });
+    const message = await firstMessage(server.url, agent.token, cannot, setPower);
+    expect(message.result?.isError, JSON.stringify(message)).toBe(true);
+    expect(message.result.structuredContent.error.code).toBe('confirmation_required');
   });
 });

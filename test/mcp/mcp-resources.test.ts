@@ -149,3 +149,38 @@ describe('lists answered in one page refuse a cursor', () => {
     });
   }
 });
+
+describe('a device the agent cannot call: unknown, another workspace’s, or revoked', () => {
+  it('is answered grant_required on REST and MCP alike, for a single call and in a broadcast', async () => {
+    const stranger = await server.ownerToken('owner-resources-elsewhere');
+    const foreign = await attachDevice(api, stranger, { name: 'Elsewhere' });
+    const revoked = await attachDevice(api, owner, { name: 'Gone' });
+    await grant(api, owner, alice.principal, revoked.id, ['set_power']);
+    expect((await api.post(`/v1/devices/${revoked.id}/revoke`, { token: owner })).status).toBe(200);
+    const mcp = await connect(server.url, alice.token, 'modern');
+    for (const [what, deviceId] of [
+      ['unknown', '3f1e2d3c-4b5a-4697-8877-665544332211'],
+      ["another workspace's", foreign.id],
+      ['revoked', revoked.id],
+    ] as const) {
+      const rest = await api.post(`/v1/devices/${deviceId}/actions`, { token: alice.token, body: { capability: 'set_power', arguments: { on: true } } });
+      expect([rest.status, rest.body.error.code], what).toEqual([403, 'grant_required']);
+      const name = toolName('set_power', deviceId);
+      const call = await rawMcp(server.url, { token: alice.token, method: 'tools/call', name, params: { name, arguments: { on: true } } });
+      expect([call.status, call.json.error.code], what).toEqual([403, 'grant_required']);
+      // The official client sees the same refusal.
+      const refused = await mcp.callTool({ name, arguments: { on: true } }).then(
+        () => undefined,
+        (error: { data?: { status?: number; text?: string } }) => error.data,
+      );
+      expect(refused?.status, what).toBe(403);
+      expect(JSON.parse(refused!.text!).error.code, what).toBe('grant_required');
+      const body = { deviceIds: [deviceId], capability: 'set_power', arguments: { on: true }, idempotencyKey: crypto.randomUUID() };
+      const restBroadcast = await api.post('/v1/broadcasts', { token: alice.token, body });
+      expect(restBroadcast.body.data.results[0].error.code, what).toBe('grant_required');
+      const mcpBroadcast: any = await mcp.callTool({ name: 'broadcast', arguments: { ...body, idempotencyKey: crypto.randomUUID() } });
+      expect(mcpBroadcast.structuredContent.results[0].error.code, what).toBe('grant_required');
+    }
+    await mcp.close();
+  });
+});

@@ -70,6 +70,15 @@ describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)',
     expect((await b.listTools()).tools.map((t) => t.name)).toEqual([...FIXED, toolName('get_state', lamp.id)]);
   });
 
+  it('says in each device tool what a plain call and a call that declares MCP Tasks each get', async () => {
+    const tool = (await a.listTools()).tools.find((t) => t.name === toolName('set_power', lamp.id))!;
+    // A plain call: up to 10 s, then the Action as it stands, followed with get_action; a task-capable client: a task after 1 s.
+    expect(tool.description).toContain(
+      'Returns the Action after up to 10 s (follow an unfinished one with get_action), or with MCP Tasks a task after 1 s that the client follows to the end.',
+    );
+    expect(tool.description).not.toContain('(waits up to 10 s; follow an unfinished one with get_action)');
+  });
+
   it('describes the device and its place, advertises the manifest schema unchanged and the hints', async () => {
     const tools = (await a.listTools()).tools;
     const byName = new Map(tools.map((t) => [t.name, t]));

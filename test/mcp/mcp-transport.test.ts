@@ -65,6 +65,17 @@ describe('GET and DELETE', () => {
     expect(res.headers.get('allow')).toBe('POST');
     expect(res.body).toMatchObject({ error: { code: 'method_not_allowed' } });
   });
+
+  it('says in the 405 what there is instead of a GET stream, and that a session needs no DELETE', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await api.request(method, '/mcp', { token: agent.token, headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x' } });
+      expect(res.status).toBe(405);
+      const { message } = res.body.error as { message: string };
+      expect(message).not.toContain('keeps no stream or session');
+      expect(message).toContain('subscriptions/listen');
+      expect(message).toContain('Mcp-Session-Id holds no server state');
+    }
+  });
 });
 
 describe('routing headers (-32020, answered by the SDK)', () => {
@@ -142,6 +153,19 @@ describe('server/discover', () => {
     expect(res.json.result.supportedVersions).toContain(MODERN);
     expect(res.json.result.capabilities).toMatchObject({ tools: { listChanged: true }, resources: {}, prompts: {} });
     expect(res.json.result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('dfc');
+  });
+
+  it('promises a 2025-era client only what its era delivers: no tool-list notifications, no MCP Tasks', async () => {
+    const legacy = await connect(server.url, agent.token, 'legacy');
+    const declared = legacy.getServerCapabilities();
+    expect(declared?.tools).toEqual({ listChanged: false });
+    expect(declared).not.toHaveProperty('extensions');
+    await legacy.close();
+    // The 2026-07-28 era delivers both, on subscriptions/listen and as tasks.
+    const modern = await connect(server.url, agent.token, 'modern');
+    expect(modern.getServerCapabilities()?.tools).toEqual({ listChanged: true });
+    expect(modern.getServerCapabilities()?.extensions).toHaveProperty(['io.modelcontextprotocol/tasks']);
+    await modern.close();
   });
 
   it('lets the official client discover and connect in both eras', async () => {

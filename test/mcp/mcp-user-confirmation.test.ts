@@ -155,13 +155,20 @@ describe.each(['modern', 'legacy'] as const)('a user-mode device tool over the o
         // SEP-2575: a server must not rely on a capability the request did not declare.
         const refused = await mcp.callTool({ name: setPower, arguments: { on: true } }).then(
           () => undefined,
-          (error: unknown) => error as { code?: number; data?: { requiredCapabilities?: Record<string, unknown> } },
+          (error: unknown) => error as { code?: number; message?: string; data?: { requiredCapabilities?: Record<string, unknown> } },
         );
         expect(refused?.code).toBe(-32021);
         expect(refused?.data?.requiredCapabilities).toHaveProperty('elicitation');
+        // The service's explanation, not the SDK's generic text: what was needed, that nothing was queued, what to do.
+        expect(refused?.message).toContain(`Each call of ${setPower} needs its user's confirmation`);
+        expect(refused?.message).toContain('Nothing was queued');
+        expect(refused?.message).toContain("change the grant's approval mode");
+        expect(refused?.message).not.toContain('Cannot request input');
         const raw = await rawMcp(server.url, { token: agent.token, method: 'tools/call', name: setPower, params: { name: setPower, arguments: { on: true } } });
         expect(raw.status, raw.text).toBe(400);
         expect(raw.json.error.code).toBe(-32021);
+        expect(raw.json.error.data.requiredCapabilities).toHaveProperty('elicitation');
+        expect(raw.json.error.message).toContain('declare no elicitation');
       } else {
         const result: any = await mcp.callTool({ name: setPower, arguments: { on: true } });
         expect(result.isError).toBe(true);
@@ -302,6 +309,42 @@ describe('the confirmation is performed by the client, and recorded so', () => {
     const approved = await api.post(`/v1/actions/${waiting.body.data.id}/approve`, { token: owner, body: {} });
     expect(approved.status, JSON.stringify(approved.body)).toBe(200);
     expect(approved.body.data.approval).toMatchObject({ mode: 'user', decision: 'approved', confirmedBy: 'owner' });
+  });
+});
+
+describe.each(['modern', 'legacy'] as const)('a broadcast of a user-mode function over the official %s client', (era) => {
+  it('queues nothing for a device whose grant asks the user, says so with confirmation_required, and leaves nothing for the owner to approve', async () => {
+    const before = await actionIds();
+    const { mcp, asked } = await connectAs(agent.token, era, () => ({ action: 'accept', content: { confirm: true } }));
+    const result: any = await mcp.callTool({
+      name: 'broadcast',
+      arguments: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: true }, idempotencyKey: `user-broadcast-${era}` },
+    });
+    expect(result.isError, JSON.stringify(result)).toBeFalsy();
+    const [only] = result.structuredContent.results;
+    expect(only).toMatchObject({ deviceId: lamp.id, ok: false, error: { code: 'confirmation_required' } });
+    expect(only.error.message).toContain('Nothing was queued');
+    expect(only.error.message).toContain("device's own tool");
+    expect(asked).toEqual([]);
+    // No action at all: none awaits an owner's approval that would stand in for the user's yes.
+    expect(await actionIds()).toEqual(before);
+    // The same function under a `none` grant broadcasts as usual.
+    await grant(api, owner, agent.principal, lamp.id, ['set_power']);
+    const plain: any = await mcp.callTool({
+      name: 'broadcast',
+      arguments: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: false }, idempotencyKey: `none-broadcast-${era}` },
+    });
+    expect(plain.structuredContent.results[0], JSON.stringify(plain)).toMatchObject({ ok: true, action: { status: 'queued' } });
+    await mcp.close();
+  });
+
+  it('over REST waits for the owner instead, as a user-mode call there does', async () => {
+    const res = await api.post('/v1/broadcasts', {
+      token: agent.token,
+      body: { deviceIds: [lamp.id], capability: 'set_power', arguments: { on: true }, idempotencyKey: `rest-user-broadcast-${era}` },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.results[0]).toMatchObject({ ok: true, action: { status: 'awaiting_approval', approval: { mode: 'user' } } });
   });
 });
 

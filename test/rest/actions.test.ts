@@ -103,8 +103,10 @@ describe('POST /v1/devices/{deviceId}/actions: idempotencyKey', () => {
 });
 
 describe('POST /v1/devices/{deviceId}/actions: request checks', () => {
-  it('answers 404 for an unknown device or a function the device does not have', async () => {
-    expect((await requestAction(api, agent.token, '3f1e2d3c-4b5a-4697-8877-665544332211', { capability: 'get_state', arguments: {} })).status).toBe(404);
+  it('answers 403 grant_required for an unknown device or a function the device does not have, as MCP does', async () => {
+    const unknown = await requestAction(api, agent.token, '3f1e2d3c-4b5a-4697-8877-665544332211', { capability: 'get_state', arguments: {} });
+    expect(unknown.status).toBe(403);
+    expect(unknown.body.error.code).toBe('grant_required');
     const res = await requestAction(api, agent.token, lamp.id, { capability: 'fly', arguments: {} });
     expect(res.status).toBe(403); // no grant can exist for a function the device lacks
     expect(res.body.error.code).toBe('grant_required');
@@ -151,7 +153,9 @@ describe('a second workspace', () => {
 
     // Actions: not requestable, readable, cancellable or listed.
     const refused = await requestAction(api, intruderAgent.token, lamp.id, { capability: 'set_power', arguments: { on: false } });
-    expect(refused.status).toBe(404);
+    // Answered as for an unknown device: nothing says the device exists.
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ code: 'grant_required', message: expect.stringContaining('no device it may call has this id') });
     expect((await api.get(`/v1/actions/${aAction.id}`, { token: intruder })).status).toBe(404);
     expect((await api.get(`/v1/actions/${aAction.id}`, { token: intruderAgent.token })).status).toBe(404);
     expect((await api.post(`/v1/actions/${aAction.id}/cancel`, { token: intruder })).status).toBe(404);
@@ -162,7 +166,7 @@ describe('a second workspace', () => {
       token: intruderAgent.token,
       body: { deviceIds: [lamp.id, bulb], capability: 'set_power', arguments: { on: true }, idempotencyKey: 'intrude' },
     });
-    expect(broadcast.body.data.results.map((r: any) => r.error?.code)).toEqual(['not_found', 'not_found']);
+    expect(broadcast.body.data.results.map((r: any) => r.error?.code)).toEqual(['grant_required', 'grant_required']);
 
     // Devices: the intruder's device is handed nothing of the first workspace and cannot report on it.
     expect((await next(api, intruderLamp)).body.data).toBeNull();

@@ -411,6 +411,8 @@ describe('an MCP device tool call on an owner-approval function', () => {
     try {
       const tool = (await mcp.listTools()).tools.find((t) => t.name === toolName('set_power', lamp.id))!;
       expect(tool.description).toContain("Needs the owner's approval");
+      // What each kind of client gets: the plain call's answer, and a task client's wait up to the approval window.
+      expect(tool.description).toContain("a plain call returns it awaiting_approval, a task waits for the owner's decision or the end of the approval window");
       const plainTool = (await mcp.listTools()).tools.find((t) => t.name === toolName('get_state', lamp.id))!;
       expect(plainTool.description).not.toContain('approval');
 

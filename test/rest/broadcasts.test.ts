@@ -54,7 +54,7 @@ describe('POST /v1/broadcasts', () => {
     expect(tooMany.body.error.issues[0].path).toBe('deviceIds');
     const twenty = await send({ deviceIds: ids.slice(0, 20), capability: 'get_state', arguments: {}, idempotencyKey: key() });
     expect(twenty.status).toBe(200);
-    expect(twenty.body.data.results.every((r: any) => r.ok === false && r.error.code === 'not_found')).toBe(true);
+    expect(twenty.body.data.results.every((r: any) => r.ok === false && r.error.code === 'grant_required')).toBe(true);
     expect((await send({ deviceIds: [], capability: 'get_state', arguments: {}, idempotencyKey: key() })).status).toBe(400);
   });
 

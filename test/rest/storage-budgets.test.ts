@@ -112,8 +112,13 @@ describe('each storage budget, once used up, refuses the next action request wit
     // Its device and grant were journalled; a workspace whose first write is the action has no row.
     await server.service.db.run('DELETE FROM workspace_usage WHERE workspace_id = ?', [w.workspaceId]);
     const refused = await note(api, w, 2000);
-    expect(refused.status, JSON.stringify(refused.body)).toBe(429);
-    expect(refused.body.error).toMatchObject({ code: 'quota_exceeded', details: { budget: 'action_bytes', limit: 1000, used: 0 } });
+    // Larger than the whole budget: too large, never "used up", and no Retry-After, since waiting cannot help.
+    expect(refused.status, JSON.stringify(refused.body)).toBe(413);
+    expect(refused.body.error).toMatchObject({ code: 'payload_too_large', details: { budget: 'action_bytes', limit: 1000, used: 0 } });
+    expect(refused.body.error.issues[0].path).toBe('arguments');
+    expect(refused.body.error.message).not.toContain('used up');
+    expect(refused.body.error.message).toContain('waiting will not help');
+    expect(refused.headers.get('retry-after')).toBeNull();
     expect(await storedActions(server, w)).toBe(0);
   });
 
