@@ -1,8 +1,9 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import QRCode from 'qrcode';
 import type { z } from 'zod';
 import { operations } from '../../domain/registry.js';
 import type { connection, newConnection } from '../../domain/schemas.js';
+import { requestBaseUrl } from '../../http/base-url.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
@@ -131,7 +132,8 @@ function AttachPage(props: {
 }
 
 export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
-  const baseUrl = guards.deps.config.publicBaseUrl;
+  // The address the owner reached the console at names the service in the device command (src/http/base-url.ts).
+  const baseUrlOf = (c: Context) => requestBaseUrl(c, guards.deps.config);
   const tokens = async (signed: Signed) => (await guards.invoke(signed, operations.listSetupTokens, {})) as Connection[];
 
   app.get(
@@ -141,7 +143,7 @@ export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
         <AttachPage
           viewer={signed.viewer}
           tokens={await tokens(signed)}
-          baseUrl={baseUrl}
+          baseUrl={baseUrlOf(c)}
           done={c.req.query('done') === 'revoked' ? 'Setup token revoked.' : undefined}
         />,
       ),
@@ -158,13 +160,13 @@ export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
       });
       if (!created.ok) {
         return c.html(
-          <AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrl} error={created.message} issues={created.issues} />,
+          <AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrlOf(c)} error={created.message} issues={created.issues} />,
           created.status,
         );
       }
       // Shown in the answer to this post and nowhere else: reloading does not show it again.
       const qr = await qrImage(created.value.token);
-      return c.html(<AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrl} created={{ token: created.value, qr }} />);
+      return c.html(<AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrlOf(c)} created={{ token: created.value, qr }} />);
     }),
   );
 

@@ -74,6 +74,11 @@ function pkceMatches(verifier: string, challenge: string): boolean {
 /** Outcome of a token request: the answer, or an error after which some writes must still commit. */
 type Outcome = { ok: true; tokens: TokenResponse } | { ok: false; error: ReturnType<typeof oauthError> };
 
+/** A client's `resource` names the one a code or token was issued for: the same string, or an alias of this server's (OAuthDeps.isResource). */
+function namesStored(deps: OAuthDeps, given: string, stored: string): boolean {
+  return given === stored || (stored === deps.resource && deps.isResource(given));
+}
+
 async function connectionIsLive(tx: Queryable, connectionId: string, now: number): Promise<boolean> {
   const connection = await getClientConnection(tx, connectionId);
   return connection !== undefined && connection.revokedAt === null && (connection.expiresAt === null || connection.expiresAt > now);
@@ -106,7 +111,7 @@ export async function exchangeCode(
       return { ok: false, error: oauthError('invalid_grant', 'redirect_uri does not match the authorization request.') };
     if (!pkceMatches(params.code_verifier!, code.codeChallenge))
       return { ok: false, error: oauthError('invalid_grant', 'The code_verifier does not match the code_challenge.') };
-    if (params.resource !== undefined && params.resource !== code.resource) {
+    if (params.resource !== undefined && !namesStored(deps, params.resource, code.resource)) {
       return { ok: false, error: oauthError('invalid_target', 'resource differs from the one the code was issued for.') };
     }
     if (!(await connectionIsLive(tx, code.connectionId, now))) return { ok: false, error: oauthError('invalid_grant', 'The client was revoked.') };
@@ -155,7 +160,7 @@ export async function refreshTokens(
     // resource, an expired token) writes nothing: the client keeps its refresh token instead
     // of losing it and then tripping the reuse detection with its next, valid, request.
     if (token.expiresAt <= now) return { ok: false, error: oauthError('invalid_grant', 'The refresh token has expired.') };
-    if (params.resource !== undefined && params.resource !== token.resource) {
+    if (params.resource !== undefined && !namesStored(deps, params.resource, token.resource)) {
       return { ok: false, error: oauthError('invalid_target', 'resource differs from the one the token was issued for.') };
     }
     let scope = token.scope;
