@@ -11,6 +11,7 @@ import {
 } from '@modelcontextprotocol/client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { connect, MODERN } from '../helpers/mcp-client.js';
+import { qrImage } from '../../src/console/screens/attach.js';
 import { decide, freePort, ownerCookie } from '../helpers/oauth.js';
 import { startTestServer, useServer, type TestServer } from '../helpers/server.js';
 
@@ -196,7 +197,7 @@ describe('how the service names itself by the Host a request came with (PUBLIC_B
     }
   });
 
-  it("names the alias in the Attach screen's device command", async () => {
+  it("names the alias in the Attach screen's device command and QR code", async () => {
     for (const base of [`http://127.0.0.1:${port}`, `http://localhost:${port}`]) {
       const signedIn = await fetch(`${base}/console/sign-in/token`, {
         method: 'POST',
@@ -214,7 +215,12 @@ describe('how the service names itself by the Host a request came with (PUBLIC_B
         body: new URLSearchParams({ csrf, name: 'Porch light', ttlSeconds: '600', deviceLimit: '1' }),
       });
       expect(created.status).toBe(200);
-      expect(await created.text()).toMatch(new RegExp(`--setup-token dfc_setup_\\S+ --url ${base.replace(/[.[\]]/g, '\\$&')}<`));
+      const html = await created.text();
+      // The QR code holds the same address with the token: <service URL>/#setup-token=<token>.
+      const token = /--setup-token (dfc_setup_\S+) --url/.exec(html)![1]!;
+      const qr = /id="setup-token-qr" src="([^"]+)"/.exec(html)![1]!;
+      expect(qr).toBe(await qrImage(`${base}/#setup-token=${token}`));
+      expect(html).toMatch(new RegExp(`--setup-token dfc_setup_\\S+ --url ${base.replace(/[.[\]]/g, '\\$&')}<`));
     }
   });
 });
