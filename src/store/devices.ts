@@ -149,7 +149,7 @@ export async function revokeDevice(db: Queryable, workspaceId: string, id: strin
   return result.changes;
 }
 
-/** The owner names a device: the name is kept over any a manifest publishes later (migration 0030). */
+/** The owner names a device: the name is kept over any a manifest publishes later (migration 0032). */
 export async function renameDevice(db: Queryable, workspaceId: string, id: string, name: string): Promise<boolean> {
   const result = await db.run('UPDATE devices SET name = ?, named_by_owner = 1 WHERE workspace_id = ? AND id = ?', [name, workspaceId, id]);
   return result.changes > 0;
