@@ -8,6 +8,7 @@ import type { WebhookTransport } from './domain/webhook-transport.js';
 import { createOAuthApp, type OAuthAppDeps } from './oauth/app.js';
 import { mountFrontDoor } from './http/front-door.js';
 import { observe } from './http/observe.js';
+import { requestBaseUrl } from './http/base-url.js';
 import type { HttpEnv } from './http/request.js';
 import { mountRoutes } from './rest/app.js';
 import { allowCrossOrigin } from './rest/cors.js';
@@ -52,7 +53,7 @@ export function createApp(deps: AppDeps): Hono<HttpEnv> {
     log,
     observeRequest: (method, route, status, seconds) => metrics.observeRequest(method, route, status, seconds),
     context: (credential, surface, requestId) => ({ credential, surface, requestId, db, clock, log, settings, events, schemas, streams, webhooks }),
-    resourceMetadataUrl: `${config.publicBaseUrl}/.well-known/oauth-protected-resource`,
+    resourceMetadataUrl: (c) => `${requestBaseUrl(c, config)}/.well-known/oauth-protected-resource`,
   });
 
   allowCrossOrigin(app, config.corsAllowedOrigins);

@@ -48,7 +48,7 @@ export const configSchema = z
       .url({ protocol: /^https?$/ })
       .optional()
       .describe(
-        "The service's public address: OAuth metadata and the audience of OAuth access tokens (`${PUBLIC_BASE_URL}/mcp`). When set, also the server `/openapi.json` names; unset, the document names the origin each request reached (see [API reference](../reference/api.md#api-reference)). Unset: `http://localhost:${PORT}`.",
+        "The service's public address: OAuth metadata and the audience of OAuth access tokens (`${PUBLIC_BASE_URL}/mcp`). When set, also the server `/openapi.json` names; unset, the document names the origin each request reached (see [API reference](../reference/api.md#api-reference)). Unset: the loopback alias a request came to (`127.0.0.1`, `localhost` or `[::1]` on the service's port) in metadata, challenges and console commands, the aliases being one resource (a token obtained at one is valid at the others); any other `Host` gets `http://localhost:${PORT}`, as do messages sent outside a request.",
       ),
     CORS_ALLOWED_ORIGINS: z
       .string()

@@ -10,7 +10,7 @@ import {
   recallWithdrawn,
 } from '../store/action-withdrawals.js';
 import type { ActionRow } from '../store/actions.js';
-import { claimAttachSlot } from '../store/connections.js';
+import { claimAttachSlot, getConnection } from '../store/connections.js';
 import {
   familyFunctions,
   getDevice,
@@ -78,7 +78,7 @@ export async function workspaceDevices(db: Queryable, workspaceId: string, now: 
   return rows.map((row) => toDeviceRecord(row, byDevice.get(row.id) ?? [], now));
 }
 
-const deviceName = z.string().min(1).max(64);
+export const deviceName = z.string().min(1).max(64);
 
 /** Creates an attached device with its own credential; shared by SDK attach and board enrollment. */
 export async function createAttachedDevice(
@@ -111,7 +111,10 @@ export const attachDevice = defineOperation({
   access: 'none',
   hints: { readOnly: false, destructive: false },
   rest: [{ method: 'POST', path: '/v1/sdk/devices', status: 201 }],
-  input: z.strictObject({ name: deviceName, kind: z.enum(['device', 'gateway']).default('device') }),
+  input: z.strictObject({
+    name: deviceName.optional().describe("The device's name; left out, the setup token's name (the one the owner chose when making it)."),
+    kind: z.enum(['device', 'gateway']).default('device'),
+  }),
   output: attachedDevice,
   run: ({ ctx, credential, input }) =>
     ctx.db.transaction(async (tx) => {
@@ -121,7 +124,8 @@ export const attachDevice = defineOperation({
         throw new DomainError('device_limit_reached', 'This setup token has attached as many devices as its deviceLimit allows.');
       }
       await assertDeviceCapacity(tx, ctx.settings.capacity, credential.workspaceId, 1);
-      return createAttachedDevice(tx, { workspaceId: credential.workspaceId, name: input.name, kind: input.kind, attachedVia: credential.connectionId, now });
+      const name = input.name ?? (await getConnection(tx, credential.workspaceId, 'device-setup', credential.connectionId))!.name;
+      return createAttachedDevice(tx, { workspaceId: credential.workspaceId, name, kind: input.kind, attachedVia: credential.connectionId, now });
     }),
 });
 

@@ -22,6 +22,7 @@ export const EVENT_TYPES = {
   'device.online': 'a device called in after being offline (`data.device`)',
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
+  'device.renamed': 'the owner renamed a device (`data.device`, with its new name)',
   'controls.paused': 'the owner paused device control for the workspace, naming who (`data.controls`)',
   'controls.resumed': 'the owner resumed device control for the workspace, naming who (`data.controls`)',
   'webhook.disabled': 'a webhook was disabled by its owner, or after its endpoint failed for too long, with the reason (`data.webhook`)',

@@ -9,6 +9,7 @@ import { createAgentConnection, createSetupToken, listAgentConnections, listSetu
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { getDeviceControls, setDeviceControls } from './device-controls.js';
 import { issueEventsTicket } from './device-wake-socket.js';
+import { renameWorkspaceDevice } from './device-names.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
@@ -50,6 +51,7 @@ export const operations = {
   attachDevice,
   listWorkspaceDevices,
   revokeWorkspaceDevice,
+  renameWorkspaceDevice,
   publishManifest,
   createEnrollment,
   enrollBoard,

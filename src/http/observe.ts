@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { HttpBindings } from '@hono/node-server';
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import type { OperationContext, Logger, Surface } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { bearerChallenge, toHttpError } from './errors.js';
@@ -88,7 +88,7 @@ export interface ObserveDeps {
   /** The domain context of a request, from its credential and request id. */
   context(credential: OperationContext['credential'], surface: Surface, requestId: string): OperationContext;
   /** The protected-resource metadata (RFC 9728) a 401 or an `insufficient_scope` 403 points at. */
-  resourceMetadataUrl: string;
+  resourceMetadataUrl(c: Context): string;
 }
 
 /**
@@ -151,7 +151,7 @@ export function observe(app: Hono<HttpEnv>, deps: ObserveDeps): void {
     // docs/operators/logs-and-metrics.md "Logs": a dependency out of reach degrades the service (warn), it is not a bug.
     if (mapped.dependencyFailure)
       log.warn({ msg: 'dependency unavailable', requestId: c.get('requestId'), route: c.req.routePath, error: mapped.dependencyFailure });
-    const challenge = bearerChallenge(error, deps.resourceMetadataUrl, c.req.header('authorization') !== undefined);
+    const challenge = bearerChallenge(error, deps.resourceMetadataUrl(c), c.req.header('authorization') !== undefined);
     return c.json(mapped.body, mapped.status, challenge ? { ...mapped.headers, 'WWW-Authenticate': challenge } : mapped.headers);
   });
 }

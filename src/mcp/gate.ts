@@ -15,7 +15,8 @@ export interface HttpGateDeps {
   limiter: RateLimiter;
   now: () => number;
   hosts: HostPolicy;
-  metadataUrl: string;
+  /** The protected-resource metadata a 401 points at, as this request names the service. */
+  metadataUrl(c: Context<HttpEnv>): string;
 }
 
 /** A request the gate let through: its caller and its messages, read once. */
@@ -36,7 +37,7 @@ export function createHttpGate(deps: HttpGateDeps): (c: Context<HttpEnv>) => Pro
   return async (c) => {
     const transport = transportRefusal(c, deps.hosts);
     if (transport) return { response: transport };
-    const auth = await authenticateAgent(c, deps.authenticator, deps.metadataUrl);
+    const auth = await authenticateAgent(c, deps.authenticator, deps.metadataUrl(c));
     if ('response' in auth) return auth;
     const media = mediaRefusal(c);
     if (media) return { response: media };

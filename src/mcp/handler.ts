@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../domain/context.js';
 import type { EventHub } from '../domain/event-hub.js';
 import type { RateLimiter } from '../domain/rate-limits.js';
+import { requestBaseUrl } from '../http/base-url.js';
 import { withRequestId, type HttpEnv } from '../http/request.js';
 import { cachedListAnswer } from './cached-list-answer.js';
 import { createCallGateCache } from './call-gate-cache.js';
@@ -52,8 +53,8 @@ export interface McpDeps {
 export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const { config, metrics } = deps;
   const base = config.publicBaseUrl;
-  const metadataUrl = resourceMetadataUrl(base);
-  mountResourceMetadata(app, base);
+  const metadataUrl = (c: Context<HttpEnv>) => resourceMetadataUrl(requestBaseUrl(c, config));
+  mountResourceMetadata(app, config);
 
   const serverInfo = (name: string): ServerInfo => ({ name, title: 'Device function control', version: deps.version });
   const toolLists = createToolsListCache();

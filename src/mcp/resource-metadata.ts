@@ -1,4 +1,5 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
+import { requestBaseUrl, type ServiceNaming } from '../http/base-url.js';
 import type { HttpEnv } from '../http/request.js';
 
 /** RFC 9728 protected-resource metadata: raw object, served at both well-known paths. */
@@ -16,8 +17,12 @@ export function resourceMetadataUrl(publicBaseUrl: string): string {
   return `${publicBaseUrl}/.well-known/oauth-protected-resource/mcp`;
 }
 
-export function mountResourceMetadata(app: Hono<HttpEnv>, publicBaseUrl: string): void {
-  const metadata = protectedResourceMetadata(publicBaseUrl);
-  app.get('/.well-known/oauth-protected-resource', (c) => c.json(metadata));
-  app.get('/.well-known/oauth-protected-resource/mcp', (c) => c.json(metadata));
+/** Served as the request names the service (src/http/base-url.ts): the MCP client compares `resource` with the URL it connected to. */
+export function mountResourceMetadata(app: Hono<HttpEnv>, naming: ServiceNaming): void {
+  const answer = (c: Context<HttpEnv>) => {
+    if (!naming.publicBaseUrlSet) c.header('Vary', 'Host');
+    return c.json(protectedResourceMetadata(requestBaseUrl(c, naming)));
+  };
+  app.get('/.well-known/oauth-protected-resource', answer);
+  app.get('/.well-known/oauth-protected-resource/mcp', answer);
 }

@@ -18,7 +18,8 @@ import { callerKey, type McpSession } from './session.js';
 export interface ToolCallGateDeps {
   inflight: InflightCalls;
   callGate: CallGateCache;
-  metadataUrl: string;
+  /** The protected-resource metadata an `insufficient_scope` 403 points at, as this request names the service. */
+  metadataUrl(c: Context<HttpEnv>): string;
 }
 
 export type ToolCallGate = (c: Context<HttpEnv>, ctx: OperationContext, credential: CredentialOf<'agent'>, messages: RpcMessage[]) => Promise<Gate>;
@@ -75,7 +76,7 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
       }
       if (credential.access !== 'act') {
         const withAct = await callable({ ...credential, access: 'act' }, name);
-        if (withAct.some((t) => t.name === name)) return { response: ceilingRefusal(c, name, metadataUrl) };
+        if (withAct.some((t) => t.name === name)) return { response: ceilingRefusal(c, name, metadataUrl(c)) };
       }
       return {
         response: envelope(c, new DomainError('grant_required', `Tool ${name} is not a device function you may call now: no live grant for it.`)),

@@ -9,6 +9,7 @@ import { mountAuthorizationEndpoint } from './authorize.js';
 import { limitUnreadBody } from './body-limit.js';
 import { PAGE_CSP } from './browser.js';
 import { MetadataDocumentCache } from '../domain/oauth/metadata-documents.js';
+import { requestBaseUrl, sameServiceUrl } from '../http/base-url.js';
 import { ownerSessionCookie } from '../http/owner-session.js';
 import { clientAddress } from '../http/request.js';
 import { createDocumentFetcher } from './cimd-fetch.js';
@@ -51,12 +52,17 @@ export function createOAuthApp(deps: OAuthAppDeps): Hono {
     log,
     issuer,
     resource: `${issuer}/mcp`,
+    isResource: (name) => sameServiceUrl(name, `${issuer}/mcp`, config),
     fetchClientDocument: budget.forAddress(undefined),
     clientDocuments: new MetadataDocumentCache(),
     cimdAllowLoopback: config.oauthCimdAllowLoopback,
     capacity: config.capacity,
   };
-  const oauthFor = (c: Parameters<OAuthEndpointDeps['oauthFor']>[0]): OAuthDeps => ({ ...oauth, fetchClientDocument: budget.forAddress(clientAddress(c)) });
+  const oauthFor = (c: Parameters<OAuthEndpointDeps['oauthFor']>[0]): OAuthDeps => ({
+    ...oauth,
+    issuer: requestBaseUrl(c, config),
+    fetchClientDocument: budget.forAddress(clientAddress(c)),
+  });
   const endpoints: OAuthEndpointDeps = { config, authenticator, limiter, clock, log, oauth, oauthFor, sessionCookie };
   const app = new Hono();
 

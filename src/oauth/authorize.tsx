@@ -38,7 +38,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
     const url = new URL(to.redirectUri);
     for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
     if (to.state !== undefined) url.searchParams.set('state', to.state);
-    url.searchParams.set('iss', oauth.issuer);
+    url.searchParams.set('iss', deps.oauthFor(c).issuer);
     return c.redirect(url.toString(), status);
   };
 

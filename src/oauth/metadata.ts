@@ -4,9 +4,10 @@ import type { OAuthEndpointDeps } from './deps.js';
 
 /** RFC 8414 authorization server metadata: how a client discovers every other endpoint. */
 export function mountMetadataEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
-  const { issuer } = deps.oauth;
   app.get('/.well-known/oauth-authorization-server', (c) => {
+    const { issuer } = deps.oauthFor(c);
     c.header('Cache-Control', 'max-age=300');
+    if (!deps.config.publicBaseUrlSet) c.header('Vary', 'Host');
     return c.json({
       issuer,
       authorization_endpoint: `${issuer}/oauth/authorize`,

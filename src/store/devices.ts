@@ -149,6 +149,12 @@ export async function revokeDevice(db: Queryable, workspaceId: string, id: strin
   return result.changes;
 }
 
+/** The owner names a device: the name is kept over any a manifest publishes later (migration 0032). */
+export async function renameDevice(db: Queryable, workspaceId: string, id: string, name: string): Promise<boolean> {
+  const result = await db.run('UPDATE devices SET name = ?, named_by_owner = 1 WHERE workspace_id = ? AND id = ?', [name, workspaceId, id]);
+  return result.changes > 0;
+}
+
 /** How stale last_seen_at may get before a device's call writes it again. */
 export const SEEN_WRITE_INTERVAL_MS = 5000;
 
@@ -236,7 +242,12 @@ export async function replaceManifest(
   for (const child of children) {
     let childId = byKey.get(child.key);
     if (childId) {
-      await db.run('UPDATE devices SET name = ?, kind = ?, detached_at = NULL WHERE id = ?', [child.name, child.kind, childId]);
+      // A name the owner gave the child (renameDevice) wins over the one its gateway publishes.
+      await db.run('UPDATE devices SET name = CASE named_by_owner WHEN 1 THEN name ELSE ? END, kind = ?, detached_at = NULL WHERE id = ?', [
+        child.name,
+        child.kind,
+        childId,
+      ]);
       byKey.delete(child.key);
     } else {
       childId = randomUUID();

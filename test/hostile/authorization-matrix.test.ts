@@ -256,6 +256,10 @@ const matrix: Record<string, Row> = {
     },
   },
   'POST /v1/devices/{deviceId}/revoke': { request: async () => ({ path: `/v1/devices/${await freshDeviceId()}/revoke` }), cells: ownerRoute('404') },
+  'POST /v1/devices/{deviceId}/rename': {
+    request: async () => ({ path: `/v1/devices/${await freshDeviceId()}/rename`, body: { name: 'Renamed by the matrix' } }),
+    cells: ownerRoute('404'),
+  },
   'POST /v1/device/{deviceId}/manifest': { request: async () => ({ path: `/v1/device/${lamp.id}/manifest`, body: lampManifest }), cells: DEVICE_ROUTE },
 
   'POST /v1/grants': {

@@ -394,7 +394,8 @@ describe('authentication', () => {
       const res = await rawMcp(server.url, { ...(token ? { token } : {}), method: 'tools/list' });
       expect(res.status).toBe(401);
       expect(res.json).toMatchObject({ error: { code: 'unauthorized' } });
-      expect(res.headers.get('www-authenticate')).toContain(`resource_metadata="${server.config.publicBaseUrl}/.well-known/oauth-protected-resource/mcp"`);
+      // PUBLIC_BASE_URL unset: the challenge names the loopback address the request came to.
+      expect(res.headers.get('www-authenticate')).toContain(`resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`);
     }
   });
 
@@ -414,7 +415,8 @@ describe('authentication', () => {
   });
 
   it('serves the protected-resource metadata at both paths, unwrapped', async () => {
-    const base = server.config.publicBaseUrl;
+    // PUBLIC_BASE_URL unset: the metadata names the loopback address the request came to.
+    const base = server.url;
     for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
       const res = await api.get(path);
       expect(res.status).toBe(200);

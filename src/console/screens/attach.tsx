@@ -1,8 +1,9 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import QRCode from 'qrcode';
 import type { z } from 'zod';
 import { operations } from '../../domain/registry.js';
 import type { connection, newConnection } from '../../domain/schemas.js';
+import { requestBaseUrl } from '../../http/base-url.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
@@ -12,8 +13,16 @@ import { Csrf, Flash, Page, Secret, Time, type Viewer } from '../layout.js';
 type Connection = z.infer<typeof connection>;
 type NewConnection = z.infer<typeof newConnection>;
 
-/** The QR code of a token as an SVG image (rendered here, never by a third party): a data: URL the CSP admits as an image. */
-async function qrImage(text: string): Promise<string> {
+/**
+ * What the attach QR code holds (docs/devices/wire-protocol.md "Attach from a QR code"): the
+ * service's URL with the setup token in the fragment, `<service URL>/#setup-token=<token>`, so
+ * a device with a camera learns both where to attach and with what, and a phone that opens it
+ * shows the service's front door without sending the token anywhere.
+ */
+export const attachQrText = (baseUrl: string, token: string) => `${baseUrl}/#setup-token=${encodeURIComponent(token)}`;
+
+/** A QR code as an SVG image (rendered here, never by a third party): a data: URL the CSP admits as an image. */
+export async function qrImage(text: string): Promise<string> {
   const svg = await QRCode.toString(text, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
   return `data:image/svg+xml;base64,${Buffer.from(svg).toString('base64')}`;
 }
@@ -43,7 +52,7 @@ function AttachPage(props: {
           <h2 id="created-heading">Setup token for {props.created.token.name}</h2>
           <Secret id="setup-token" label="Setup token" value={props.created.token.token} />
           <p>
-            <img class="qr" id="setup-token-qr" src={props.created.qr} alt="QR code of the setup token, for a device with a camera" />
+            <img class="qr" id="setup-token-qr" src={props.created.qr} alt="QR code of the service URL with the setup token, for a device with a camera" />
           </p>
           <p>
             It attaches up to {props.created.token.deviceLimit} device{props.created.token.deviceLimit === 1 ? '' : 's'} until{' '}
@@ -131,7 +140,8 @@ function AttachPage(props: {
 }
 
 export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
-  const baseUrl = guards.deps.config.publicBaseUrl;
+  // The address the owner reached the console at names the service in the device command (src/http/base-url.ts).
+  const baseUrlOf = (c: Context) => requestBaseUrl(c, guards.deps.config);
   const tokens = async (signed: Signed) => (await guards.invoke(signed, operations.listSetupTokens, {})) as Connection[];
 
   app.get(
@@ -141,7 +151,7 @@ export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
         <AttachPage
           viewer={signed.viewer}
           tokens={await tokens(signed)}
-          baseUrl={baseUrl}
+          baseUrl={baseUrlOf(c)}
           done={c.req.query('done') === 'revoked' ? 'Setup token revoked.' : undefined}
         />,
       ),
@@ -158,13 +168,13 @@ export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
       });
       if (!created.ok) {
         return c.html(
-          <AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrl} error={created.message} issues={created.issues} />,
+          <AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrlOf(c)} error={created.message} issues={created.issues} />,
           created.status,
         );
       }
       // Shown in the answer to this post and nowhere else: reloading does not show it again.
-      const qr = await qrImage(created.value.token);
-      return c.html(<AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrl} created={{ token: created.value, qr }} />);
+      const qr = await qrImage(attachQrText(baseUrlOf(c), created.value.token));
+      return c.html(<AttachPage viewer={signed.viewer} tokens={await tokens(signed)} baseUrl={baseUrlOf(c)} created={{ token: created.value, qr }} />);
     }),
   );
 

@@ -7,7 +7,7 @@ import type { Guards, Signed } from '../guards.js';
 import { ArgumentFields } from '../arguments.js';
 import { Csrf, Flash, Page, Term, Time, type Viewer } from '../layout.js';
 
-/** Devices: the tree of gateways, children and services, their functions, revoke with a confirmation. */
+/** Devices: the tree of gateways, children and services, their functions, rename, revoke with a confirmation. */
 
 type Device = z.infer<typeof deviceSchema>;
 
@@ -24,7 +24,10 @@ export async function allDevices(guards: Guards, signed: Signed): Promise<Device
   return devices;
 }
 
-const DONE = { revoked: 'The device is revoked: its credential (and its children’s) answers 401 from the next request on.' } as const;
+const DONE = {
+  revoked: 'The device is revoked: its credential (and its children’s) answers 401 from the next request on.',
+  renamed: 'The device is renamed: the name is kept whatever its manifest says later.',
+} as const;
 
 function State(props: { device: Device }) {
   const { device } = props;
@@ -45,7 +48,20 @@ function State(props: { device: Device }) {
   );
 }
 
-function DeviceNode(props: { device: Device; children: Map<string | null, Device[]> }) {
+/** The owner's name for the device, kept over any name its manifest publishes later (POST /v1/devices/{deviceId}/rename). */
+function RenameForm(props: { device: Device; viewer: Viewer }) {
+  return (
+    <form method="post" action={`/console/devices/${props.device.id}/rename`} class="rename">
+      <Csrf viewer={props.viewer} />
+      <label>
+        Name <input name="name" value={props.device.name} required maxlength={64} aria-label={`New name for ${props.device.name}`} />
+      </label>{' '}
+      <button type="submit">Rename</button>
+    </form>
+  );
+}
+
+function DeviceNode(props: { device: Device; children: Map<string | null, Device[]>; viewer: Viewer }) {
   const { device } = props;
   const below = props.children.get(device.id) ?? [];
   return (
@@ -102,6 +118,7 @@ function DeviceNode(props: { device: Device; children: Map<string | null, Device
             </table>
           </div>
         )}
+        <RenameForm device={device} viewer={props.viewer} />
         {device.revoked ? null : (
           <p>
             <a href={`/console/devices/${device.id}/revoke`} class="button danger">
@@ -113,7 +130,7 @@ function DeviceNode(props: { device: Device; children: Map<string | null, Device
       {below.length > 0 ? (
         <ul class="tree">
           {below.map((child) => (
-            <DeviceNode device={child} children={props.children} />
+            <DeviceNode device={child} children={props.children} viewer={props.viewer} />
           ))}
         </ul>
       ) : null}
@@ -145,7 +162,7 @@ export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
               </p>
               <ul class="tree" id="devices">
                 {roots.map((device) => (
-                  <DeviceNode device={device} children={children} />
+                  <DeviceNode device={device} children={children} viewer={signed.viewer} />
                 ))}
               </ul>
             </>
@@ -179,6 +196,18 @@ export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
       const device = (await allDevices(guards, signed)).find((d) => d.id === c.req.param('deviceId'));
       if (!device) return guards.errorPage(c, 'No such device', 'This workspace has no such device.', 404, signed.viewer);
       return c.html(<ConfirmRevoke device={device} viewer={signed.viewer} />);
+    }),
+  );
+
+  app.post(
+    '/console/devices/:deviceId/rename',
+    guards.action(async (c, signed, form) => {
+      const renamed = await guards.attempt(signed, operations.renameWorkspaceDevice, { deviceId: c.req.param('deviceId'), name: form.get('name') ?? '' });
+      if (!renamed.ok) {
+        const issues = (renamed.issues ?? []).map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+        return guards.errorPage(c, 'The device keeps its name', issues ? `${renamed.message} ${issues}` : renamed.message, renamed.status, signed.viewer);
+      }
+      return c.redirect('/console?done=renamed', 303);
     }),
   );
 

@@ -101,8 +101,8 @@ export async function checkAuthorizationRequest(
   if (!params.code_challenge) return fail(oauthError('invalid_request', 'PKCE is required: code_challenge is missing.'));
   if (params.code_challenge_method !== 'S256') return fail(oauthError('invalid_request', 'code_challenge_method must be S256.'));
   if (!PKCE_CHALLENGE.test(params.code_challenge)) return fail(oauthError('invalid_request', 'code_challenge is not a base64url SHA-256 digest.'));
-  if (!params.resource) return fail(oauthError('invalid_target', `The resource parameter is required; use ${deps.resource}.`));
-  if (params.resource !== deps.resource) return fail(oauthError('invalid_target', `This server issues tokens for ${deps.resource} only.`));
+  if (!params.resource) return fail(oauthError('invalid_target', `The resource parameter is required; use ${deps.issuer}/mcp.`));
+  if (!deps.isResource(params.resource)) return fail(oauthError('invalid_target', `This server issues tokens for ${deps.issuer}/mcp only.`));
   let requested: Access;
   try {
     requested = parseScope(params.scope);
@@ -111,7 +111,7 @@ export async function checkAuthorizationRequest(
   }
   return {
     ok: true,
-    value: { client, redirectUri: params.redirect_uri, state: params.state, codeChallenge: params.code_challenge, requested, resource: params.resource },
+    value: { client, redirectUri: params.redirect_uri, state: params.state, codeChallenge: params.code_challenge, requested, resource: deps.resource },
   };
 }
 

@@ -13,10 +13,15 @@ export interface OAuthDeps {
   db: Db;
   clock: Clock;
   log: Logger;
-  /** PUBLIC_BASE_URL: the issuer, served at /.well-known/oauth-authorization-server. */
+  /**
+   * The issuer as this request names it, served at /.well-known/oauth-authorization-server:
+   * PUBLIC_BASE_URL, or unset, the loopback alias the request came to (src/http/base-url.ts).
+   */
   issuer: string;
-  /** `${PUBLIC_BASE_URL}/mcp`: the only resource (RFC 8707) tokens are issued for. */
+  /** `${PUBLIC_BASE_URL}/mcp`: the only resource (RFC 8707) tokens are issued for, as codes and tokens store it. */
   resource: string;
+  /** Whether a client's `resource` names `resource` (itself, or with PUBLIC_BASE_URL unset a loopback alias of it). */
+  isResource(name: string): boolean;
   /** Budgeted per client address (src/oauth/cimd-limits.ts): the endpoints hand in one per request. */
   fetchClientDocument: DocumentFetcher;
   /** Fetched documents of clients no owner approved yet (metadata-documents.ts). */

@@ -76,6 +76,11 @@ function pkceMatches(verifier: string, challenge: string): boolean {
 /** Outcome of a token request: the answer, or an error after which some writes must still commit. */
 type Outcome = { ok: true; tokens: TokenResponse } | { ok: false; error: ReturnType<typeof oauthError> };
 
+/** A client's `resource` names the one a code or token was issued for: the same string, or an alias of this server's (OAuthDeps.isResource). */
+function namesStored(deps: OAuthDeps, given: string, stored: string): boolean {
+  return given === stored || (stored === deps.resource && deps.isResource(given));
+}
+
 async function connectionIsLive(tx: Queryable, connectionId: string, now: number): Promise<boolean> {
   const connection = await getClientConnection(tx, connectionId);
   return connection !== undefined && connection.revokedAt === null && (connection.expiresAt === null || connection.expiresAt > now);
@@ -108,7 +113,7 @@ export async function exchangeCode(
       return { ok: false, error: oauthError('invalid_grant', 'redirect_uri does not match the authorization request.') };
     if (!pkceMatches(params.code_verifier!, code.codeChallenge))
       return { ok: false, error: oauthError('invalid_grant', 'The code_verifier does not match the code_challenge.') };
-    if (params.resource !== undefined && params.resource !== code.resource) {
+    if (params.resource !== undefined && !namesStored(deps, params.resource, code.resource)) {
       return { ok: false, error: oauthError('invalid_target', 'resource differs from the one the code was issued for.') };
     }
     if (!(await connectionIsLive(tx, code.connectionId, now))) return { ok: false, error: oauthError('invalid_grant', 'The client was revoked.') };
@@ -157,7 +162,7 @@ export async function refreshTokens(
     // resource, an expired token) writes nothing: the client keeps its refresh token instead
     // of losing it and then tripping the reuse detection with its next, valid, request.
     if (token.expiresAt <= now) return { ok: false, error: oauthError('invalid_grant', 'The refresh token has expired.') };
-    if (params.resource !== undefined && params.resource !== token.resource) {
+    if (params.resource !== undefined && !namesStored(deps, params.resource, token.resource)) {
       return { ok: false, error: oauthError('invalid_target', 'resource differs from the one the token was issued for.') };
     }
     let scope = token.scope;
@@ -206,7 +211,8 @@ export async function clientCredentialsToken(
   if (client.source !== 'registered' || client.workspaceId === null) {
     throw oauthError('unauthorized_client', 'Only a confidential client the owner registered (POST /v1/oauth-clients) may use client_credentials.');
   }
-  if (params.resource !== undefined && params.resource !== deps.resource) {
+  // The loopback aliases are one resource (PUBLIC_BASE_URL unset), as for the other grants.
+  if (params.resource !== undefined && !deps.isResource(params.resource)) {
     throw oauthError('invalid_target', `This server issues tokens for ${deps.resource} only.`);
   }
   const now = deps.clock.now();
