@@ -729,10 +729,13 @@ function restRoundTrip(fleet: Fleet) {
 /**
  * One round trip at a time on one device: latencies without queueing behind other work, and the
  * service's CPU per round trip with nothing to share it with (no group commit of other requests'
- * writes, no batch of events per wake-up). That CPU figure barely depends on how much CPU the
- * load generator gets, unlike the loaded phases' (a starved generator means fewer requests per
- * wake-up and per commit, so more CPU per round trip): on a shared machine it is the steadiest
- * figure of a round trip's own cost.
+ * writes, no batch of events per wake-up). The service also spends CPU while idle (its pollers,
+ * the checkpointer's timer), which one round trip at a time on a loaded machine, taking several
+ * milliseconds of wall time each, would count many times over: the idle rate is measured for a
+ * second first, and `service.cpuMicros` here is the CPU above it (`idleCpuPercent` says how much
+ * was taken off). That figure does not depend on how much CPU the load generator gets, unlike
+ * the loaded phases' (a starved generator means fewer requests per wake-up and per commit, so
+ * more CPU per round trip).
  */
 async function sequential(server: ServerProcess, fleet: Fleet, count: number, roundTrip: (device: BenchDevice, i: number) => Promise<void> = mcpRoundTrip) {
   const device = fleet.devices[0]!;
@@ -740,13 +743,20 @@ async function sequential(server: ServerProcess, fleet: Fleet, count: number, ro
   fleet.frames.clear();
   fleet.recording.on = true;
   const since = nowMs();
+  const idleBefore = await serversCounters([server]);
+  const idleStarted = nowMs();
+  await sleep(1000);
   const countersBefore = await serversCounters([server]);
+  const started = nowMs();
+  // CPU µs per wall ms while idle.
+  const idleRate = (countersBefore.cpu - idleBefore.cpu) / (started - idleStarted);
   for (let i = 0; i < count; i++) {
     const t0 = nowMs();
     await roundTrip(device, i);
     latencies.push(nowMs() - t0);
   }
   const countersAfter = await serversCounters([server]);
+  const idle = idleRate * (nowMs() - started);
   fleet.recording.on = false;
   const { entries } = await server.ask<{ entries: [string, number][] }>({ type: 'published', since });
   const wakes = entries.flatMap(([id, at]) => (fleet.frames.has(id) ? [fleet.frames.get(id)! - at] : []));
@@ -754,7 +764,8 @@ async function sequential(server: ServerProcess, fleet: Fleet, count: number, ro
     count,
     requestToResult: { p50Ms: r2(pct(latencies, 0.5)), p99Ms: r2(pct(latencies, 0.99)) },
     wake: { p50Ms: r2(pct(wakes, 0.5)), p99Ms: r2(pct(wakes, 0.99)), samples: wakes.length },
-    service: perRoundTrip(countersBefore, countersAfter, count),
+    idleCpuPercent: r2(idleRate / 10),
+    service: perRoundTrip(countersBefore, { ...countersAfter, cpu: countersAfter.cpu - idle }, count),
   };
 }
 
