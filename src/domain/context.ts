@@ -189,7 +189,7 @@ export interface OperationContext {
    * A function this request already found callable by a live read (the MCP gate resolves a
    * device tool's name from the caller's callable functions): the action request for exactly
    * that device function takes it instead of reading the same access again. Its guarded insert
-   * checks, as for any read before it, what could have changed since (docs/performance.md
+   * checks, as for any read before it, what could have changed since (docs/contributors/performance-history.md
    * "One access read per MCP call").
    */
   callable?: { deviceId: string; capability: string; fn: AuthorizedFunction };
