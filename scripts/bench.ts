@@ -733,9 +733,9 @@ function restRoundTrip(fleet: Fleet) {
  * the checkpointer's timer), which one round trip at a time on a loaded machine, taking several
  * milliseconds of wall time each, would count many times over: the idle rate is measured for a
  * second first, and `service.cpuMicros` here is the CPU above it (`idleCpuPercent` says how much
- * was taken off). That figure does not depend on how much CPU the load generator gets, unlike
- * the loaded phases' (a starved generator means fewer requests per wake-up and per commit, so
- * more CPU per round trip).
+ * was taken off). Unlike the loaded phases' figure it does not depend on how much load the
+ * generator manages to offer (a starved generator means fewer requests per wake-up and per
+ * commit, so more CPU per round trip), though a busy core still moves it.
  */
 async function sequential(server: ServerProcess, fleet: Fleet, count: number, roundTrip: (device: BenchDevice, i: number) => Promise<void> = mcpRoundTrip) {
   const device = fleet.devices[0]!;
