@@ -10,7 +10,7 @@
  * docs/performance.md: at least 80 %). `BARE_FRAMEWORK=hono` answers through Hono and
  * @hono/node-server with one route and no middleware, as the service mounts its app: its
  * share of the plain listener is what the framework alone costs, the part of that gap no code
- * of the service can remove (docs/performance.md "The framework's own share of /healthz"). A
+ * of the service can remove (docs/contributors/performance-history.md "The framework's own share of /healthz"). A
  * measuring device, nothing else uses it.
  */
 import http from 'node:http';

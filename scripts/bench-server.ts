@@ -31,8 +31,10 @@ import type * as ServiceModule from '../src/service.js';
 import { procCpuMs } from './proc-cpu.js';
 
 // The service as `npm start` runs it: the tsc build in dist/, which scripts/bench.ts makes
-// before it starts this process (the types are the sources').
-const built = <T>(module: string) => import(path.join(import.meta.dirname, '..', 'dist', module)) as Promise<T>;
+// before it starts this process (the types are the sources'). BENCH_SERVICE_DIR names another
+// checkout whose build to load instead (`npm run bench:compare` runs an earlier commit so).
+const serviceDir = process.env.BENCH_SERVICE_DIR ?? path.join(import.meta.dirname, '..');
+const built = <T>(module: string) => import(path.join(serviceDir, 'dist', module)) as Promise<T>;
 const { parseConfig } = await built<typeof ConfigModule>('config.js');
 const { createLogger } = await built<typeof LoggerModule>('logger.js');
 const { createLocalNotifier } = await built<typeof NotifierModule>('device-channel/notifier.js');

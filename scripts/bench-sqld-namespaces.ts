@@ -1,7 +1,7 @@
 /**
  * `npm run bench:namespaces` — would one sqld database per workspace (sqld namespaces) let
  * writers proceed in parallel where one database makes them wait for each other? A
- * measurement, not a test (docs/performance.md "Namespaces, measured").
+ * measurement, not a test (docs/contributors/performance-history.md "Namespaces, measured").
  *
  * A fresh sqld with `--enable-namespaces` and its admin listener; N writers, each a
  * `RemoteDb` of its own (the service's remote driver: its own WebSocket, writer queue and

@@ -1,7 +1,7 @@
 /**
  * What the bench (scripts/bench.ts) reads from the database side of a run on sqld, so that a
  * figure says where a round trip's time goes and not only how many there were
- * (docs/performance.md "Why a second instance lowers throughput"):
+ * (docs/contributors/performance-history.md "Why a second instance lowers throughput"):
  *
  * - each instance's writer queue (`WriterQueueStats` in src/store/remote.ts, asked over the
  *   bench server's IPC channel): turns, time waiting for a turn, time holding it, statements

@@ -4,7 +4,7 @@
  * real schema with its triggers, `--count` times on a fresh file, for each checkpoint variant
  * in turn, `--rounds` times. Prints medians per round trip: the event loop's time (wall; the
  * driver is synchronous, so this is what requests in flight wait) and the process's CPU (the
- * checkpoint worker's included). docs/performance.md "A checkpoint off the event loop".
+ * checkpoint worker's included). docs/contributors/performance-history.md "A checkpoint off the event loop".
  *
  *   npx tsx scripts/bench-write-path.ts [--count 3000] [--rounds 5]
  */

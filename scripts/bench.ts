@@ -109,6 +109,8 @@ const { values: opts } = parseArgs({
     workspaces: { type: 'string', default: '1' },
     env: { type: 'string', default: '' },
     'instance-cpu': { type: 'string' },
+    'service-dir': { type: 'string' },
+    'no-build': { type: 'boolean', default: false },
   },
 });
 if (
@@ -154,8 +156,14 @@ const EXTRA_ENV = Object.fromEntries(
     .filter(Boolean)
     .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
 );
+/**
+ * `--service-dir`: the checkout whose build the service's server process loads (its dist/ and
+ * node_modules; the load generator and the other servers stay this checkout's), so the same
+ * phases measure an earlier commit (`npm run bench:compare`). `--no-build`: it is built already.
+ */
+const SERVICE_DIR = path.resolve(opts['service-dir'] ?? ROOT);
 // The service runs as it ships, from the tsc build (see above); the build is incremental.
-execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
+if (!opts['no-build']) execFileSync('npm', ['run', '-s', 'build'], { cwd: SERVICE_DIR, stdio: 'inherit' });
 
 const hasTaskset =
   !opts['no-pin'] &&
@@ -213,7 +221,13 @@ function tracked(child: ChildProcess): void {
 async function startServer(extraEnv: Record<string, string> = {}, script = 'scripts/bench-server.ts'): Promise<ServerProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-bench-'));
   tempDirs.push(dir);
-  const env: Record<string, string> = { ...measuringEnv(dir), LOG_LEVEL: opts['log-level'], ...EXTRA_ENV, ...extraEnv };
+  const env: Record<string, string> = {
+    ...measuringEnv(dir),
+    LOG_LEVEL: opts['log-level'],
+    ...(script === 'scripts/bench-server.ts' ? { BENCH_SERVICE_DIR: SERVICE_DIR } : {}),
+    ...EXTRA_ENV,
+    ...extraEnv,
+  };
   const nodeArgs = ['--expose-gc', '--import', 'tsx', path.join(ROOT, script)];
   const pinnedArgv = hasTaskset ? ['taskset', '-c', '0', process.execPath, ...nodeArgs] : [process.execPath, ...nodeArgs];
   const budget = INSTANCE_CPU === undefined ? undefined : cpuBudget(INSTANCE_CPU);
@@ -712,18 +726,37 @@ function restRoundTrip(fleet: Fleet) {
   };
 }
 
-/** One round trip at a time on one device: latencies without queueing behind other work. */
-async function sequential(server: ServerProcess, fleet: Fleet, count: number) {
+/**
+ * One round trip at a time on one device: latencies without queueing behind other work, and the
+ * service's CPU per round trip with nothing to share it with (no group commit of other requests'
+ * writes, no batch of events per wake-up). The service also spends CPU while idle (its pollers,
+ * the checkpointer's timer), which one round trip at a time on a loaded machine, taking several
+ * milliseconds of wall time each, would count many times over: the idle rate is measured for a
+ * second first, and `service.cpuMicros` here is the CPU above it (`idleCpuPercent` says how much
+ * was taken off). Unlike the loaded phases' figure it does not depend on how much load the
+ * generator manages to offer (a starved generator means fewer requests per wake-up and per
+ * commit, so more CPU per round trip), though a busy core still moves it.
+ */
+async function sequential(server: ServerProcess, fleet: Fleet, count: number, roundTrip: (device: BenchDevice, i: number) => Promise<void> = mcpRoundTrip) {
   const device = fleet.devices[0]!;
   const latencies: number[] = [];
   fleet.frames.clear();
   fleet.recording.on = true;
   const since = nowMs();
+  const idleBefore = await serversCounters([server]);
+  const idleStarted = nowMs();
+  await sleep(1000);
+  const countersBefore = await serversCounters([server]);
+  const started = nowMs();
+  // CPU µs per wall ms while idle.
+  const idleRate = (countersBefore.cpu - idleBefore.cpu) / (started - idleStarted);
   for (let i = 0; i < count; i++) {
     const t0 = nowMs();
-    await mcpRoundTrip(device, i);
+    await roundTrip(device, i);
     latencies.push(nowMs() - t0);
   }
+  const countersAfter = await serversCounters([server]);
+  const idle = idleRate * (nowMs() - started);
   fleet.recording.on = false;
   const { entries } = await server.ask<{ entries: [string, number][] }>({ type: 'published', since });
   const wakes = entries.flatMap(([id, at]) => (fleet.frames.has(id) ? [fleet.frames.get(id)! - at] : []));
@@ -731,6 +764,8 @@ async function sequential(server: ServerProcess, fleet: Fleet, count: number) {
     count,
     requestToResult: { p50Ms: r2(pct(latencies, 0.5)), p99Ms: r2(pct(latencies, 0.99)) },
     wake: { p50Ms: r2(pct(wakes, 0.5)), p99Ms: r2(pct(wakes, 0.99)), samples: wakes.length },
+    idleCpuPercent: r2(idleRate / 10),
+    service: perRoundTrip(countersBefore, { ...countersAfter, cpu: countersAfter.cpu - idle }, count),
   };
 }
 
@@ -1049,6 +1084,7 @@ try {
           roundTripLoad([server], fleet, restRoundTrip(fleet), Math.max(3, Math.round(DURATION_S / 2))),
         );
         results.restRoundTrips = { ...load, requestsPerRoundTrip: 4 };
+        results.sequentialRest = await sequential(server, fleet, 200, restRoundTrip(fleet));
       }
       for (const socket of fleet.sockets) socket.close();
     }
@@ -1080,6 +1116,7 @@ const tasks = results.mcpTaskRoundTrips as
   (LoadFigures & { requestsPerRoundTrip: number; get: Awaited<ReturnType<typeof taskGetAgainstGetAction>> }) | undefined;
 const rest = results.restRoundTrips as (LoadFigures & { requestsPerRoundTrip: number }) | undefined;
 const seq = results.sequential as Awaited<ReturnType<typeof sequential>> | undefined;
+const seqRest = results.sequentialRest as Awaited<ReturnType<typeof sequential>> | undefined;
 const tl = results.toolsList as Awaited<ReturnType<typeof toolsList>> | undefined;
 const so = results.sockets as Awaited<ReturnType<typeof idleSockets>> | undefined;
 const fl = results.floor as Awaited<ReturnType<typeof floor>> | undefined;
@@ -1181,7 +1218,13 @@ if (seq) {
     '',
     `p99 < 20 ms: ${mark(seq.wake.p99Ms < 20)}`,
   ]);
-  rows.push(['  request → result, one at a time', `p50 ${seq.requestToResult.p50Ms} ms, p99 ${seq.requestToResult.p99Ms} ms`, '', '', '']);
+  rows.push([
+    '  request → result, one at a time',
+    `p50 ${seq.requestToResult.p50Ms} ms, p99 ${seq.requestToResult.p99Ms} ms`,
+    `${seq.service.cpuMicros} µs service CPU each`,
+    '',
+    '',
+  ]);
 }
 if (rest && healthz) {
   const ideal = healthz.requestsPerSecond / 4;
@@ -1190,6 +1233,15 @@ if (rest && healthz) {
     `${rest.roundTripsPerSecond}/s`,
     `ideal ${Math.round(ideal)}/s (healthz ÷ 4)`,
     `${Math.round((rest.roundTripsPerSecond / ideal) * 100)} %`,
+    '',
+  ]);
+}
+if (seqRest) {
+  rows.push([
+    '  REST request → result, one at a time',
+    `p50 ${seqRest.requestToResult.p50Ms} ms, p99 ${seqRest.requestToResult.p99Ms} ms`,
+    `${seqRest.service.cpuMicros} µs service CPU each`,
+    '',
     '',
   ]);
 }

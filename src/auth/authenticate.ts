@@ -63,6 +63,7 @@ export function createAuthenticator(deps: {
               principal: row.principal,
               access: row.access,
               functionsVersion: row.functionsVersion,
+              controlsPausedAt: row.controlsPausedAt,
             }
           : { kind: 'setup', workspaceId: row.workspaceId, connectionId: row.id };
       }

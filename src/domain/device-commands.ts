@@ -55,7 +55,7 @@ export const fetchNextCommand = defineOperation({
     // (and expire at their deadline) rather than handed to devices while it is off. The
     // owner's pause switch holds them the same way for one workspace: the claim's guard and
     // `hasQueued` read it in their own statements, so a paused `next` hands out and cancels
-    // nothing without a read of its own (docs/performance.md "One stream for many batches").
+    // nothing without a read of its own (docs/contributors/performance-history.md "One stream for many batches").
     if (!ctx.settings.deviceControlsEnabled) return null;
     const now = ctx.clock.now();
     // Authorization at hand-out (docs/reference/rules.md "Actions"): the claim takes the oldest command

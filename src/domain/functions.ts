@@ -107,12 +107,25 @@ export const listFunctions = definePagedOperation({
  */
 export function authorizedFromListing(fn: CallableFunction): OperationContext['callable'] {
   if (fn.approval === undefined) return undefined;
-  return {
-    deviceId: fn.deviceId,
-    capability: fn.capability,
-    fn: { targetId: fn.parentId ?? fn.deviceId, kind: fn.kind, argumentSchema: JSON.stringify(fn.arguments), approval: fn.approval },
-  };
+  let authorized = authorizedByListing.get(fn);
+  if (!authorized) {
+    authorized = {
+      deviceId: fn.deviceId,
+      capability: fn.capability,
+      fn: { targetId: fn.parentId ?? fn.deviceId, kind: fn.kind, argumentSchema: JSON.stringify(fn.arguments), approval: fn.approval },
+    };
+    authorizedByListing.set(fn, authorized);
+  }
+  return authorized;
 }
+
+/**
+ * `authorizedFromListing` once per listed function: the MCP call gate keeps a device's listed
+ * functions between calls (src/mcp/call-gate-cache.ts), so each call of a device tool would
+ * otherwise serialise the same argument schema again. Nothing changes a listed function or
+ * its answer here once made.
+ */
+const authorizedByListing = new WeakMap<CallableFunction, NonNullable<OperationContext['callable']>>();
 
 type Agent = { workspaceId: string; principal: string; access: Access };
 

@@ -92,7 +92,7 @@ export type ClientGone = (listener: () => void) => () => void;
 /**
  * The client went away before the answer was written: on Node, the `ServerResponse` closed
  * unfinished (what @hono/node-server's request signal aborts on, without the AbortController
- * and EventTarget it builds for that signal: ~0.8 % of an MCP round trip, docs/performance.md
+ * and EventTarget it builds for that signal: ~0.8 % of an MCP round trip, docs/contributors/performance-history.md
  * "Three costs every MCP request paid"); elsewhere the request's own signal.
  */
 export function whenClientGone(c: Context): ClientGone {

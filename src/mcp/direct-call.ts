@@ -49,6 +49,21 @@ export function directDeviceCall(headers: HeaderSource, message: unknown, tools:
   return { id: request.id, tool, args, meta: request.meta };
 }
 
+/**
+ * A schema's header declarations, found once per schema object: a device tool's schema is the
+ * object the call gate keeps for its device (call-gate-cache.ts), the same on every call until
+ * the device's functions change, and walking it is the same work each time.
+ */
+const declarationsBySchema = new WeakMap<Record<string, unknown>, ReturnType<typeof headerDeclarations>>();
+function declarationsOf(schema: Record<string, unknown>): ReturnType<typeof headerDeclarations> {
+  let found = declarationsBySchema.get(schema);
+  if (!found) {
+    found = headerDeclarations(schema);
+    declarationsBySchema.set(schema, found);
+  }
+  return found;
+}
+
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const DECIMAL = /^-?\d+(\.\d+)?$/;
 
@@ -73,7 +88,7 @@ function decodeParam(value: string): string | undefined {
  * were checked at publish) goes to the SDK as well.
  */
 function paramHeadersAgree(schema: Record<string, unknown>, args: Record<string, unknown> | undefined, headers: HeaderSource): boolean {
-  const found = headerDeclarations(schema);
+  const found = declarationsOf(schema);
   if ('issue' in found) return false;
   for (const { path, headerName, type } of found.declarations) {
     let body: unknown = args;

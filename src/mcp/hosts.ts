@@ -42,7 +42,7 @@ export function createHostPolicy(publicBaseUrl: string, extraHosts: readonly str
     return LOOPBACK.has(url.hostname.toLowerCase()) && localPort !== undefined && port === String(localPort);
   };
   // Every MCP request asks about the same one or two names, and parsing one as a URL was
-  // about 0.9 % of an MCP round trip (docs/performance.md "Three costs every MCP request
+  // about 0.9 % of an MCP round trip (docs/contributors/performance-history.md "Three costs every MCP request
   // paid"). The answer depends only on the three inputs, so it is remembered; the Host header
   // is the client's, so at most MAX_REMEMBERED answers are kept and the rest decided afresh.
   const remembered = new Map<string, boolean>();

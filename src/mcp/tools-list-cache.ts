@@ -2,7 +2,7 @@ import { FairCache, type FairBounds } from '../domain/fair-cache.js';
 import { isObject, plainModernRequest } from './modern-requests.js';
 
 /**
- * A per-caller cache of the modern `tools/list` answer (docs/performance.md "What the
+ * A per-caller cache of the modern `tools/list` answer (docs/contributors/performance-history.md "What the
  * profiles showed, and what changed": a principal with 1,000 functions paid a 1,000-row
  * query, 1,000 schema parses, 1,000 SDK tool registrations and a 3 MB JSON serialisation on
  * every call, ~50× a /healthz round trip).

@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 
 /**
  * Copies the write-ahead log into the database file from a worker thread, so that the event
- * loop does not wait for a checkpoint's page copies and file syncs (docs/performance.md "A
+ * loop does not wait for a checkpoint's page copies and file syncs (docs/contributors/performance-history.md "A
  * checkpoint off the event loop").
  *
  * The worker's checkpoints are PASSIVE: they never wait for, or block, the serving connection.

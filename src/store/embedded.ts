@@ -61,7 +61,7 @@ const LOCK_POLL_MS = [1, 2, 5, 10, 20];
  * another request's statement run inside it. `#exclusive` queues everything that arrives
  * while a transaction is open until it commits or rolls back.
  *
- * Standalone writes are committed in groups (docs/performance.md "Group commit"): the first
+ * Standalone writes are committed in groups (docs/contributors/performance-history.md "Group commit"): the first
  * write of an event-loop turn opens a transaction, every statement of the same turn runs in
  * it, and one COMMIT at the end of the turn (`setImmediate`) ends it. Nothing is answered
  * before its group commits: each statement's promise settles only then, reads that ran in

@@ -67,7 +67,7 @@ function hranaStatement(stmt: InStatement): hrana.InStmt {
 }
 
 /**
- * Hrana streams on one WebSocket, kept open between calls (docs/performance.md "One stream
+ * Hrana streams on one WebSocket, kept open between calls (docs/contributors/performance-history.md "One stream
  * for many batches"). sqld opens a SQLite connection for every stream and reads the schema
  * into it: 1.1–1.2 ms of its CPU per stream with the service's schema, against 0.1 ms for a
  * three-statement batch on a stream already open (measured). `@libsql/client` opens a stream

@@ -100,7 +100,7 @@ async function whileBusy<T>(call: () => Promise<T>, refused: (error: unknown) =>
 
 /**
  * What one instance's database traffic has cost so far (`RemoteDb#stats`), read by the
- * bench (scripts/bench.ts, docs/performance.md "Why a second instance lowers throughput"):
+ * bench (scripts/bench.ts, docs/contributors/performance-history.md "Why a second instance lowers throughput"):
  * the writer queue's turns, how long each waited for its turn and held it (the time its
  * statements kept sqld's write lock or waited for it), the statements sent while held, the
  * writes sqld refused as busy (another instance held the lock) and sent again, and the read
@@ -128,7 +128,7 @@ interface Member {
 /**
  * At most this many statements go in one group. Bodies are at most 16 KiB (docs/reference/errors.md "Errors"),
  * so a group's request and answer stay far below sqld's 10 MB answer limit, which would fail
- * the whole group (docs/performance.md "Statements per request": a too large batch made sqld
+ * the whole group (docs/contributors/performance-history.md "Statements per request": a too large batch made sqld
  * close the WebSocket). Twenty device loops fill a group with about 20.
  */
 const GROUP_LIMIT = 100;
@@ -381,7 +381,7 @@ export class RemoteDb implements Db {
         this.#readGroup = opened;
         // One read batch in flight at a time, for up to READ_JOIN_MS: the reads arriving while
         // it is answered join the next, so a busy instance sends fewer, larger batches, each one
-        // stream fewer for sqld to open (docs/performance.md "One read batch in flight"); a
+        // stream fewer for sqld to open (docs/contributors/performance-history.md "One read batch in flight"); a
         // slower batch is not waited for any longer, so it holds up no other read.
         const sent = settledOrAfter(this.#lastRead, READ_JOIN_MS).then(send).catch(failed);
         this.#lastRead = sent;

@@ -18,7 +18,7 @@ import { openSse, type SseStream } from '../helpers/sse.js';
 import { startSqld, type TestSqld } from '../helpers/sqld.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
-// Journal ids without AUTOINCREMENT (migration 0022, docs/performance.md "Journal ids without
+// Journal ids without AUTOINCREMENT (migration 0022, docs/contributors/performance-history.md "Journal ids without
 // AUTOINCREMENT"): an event id is never given twice, even after pruning removed every event
 // and the service restarted, so a stale Last-Event-ID or the webhook dispatcher's cursor can
 // never name a newer event (docs/reference/events.md "Owner events", "Webhooks"). On both drivers: the embedded

@@ -156,7 +156,7 @@ describe('the action request with an idempotency key', () => {
 
 /**
  * An MCP device tool call hands the action request the access its gate read in the same
- * request (`Context.callable`) instead of a second read (docs/performance.md "One access read
+ * request (`Context.callable`) instead of a second read (docs/contributors/performance-history.md "One access read
  * per MCP call"). That is sound only if the listing says exactly what the access check says;
  * the guarded insert above then checks both the same way.
  */

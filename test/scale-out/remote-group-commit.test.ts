@@ -5,7 +5,7 @@ import { openDb } from '../../src/store/open.js';
 import { startSqld, type TestSqld } from '../helpers/sqld.js';
 
 /**
- * Group commit on a libSQL server (docs/performance.md "Group commit on a libSQL server"): the remote driver sends the standalone writes of one event-loop turn to a real sqld as
+ * Group commit on a libSQL server (docs/contributors/performance-history.md "Group commit on a libSQL server"): the remote driver sends the standalone writes of one event-loop turn to a real sqld as
  * one batch in one transaction. Each rule runs over both transports; a second connection,
  * which sees only what is committed, is the witness.
  */

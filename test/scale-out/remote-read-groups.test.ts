@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { useRemoteDb } from '../helpers/remote-db.js';
 
 /**
- * Read groups on a libSQL server (docs/performance.md "Why a second instance lowers
+ * Read groups on a libSQL server (docs/contributors/performance-history.md "Why a second instance lowers
  * throughput"): one read batch in flight at a time per driver for a short while, the reads
  * arriving meanwhile joining the next, and none held up for long by a slow one; on a real sqld
  * over WebSocket, counted by the driver's own counters.

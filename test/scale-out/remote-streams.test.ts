@@ -4,7 +4,7 @@ import { socketTarget, StreamPool } from '../../src/store/remote-streams.js';
 import { useRemoteDb } from '../helpers/remote-db.js';
 
 /**
- * Hrana streams kept open between calls on the WebSocket transport (docs/performance.md "One
+ * Hrana streams kept open between calls on the WebSocket transport (docs/contributors/performance-history.md "One
  * stream for many batches"): sqld opens a SQLite connection for every stream, so the remote
  * driver's group commits, read groups, batches and lone statements borrow a stream from a
  * small pool instead of opening one each; a call that failed leaves nothing behind for the

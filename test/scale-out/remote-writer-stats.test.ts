@@ -3,7 +3,7 @@ import { useRemoteDb } from '../helpers/remote-db.js';
 
 /**
  * The remote driver's writer-queue counters (`RemoteDb#stats`), which the bench reads to say
- * where a round trip's time goes on a libSQL server (docs/performance.md "Why a second
+ * where a round trip's time goes on a libSQL server (docs/contributors/performance-history.md "Why a second
  * instance lowers throughput"), on a real sqld over WebSocket.
  */
 const remote = useRemoteDb();

@@ -387,7 +387,7 @@ describe('background checkpoints (embedded driver)', () => {
     // 16,000 commits of two pages each: a log never restarted would hold all ~125 MiB; the
     // backstop restarts it at 32 MiB. A backstop skipped while the worker's checkpoint syncs
     // lets the log grow by what is written meanwhile: 47 MiB once in CI, 50 MiB on a machine
-    // at load 8 (docs/performance.md "A checkpoint off the event loop"), so the bound is 2.5
+    // at load 8 (docs/contributors/performance-history.md "A checkpoint off the event loop"), so the bound is 2.5
     // times the mark, 80 MiB, well below the 125 MiB of a log never restarted.
     const file = path.join(tempDir(), 'bounded.db');
     const db = track(new EmbeddedDb(file));
