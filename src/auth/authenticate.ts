@@ -63,7 +63,6 @@ export function createAuthenticator(deps: {
               principal: row.principal,
               access: row.access,
               functionsVersion: row.functionsVersion,
-              controlsPausedAt: row.controlsPausedAt,
             }
           : { kind: 'setup', workspaceId: row.workspaceId, connectionId: row.id };
       }

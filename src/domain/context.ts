@@ -35,13 +35,6 @@ export type Credential =
        * (src/domain/functions.ts `callableFunctionsValidUntil`).
        */
       functionsVersion: number;
-      /**
-       * The workspace's pause switch (when its owner paused device control; null while it
-       * runs), read in the same statement: a request that runs one operation straight away
-       * takes it instead of reading the switch again (src/domain/invoke.ts
-       * `controlsAsAuthenticated`). Absent for an OAuth access token.
-       */
-      controlsPausedAt?: number | null;
       oauth?: OAuthTokenInfo;
     }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
@@ -196,9 +189,9 @@ export interface OperationContext {
   callable?: { deviceId: string; capability: string; fn: AuthorizedFunction };
   /**
    * This request already found device control running in the caller's workspace (not
-   * paused) by a live read just before the call runs (the token's own read, or the MCP gate's,
-   * which answers 503 before the SDK when it is paused): `invoke` takes that reading instead of
-   * reading the switch again. Never set on a call that waited for a person, which reads it afresh.
+   * paused) by a live read just before the call runs (the MCP gate answers 503 before the
+   * SDK when it is paused): `invoke` takes that reading instead of reading the switch again.
+   * Never set on a call that waited for a person, which reads it afresh.
    */
   controlsRunning?: true;
 }

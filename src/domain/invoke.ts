@@ -80,17 +80,6 @@ export async function assertControlsEnabled(operation: AnyOperation, ctx: Operat
 }
 
 /**
- * The context for a request that runs its one operation straight away: when the caller's
- * token was read with its workspace's pause switch (an agent token) and found device control
- * running, the operation takes that reading (`controlsRunning`) instead of reading the switch
- * again. A paused reading changes nothing: `assertControlsEnabled` reads and refuses as before.
- */
-export function controlsAsAuthenticated(ctx: OperationContext): OperationContext {
-  const credential = ctx.credential;
-  return credential?.kind === 'agent' && credential.controlsPausedAt === null && !ctx.controlsRunning ? { ...ctx, controlsRunning: true } : ctx;
-}
-
-/**
  * What an operation answers: its output schema's parsed type. For a list, `output` is the
  * array one page holds (src/domain/operation.ts), so this is a page's items.
  */

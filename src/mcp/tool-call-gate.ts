@@ -3,7 +3,7 @@ import type { OperationContext, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
 import { workspacePaused } from '../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
-import { admit, assertControlsEnabled, controlsAsAuthenticated } from '../domain/invoke.js';
+import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
 import { whenClientGone, type HttpEnv } from '../http/request.js';
@@ -114,8 +114,7 @@ function ceilingRefusal(c: Context<HttpEnv>, name: string, metadataUrl: string):
 async function admissionRefusal(c: Context<HttpEnv>, operation: AnyOperation, ctx: OperationContext): Promise<Response | undefined> {
   try {
     admit(operation, ctx);
-    // Decided now, straight after the token's read: it serves as the reading of the pause switch.
-    await assertControlsEnabled(operation, controlsAsAuthenticated(ctx));
+    await assertControlsEnabled(operation, ctx);
     return undefined;
   } catch (error) {
     if (error instanceof DomainError) return envelope(c, error);

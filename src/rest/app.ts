@@ -1,6 +1,6 @@
 import type { Context, Hono } from 'hono';
 import type { Authenticator } from '../auth/authenticate.js';
-import { assertOAuthSurface, call, controlsAsAuthenticated } from '../domain/invoke.js';
+import { assertOAuthSurface, call } from '../domain/invoke.js';
 import { parseJsonObject } from '../http/body.js';
 import { bearerToken, clientAddress, onAnswerClosed, requestBody, type HttpEnv } from '../http/request.js';
 import type { Route } from './routes.js';
@@ -55,8 +55,7 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-event-stream.ts).
       const feed = route.operation.live ? new AbortController() : undefined;
       if (feed) c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
-      // One operation, run now: one that queues device actions takes the pause switch as the token's read found it.
-      const answer = await call(route.operation, route.operation.queuesDeviceActions ? controlsAsAuthenticated(ctx) : ctx, input, undefined, feed?.signal);
+      const answer = await call(route.operation, ctx, input, undefined, feed?.signal);
       if (answer.kind === 'page') {
         if (answer.nextCursor !== null) c.header('Link', nextLink(c.req.url, answer.nextCursor));
         return c.json({ data: answer.data });

@@ -118,19 +118,15 @@ export async function revokeConnection(
   return getConnection(db, workspaceId, purpose, id);
 }
 
-/**
- * A token's connection, with its workspace's functions_version and pause switch read in the
- * same statement (the agent credential's `functionsVersion` and `controlsPausedAt`).
- */
+/** A token's connection, with its workspace's functions_version read in the same statement (the agent credential's `functionsVersion`). */
 export interface TokenConnectionRow extends CredentialConnectionRow {
   functionsVersion: number;
-  controlsPausedAt: number | null;
 }
 
 export function findConnectionByTokenHash(db: Queryable, tokenHash: string): Promise<TokenConnectionRow | undefined> {
   return db.get<TokenConnectionRow>(
-    `SELECT ${BASE_COLUMNS}, w.functions_version AS functionsVersion, w.controls_paused_at AS controlsPausedAt
-     FROM connections c LEFT JOIN workspaces w ON w.id = c.workspace_id WHERE c.token_hash = ?`,
+    `SELECT ${BASE_COLUMNS}, (SELECT w.functions_version FROM workspaces w WHERE w.id = c.workspace_id) AS functionsVersion
+     FROM connections c WHERE c.token_hash = ?`,
     [tokenHash],
   );
 }

@@ -5,9 +5,9 @@ import { rawMcp, toolName } from '../helpers/mcp-client.js';
 import { useTestServer } from '../helpers/server.js';
 
 /**
- * An MCP device tool call reads the workspace's pause switch once, with the agent's token,
- * and the tools/call gate and the action request take that reading (docs/owners/console-guide.md
- * "Pause device control"): the gate and the call must agree. Paused, the gate answers 503 and nothing is
+ * An MCP device tool call reads the workspace's pause switch once, in the tools/call gate,
+ * and the action request takes that reading (docs/owners/console-guide.md "Pause device
+ * control"): the gate and the call must agree. Paused, the gate answers 503 and nothing is
  * queued, on the direct path and on the SDK's (a call with a progress token); running, the
  * call the gate let through queues its action and runs.
  */
