@@ -127,11 +127,14 @@ export interface RateLimitSettings {
  * The per-address bucket of failed authentications (docs/reference/rules.md "Errors and limits"). One key for every place
  * that authenticates — bearer tokens on /v1 and /mcp, the consent page's sign-in, OAuth client
  * authentication and grants at /oauth/token and /oauth/revoke — so that guessing in one place
- * is not free in another.
+ * is not free in another. An IPv6 address counts by its /64 (`addressNetwork`): rotating the
+ * address within the network its host holds buys no fresh bucket.
  */
-export const authFailureKey = (clientAddress: string): string => `auth-failures:${clientAddress}`;
+export const authFailureKey = (clientAddress: string): string => `auth-failures:${addressNetwork(clientAddress)}`;
 
-export const registrationKey = (clientAddress: string): string => `oauth-registrations:${clientAddress}`;
+// Keyed by the address's network, as the failures are: one host usually holds a whole IPv6 /64,
+// so a bucket per address would give it 2^64 fresh buckets.
+export const registrationKey = (clientAddress: string): string => `oauth-registrations:${addressNetwork(clientAddress)}`;
 
 /** The bucket a credential draws from, or undefined for kinds that are not limited per credential. */
 export function credentialBucket(credential: Credential | null, settings: RateLimitSettings): { key: string; rule: BucketRule } | undefined {

@@ -207,6 +207,20 @@ describe('client address behind trusted proxies (TRUST_PROXY_HOPS)', () => {
     }
   });
 
+  it('counts an IPv6 client by its /64: rotating the address within the network evades nothing', async () => {
+    const proxied = await startTestServer({ env: { TRUST_PROXY_HOPS: '1', AUTH_FAILURES_PER_MINUTE: '3' } });
+    try {
+      for (const address of ['2001:db8:1:2::1', '2001:db8:1:2::2', '2001:db8:1:2:ffff:ffff:ffff:ffff']) {
+        expect((await failures(proxied, address)).status).toBe(401);
+      }
+      expect((await failures(proxied, '2001:db8:1:2:0:0:0:99')).status).toBe(429);
+      // Another /64 is another client.
+      expect((await failures(proxied, '2001:db8:1:3::1')).status).toBe(401);
+    } finally {
+      await proxied.close();
+    }
+  });
+
   it('ignores X-Forwarded-For when no proxy is trusted, so rotating it evades nothing', async () => {
     const direct = await startTestServer({ env: { AUTH_FAILURES_PER_MINUTE: '3' } });
     try {
