@@ -20,7 +20,7 @@ export const NODE_BINARIES = {
 };
 
 /** Helpers a file imports when it starts the entry point as a process or writes raw bytes. */
-export const NODE22_HELPERS = ['test/helpers/child-service.ts', 'test/helpers/raw-http.ts'];
+export const NODE22_HELPERS = ['test/helpers/child-service.ts', 'test/helpers/entry-point.ts', 'test/helpers/raw-http.ts'];
 
 /** What each line runs besides Node 24: `undefined` is every file. */
 export const NODE_LINE_FILES = {
