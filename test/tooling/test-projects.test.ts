@@ -1,8 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { routes } from '../../src/rest/routes.js';
 import config, { ISOLATED_FILES } from '../../vitest.config.js';
+import { FUZZ_FILES, fuzzedRoutes, RUNS_PER_ROUTE, TOTAL_CASES } from '../helpers/route-fuzz.js';
 
 /**
  * How the suite runs (CONTRIBUTING.md "Tests"): which files get a worker of their own, and that
@@ -112,7 +114,29 @@ describe('No retries', () => {
       expect(result.status).toBe(1);
       expect(result.stdout + result.stderr).toContain('"passes on its first run" asks for 2 retries');
       expect(result.stdout).toMatch(/Tests\s+2 failed/);
-      fs.rmSync(dir, { recursive: true, force: true });
     });
+
+    afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  });
+});
+
+describe('The route fuzz', () => {
+  const files = testFiles('test/hostile').filter((file) => /\/fuzz-\d+\.test\.ts$/.test(file));
+
+  it('is dealt across its files, each fuzzing the routes of its own number', () => {
+    expect(files).toEqual(Array.from({ length: FUZZ_FILES }, (_, i) => `test/hostile/fuzz-${i + 1}.test.ts`));
+    for (const [i, file] of files.entries()) expect(read(file)).toMatch(new RegExp(`^fuzzRoutes\\(${i + 1}\\);$`, 'm'));
+  });
+
+  it('fuzzes every route of the table in exactly one file, at least 10,200 cases in all', () => {
+    const dealt = files.flatMap((_, i) => fuzzedRoutes(i + 1));
+    expect(dealt).toHaveLength(routes.length);
+    expect(new Set(dealt)).toEqual(new Set(routes));
+    expect(TOTAL_CASES).toBe(10_200);
+    expect(RUNS_PER_ROUTE * routes.length).toBeGreaterThanOrEqual(TOTAL_CASES);
+  });
+
+  it('gives no file more than its share of the cases', () => {
+    for (const [i] of files.entries()) expect(fuzzedRoutes(i + 1).length).toBeLessThanOrEqual(Math.ceil(routes.length / FUZZ_FILES));
   });
 });
