@@ -63,6 +63,9 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 20_000,
     hookTimeout: 20_000,
+    // `expect.poll` waits for a state, and its bound only decides how soon a state that never
+    // comes is reported: vitest's 1 s default failed tests on a loaded machine whose state came later.
+    expect: { poll: { timeout: 10_000 } },
     // dist/ built once per run, for the tests that start the service as a process.
     globalSetup: ['test/helpers/build.ts'],
     // A test that fails is a fault to explain and fix, never to run again until it passes:

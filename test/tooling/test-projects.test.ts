@@ -62,6 +62,12 @@ describe('The isolated project', () => {
   });
 });
 
+describe('Waiting for a state', () => {
+  it("gives expect.poll as long as a loaded machine needs, not vitest's 1 s default", () => {
+    expect(config.test!.expect?.poll?.timeout).toBeGreaterThanOrEqual(10_000);
+  });
+});
+
 describe('No retries', () => {
   it('are configured, asked for by a test file or passed to vitest by a script', () => {
     expect(config.test!.retry).toBe(0);
