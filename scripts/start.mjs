@@ -1,65 +1,15 @@
 // `npm start`: builds only when an input of the build changed since the last start, then runs
 // dist/main.js in this process (so SIGTERM and SIGINT reach its graceful shutdown). Plain
 // JavaScript: starting needs neither tsx nor a TypeScript step of its own.
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { BuildFailed, buildIfChanged, root } from './build-if-changed.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const stampFile = path.join(root, 'dist', '.start-fingerprint');
-/** What the build reads: a change to any of these (content, not time) makes the next start rebuild. */
-const INPUT_DIRS = ['src', 'packages/device-sdk/src'];
-const INPUT_FILES = ['package.json', 'package-lock.json', 'packages/device-sdk/package.json', 'packages/device-sdk/tsconfig.json'];
-/** What starting needs from a build. */
-const OUTPUTS = ['dist/main.js', 'packages/device-sdk/dist/index.js'];
-
-function filesUnder(dir) {
-  const absolute = path.join(root, dir);
-  if (!fs.existsSync(absolute)) return [];
-  return fs
-    .readdirSync(absolute, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => path.relative(root, path.join(entry.parentPath, entry.name)));
+try {
+  buildIfChanged('npm start');
+} catch (error) {
+  if (!(error instanceof BuildFailed)) throw error;
+  console.error(error.message);
+  process.exit(error.status);
 }
-
-function fingerprint() {
-  const tsconfigs = fs.readdirSync(root).filter((name) => /^tsconfig.*\.json$/.test(name));
-  const files = [...INPUT_DIRS.flatMap(filesUnder), ...INPUT_FILES, ...tsconfigs].filter((file) => fs.existsSync(path.join(root, file))).sort();
-  const hash = createHash('sha256');
-  for (const file of files)
-    hash
-      .update(`${file}\0`)
-      .update(fs.readFileSync(path.join(root, file)))
-      .update('\0');
-  return hash.digest('hex');
-}
-
-function readStamp() {
-  try {
-    return fs.readFileSync(stampFile, 'utf8').trim();
-  } catch {
-    return undefined;
-  }
-}
-
-const current = fingerprint();
-const built = OUTPUTS.every((file) => fs.existsSync(path.join(root, file)));
-if (!built || readStamp() !== current) {
-  if (!fs.existsSync(path.join(root, 'node_modules', 'typescript'))) {
-    console.error(
-      'npm start: the sources changed since the last build (or there is none), and building needs the development install (`npm ci`, not `npm ci --omit=dev`). ' +
-        'Build where TypeScript is installed and run `node dist/main.js` (docs/operators/install.md).',
-    );
-    process.exit(1);
-  }
-  console.error(built ? 'npm start: sources changed since the last build: building' : 'npm start: no build yet: building');
-  // Under `npm start` npm names its own CLI; run directly, the npm on PATH.
-  const npm = process.env.npm_execpath ? [process.execPath, process.env.npm_execpath] : ['npm'];
-  const build = spawnSync(npm[0], [...npm.slice(1), 'run', '-s', 'build'], { cwd: root, stdio: 'inherit' });
-  if (build.status !== 0) process.exit(build.status ?? 1);
-  fs.writeFileSync(stampFile, `${current}\n`);
-}
-
 await import(pathToFileURL(path.join(root, 'dist', 'main.js')).href);

@@ -2,7 +2,6 @@ import { ConfigError, parseConfig, StartupError } from './config.js';
 import { oneLine } from './domain/errors.js';
 import { SERVICE_URLS } from './http/front-door.js';
 import { createLogger } from './logger.js';
-import { displayDatabaseUrl, startService } from './service.js';
 
 /**
  * A start that fails for a reason the operator can fix ends with one line on stderr naming
@@ -26,6 +25,9 @@ try {
   failStart(error);
 }
 
+// The service is imported only once the configuration holds: a bad variable is reported
+// without loading the whole service first.
+const { displayDatabaseUrl, startService } = await import('./service.js');
 // One logger for the service and the lines below, so that LOG_LEVEL=silent silences them too.
 const log = createLogger(config.logLevel);
 const service = await startService(config, { log }).catch(failStart);

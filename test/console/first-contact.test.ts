@@ -6,6 +6,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/oauth.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
+import { SERVICE_MAIN } from '../helpers/entry-point.js';
 
 /**
  * The first minute of a newcomer (docs/getting-started.md "2. Open the console"): the service as `npm start` runs it,
@@ -22,9 +23,9 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-/** `src/main.ts` with only what the test must set: loopback, any port, a temp database. */
+/** The entry point with only what the test must set: loopback, any port, a temp database. */
 function start(name: string, env: Record<string, string> = {}): Started {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [SERVICE_MAIN], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', DATABASE_URL: `file:${path.join(dir, `${name}.db`)}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,12 +3,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { SERVICE_MAIN } from './entry-point.js';
 import { RELAXED_LIMITS, TEST_AUDIENCE, TEST_ISSUER } from './server.js';
 
 /**
- * The service as its own process, the way `npm start` runs it: `src/main.ts` (through tsx)
- * with configuration in the environment. For tests that kill it (SIGKILL) or stop it
- * (SIGTERM) and look at what survives.
+ * The service as its own process, the way `npm start` runs it: `dist/main.js` with
+ * configuration in the environment. For tests that kill it (SIGKILL) or stop it (SIGTERM) and
+ * look at what survives.
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -49,12 +50,12 @@ export interface ChildService {
 }
 
 /**
- * Starts `src/main.ts` with `env` on top of the test defaults (loopback, relaxed limits, the
+ * Starts `dist/main.js` with `env` on top of the test defaults (loopback, relaxed limits, the
  * log at `info`, the level of the line it waits for) and resolves once it logs that it listens. Rejects if it exits first
  * (a port still taken, a bad configuration): the message carries its output.
  */
 export function startChildService(env: Record<string, string>): Promise<ChildService> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [SERVICE_MAIN], {
     cwd: ROOT,
     env: { ...process.env, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...RELAXED_LIMITS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

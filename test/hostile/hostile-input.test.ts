@@ -6,6 +6,7 @@ import { attachDevice, createAgent, createSetupToken, lampManifest, type Attache
 import { expectWellFormed, fingerprinter, jsonText, nastyValue, RawJson, sqlMeta, traversal } from '../helpers/hostile.js';
 import { collectAnswer } from '../helpers/raw-http.js';
 import { envelope, MODERN } from '../helpers/mcp-client.js';
+import { manualClock } from '../helpers/clock.js';
 import { useTestServer } from '../helpers/server.js';
 
 /**
@@ -34,7 +35,9 @@ const labelManifest = {
   ],
 };
 
-const server = useTestServer();
+// Frozen, as in the route fuzz: nothing expires and no device goes quiet for 60 s during the run,
+// however slowly a loaded machine runs it, so the only writer is the request under test.
+const server = useTestServer({ clock: manualClock() });
 const api = server.api;
 
 beforeAll(async () => {

@@ -7,7 +7,7 @@ import { authorizationUrl, consentForm, decide, ownerCookie, pkce, registerClien
 
 /**
  * Property-based hostile input on the OAuth protocol endpoints, which live outside the REST
- * route table and so outside test/hostile/fuzz.test.ts: the authorization endpoint (GET and the
+ * route table and so outside test/helpers/route-fuzz.ts: the authorization endpoint (GET and the
  * consent form post), token, revocation, deprecated dynamic registration, and the sign-in
  * and session endpoints. Each case starts from a valid request and breaks it — parameters
  * set to hostile strings (NUL, lone surrogates, `../`, SQL metacharacters, huge numbers,

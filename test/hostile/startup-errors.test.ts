@@ -6,13 +6,14 @@ import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SERVICE_MAIN } from '../helpers/entry-point.js';
 import { TEST_AUDIENCE, TEST_ISSUER } from '../helpers/server.js';
 
 /**
  * docs/operators/deploy.md "Deploy" (start-up failures): every start that fails for a reason an operator can fix
  * prints one line on stderr naming the cause and the variable to change, writes nothing that
  * looks like a start on stdout, and exits 1; a stack trace only with LOG_LEVEL=debug. Each
- * case runs the real entry point, `src/main.ts`, in its own process.
+ * case runs the real entry point, the build of `src/main.ts`, in its own process.
  */
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -24,7 +25,7 @@ let idpUrl: string;
 let closedPort: number;
 
 function run(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [SERVICE_MAIN], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', DATABASE_URL: `file:${path.join(dir, 'ok.db')}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -71,7 +72,7 @@ afterAll(async () => {
   await new Promise((resolve) => idp.close(resolve));
 });
 
-// One process at a time, each with room to start on a loaded machine (tsx compiles the service first).
+// One process at a time, each with room to start on a loaded machine.
 describe('a start that cannot succeed', { timeout: 60_000 }, () => {
   const cases: [string, string, () => Record<string, string>][] = [
     ['a bad variable', 'PORT', () => ({ PORT: 'eighty' })],

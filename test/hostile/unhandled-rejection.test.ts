@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { expect, it } from 'vitest';
+import { SERVICE_MAIN } from '../helpers/entry-point.js';
 import { useTestServer } from '../helpers/server.js';
 
 /**
@@ -43,7 +44,7 @@ it('logs an uncaught exception at error level on stdout, after the lines before 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-uncaught-'));
   const plant = path.join(dir, 'plant.mjs');
   fs.writeFileSync(plant, "process.on('SIGUSR2', () => { throw new Error('planted crash'); });\n");
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', pathToFileURL(plant).href, 'src/main.ts'], {
+  const child = spawn(process.execPath, ['--import', pathToFileURL(plant).href, SERVICE_MAIN], {
     cwd: path.resolve(import.meta.dirname, '../..'),
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', DATABASE_URL: `file:${path.join(dir, 'service.db')}` },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config.js';
+import { SERVICE_MAIN } from '../helpers/entry-point.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -133,7 +134,7 @@ describe('parseConfig errors name the variable in one line', () => {
 
 describe('starting with a bad value', () => {
   it('stops before listening, exit code 1, with one stderr line naming the variable', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const result = spawnSync(process.execPath, [SERVICE_MAIN], {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', PORT: 'not-a-port' },
       encoding: 'utf8',

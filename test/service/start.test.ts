@@ -22,6 +22,7 @@ function copyProject(): string {
     'src',
     'vendor',
     'scripts/start.mjs',
+    'scripts/build-if-changed.mjs',
     'package.json',
     'package-lock.json',
     'packages/device-sdk/src',

@@ -27,7 +27,12 @@ afterAll(async () => {
   for (const server of servers) await server.close();
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Resolves once `reached()` holds, checked every 10 ms: the test's timeout bounds the wait. */
+async function until(reached: () => boolean): Promise<void> {
+  while (!reached()) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+/** At least this many actions acknowledged before the copy, each checked in it. */
+const OWED = 20;
 /** Each test starts the backup command (tsx) as its own process, up to three times: slow on a loaded machine. */
 const TIMEOUT_MS = 90_000;
 
@@ -90,17 +95,31 @@ describe('npm run backup: a consistent copy of a running service', () => {
         }
       })();
 
-      await sleep(1000);
+      // The clients' loops end only with `writing`; a failed request in one ends the waits below.
+      let failure: unknown;
+      Promise.all([...agents, device]).catch((error: unknown) => (failure = error ?? new Error('a client failed')));
+      const reached = async (state: () => boolean) => {
+        await until(() => failure !== undefined || state());
+        if (failure !== undefined) throw failure;
+      };
+
+      // Enough acknowledged before the copy to check it by, of each rank, however slowly the
+      // machine runs: then a reader pins the log while more writes land after its snapshot.
+      await reached(() => {
+        const ranks = [...told.values()].map((acks) => Math.max(...acks.map((t) => t.rank)));
+        return ranks.length > OWED && ranks.includes(RANK.received!) && ranks.includes(RANK.succeeded!);
+      });
       const reader = new Database(server.config.databaseUrl.slice('file:'.length));
       reader.exec('BEGIN');
       reader.prepare('SELECT COUNT(*) FROM schema_migrations').all();
-      await sleep(1000);
+      const pinned = Date.now();
+      await reached(() => [...told.values()].flat().filter((t) => t.at > pinned).length >= OWED);
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-backup-'));
       const destination = path.join(dir, 'nested', 'service-backup.db');
       const began = Date.now();
       const backup = await runBackup([destination], { DATABASE_URL: server.config.databaseUrl });
       const ended = Date.now();
-      await sleep(200);
+      await reached(() => [...told.values()].flat().some((t) => t.at > ended));
       writing = false;
       await Promise.all([...agents, device]);
       reader.exec('COMMIT');
@@ -129,7 +148,7 @@ describe('npm run backup: a consistent copy of a running service', () => {
         const before = acks.filter((t) => t.at < began);
         return before.length ? [{ id, rank: Math.max(...before.map((t) => t.rank)) }] : [];
       });
-      expect(owed.length).toBeGreaterThan(20);
+      expect(owed.length).toBeGreaterThan(OWED);
       const missing = owed.filter(({ id }) => !found.has(id));
       const behind = owed.filter(({ id, rank }) => found.has(id) && RANK[found.get(id)!]! < rank);
       expect({ missing: missing.length, behind: behind.length }).toEqual({ missing: 0, behind: 0 });
