@@ -1,9 +1,11 @@
 /* eslint-disable max-lines -- the one schema of every setting: each variable, its default and its meaning side by side, the source of docs/operators/configuration.md (npm run docs:generate) */
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import type { CapacityLimits, OwnerEventSettings } from './domain/context.js';
 import type { RateLimitSettings } from './domain/rate-limits.js';
 import type { WebhookDeliverySettings } from './domain/webhook-delivery.js';
+import type { PrivateHostAllowance } from './domain/webhook-transport.js';
 import type { LogLevel } from './domain/context.js';
 
 /**
@@ -270,6 +272,16 @@ export const configSchema = z
     WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: positiveInt.default(4).describe('Delivery attempts in flight for one workspace, across instances.'),
     WEBHOOK_DISABLE_AFTER_FAILURES: positiveInt.default(10).describe('A webhook is disabled after this many failed attempts in a row…'),
     WEBHOOK_DISABLE_AFTER_HOURS: z.coerce.number().min(0).default(24).describe('…once the first of them is this old (0: the count alone decides).'),
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: z
+      .string()
+      .superRefine((value, ctx) => {
+        const parsed = parsePrivateHosts(value);
+        if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed });
+      })
+      .optional()
+      .describe(
+        'Private hosts webhooks may reach, over `http` or `https`, comma-separated: host names (`ntfy.lan`) and CIDR ranges, IPv4 or IPv6 (`192.168.1.0/24`, `fd00::/8`, `127.0.0.0/8`; a bare address is a range of one). A URL is allowed when its host is a listed name, or when every address it resolves to lies in a listed range; the connection goes to the address checked. Unset, webhooks reach public `https` addresses only. Every owner of the service can then send requests to these hosts: see [Webhooks to a home network](security.md#webhooks-to-a-home-network).',
+      ),
   })
   .superRefine((env, ctx) => {
     if (env.OWNER_JWKS_URL && env.OWNER_JWKS_FILE) {
@@ -366,6 +378,34 @@ export interface Config {
   metricsToken: string | undefined;
   /** Webhook delivery (docs/owners/webhooks.md). */
   webhooks: WebhookDeliverySettings;
+  /** WEBHOOK_ALLOW_PRIVATE_HOSTS: the private hosts and ranges webhooks may reach (none by default). */
+  webhookAllowPrivateHosts: PrivateHostAllowance;
+}
+
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
+
+/** WEBHOOK_ALLOW_PRIVATE_HOSTS read into names and ranges, or what is wrong with its first bad entry. */
+function parsePrivateHosts(text: string): PrivateHostAllowance | string {
+  const allowance: PrivateHostAllowance = { names: [], ranges: [] };
+  for (const raw of text.split(',')) {
+    const entry = raw.trim().toLowerCase();
+    if (entry === '') continue;
+    const [address = '', prefixText, extra] = entry.replace(/^\[|\](?=\/|$)/g, '').split('/');
+    const family = isIP(address);
+    if (family !== 0) {
+      const bits = family === 4 ? 32 : 128;
+      const prefix = prefixText === undefined ? bits : /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
+      if (extra !== undefined || !(prefix >= 0 && prefix <= bits)) return `has a bad range "${entry}": the prefix length must be 0–${bits}`;
+      allowance.ranges.push({ address, prefix, family: family === 4 ? 'ipv4' : 'ipv6' });
+    } else if (prefixText !== undefined) {
+      return `has a bad range "${entry}": a range is an IPv4 or IPv6 address, a slash and a prefix length`;
+    } else if (HOST_NAME.test(address.replace(/\.$/, ''))) {
+      allowance.names.push(address.replace(/\.$/, ''));
+    } else {
+      return `has a bad entry "${entry}": each entry is a host name or a CIDR range`;
+    }
+  }
+  return allowance;
 }
 
 export class ConfigError extends Error {}
@@ -424,6 +464,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     housekeepingSweepMs: e.HOUSEKEEPING_SWEEP_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
     oauthCimdAllowLoopback: e.OAUTH_CIMD_ALLOW_LOOPBACK,
+    webhookAllowPrivateHosts: parsePrivateHosts(e.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? '') as PrivateHostAllowance,
     mcpAllowedHosts: (e.MCP_ALLOWED_HOSTS ?? '')
       .split(',')
       .map((h) => h.trim().toLowerCase())

@@ -113,7 +113,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   const readiness: DependencyCheck[] = [databaseCheck(db), ...(redis ? [redis.readiness] : [])];
   const streams = createLiveStreams();
   // Webhook URLs go through the SSRF guard of OAuth metadata fetching, and its test-only switch (docs/owners/webhooks.md "Webhooks").
-  const webhooks = createWebhookTransport({ allowLoopback: config.oauthCimdAllowLoopback });
+  const webhooks = createWebhookTransport({ allowLoopback: config.oauthCimdAllowLoopback, allowPrivate: config.webhookAllowPrivateHosts });
   const app = createApp({ config, db, authenticator, limiter, clock, log, events, metrics, dependencies: readiness, streams, webhooks });
 
   const server = await listen(app.fetch, config).catch(async (error: unknown) => {

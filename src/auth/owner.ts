@@ -104,7 +104,8 @@ export function ownerIdentityFromClaims(claims: Record<string, unknown>, workspa
   if (typeof workspaceKey !== 'string' || workspaceKey === '' || workspaceKey.length > 256) return undefined;
   return { subject: claims.sub, workspaceKey, ...(typeof claims.exp === 'number' ? { expiresAt: (claims.exp + CLOCK_TOLERANCE_SECONDS) * 1000 } : {}) };
 }
-const DEV_KEY_FILE = 'development-identity-provider.jwk.json';
+/** The development identity provider's signing key, in the folder of the embedded database (`npm run backup` copies it too). */
+export const DEV_KEY_FILE = 'development-identity-provider.jwk.json';
 const DEV_KEY_ID = 'dfc-development';
 
 function verifierFor(keys: JWTVerifyGetKey, owner: Config['owner'], health: () => IdentityProviderHealth): OwnerVerifier {

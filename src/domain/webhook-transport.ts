@@ -10,3 +10,12 @@ export interface WebhookTransport {
 }
 
 export type PostOutcome = { statusCode: number } | { error: string };
+
+/**
+ * WEBHOOK_ALLOW_PRIVATE_HOSTS (docs/operators/security.md "Webhooks to a home network"): the
+ * private hosts an operator lets webhooks reach, by name (lower case) or by range.
+ */
+export interface PrivateHostAllowance {
+  names: string[];
+  ranges: { address: string; prefix: number; family: 'ipv4' | 'ipv6' }[];
+}

@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import type { PrivateHostAllowance } from '../domain/webhook-transport.js';
 
 /**
  * The guard against server-side request forgery (SSRF) for every request this service makes
@@ -7,6 +8,8 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
  * webhooks (src/http/webhook-transport.ts). A URL's host is resolved first, every address it
  * resolves to must be public, and the connection is pinned to the checked address
  * (`pinnedLookup`) so a second DNS answer cannot swap in another one (DNS rebinding).
+ * Webhooks also reach the private hosts an operator lists (WEBHOOK_ALLOW_PRIVATE_HOSTS,
+ * `resolveAllowedAddress`), pinned the same way.
  */
 
 const blocked = new BlockList();
@@ -120,20 +123,74 @@ export interface PinnedAddress {
   family: number;
 }
 
+/** The addresses a URL's host stands for: itself when it is an address, else what DNS answers now. */
+async function resolveHost(url: URL, signal?: AbortSignal): Promise<PinnedAddress[]> {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true, verbatim: true });
+  if (signal?.aborted) throw new BlockedAddressError('timed out');
+  if (addresses.length === 0) throw new BlockedAddressError('the host does not resolve');
+  return addresses;
+}
+
 /**
  * Resolves a URL's host and checks every address it resolves to (`allowLoopback`: the
  * test-only OAUTH_CIMD_ALLOW_LOOPBACK); answers the address to pin the connection to, or
  * throws a BlockedAddressError saying why not.
  */
 export async function resolvePublicAddress(url: URL, allowLoopback: boolean, signal?: AbortSignal): Promise<PinnedAddress> {
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true, verbatim: true });
-  if (signal?.aborted) throw new BlockedAddressError('timed out');
-  if (addresses.length === 0) throw new BlockedAddressError('the host does not resolve');
+  const addresses = await resolveHost(url, signal);
   for (const { address } of addresses) {
     if (!isFetchableAddress(address, allowLoopback)) throw new BlockedAddressError('the host resolves to a non-public address');
   }
   return addresses[0]!;
+}
+
+/** The private hosts an operator allows (WEBHOOK_ALLOW_PRIVATE_HOSTS), ready to check against. */
+export interface PrivateHosts {
+  names: ReadonlySet<string>;
+  ranges: BlockList;
+  /** Whether anything is listed at all. */
+  any: boolean;
+}
+
+export function privateHosts(allowance: PrivateHostAllowance): PrivateHosts {
+  const ranges = new BlockList();
+  for (const range of allowance.ranges) ranges.addSubnet(range.address, range.prefix, range.family);
+  return { names: new Set(allowance.names), ranges, any: allowance.names.length + allowance.ranges.length > 0 };
+}
+
+/** Whether an address lies in a listed range; an IPv6 address that stands for an IPv4 one is judged by either. */
+function inRanges(address: string, allowed: PrivateHosts): boolean {
+  const bare = address.replace(/%.*$/, '');
+  if (isIP(bare) === 4) return allowed.ranges.check(bare, 'ipv4');
+  if (allowed.ranges.check(bare, 'ipv6')) return true;
+  const ipv4 = embeddedIpv4(bare);
+  return ipv4 !== undefined && allowed.ranges.check(ipv4, 'ipv4');
+}
+
+/**
+ * `resolvePublicAddress` with an operator's private hosts allowed too: a URL whose host is a
+ * listed name, or whose every address lies in a listed range, is `listed` (and may then be
+ * reached over http); otherwise each address must be public or in a listed range. Answers the
+ * address to pin the connection to, or throws a BlockedAddressError saying why not.
+ */
+export async function resolveAllowedAddress(
+  url: URL,
+  options: { allowLoopback: boolean; privateHosts: PrivateHosts },
+  signal?: AbortSignal,
+): Promise<{ pinned: PinnedAddress; listed: boolean }> {
+  const addresses = await resolveHost(url, signal);
+  const { privateHosts: allowed } = options;
+  const name = url.hostname.replace(/\.$/, '').toLowerCase();
+  if (allowed.names.has(name) || addresses.every(({ address }) => inRanges(address, allowed))) {
+    return { pinned: addresses[0]!, listed: true };
+  }
+  for (const { address } of addresses) {
+    if (!isFetchableAddress(address, options.allowLoopback) && !inRanges(address, allowed)) {
+      throw new BlockedAddressError('the host resolves to a non-public address');
+    }
+  }
+  return { pinned: addresses[0]!, listed: false };
 }
 
 /** The `lookup` option of node:http(s) requests that connects to `pinned`, whatever the host's DNS says now. */

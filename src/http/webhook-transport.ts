@@ -1,25 +1,39 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { PostOutcome, WebhookTransport } from '../domain/webhook-transport.js';
+import type { PinnedAddress } from './ssrf.js';
+import type { PostOutcome, PrivateHostAllowance, WebhookTransport } from '../domain/webhook-transport.js';
 import { oneLine } from '../domain/errors.js';
-import { BlockedAddressError, pinnedLookup, resolvePublicAddress } from './ssrf.js';
+import { BlockedAddressError, pinnedLookup, privateHosts, resolveAllowedAddress } from './ssrf.js';
 
 /**
  * Sends webhooks (docs/owners/webhooks.md) through the SSRF guard OAuth metadata fetching uses
  * (src/http/ssrf.ts): HTTPS only, public addresses only, checked when a webhook is registered
  * and again on every attempt (DNS may have changed since), the connection pinned to the
- * checked address. `allowLoopback` is the test-only OAUTH_CIMD_ALLOW_LOOPBACK: it admits
- * loopback addresses, and http to them. No redirects are followed: a 3xx is a failed attempt.
+ * checked address. `allowPrivate` (WEBHOOK_ALLOW_PRIVATE_HOSTS) admits the private hosts
+ * an operator lists, over http too. `allowLoopback` is the test-only OAUTH_CIMD_ALLOW_LOOPBACK:
+ * it admits loopback addresses, and http to them. No redirects are followed: a 3xx is a failed
+ * attempt.
  */
-export function createWebhookTransport(options: { allowLoopback: boolean }): WebhookTransport {
-  const allowedScheme = (url: URL) => url.protocol === 'https:' || (options.allowLoopback && url.protocol === 'http:' && loopbackHost(url));
+export function createWebhookTransport(options: { allowLoopback: boolean; allowPrivate?: PrivateHostAllowance }): WebhookTransport {
+  const allowed = privateHosts(options.allowPrivate ?? { names: [], ranges: [] });
+  const schemeAllowed = (url: URL, listed: boolean) =>
+    url.protocol === 'https:' || (url.protocol === 'http:' && (listed || (options.allowLoopback && loopbackHost(url))));
+  const HTTPS_ONLY = 'webhooks are sent over https only';
+
+  /** The address to connect to, or why not; the scheme is judged once the host is known to be listed or not. */
+  async function check(url: URL, signal?: AbortSignal): Promise<PinnedAddress | BlockedAddressError> {
+    // Nothing listed: an http URL is refused before any lookup, as it always was.
+    if (!allowed.any && !schemeAllowed(url, false)) return new BlockedAddressError(HTTPS_ONLY);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') return new BlockedAddressError(HTTPS_ONLY);
+    const { pinned, listed } = await resolveAllowedAddress(url, { allowLoopback: options.allowLoopback, privateHosts: allowed }, signal);
+    return schemeAllowed(url, listed) ? pinned : new BlockedAddressError(HTTPS_ONLY);
+  }
 
   return {
     async refusal(url) {
-      if (!allowedScheme(url)) return 'webhooks are sent over https only';
       try {
-        await resolvePublicAddress(url, options.allowLoopback);
-        return undefined;
+        const checked = await check(url);
+        return checked instanceof BlockedAddressError ? checked.message : undefined;
       } catch (error) {
         return error instanceof BlockedAddressError ? error.message : 'the host does not resolve';
       }
@@ -29,10 +43,11 @@ export function createWebhookTransport(options: { allowLoopback: boolean }): Web
       const why = (error: unknown) =>
         request.signal.aborted ? 'interrupted: the service stopped' : deadline.aborted ? `timed out after ${request.timeoutMs / 1000} s` : oneLine(error);
       const url = new URL(target);
-      if (!allowedScheme(url)) return { error: 'refused: webhooks are sent over https only' };
       let pinned;
       try {
-        pinned = await resolvePublicAddress(url, options.allowLoopback, deadline);
+        const checked = await check(url, deadline);
+        if (checked instanceof BlockedAddressError) return { error: `refused: ${checked.message}` };
+        pinned = checked;
       } catch (error) {
         return { error: error instanceof BlockedAddressError ? `refused: ${error.message}` : why(error) };
       }

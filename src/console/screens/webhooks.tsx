@@ -73,7 +73,17 @@ function WebhookRow(props: { webhook: Webhook; viewer: Viewer }) {
   );
 }
 
-function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean }) {
+/** What the owner typed into the add form, shown again when the service refused it. */
+interface Typed {
+  format: string;
+  url: string;
+  chatId: string;
+  description: string;
+  events: string[];
+}
+
+function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean; typed: Typed | undefined }) {
+  const { typed } = props;
   return (
     <form method="post" action="/console/webhooks/create" class="fields" id="add-webhook">
       <Csrf viewer={props.viewer} />
@@ -81,13 +91,15 @@ function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean
         <label for="format">Send approvals to</label>
         <select id="format" name="format">
           {FORMATS.map(([value, label]) => (
-            <option value={value}>{label}</option>
+            <option value={value} selected={typed?.format === value}>
+              {label}
+            </option>
           ))}
         </select>
       </div>
       <div>
         <label for="url">URL</label>
-        <input type="text" id="url" name="url" required maxlength={2048} aria-describedby="url-help" />
+        <input type="text" id="url" name="url" required maxlength={2048} aria-describedby="url-help" value={typed?.url} />
         <ul class="muted" id="url-help">
           {FORMATS.map(([, label, help]) => (
             <li>
@@ -98,19 +110,19 @@ function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean
       </div>
       <div>
         <label for="chatId">Telegram chat id (Telegram only)</label>
-        <input type="text" id="chatId" name="chatId" maxlength={40} />
+        <input type="text" id="chatId" name="chatId" maxlength={40} value={typed?.chatId} />
       </div>
       <fieldset>
         <legend>Events (signed JSON only; the others send approval requests)</legend>
         {Object.keys(EVENT_TYPES).map((type) => (
           <label>
-            <input type="checkbox" name={`event-${type}`} value="1" checked={type === 'approval.requested'} /> {type}
+            <input type="checkbox" name={`event-${type}`} value="1" checked={typed ? typed.events.includes(type) : type === 'approval.requested'} /> {type}
           </label>
         ))}
       </fieldset>
       <div>
         <label for="description">Description (optional)</label>
-        <input type="text" id="description" name="description" maxlength={200} />
+        <input type="text" id="description" name="description" maxlength={200} value={typed?.description} />
       </div>
       <p class={props.linkBaseSet ? 'muted' : 'warning'} id="link-base">
         Approve and reject links open <code>{props.linkBase}/console/actions/…</code>
@@ -130,7 +142,7 @@ function AddForm(props: { viewer: Viewer; linkBase: string; linkBaseSet: boolean
 async function WebhooksPage(
   guards: Guards,
   signed: Signed,
-  flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string },
+  flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string; typed?: Typed },
 ) {
   const webhooks = (await guards.invoke(signed, operations.listWorkspaceWebhooks, { limit: 1000 })) as Webhook[];
   const { config } = guards.deps;
@@ -159,7 +171,7 @@ async function WebhooksPage(
       </div>
       {webhooks.length === 0 ? <p id="no-webhooks">No webhooks yet.</p> : null}
       <h2>Add a webhook</h2>
-      <AddForm viewer={signed.viewer} linkBase={config.publicBaseUrl} linkBaseSet={config.publicBaseUrlSet} />
+      <AddForm viewer={signed.viewer} linkBase={config.publicBaseUrl} linkBaseSet={config.publicBaseUrlSet} typed={flash.typed} />
     </Page>
   );
 }
@@ -250,8 +262,14 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
         ...optional('chatId'),
         ...optional('description'),
       });
-      if (!outcome.ok)
-        return c.html(await WebhooksPage(guards, signed, { error: outcome.message, ...(outcome.issues ? { issues: outcome.issues } : {}) }), outcome.status);
+      if (!outcome.ok) {
+        // The form comes back as the owner filled it, so fixing one field does not mean typing all of them again.
+        const typed = { format, url: form.get('url') ?? '', chatId: form.get('chatId') ?? '', description: form.get('description') ?? '', events };
+        return c.html(
+          await WebhooksPage(guards, signed, { error: outcome.message, typed, ...(outcome.issues ? { issues: outcome.issues } : {}) }),
+          outcome.status,
+        );
+      }
       const done = 'Added. Send a test to see it arrive.';
       return c.html(await WebhooksPage(guards, signed, format === 'generic' ? { done, secret: outcome.value.secret } : { done }), 201);
     }),
