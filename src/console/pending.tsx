@@ -136,6 +136,8 @@ const SCRIPT = `
     var link = field(row, 'details');
     link.setAttribute('href', '/console/actions/' + encodeURIComponent(action.id));
     rows.insertBefore(row, rows.firstChild);
+    var empty = document.getElementById('no-actions');
+    if (empty) empty.hidden = rows.querySelector('tr') !== null;
     var live = document.getElementById('live-count');
     if (live) live.textContent = String(Number(live.textContent || '0') + 1);
   }

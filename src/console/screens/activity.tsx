@@ -273,7 +273,12 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
         <span id="live-status" role="status"></span>
       </p>
       <ActionsTable page={page} names={names} viewer={signed.viewer} filters={filters} live={!cursor} until={until} />
-      {page.length === 0 && !refused ? <p id="no-actions">No action matches.</p> : null}
+      {/* The script hides it once a live row arrives: rows are only ever added, never taken away. */}
+      {refused ? null : (
+        <p id="no-actions" hidden={page.length > 0}>
+          No action matches.
+        </p>
+      )}
       {older ? (
         <p>
           <a href={older} id="older">

@@ -1,0 +1,94 @@
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signDevelopmentSession } from '../../src/auth/owner.js';
+import { grant, queue } from '../helpers/actions.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
+import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
+import { useOAuthTestServer } from '../helpers/oauth.js';
+
+/**
+ * The Activity screen as the owner reads it (docs/owners/activity-log.md), in Debian's headless
+ * Chromium: the empty-state line that gives way to rows arriving live, and axe-core finding no
+ * serious or critical violation.
+ */
+
+const DEVELOPMENT_ENV = {
+  OWNER_JWKS_FILE: '',
+  OWNER_ISSUER: '',
+  OWNER_AUDIENCE: '',
+  OWNER_WORKSPACE_CLAIM: '',
+  RATE_LIMIT_AGENT_PER_SECOND: '100000',
+  RATE_LIMIT_AGENT_BURST: '100000',
+};
+const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
+const api = server.api;
+const owner = () => signDevelopmentSession(server.config, 'erin');
+
+let browser: Browser;
+let page: Page;
+let lamp: AttachedDevice;
+let helper: Agent;
+
+/** axe-core's serious and critical findings on the page as it stands. */
+async function axeViolations(tab: Page): Promise<string[]> {
+  const source = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+  await tab.addScriptTag({ content: source });
+  const results = (await tab.evaluate('axe.run(document, { resultTypes: ["violations"] })')) as {
+    violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
+  };
+  return results.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+}
+
+async function openLive(url: string) {
+  await page.goto(url);
+  await page.waitForSelector('body[data-live-state="open"]');
+  await page.evaluate("document.body.setAttribute('data-not-reloaded', '')");
+}
+
+beforeAll(async () => {
+  lamp = await attachDevice(api, await owner(), { name: 'Desk lamp' });
+  helper = await createAgent(api, await owner(), { name: 'Evening helper' });
+  await grant(api, await owner(), helper.principal, lamp.id, ['set_power'], null, 'owner');
+  await grant(api, await owner(), helper.principal, lamp.id, ['get_state', 'set_brightness']);
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS] });
+  // The Content-Security-Policy is tested in test/console/console-browser.test.ts; bypassed here so
+  // that axe-core can be loaded into the page.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
+  page = await context.newPage();
+  await page.goto(`${server.issuer}/console/sign-in`);
+  await page.fill('#sub', 'erin');
+  await Promise.all([page.waitForURL((url) => url.pathname === '/console'), page.click('#development-sign-in')]);
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe('the empty state of Activity', () => {
+  it('says no action matches until a matching row arrives live, then gives way to it', async () => {
+    await openLive(`${server.issuer}/console/activity?capability=set_brightness`);
+    expect(await page.isVisible('#no-actions')).toBe(true);
+    // An action the filter leaves out: the pending count shows its event was read, and the line stays.
+    await queue(api, helper.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    await page.waitForFunction(`document.querySelector('#pending-count [data-field="count"]').textContent === '1'`);
+    expect(await page.locator('#actions tbody tr').count()).toBe(0);
+    expect(await page.isVisible('#no-actions')).toBe(true);
+
+    const kept = await queue(api, helper.token, lamp.id, { capability: 'set_brightness', arguments: { level: 30 } });
+    await page.locator(`#actions tbody tr[data-action-id="${kept.id}"]`).waitFor();
+    expect(await page.isVisible('#no-actions')).toBe(false);
+    expect(await page.locator('body[data-not-reloaded]').count()).toBe(1);
+    expect(await axeViolations(page)).toEqual([]);
+
+    // Read again, the row is the server's and the line is still gone; a filter nothing matches brings it back.
+    await page.reload();
+    expect(await page.locator('#actions tbody tr').count()).toBe(1);
+    expect(await page.isVisible('#no-actions')).toBe(false);
+    await page.goto(`${server.issuer}/console/activity?capability=no_such_function`);
+    expect(await page.isVisible('#no-actions')).toBe(true);
+  });
+});
