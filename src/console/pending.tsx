@@ -132,6 +132,8 @@ const SCRIPT = `
     field(row, 'capability').textContent = action.capability;
     field(row, 'arguments').textContent = JSON.stringify(action.arguments);
     field(row, 'principal').textContent = action.principal;
+    var agents = document.querySelectorAll('#agent-names li[data-principal]');
+    for (var i = 0; i < agents.length; i++) if (agents[i].getAttribute('data-principal') === action.principal) field(row, 'agent-name').textContent = agents[i].textContent;
     field(row, 'reason').textContent = reason(action);
     var link = field(row, 'details');
     link.setAttribute('href', '/console/actions/' + encodeURIComponent(action.id));

@@ -10,8 +10,8 @@ import { useOAuthTestServer } from '../helpers/oauth.js';
 
 /**
  * The Activity screen as the owner reads it (docs/owners/activity-log.md), in Debian's headless
- * Chromium: the empty-state line that gives way to rows arriving live, and axe-core finding no
- * serious or critical violation.
+ * Chromium: the empty-state line that gives way to rows arriving live, agents named as the
+ * Approvals screen names them, and axe-core finding no serious or critical violation.
  */
 
 const DEVELOPMENT_ENV = {
@@ -90,5 +90,21 @@ describe('the empty state of Activity', () => {
     expect(await page.isVisible('#no-actions')).toBe(false);
     await page.goto(`${server.issuer}/console/activity?capability=no_such_function`);
     expect(await page.isVisible('#no-actions')).toBe(true);
+  });
+});
+
+describe('agents on Activity', () => {
+  it('names the agent as Approvals does, with its principal beside the name, in rows read and rows arriving live', async () => {
+    const read = await queue(api, helper.token, lamp.id, { capability: 'get_state', arguments: {} });
+    await openLive(`${server.issuer}/console/activity`);
+    const row = (id: string) => page.locator(`#actions tbody tr[data-action-id="${id}"]`);
+    expect(await row(read.id).locator('[data-field="agent-name"]').textContent()).toBe('Evening helper');
+    expect(await row(read.id).locator('[data-field="principal"]').textContent()).toBe(helper.principal);
+
+    const live = await queue(api, helper.token, lamp.id, { capability: 'get_state', arguments: {} });
+    await row(live.id).waitFor();
+    expect(await row(live.id).locator('[data-field="agent-name"]').textContent()).toBe('Evening helper');
+    expect(await row(live.id).locator('[data-field="principal"]').textContent()).toBe(helper.principal);
+    expect(await axeViolations(page)).toEqual([]);
   });
 });
