@@ -11,7 +11,8 @@ import { useOAuthTestServer } from '../helpers/oauth.js';
 /**
  * The Activity screen as the owner reads it (docs/owners/activity-log.md), in Debian's headless
  * Chromium: the empty-state line that gives way to rows arriving live, agents named as the
- * Approvals screen names them, and axe-core finding no serious or critical violation.
+ * Approvals screen names them, arguments as names and values with an agent's text shown as text
+ * (never markup), and axe-core finding no serious or critical violation.
  */
 
 const DEVELOPMENT_ENV = {
@@ -105,6 +106,48 @@ describe('agents on Activity', () => {
     await row(live.id).waitFor();
     expect(await row(live.id).locator('[data-field="agent-name"]').textContent()).toBe('Evening helper');
     expect(await row(live.id).locator('[data-field="principal"]').textContent()).toBe(helper.principal);
+    expect(await axeViolations(page)).toEqual([]);
+  });
+});
+
+describe('arguments on Activity', () => {
+  const MARKUP = '<img src=x onerror=alert(1)>';
+
+  it("lists each argument's name and value, strings as text and never as markup, in rows read and rows arriving live", async () => {
+    const sign = await attachDevice(api, await owner(), {
+      name: 'Door sign',
+      manifest: {
+        capabilities: [
+          {
+            name: 'show',
+            kind: 'control',
+            arguments: { type: 'object', properties: { text: { type: 'string' }, seconds: { type: 'integer' }, blink: { type: 'boolean' } } },
+          },
+        ],
+      },
+    });
+    await grant(api, await owner(), helper.principal, sign.id, ['show']);
+    const dialogs: string[] = [];
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+    const args = { text: MARKUP, seconds: 30, blink: true };
+    const entries = (id: string) =>
+      page
+        .locator(`#actions tbody tr[data-action-id="${id}"] [data-field="arguments"] dl.args`)
+        .evaluate((list: { children: ArrayLike<{ textContent: string | null }> }) => Array.from(list.children, (child) => child.textContent));
+    const expected = ['text', MARKUP, 'seconds', '30', 'blink', 'yes (true)'];
+
+    const read = await queue(api, helper.token, sign.id, { capability: 'show', arguments: args });
+    await openLive(`${server.issuer}/console/activity?deviceId=${sign.id}`);
+    expect(await entries(read.id)).toEqual(expected);
+
+    const live = await queue(api, helper.token, sign.id, { capability: 'show', arguments: args });
+    await page.locator(`#actions tbody tr[data-action-id="${live.id}"]`).waitFor();
+    expect(await entries(live.id)).toEqual(expected);
+    expect(await page.locator('main img').count()).toBe(0);
+    expect(dialogs).toEqual([]);
     expect(await axeViolations(page)).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@ import { operations } from '../../domain/registry.js';
 import type { connection } from '../../domain/schemas.js';
 import { documentStream } from '../../http/document-stream.js';
 import type { HttpEnv } from '../../http/request.js';
+import { ArgumentList } from '../arguments.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
 import { zonedMs, zoneOf } from '../zones.js';
@@ -88,7 +89,7 @@ function ActionRow(props: { action?: Action; names?: Map<string, string>; agents
         <code data-field="capability">{a?.capability ?? ''}</code>
       </td>
       <td data-label="Arguments">
-        <pre data-field="arguments">{a ? humanText(JSON.stringify(a.arguments), MAX_FIELD_CHARS) : ''}</pre>
+        <div data-field="arguments">{a ? <ArgumentList args={a.arguments} /> : ''}</div>
       </td>
       <td data-label="Agent">
         <span data-field="agent-name">{a ? (props.agents?.get(a.principal) ?? '') : ''}</span>{' '}
