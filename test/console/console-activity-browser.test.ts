@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
-import { grant, queue } from '../helpers/actions.js';
+import { grant, next, queue, report } from '../helpers/actions.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
 import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
 import { useOAuthTestServer } from '../helpers/oauth.js';
@@ -12,7 +12,7 @@ import { useOAuthTestServer } from '../helpers/oauth.js';
  * The Activity screen as the owner reads it (docs/owners/activity-log.md), in Debian's headless
  * Chromium: the empty-state line that gives way to rows arriving live, agents named as the
  * Approvals screen names them, arguments as names and values with an agent's text shown as text
- * (never markup), and axe-core finding no serious or critical violation.
+ * (never markup), the action page's timeline from the action's own times, and axe-core finding no serious or critical violation.
  */
 
 const DEVELOPMENT_ENV = {
@@ -148,6 +148,39 @@ describe('arguments on Activity', () => {
     expect(await entries(live.id)).toEqual(expected);
     expect(await page.locator('main img').count()).toBe(0);
     expect(dialogs).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
+  });
+});
+
+describe("the action page's timeline", () => {
+  it('shows requested, approved, received and finished, each at the time the action records', async () => {
+    const action = await queue(api, helper.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    expect((await api.post(`/v1/actions/${action.id}/approve`, { token: await owner(), body: {} })).status).toBe(200);
+    // The lamp has older commands queued by the tests above: it runs each until this one.
+    let command = (await next(api, lamp)).body.data;
+    expect(command).toBeTruthy();
+    while (command && command.id !== action.id) {
+      expect((await report(api, lamp, { actionId: command.id, ok: true, result: {} })).status).toBe(200);
+      command = (await next(api, lamp)).body.data;
+    }
+    expect((await report(api, lamp, { actionId: action.id, ok: true, result: { on: true } })).status).toBe(200);
+    const stored = (await api.get(`/v1/actions/${action.id}`, { token: await owner() })).body.data;
+    expect(stored.status).toBe('succeeded');
+
+    await page.goto(`${server.issuer}/console/actions/${action.id}`);
+    const steps = await page
+      .locator('#timeline li')
+      .evaluateAll((items: { getAttribute(name: string): string | null; querySelector(s: string): { getAttribute(name: string): string | null } | null }[]) =>
+        items.map((li) => [li.getAttribute('data-step'), li.querySelector('time')?.getAttribute('data-ms')]),
+      );
+    expect(steps).toEqual([
+      ['requested', String(stored.createdAt)],
+      ['approved', String(stored.approval.decidedAt)],
+      ['received', String(stored.dispatchedAt)],
+      ['finished', String(stored.completedAt)],
+    ]);
+    expect(await page.locator('#timeline li[data-step="approved"]').textContent()).toContain('Approved by erin');
+    expect(await page.locator('#timeline li[data-step="finished"]').textContent()).toContain('Finished: succeeded');
     expect(await axeViolations(page)).toEqual([]);
   });
 });
