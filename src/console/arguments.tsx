@@ -1,4 +1,4 @@
-import { humanText, MAX_FIELD_CHARS } from '../domain/human-text.js';
+import { humanText, MARKED, MAX_FIELD_CHARS } from '../domain/human-text.js';
 
 /**
  * Arguments and argument schemas as an owner reads them: a definition list of names and
@@ -92,3 +92,45 @@ export function ArgumentFields(props: { schema: Record<string, unknown> }) {
     </dl>
   );
 }
+
+/**
+ * `shown` and `argumentList` for the console's scripts (src/console/assets.ts,
+ * src/console/pending.tsx), which render rows arriving live as the server renders them above:
+ * every value set as text, marked and capped with the same characters and cap.
+ */
+export const ARGUMENT_LIST_SCRIPT = `
+  // What an agent or a device wrote, marked and capped as the server renders it
+  // (src/domain/human-text.ts gives both the characters and the cap).
+  var MARKED = new RegExp(${JSON.stringify(MARKED.source)}, 'u');
+  function shown(text) {
+    var chars = Array.from(text);
+    var kept = chars.slice(0, ${MAX_FIELD_CHARS});
+    var marked = kept.map(function (c) {
+      return MARKED.test(c) ? '⟨U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '⟩' : c;
+    }).join('');
+    var rest = chars.length - kept.length;
+    return rest > 0 ? marked + '… (' + rest + ' more character' + (rest === 1 ? '' : 's') + ')' : marked;
+  }
+  // An action's arguments as ArgumentList renders them: a definition list.
+  function argumentList(args) {
+    var names = Object.keys(args);
+    if (names.length === 0) {
+      var none = document.createElement('span');
+      none.className = 'muted';
+      none.textContent = 'no arguments';
+      return none;
+    }
+    var list = document.createElement('dl');
+    list.className = 'args';
+    names.forEach(function (name) {
+      var value = args[name];
+      var dt = document.createElement('dt');
+      dt.textContent = shown(name);
+      var dd = document.createElement('dd');
+      dd.textContent = shown(value === null ? 'null' : typeof value === 'string' ? (value === '' ? '(empty text)' : value)
+        : typeof value === 'boolean' ? (value ? 'yes (true)' : 'no (false)') : typeof value === 'number' ? String(value) : JSON.stringify(value));
+      list.append(dt, dd);
+    });
+    return list;
+  }
+`;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Hono } from 'hono';
-import { MARKED, MAX_FIELD_CHARS } from '../domain/human-text.js';
 import type { HttpEnv } from '../http/request.js';
+import { ARGUMENT_LIST_SCRIPT } from './arguments.js';
 import { mountIcons } from './icons.js';
 import { CSS } from './style.js';
 
@@ -55,41 +55,7 @@ const SCRIPT = `
     return null;
   }
   function field(row, name) { return row.querySelector('[data-field="' + name + '"]'); }
-  // What an agent or a device wrote, marked and capped as the server renders it
-  // (src/domain/human-text.ts gives both the characters and the cap).
-  var MARKED = new RegExp(${JSON.stringify(MARKED.source)}, 'u');
-  function shown(text) {
-    var chars = Array.from(text);
-    var kept = chars.slice(0, ${MAX_FIELD_CHARS});
-    var marked = kept.map(function (c) {
-      return MARKED.test(c) ? '⟨U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0') + '⟩' : c;
-    }).join('');
-    var rest = chars.length - kept.length;
-    return rest > 0 ? marked + '… (' + rest + ' more character' + (rest === 1 ? '' : 's') + ')' : marked;
-  }
-  // An action's arguments as the server renders them (src/console/arguments.tsx): a definition list.
-  function argumentList(args) {
-    var names = Object.keys(args);
-    if (names.length === 0) {
-      var none = document.createElement('span');
-      none.className = 'muted';
-      none.textContent = 'no arguments';
-      return none;
-    }
-    var list = document.createElement('dl');
-    list.className = 'args';
-    names.forEach(function (name) {
-      var value = args[name];
-      var dt = document.createElement('dt');
-      dt.textContent = shown(name);
-      var dd = document.createElement('dd');
-      dd.textContent = shown(value === null ? 'null' : typeof value === 'string' ? (value === '' ? '(empty text)' : value)
-        : typeof value === 'boolean' ? (value ? 'yes (true)' : 'no (false)') : typeof value === 'number' ? String(value) : JSON.stringify(value));
-      list.append(dt, dd);
-    });
-    return list;
-  }
-  var inbox = document.getElementById('approval-rows');
+${ARGUMENT_LIST_SCRIPT}  var inbox = document.getElementById('approval-rows');
   var template = document.getElementById('approval-row');
   var empty = document.getElementById('no-approvals');
   var feed = document.querySelector('#actions tbody');

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { CANCEL_REASONS, EXPIRED_REASONS } from '../domain/action-states.js';
+import { ARGUMENT_LIST_SCRIPT } from './arguments.js';
 
 /**
  * Approvals that reach the owner while a console tab is open (docs/owners/approval-notifications.md):
@@ -102,7 +103,7 @@ const SCRIPT = `
     return !(until > 0 && action.createdAt >= until);
   }
   function field(row, name) { return row.querySelector('[data-field="' + name + '"]'); }
-  // As the server words them (reasonOf in src/console/screens/action.tsx).
+${ARGUMENT_LIST_SCRIPT}  // As the server words them (reasonOf in src/console/screens/action.tsx).
   var CANCELLED = ${JSON.stringify(CANCEL_REASONS)};
   var EXPIRED = ${JSON.stringify(EXPIRED_REASONS)};
   function reason(action) {
@@ -130,12 +131,16 @@ const SCRIPT = `
     var named = names && names.querySelector('[data-device-id="' + action.deviceId + '"]');
     field(row, 'device').textContent = named ? named.textContent : action.deviceId;
     field(row, 'capability').textContent = action.capability;
-    field(row, 'arguments').textContent = JSON.stringify(action.arguments);
-    field(row, 'principal').textContent = action.principal;
+    field(row, 'arguments').replaceChildren(argumentList(action.arguments || {}));
+    field(row, 'principal').textContent = shown(action.principal);
+    var agents = document.querySelectorAll('#agent-names li[data-principal]');
+    for (var i = 0; i < agents.length; i++) if (agents[i].getAttribute('data-principal') === action.principal) field(row, 'agent-name').textContent = agents[i].textContent;
     field(row, 'reason').textContent = reason(action);
     var link = field(row, 'details');
     link.setAttribute('href', '/console/actions/' + encodeURIComponent(action.id));
     rows.insertBefore(row, rows.firstChild);
+    var empty = document.getElementById('no-actions');
+    if (empty) empty.hidden = rows.querySelector('tr') !== null;
     var live = document.getElementById('live-count');
     if (live) live.textContent = String(Number(live.textContent || '0') + 1);
   }

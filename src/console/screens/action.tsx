@@ -78,6 +78,42 @@ function Decision(props: { action: ActionRecord; viewer: Viewer; decide: string 
   return props.decide ? <p id="decided">There is nothing left to decide: the action is {action.status}.</p> : null;
 }
 
+/**
+ * What happened to the action and when, from its own timestamps: requested, decided (when it
+ * needed a yes), received by the device, asked to stop, finished. Only the steps that happened.
+ */
+function Timeline(props: { action: ActionRecord }) {
+  const a = props.action;
+  const approval = a.approval;
+  const steps: { step: string; label: string; ms: number | null }[] = [
+    { step: 'requested', label: 'Requested by the agent', ms: a.createdAt },
+    ...(approval?.decidedAt != null
+      ? [
+          {
+            step: approval.decision ?? 'decided',
+            label: `${approval.decision === 'rejected' ? 'Rejected' : 'Approved'} by ${approval.decidedBy ?? 'the owner'}`,
+            ms: approval.decidedAt,
+          },
+        ]
+      : []),
+    { step: 'received', label: 'Received by the device', ms: a.dispatchedAt },
+    { step: 'stop-requested', label: 'Device asked to stop', ms: a.cancelRequestedAt },
+    { step: 'finished', label: `Finished: ${a.status}`, ms: a.completedAt },
+    { step: 'reported-late', label: 'Result reported after the deadline', ms: a.reportedLateAt },
+  ];
+  return (
+    <ol class="timeline" id="timeline">
+      {steps
+        .filter((s) => s.ms !== null)
+        .map((s) => (
+          <li data-step={s.step}>
+            {humanText(s.label, MAX_FIELD_CHARS)}: <Time ms={s.ms} />
+          </li>
+        ))}
+    </ol>
+  );
+}
+
 async function ActionPage(guards: Guards, signed: Signed, actionId: string, decide: string | undefined, done?: string, error?: string) {
   const action = (await guards.invoke(signed, operations.getActionState, { actionId })) as ActionRecord;
   const device = (await allDevices(guards, signed)).find((d) => d.id === action.deviceId);
@@ -110,9 +146,9 @@ async function ActionPage(guards: Guards, signed: Signed, actionId: string, deci
         <dd>
           <pre>{humanText(JSON.stringify(action.arguments, null, 1), MAX_FIELD_CHARS)}</pre>
         </dd>
-        <dt>Requested</dt>
+        <dt>Timeline</dt>
         <dd>
-          <Time ms={action.createdAt} />
+          <Timeline action={action} />
         </dd>
       </dl>
       <Decision action={action} viewer={signed.viewer} decide={decide} />

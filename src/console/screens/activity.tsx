@@ -8,6 +8,7 @@ import { operations } from '../../domain/registry.js';
 import type { connection } from '../../domain/schemas.js';
 import { documentStream } from '../../http/document-stream.js';
 import type { HttpEnv } from '../../http/request.js';
+import { ArgumentList } from '../arguments.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
 import { zonedMs, zoneOf } from '../zones.js';
@@ -67,7 +68,7 @@ function listInput(filters: Filters) {
   };
 }
 
-function ActionRow(props: { action?: Action; names?: Map<string, string>; viewer: Viewer }) {
+function ActionRow(props: { action?: Action; names?: Map<string, string>; agents?: Map<string, string>; viewer: Viewer }) {
   const a = props.action;
   const cancellable = a?.status === 'queued' || a?.status === 'awaiting_approval';
   return (
@@ -88,10 +89,13 @@ function ActionRow(props: { action?: Action; names?: Map<string, string>; viewer
         <code data-field="capability">{a?.capability ?? ''}</code>
       </td>
       <td data-label="Arguments">
-        <pre data-field="arguments">{a ? humanText(JSON.stringify(a.arguments), MAX_FIELD_CHARS) : ''}</pre>
+        <div data-field="arguments">{a ? <ArgumentList args={a.arguments} /> : ''}</div>
       </td>
       <td data-label="Agent">
-        <code data-field="principal">{a ? humanText(a.principal, MAX_FIELD_CHARS) : ''}</code>
+        <span data-field="agent-name">{a ? (props.agents?.get(a.principal) ?? '') : ''}</span>{' '}
+        <code class="muted" data-field="principal">
+          {a ? humanText(a.principal, MAX_FIELD_CHARS) : ''}
+        </code>
       </td>
       <td data-label="Outcome" data-field="outcome">
         {a?.error ? `${a.error.code}: ${a.error.message}` : a && a.result !== null ? <pre>{JSON.stringify(a.result)}</pre> : ''}
@@ -175,7 +179,15 @@ function FilterForm(props: { filters: Filters; devices: { id: string; name: stri
 }
 
 /** The page of actions; on the first page the script adds new ones that its filters (the `data-filter-*`) keep. */
-function ActionsTable(props: { page: Action[]; names: Map<string, string>; viewer: Viewer; filters: Filters; live: boolean; until: string | undefined }) {
+function ActionsTable(props: {
+  page: Action[];
+  names: Map<string, string>;
+  agents: Map<string, string>;
+  viewer: Viewer;
+  filters: Filters;
+  live: boolean;
+  until: string | undefined;
+}) {
   const { filters, until } = props;
   return (
     <div class="table-wrap">
@@ -198,7 +210,7 @@ function ActionsTable(props: { page: Action[]; names: Map<string, string>; viewe
         </thead>
         <tbody>
           {props.page.map((a) => (
-            <ActionRow action={a} names={props.names} viewer={props.viewer} />
+            <ActionRow action={a} names={props.names} agents={props.agents} viewer={props.viewer} />
           ))}
         </tbody>
       </table>
@@ -252,6 +264,8 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
     refused = { message: error.message, issues: error.details.issues ?? [] };
   }
   const names = new Map(devices.map((d) => [d.id, humanText(d.name, MAX_FIELD_CHARS)]));
+  // Agent connections and OAuth clients by principal, named as the Approvals screen names them.
+  const agentNames = new Map([...agents, ...clients].map((c) => [c.principal, humanText(c.name, MAX_FIELD_CHARS)]));
   const query = new URLSearchParams(Object.entries(filters).filter(([, v]) => v !== ''));
   const older = next ? `/console/activity?${query.toString()}${query.size ? '&' : ''}cursor=${encodeURIComponent(next)}` : undefined;
   const zone = zoneOf(filters.tz);
@@ -272,8 +286,13 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
         )}{' '}
         <span id="live-status" role="status"></span>
       </p>
-      <ActionsTable page={page} names={names} viewer={signed.viewer} filters={filters} live={!cursor} until={until} />
-      {page.length === 0 && !refused ? <p id="no-actions">No action matches.</p> : null}
+      <ActionsTable page={page} names={names} agents={agentNames} viewer={signed.viewer} filters={filters} live={!cursor} until={until} />
+      {/* The script hides it once a live row arrives: rows are only ever added, never taken away. */}
+      {refused ? null : (
+        <p id="no-actions" hidden={page.length > 0}>
+          No action matches.
+        </p>
+      )}
       {older ? (
         <p>
           <a href={older} id="older">
@@ -287,6 +306,11 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
       <ul hidden id="device-names">
         {[...names].map(([id, name]) => (
           <li data-device-id={id}>{name}</li>
+        ))}
+      </ul>
+      <ul hidden id="agent-names">
+        {[...agentNames].map(([principal, name]) => (
+          <li data-principal={principal}>{name}</li>
         ))}
       </ul>
       <ExportForm tz={filters.tz} zone={zone} />

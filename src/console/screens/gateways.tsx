@@ -4,13 +4,15 @@ import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Icon, Page, Term, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
-import { APPROVAL_TEXT, knownAgents, type Connection } from './grant-parts.js';
+import { allGrants, APPROVAL_TEXT, knownAgents, type Connection, type Grant } from './grant-parts.js';
 import type { Flashed } from './grants-overview.js';
 
 /**
  * Gateway grants (`gatewayGrants.replace`, docs/owners/grants.md "Giving and revoking grants"): one agent granted a gateway
  * and its linked devices in one step, read or control, replacing that agent's earlier grants on
- * them. The same safer choices are preselected as for single grants: owner approval, 7 days.
+ * them. The same safer choices are preselected as for single grants: owner approval, 7 days; the
+ * agent is never preselected. When the agent already has grants there, a confirmation page names
+ * the grants the new ones replace before anything changes (as revoking a device asks first).
  */
 
 type Device = Awaited<ReturnType<typeof allDevices>>[number];
@@ -39,7 +41,10 @@ function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: 
         <label for="gateway-agent">
           <Term api="principal">Agent</Term>
         </label>
-        <select id="gateway-agent" name="principal">
+        <select id="gateway-agent" name="principal" required>
+          <option value="" selected>
+            Choose an agent
+          </option>
           {props.agents.map((a) => (
             <option value={a.principal}>{`${a.name} (${a.principal})`}</option>
           ))}
@@ -119,6 +124,45 @@ async function render(guards: Guards, signed: Signed, flash: Flashed) {
   );
 }
 
+/** The fields of the grant form, carried through the confirmation page as they were sent. */
+const FORM_FIELDS = ['deviceId', 'principal', 'mode', 'includeServices', 'approval', 'ttlSeconds'] as const;
+
+function ConfirmReplace(props: { form: URLSearchParams; gateway: Device; agent: string; replaced: Grant[]; names: Map<string, string>; viewer: Viewer }) {
+  return (
+    <Page title="Replace gateway grants" viewer={props.viewer} screen="gateways">
+      <p class="warning">
+        <strong>{props.agent}</strong> already has {props.replaced.length} grant{props.replaced.length === 1 ? '' : 's'} on{' '}
+        <strong>{props.gateway.name}</strong> and its devices. Granting the gateway replaces all of them:
+      </p>
+      <ul id="replaced-grants">
+        {props.replaced.map((g) => (
+          <li data-grant-id={g.id}>
+            {props.names.get(g.deviceId) ?? g.deviceId}: <code>{g.capability}</code>
+          </li>
+        ))}
+      </ul>
+      <form method="post" action="/console/gateways">
+        <Csrf viewer={props.viewer} />
+        {FORM_FIELDS.map((name) => {
+          const value = props.form.get(name);
+          return value === null ? null : <input type="hidden" name={name} value={value} />;
+        })}
+        <input type="hidden" name="confirm" value="replace" />
+        <button type="submit" class="danger" id="confirm-replace">
+          Replace these grants
+        </button>{' '}
+        <a href="/console/gateways">Cancel</a>
+      </form>
+    </Page>
+  );
+}
+
+/** The principal's grants that a gateway grant would replace: on the gateway, its devices, or written by it. */
+async function replacedGrants(guards: Guards, signed: Signed, gateway: Device, devices: Device[], principal: string): Promise<Grant[]> {
+  const family = new Set(devices.filter((d) => d.id === gateway.id || d.parentId === gateway.id).map((d) => d.id));
+  return (await allGrants(guards, signed, principal)).filter((g) => g.principal === principal && (family.has(g.deviceId) || g.gatewayId === gateway.id));
+}
+
 export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
     '/console/gateways',
@@ -132,10 +176,30 @@ export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/gateways',
     guards.action(async (c, signed, form) => {
+      const principal = form.get('principal') ?? '';
+      if (principal !== '' && form.get('confirm') !== 'replace') {
+        const devices = await allDevices(guards, signed);
+        const gateway = devices.find((d) => d.id === form.get('deviceId') && d.kind === 'gateway');
+        const replaced = gateway ? await replacedGrants(guards, signed, gateway, devices, principal) : [];
+        if (gateway && replaced.length > 0) {
+          const agent = (await knownAgents(guards, signed)).find((a) => a.principal === principal);
+          const names = new Map(devices.map((d) => [d.id, d.name]));
+          return c.html(
+            <ConfirmReplace
+              form={form}
+              gateway={gateway}
+              agent={agent ? `${agent.name} (${principal})` : principal}
+              replaced={replaced}
+              names={names}
+              viewer={signed.viewer}
+            />,
+          );
+        }
+      }
       const ttl = form.get('ttlSeconds') ?? '';
       const outcome = await guards.attempt<{ devices: number }>(signed, operations.grantGateway, {
         deviceId: form.get('deviceId') ?? '',
-        principal: form.get('principal') ?? '',
+        principal,
         mode: form.get('mode') ?? '',
         includeServices: form.get('includeServices') === 'true',
         approval: form.get('approval') ?? 'owner',

@@ -139,8 +139,10 @@ export async function allGrants(guards: Guards, signed: Signed, principal?: stri
 
 /** The workspace's live agents: agent connections and OAuth clients, each one principal. */
 export async function knownAgents(guards: Guards, signed: Signed): Promise<Connection[]> {
-  return [
+  const rows = [
     ...((await guards.invoke(signed, operations.listAgentConnections, {})) as Connection[]),
     ...((await guards.invoke(signed, operations.listOAuthClients, {})) as Connection[]),
   ].filter((row) => !row.revoked);
+  // An OAuth client is in both lists: once per principal, so no choice is offered twice.
+  return [...new Map(rows.map((row) => [row.principal, row])).values()];
 }
