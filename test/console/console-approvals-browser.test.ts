@@ -174,20 +174,20 @@ describe('webhooks managed in the console', () => {
   it('adds a Slack webhook, sends a test that arrives in Slack’s shape, and lists its deliveries', async () => {
     await page.goto(`${server.issuer}/console/webhooks`);
     await page.selectOption('#format', 'slack');
-    await page.fill('#url', `${receiverUrl}/services/console/slack`);
+    await page.fill('#url', `${receiverUrl}/services/T0CONSOLE/B0CONSOLE/slack`);
     await page.click('#create-webhook');
     expect(await page.textContent('#done')).toContain('Added');
-    // The hook's last path segment is its secret: the console shows it as `…`.
-    const row = page.locator('#webhooks tr', { hasText: '/services/console/…' });
+    // The hook's last path segment is its secret: the console shows it as `…`, the team and hook ids in the open.
+    const row = page.locator('#webhooks tr', { hasText: '/services/T0CONSOLE/B0CONSOLE/…' });
     await row.locator('button[id^="test-"]').click();
     expect(await page.textContent('#done')).toContain('delivered');
-    const test = JSON.parse(received.find((r) => r.path === '/services/console/slack')!.body);
+    const test = JSON.parse(received.find((r) => r.path === '/services/T0CONSOLE/B0CONSOLE/slack')!.body);
     expect(test.blocks.map((b: { type: string }) => b.type)).toEqual(['section', 'actions']);
 
     const action = await queue(api, helper.token, lamp.id, { capability: 'set_power', arguments: { on: false } });
-    await expect.poll(() => received.filter((r) => r.path === '/services/console/slack').length, { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => received.filter((r) => r.path === '/services/T0CONSOLE/B0CONSOLE/slack').length, { timeout: 10_000 }).toBe(2);
     expect(received.at(-1)!.body).toContain(`${server.issuer}/console/actions/${action.id}?decide=approve`);
-    await page.locator('#webhooks tr', { hasText: '/services/console/…' }).locator('a[id^="deliveries-"]').click();
+    await page.locator('#webhooks tr', { hasText: '/services/T0CONSOLE/B0CONSOLE/…' }).locator('a[id^="deliveries-"]').click();
     await page.waitForFunction(`document.querySelector('#deliveries [data-field="status"]')?.textContent === 'delivered'`);
     expect(await axeViolations(page)).toEqual([]);
   });
