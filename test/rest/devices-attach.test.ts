@@ -72,7 +72,6 @@ describe('POST /v1/sdk/devices', () => {
   });
 
   const rejected: [string, Record<string, unknown>, string][] = [
-    ['a missing name', {}, 'name'],
     ['an empty name', { name: '' }, 'name'],
     ['a name of 65 characters', { name: 'n'.repeat(65) }, 'name'],
     ['kind "service" (only gateways create services)', { name: 'x', kind: 'service' }, 'kind'],

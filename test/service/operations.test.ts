@@ -60,6 +60,7 @@ const cases: Record<string, Case> = {
     const attached = await invoke(ops.attachDevice, await w.credentialOf((await newSetupToken()).token), { name: 'To revoke' });
     return { as: owner, input: { deviceId: attached.device.id } };
   },
+  'devices.rename': async () => ({ as: owner, input: { deviceId, name: 'Renamed lamp' } }),
   'devices.publishManifest': async () => ({ as: device, input: { deviceId, ...lampManifest } }),
   'enrollments.create': async () => ({ as: owner, input: {} }),
   'enrollments.enroll': async () => ({ as: null, input: { code: (await invoke(ops.createEnrollment, owner, {})).code, name: 'Board' } }),
