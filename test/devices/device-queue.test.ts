@@ -136,7 +136,8 @@ describe('expiry sweep', () => {
         row = await getAction(server.service.db, workspaceId, action.id);
       }
       expect(row).toMatchObject({ status: 'expired', completedAt: action.expiresAt, dispatchedAt: null });
-      expect(expired.map((e) => e.type === 'action' && e.action.id)).toContain(action.id);
+      // The event is published after the sweep's commit, so it can follow the row by a turn of the loop.
+      await expect.poll(() => expired.map((e) => e.type === 'action' && e.action.id)).toContain(action.id);
     } finally {
       stop();
     }
