@@ -10,8 +10,10 @@ import { defineConfig } from 'vitest/config';
  * which saves each file the ~2 s of CPU a fresh worker spends importing the service.
  */
 export const ISOLATED_FILES = [
+  'test/console/console-activity-browser.test.ts',
   'test/console/console-approvals-browser.test.ts',
   'test/console/console-browser.test.ts',
+  'test/console/console-gateway-browser.test.ts',
   'test/console/console-inbox.test.ts',
   'test/console/console-rename-browser.test.ts',
   'test/console/console-screens.test.ts',
