@@ -1,5 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
+import type {
+  OAuthClientMetadata,
+  OAuthClientProvider,
+  OAuthDiscoveryState,
+  StoredOAuthClientInformation,
+  StoredOAuthTokens,
+} from '@modelcontextprotocol/client';
 import { expect } from 'vitest';
 import type { Clock } from '../../src/domain/context.js';
 import { startTestServer, useServer, type FileServer, type TestServer } from './server.js';
@@ -163,4 +170,62 @@ export async function accessTokenFor(
   });
   expect(answer.status, JSON.stringify(answer.body)).toBe(200);
   return answer.body.access_token as string;
+}
+
+/**
+ * An in-memory OAuthClientProvider for the official MCP client SDK, as a desktop client would
+ * keep it on disk: a public client that redirects to `redirectUrl` (never opened: the test
+ * approves the consent page itself from `authorizationUrls`).
+ */
+export class MemoryOAuthProvider implements OAuthClientProvider {
+  client: StoredOAuthClientInformation | undefined;
+  stored: StoredOAuthTokens | undefined;
+  verifier = '';
+  discovery: OAuthDiscoveryState | undefined;
+  /** The authorization URL the SDK asked to open in a browser, last first. */
+  authorizationUrls: URL[] = [];
+
+  constructor(
+    readonly clientName: string,
+    readonly redirectUrl: string,
+    preRegistered?: StoredOAuthClientInformation,
+  ) {
+    this.client = preRegistered;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return {
+      client_name: this.clientName,
+      redirect_uris: [this.redirectUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
+  }
+  clientInformation() {
+    return this.client;
+  }
+  saveClientInformation(info: StoredOAuthClientInformation) {
+    this.client = info;
+  }
+  tokens() {
+    return this.stored;
+  }
+  saveTokens(tokens: StoredOAuthTokens) {
+    this.stored = tokens;
+  }
+  redirectToAuthorization(url: URL) {
+    this.authorizationUrls.unshift(url);
+  }
+  saveCodeVerifier(verifier: string) {
+    this.verifier = verifier;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+  saveDiscoveryState(state: OAuthDiscoveryState) {
+    this.discovery = state;
+  }
+  discoveryState() {
+    return this.discovery;
+  }
 }

@@ -1,18 +1,9 @@
 import http from 'node:http';
-import {
-  Client,
-  StreamableHTTPClientTransport,
-  UnauthorizedError,
-  type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type OAuthDiscoveryState,
-  type StoredOAuthClientInformation,
-  type StoredOAuthTokens,
-} from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { connect, MODERN } from '../helpers/mcp-client.js';
 import { qrImage } from '../../src/console/screens/attach.js';
-import { decide, freePort, ownerCookie } from '../helpers/oauth.js';
+import { decide, freePort, MemoryOAuthProvider, ownerCookie } from '../helpers/oauth.js';
 import { startTestServer, useServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -23,54 +14,6 @@ import { startTestServer, useServer, type TestServer } from '../helpers/server.j
  */
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
-
-class MemoryProvider implements OAuthClientProvider {
-  client: StoredOAuthClientInformation | undefined;
-  stored: StoredOAuthTokens | undefined;
-  verifier = '';
-  discovery: OAuthDiscoveryState | undefined;
-  authorizationUrls: URL[] = [];
-
-  get redirectUrl() {
-    return CALLBACK;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'Loopback MCP client',
-      redirect_uris: [CALLBACK],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info: StoredOAuthClientInformation) {
-    this.client = info;
-  }
-  tokens() {
-    return this.stored;
-  }
-  saveTokens(tokens: StoredOAuthTokens) {
-    this.stored = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrls.unshift(url);
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  saveDiscoveryState(state: OAuthDiscoveryState) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
-}
 
 let port: number;
 const server = useServer(async (): Promise<TestServer> => {
@@ -84,8 +27,8 @@ beforeAll(async () => {
 });
 
 /** The SDK's whole flow at `base`: 401, discovery, registration, consent, code for token. */
-async function authorizeAt(base: string): Promise<MemoryProvider> {
-  const provider = new MemoryProvider();
+async function authorizeAt(base: string): Promise<MemoryOAuthProvider> {
+  const provider = new MemoryOAuthProvider('Loopback MCP client', CALLBACK);
   const cookie = await ownerCookie(base, owner);
   const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider });
   const mcp = new Client({ name: 'loopback', version: '1.0.0' }, { versionNegotiation: { mode: { pin: MODERN } } });
@@ -116,8 +59,8 @@ function getWithHost(path: string, host: string): Promise<{ status: number; head
 describe('the OAuth flow at each loopback alias (PUBLIC_BASE_URL unset)', () => {
   const at127 = () => `http://127.0.0.1:${port}`;
   const atLocalhost = () => `http://localhost:${port}`;
-  let from127: MemoryProvider;
-  let fromLocalhost: MemoryProvider;
+  let from127: MemoryOAuthProvider;
+  let fromLocalhost: MemoryOAuthProvider;
 
   it('completes at http://127.0.0.1:PORT/mcp', async () => {
     from127 = await authorizeAt(at127());

@@ -1,18 +1,9 @@
-import {
-  Client,
-  StreamableHTTPClientTransport,
-  UnauthorizedError,
-  type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type OAuthDiscoveryState,
-  type StoredOAuthClientInformation,
-  type StoredOAuthTokens,
-} from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client as Api } from '../helpers/api.js';
 import { attachDevice, type AttachedDevice } from '../helpers/fixtures.js';
 import { MODERN, simulateDevice, toolName, type SimulatedDevice } from '../helpers/mcp-client.js';
-import { decide, ownerCookie, registerClient, useOAuthTestServer } from '../helpers/oauth.js';
+import { decide, MemoryOAuthProvider, ownerCookie, registerClient, useOAuthTestServer } from '../helpers/oauth.js';
 
 /**
  * End to end with the official MCP client SDK's OAuth provider (notes/mcp-sdk.md §6): the
@@ -23,59 +14,6 @@ import { decide, ownerCookie, registerClient, useOAuthTestServer } from '../help
  */
 
 const CALLBACK = 'http://127.0.0.1:9/callback';
-
-/** An in-memory OAuthClientProvider, as a desktop client would keep it on disk. */
-class MemoryProvider implements OAuthClientProvider {
-  client: StoredOAuthClientInformation | undefined;
-  stored: StoredOAuthTokens | undefined;
-  verifier = '';
-  discovery: OAuthDiscoveryState | undefined;
-  /** The authorization URL the SDK asked to open in a browser, last first. */
-  authorizationUrls: URL[] = [];
-
-  constructor(preRegistered?: StoredOAuthClientInformation) {
-    this.client = preRegistered;
-  }
-  get redirectUrl() {
-    return CALLBACK;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'E2E MCP client',
-      redirect_uris: [CALLBACK],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info: StoredOAuthClientInformation) {
-    this.client = info;
-  }
-  tokens() {
-    return this.stored;
-  }
-  saveTokens(tokens: StoredOAuthTokens) {
-    this.stored = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrls.unshift(url);
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  saveDiscoveryState(state: OAuthDiscoveryState) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
-}
 
 let api: Api;
 let owner: string;
@@ -96,7 +34,7 @@ afterAll(async () => {
   await device.stop();
 });
 
-async function connected(provider: MemoryProvider): Promise<{ mcp: Client; transport: StreamableHTTPClientTransport }> {
+async function connected(provider: MemoryOAuthProvider): Promise<{ mcp: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${server.issuer}/mcp`), { authProvider: provider });
   const mcp = new Client({ name: 'e2e', version: '1.0.0' }, { versionNegotiation: { mode: { pin: MODERN } } });
   await mcp.connect(transport);
@@ -104,7 +42,7 @@ async function connected(provider: MemoryProvider): Promise<{ mcp: Client; trans
 }
 
 /** connect() until the SDK asks for a browser; the owner decides; finishAuth with the callback's parameters (iss checked). */
-async function authorize(provider: MemoryProvider, decision: 'approve' | 'approve-read'): Promise<void> {
+async function authorize(provider: MemoryOAuthProvider, decision: 'approve' | 'approve-read'): Promise<void> {
   const transport = new StreamableHTTPClientTransport(new URL(`${server.issuer}/mcp`), { authProvider: provider });
   const mcp = new Client({ name: 'e2e', version: '1.0.0' }, { versionNegotiation: { mode: { pin: MODERN } } });
   await expect(mcp.connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
@@ -114,7 +52,7 @@ async function authorize(provider: MemoryProvider, decision: 'approve' | 'approv
 }
 
 describe('MCP client OAuth flow end to end (dynamic registration)', () => {
-  const provider = new MemoryProvider();
+  const provider = new MemoryOAuthProvider('E2E MCP client', CALLBACK);
   let principal: string;
 
   it('401 → discovery → registration → consent → token → tools/list and tools/call', async () => {
@@ -199,7 +137,7 @@ describe('MCP client OAuth flow end to end (pre-registered client, revoked by th
   it('connects with the client from /v1/oauth-clients, then answers 401 once the owner revokes the client', async () => {
     const registered = await registerClient(server.issuer, owner, { name: 'Pre-registered', redirectUris: [CALLBACK], public: true, access: 'read' });
     await api.post('/v1/grants', { token: owner, body: { principal: registered.principal, deviceId: lamp.id, capabilities: ['get_state'] } });
-    const provider = new MemoryProvider({ client_id: registered.oauth.clientId, issuer: server.issuer });
+    const provider = new MemoryOAuthProvider('E2E MCP client', CALLBACK, { client_id: registered.oauth.clientId, issuer: server.issuer });
     await authorize(provider, 'approve');
     // The read ceiling of the connection caps what the SDK asked for.
     expect(provider.stored?.scope).toBe('read');
