@@ -1,10 +1,8 @@
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
 import { grant, next, queue, report } from '../helpers/actions.js';
-import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
+import { axeViolations, CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
 import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
 import { useOAuthTestServer } from '../helpers/oauth.js';
 
@@ -31,18 +29,6 @@ let browser: Browser;
 let page: Page;
 let lamp: AttachedDevice;
 let helper: Agent;
-
-/** axe-core's serious and critical findings on the page as it stands. */
-async function axeViolations(tab: Page): Promise<string[]> {
-  const source = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-  await tab.addScriptTag({ content: source });
-  const results = (await tab.evaluate('axe.run(document, { resultTypes: ["violations"] })')) as {
-    violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
-  };
-  return results.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-}
 
 async function openLive(url: string) {
   await page.goto(url);

@@ -1,12 +1,10 @@
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createRequire } from 'node:module';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
 import { grant, queue } from '../helpers/actions.js';
-import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
+import { axeViolations, CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
 import { attachDevice, createAgent, type AttachedDevice } from '../helpers/fixtures.js';
 import { useOAuthTestServer } from '../helpers/oauth.js';
 
@@ -85,18 +83,6 @@ async function openLive(tab: Page, url: string) {
 
 const notReloaded = async (tab: Page) => expect(await tab.locator('body[data-not-reloaded]').count()).toBe(1);
 const badge = (tab: Page) => tab.locator('#pending-count [data-field="count"]');
-
-/** axe-core's serious and critical findings on the page as it stands. */
-async function axeViolations(tab: Page): Promise<string[]> {
-  const source = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-  await tab.addScriptTag({ content: source });
-  const results = (await tab.evaluate('axe.run(document, { resultTypes: ["violations"] })')) as {
-    violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
-  };
-  return results.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-}
 
 const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
 const api = server.api;
