@@ -4,7 +4,8 @@
  */
 const LEGACY = '2025-11-25';
 
-function headers(token: string, session?: string): Record<string, string> {
+/** The headers of a raw 2025-era request for `token`, in `session` when given. */
+export function legacyHeaders(token: string, session?: string): Record<string, string> {
   return {
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
@@ -14,16 +15,16 @@ function headers(token: string, session?: string): Record<string, string> {
   };
 }
 
-/** A 2025-era `initialize` for `token`'s connection, declaring form elicitation: the `Mcp-Session-Id` it was given. */
-export async function initializeLegacy(url: string, token: string): Promise<string> {
+/** A 2025-era `initialize` for `token`'s connection, declaring `capabilities` (form elicitation unless told): the `Mcp-Session-Id` it was given. */
+export async function initializeLegacy(url: string, token: string, capabilities: Record<string, unknown> = { elicitation: { form: {} } }): Promise<string> {
   const res = await fetch(`${url}/mcp`, {
     method: 'POST',
-    headers: headers(token),
+    headers: legacyHeaders(token),
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: 0,
       method: 'initialize',
-      params: { protocolVersion: LEGACY, capabilities: { elicitation: { form: {} } }, clientInfo: { name: 'legacy-prompts', version: '1' } },
+      params: { protocolVersion: LEGACY, capabilities, clientInfo: { name: 'legacy-prompts', version: '1' } },
     }),
   });
   if (res.status !== 200) throw new Error(`initialize answered ${res.status}: ${await res.text()}`);
@@ -53,7 +54,7 @@ export async function startLegacyCall(
   const abort = new AbortController();
   const res = await fetch(`${url}/mcp`, {
     method: 'POST',
-    headers: headers(token, options.session),
+    headers: legacyHeaders(token, options.session),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }),
     signal: abort.signal,
   });
@@ -91,7 +92,7 @@ export async function startLegacyCall(
     async answer(result) {
       const posted = await fetch(`${options.answerUrl ?? url}/mcp`, {
         method: 'POST',
-        headers: headers(token, options.session),
+        headers: legacyHeaders(token, options.session),
         body: JSON.stringify({ jsonrpc: '2.0', id: first.id, result }),
       });
       await posted.text();

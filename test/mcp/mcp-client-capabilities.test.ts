@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, type Client as Api } from '../helpers/api.js';
 import { grant } from '../helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from '../helpers/fixtures.js';
+import { initializeLegacy, legacyHeaders } from '../helpers/legacy-prompts.js';
 import { toolName } from '../helpers/mcp-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createRememberedCapabilities } from '../../src/mcp/remembered-capabilities.js';
@@ -56,38 +57,12 @@ describe('remembered client capabilities are bounded per workspace, and an insta
   });
 });
 
-const LEGACY = '2025-11-25';
-const headers = (token: string, session?: string): Record<string, string> => ({
-  'content-type': 'application/json',
-  accept: 'application/json, text/event-stream',
-  'mcp-protocol-version': LEGACY,
-  authorization: `Bearer ${token}`,
-  ...(session ? { 'mcp-session-id': session } : {}),
-});
-
-/** A raw 2025-era initialize declaring `capabilities`: the session id it was given. */
-async function initialize(url: string, token: string, capabilities: Record<string, unknown>): Promise<string> {
-  const res = await fetch(`${url}/mcp`, {
-    method: 'POST',
-    headers: headers(token),
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'initialize',
-      params: { protocolVersion: LEGACY, capabilities, clientInfo: { name: 'raw', version: '1' } },
-    }),
-  });
-  await res.text();
-  expect(res.status).toBe(200);
-  return res.headers.get('mcp-session-id')!;
-}
-
 /** The first JSON-RPC message of a raw 2025-era tools/call's event stream (the ask, or the call's answer); the stream is then dropped. */
 async function firstMessage(url: string, token: string, session: string, name: string): Promise<any> {
   const abort = new AbortController();
   const res = await fetch(`${url}/mcp`, {
     method: 'POST',
-    headers: headers(token, session),
+    headers: legacyHeaders(token, session),
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { on: true } } }),
     signal: abort.signal,
   });
@@ -122,7 +97,7 @@ describe('a 2025-era session id carries what its client declared', () => {
   afterAll(() => server.close());
 
   it('asks the user of a session that declared elicitation after a restart, with nothing remembered', async () => {
-    const session = await initialize(server.url, agent.token, { elicitation: { form: {} } });
+    const session = await initializeLegacy(server.url, agent.token, { elicitation: { form: {} } });
     const dir = server.dir;
     await server.close();
     server = await startTestServer({ dir });
@@ -132,8 +107,8 @@ describe('a 2025-era session id carries what its client declared', () => {
   });
 
   it('tells a session that declared no elicitation that its client cannot ask, whatever another client of the token declared', async () => {
-    const cannot = await initialize(server.url, agent.token, {});
-    await initialize(server.url, agent.token, { elicitation: { form: {} } });
+    const cannot = await initializeLegacy(server.url, agent.token, {});
+    await initializeLegacy(server.url, agent.token, { elicitation: { form: {} } });
     const message = await firstMessage(server.url, agent.token, cannot, setPower);
     expect(message.result?.isError, JSON.stringify(message)).toBe(true);
     expect(message.result.structuredContent.error.code).toBe('confirmation_required');
