@@ -56,7 +56,12 @@ beforeAll(async () => {
     });
     req.pipe(upstream);
   });
-  proxy.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
+  proxy.on('upgrade', (_req, socket) => {
+    // The device may reset the connection as soon as it reads the refusal (ECONNRESET here):
+    // the proxy has nothing more to say on it, and the error must not end the test run.
+    socket.on('error', () => socket.destroy());
+    socket.end('HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+  });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
 });
