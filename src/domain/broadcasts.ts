@@ -6,6 +6,7 @@ import { action, toActionRecord } from './action-records.js';
 import { approvalTtlSeconds, args, idempotencyKey, queueAction, ttlSeconds } from './action-requests.js';
 import { DomainError } from './errors.js';
 import { once } from './idempotency.js';
+import { inputIssues } from './input-limits.js';
 import { defineOperation } from './operation.js';
 import { capabilityName, uuid } from './schemas.js';
 
@@ -17,6 +18,48 @@ const broadcastResult = z.discriminatedUnion('ok', [
     error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.object({ path: z.string(), message: z.string() })).optional() }),
   }),
 ]);
+
+/**
+ * The function's arguments written as JSON text: the form of `arguments` for a client whose tool
+ * schemas cannot hold a free-form object (OpenAI's strict function calling closes every object
+ * and lists its properties, and a broadcast's arguments are those of whichever function it
+ * names). The text must be a JSON object; it is checked as a body is (`inputIssues`), then as
+ * the object form.
+ */
+const argumentsText = z
+  .string()
+  .describe('The function\'s arguments as a JSON-encoded object, e.g. "{\\"level\\": 12}" ("{}" for none); checked against its JSON Schema.')
+  .transform((text, check) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      check.addIssue({ code: 'custom', message: 'must be a JSON object, or JSON text of one' });
+      return z.NEVER;
+    }
+    for (const issue of inputIssues(parsed)) check.addIssue({ code: 'custom', message: issue.path ? `${issue.path}: ${issue.message}` : issue.message });
+    return parsed as Record<string, unknown>;
+  });
+
+const broadcastFields = {
+  deviceIds: z
+    .array(uuid)
+    .min(1)
+    .max(20)
+    .superRefine((ids, check) => {
+      // One action per device: a repeated id would queue the same command twice.
+      ids.forEach((id, index) => {
+        if (ids.indexOf(id) !== index) check.addIssue({ code: 'custom', path: [index], message: 'duplicate device id' });
+      });
+    }),
+  capability: capabilityName,
+  idempotencyKey,
+  ttlSeconds,
+  approvalTtlSeconds,
+};
 
 export const broadcast = defineOperation({
   name: 'broadcasts.create',
@@ -30,23 +73,12 @@ export const broadcast = defineOperation({
   hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
   queuesDeviceActions: true,
   rest: [{ method: 'POST', path: '/v1/broadcasts' }],
-  mcp: { name: 'broadcast' },
+  // MCP advertises the JSON-text form alone, so the tool converts to OpenAI's strict mode
+  // (docs/agents/tools.md, the fixed tools); a call may still pass the object, as REST does.
+  mcp: { name: 'broadcast', advertisedInput: z.strictObject({ ...broadcastFields, arguments: argumentsText }) },
   input: z.strictObject({
-    deviceIds: z
-      .array(uuid)
-      .min(1)
-      .max(20)
-      .superRefine((ids, check) => {
-        // One action per device: a repeated id would queue the same command twice.
-        ids.forEach((id, index) => {
-          if (ids.indexOf(id) !== index) check.addIssue({ code: 'custom', path: [index], message: 'duplicate device id' });
-        });
-      }),
-    capability: capabilityName,
-    arguments: args,
-    idempotencyKey,
-    ttlSeconds,
-    approvalTtlSeconds,
+    ...broadcastFields,
+    arguments: z.union([args, argumentsText]).describe("The function's arguments: an object, or the same object as JSON text."),
   }),
   output: z.object({ id: uuid, results: z.array(broadcastResult) }),
   async run({ ctx, credential, input }) {

@@ -49,6 +49,13 @@ export interface McpTool {
   name: string;
   /** `structuredContent` must be an object: a list result is put under this key. */
   listKey?: string;
+  /**
+   * The `inputSchema` the tool advertises when the operation's input cannot be advertised as
+   * it is: a schema an LLM API's strict mode can take (closed objects only, no free-form one).
+   * Advertised only: a call is still validated by the operation's `input`, which must take
+   * every value this schema admits (test/service/registry.test.ts checks a sample).
+   */
+  advertisedInput?: z.ZodType;
 }
 
 export interface OperationArgs<K extends CredentialKind | 'public', I> {

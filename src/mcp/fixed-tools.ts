@@ -52,7 +52,7 @@ const fixedSchemas = once(
   () =>
     new Map(
       fixedTools.map((tool) => {
-        const input = jsonSchemaOf(tool.operation.input, 'input');
+        const input = jsonSchemaOf(tool.advertisedInput ?? tool.operation.input, 'input');
         const output = jsonSchemaOf(tool.operation.output, 'output');
         const paged = tool.operation.paged !== undefined;
         return [

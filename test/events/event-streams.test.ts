@@ -27,7 +27,9 @@ let subscribed = 0;
 const WITHIN = { timeout: 10_000, interval: 50 };
 
 beforeAll(async () => {
-  const env = { EVENTS_POLL_SECONDS: '0.2', EVENTS_HEARTBEAT_SECONDS: '5' };
+  // A heartbeat follows at least one re-check of the credential (one per poll), so a stream
+  // that sent heartbeats has passed that many re-checks, however slowly the machine runs.
+  const env = { EVENTS_POLL_SECONDS: '0.2', EVENTS_HEARTBEAT_SECONDS: '0.5' };
   first = await startOAuthTestServer({ clock, env });
   second = await startTestServer({ clock, env, dir: first.dir });
   api = client(first.url);
@@ -119,10 +121,10 @@ describe('a stream ends when its console session is signed out', () => {
     const sse = await consoleFeed(first.issuer, cookie);
     let ended = false;
     void sse.ended.then(() => (ended = true));
-    // Several re-checks of the session (one per EVENTS_POLL_SECONDS) pass.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Several re-checks of the session pass: each heartbeat comes after at least one.
+    await vi.waitFor(() => expect(sse.comments.filter((line) => line === 'heartbeat').length).toBeGreaterThanOrEqual(3), WITHIN);
     expect(ended).toBe(false);
-    expect(sse.comments).toEqual(['stream open']);
+    expect(new Set(sse.comments)).toEqual(new Set(['stream open', 'heartbeat']));
   });
 });
 

@@ -228,4 +228,19 @@ describe('MCP fixed tools', () => {
     expect(new Set(names).size).toBe(names.length);
     for (const name of names) expect(name).not.toContain('__');
   });
+
+  it('advertise, where the schema differs from the input, the same fields, each of which the input takes', () => {
+    const differing = allOperations.filter((operation) => operation.mcp?.advertisedInput);
+    expect(differing.map((operation) => operation.mcp!.name)).toEqual(['broadcast']);
+    for (const operation of differing) {
+      const advertised = z.toJSONSchema(operation.mcp!.advertisedInput!, { io: 'input' }) as { properties: object; required: string[] };
+      const own = z.toJSONSchema(operation.input, { io: 'input', unrepresentable: 'any' }) as { properties: object; required: string[] };
+      expect(Object.keys(advertised.properties).sort()).toEqual(Object.keys(own.properties).sort());
+      expect([...advertised.required].sort()).toEqual([...own.required].sort());
+    }
+    // A sample the advertised schema admits is the input it means.
+    const sample = { deviceIds: [crypto.randomUUID()], capability: 'set_level', arguments: '{"level": 12}', idempotencyKey: 'k' };
+    expect(operations.broadcast.mcp!.advertisedInput!.safeParse(sample).success).toBe(true);
+    expect(operations.broadcast.input.parse(sample).arguments).toEqual({ level: 12 });
+  });
 });
