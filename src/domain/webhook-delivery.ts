@@ -74,6 +74,13 @@ const DISPATCH_BATCHES = 10;
  */
 const DISPATCH_BATCH_BYTES = 4 * 1024 * 1024;
 /**
+ * The statements one write batch carries at most (again cut only between events). A window of
+ * 200 events to 20 webhooks is about 8,200 statements, which a loaded libSQL server did not
+ * finish within the driver's request deadline (src/store/remote.ts), so the same window failed
+ * on every poll; a thousand is about a second's work there, and the poll's next batch goes on.
+ */
+const DISPATCH_BATCH_STATEMENTS = 1000;
+/**
  * Failed attempts in a row before an endpoint is paused as a whole. One failure says little: a
  * receiver that refuses one attempt in five, or times out now and then, stays at full speed with
  * only the failed deliveries retried on their own schedule; an endpoint that is down fails three
@@ -138,7 +145,7 @@ export async function dispatchWebhookEvents(deps: Pick<Deps, 'db' | 'clock'> & P
     let cut = false;
     for (const row of rows) {
       // Cut only between events: the cursor moves past an event once all its deliveries are written.
-      if (row.id !== last.id && bytes >= DISPATCH_BATCH_BYTES) {
+      if (row.id !== last.id && (bytes >= DISPATCH_BATCH_BYTES || inserts.length >= DISPATCH_BATCH_STATEMENTS)) {
         cut = true;
         break;
       }

@@ -73,6 +73,21 @@ async function journal(
   return { workspaceId, webhookIds, eventIds };
 }
 
+/** `db` with its `batch` replaced: to watch or race the dispatcher's one write. */
+function withBatch(db: Db, batch: Db['batch']): Db {
+  return {
+    mode: db.mode,
+    all: (sql, args) => db.all(sql, args),
+    get: (sql, args) => db.get(sql, args),
+    run: (sql, args) => db.run(sql, args),
+    transaction: (fn) => db.transaction(fn),
+    batch,
+    script: (sql) => db.script(sql),
+    connectionSettings: () => db.connectionSettings(),
+    close: () => db.close(),
+  };
+}
+
 describe('the webhook dispatcher on a libSQL server', () => {
   it.each(['http', 'ws'])(
     'delivers a full window of large events to many webhooks over %s, each pair once, with two instances dispatching',
@@ -84,7 +99,9 @@ describe('the webhook dispatcher on a libSQL server', () => {
         await Promise.all([dispatchWebhookEvents({ db: a, clock }), dispatchWebhookEvents({ db: b, clock })]);
         // 250 events of 6 KB to 20 webhooks: each event's data repeated per webhook would be 30 MB in one answer.
         const { workspaceId, webhookIds, eventIds } = await journal(a, { webhooks: 20, events: 250, bytes: 6000 });
-        await Promise.all([dispatchWebhookEvents({ db: a, clock }), dispatchWebhookEvents({ db: b, clock })]);
+        // A poll writes at most ten batches of a thousand statements: dispatch until the window is empty.
+        for (let poll = 0; poll < 5 && (await readDispatchWindow(a, 1)).length > 0; poll++)
+          await Promise.all([dispatchWebhookEvents({ db: a, clock }), dispatchWebhookEvents({ db: b, clock })]);
         const pairs = await a.all<{ webhookId: string; eventId: number; count: number; payloadBytes: number }>(
           `SELECT d.webhook_id AS webhookId, d.event_id AS eventId, count(*) AS count, length(p.payload) AS payloadBytes
            FROM webhook_deliveries d JOIN webhook_payloads p ON p.event_id = d.event_id WHERE d.workspace_id = ? GROUP BY d.webhook_id, d.event_id`,
@@ -101,6 +118,25 @@ describe('the webhook dispatcher on a libSQL server', () => {
     120_000,
   );
 
+  it('cuts a window into batches of about a thousand statements, between events', async () => {
+    const db = await openDb(sqld.url);
+    try {
+      await dispatchWebhookEvents({ db, clock });
+      // 200 events to 20 webhooks: 8,200 statements in one batch would outlast a loaded server's request deadline.
+      const { workspaceId, webhookIds, eventIds } = await journal(db, { webhooks: 20, events: 200, bytes: 10 });
+      const sizes: number[] = [];
+      const recording = withBatch(db, (statements) => (sizes.push(statements.length), db.batch(statements)));
+      await dispatchWebhookEvents({ db: recording, clock });
+      // Each event is 41 statements (its payload, and a delivery and a skip count per webhook); the cursor's move is one more.
+      expect(Math.max(...sizes)).toBeLessThanOrEqual(1000 + 41);
+      expect(sizes.every((size) => (size - 1) % 41 === 0)).toBe(true);
+      const delivered = await db.get<{ count: number }>('SELECT count(*) AS count FROM webhook_deliveries WHERE workspace_id = ?', [workspaceId]);
+      expect(delivered!.count).toBe(webhookIds.length * eventIds.length);
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
+
   it('writes nothing for a webhook revoked between the window read and the write, and passes events no webhook wants', async () => {
     const db = await openDb(sqld.url.replace(/^http/, 'ws'));
     try {
@@ -115,20 +151,10 @@ describe('the webhook dispatcher on a libSQL server', () => {
       expect((await readDispatchWindow(db, 200)).filter((row) => row.webhookId !== null).length).toBe(6);
       const [revoked, kept] = webhookIds as [string, string];
       // The revocation lands after the dispatcher read its window, before its batch.
-      const racing: Db = {
-        mode: db.mode,
-        all: (sql, args) => db.all(sql, args),
-        get: (sql, args) => db.get(sql, args),
-        run: (sql, args) => db.run(sql, args),
-        transaction: (fn) => db.transaction(fn),
-        batch: async (statements) => {
-          await db.run('UPDATE webhooks SET revoked_at = ? WHERE id = ?', [Date.now(), revoked]);
-          return db.batch(statements);
-        },
-        script: (sql) => db.script(sql),
-        connectionSettings: () => db.connectionSettings(),
-        close: () => db.close(),
-      };
+      const racing = withBatch(db, async (statements) => {
+        await db.run('UPDATE webhooks SET revoked_at = ? WHERE id = ?', [Date.now(), revoked]);
+        return db.batch(statements);
+      });
       expect(await dispatchWebhookEvents({ db: racing, clock })).toBe(eventIds.length);
       const delivered = await db.all<{ webhookId: string }>('SELECT webhook_id AS webhookId FROM webhook_deliveries WHERE workspace_id = ?', [workspaceId]);
       expect(delivered.map((row) => row.webhookId)).toEqual(eventIds.map(() => kept));
