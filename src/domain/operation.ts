@@ -37,6 +37,8 @@ export interface RestRoute {
   unwrapped?: boolean;
   /** Request headers copied into input fields: header name → field. */
   headers?: Readonly<Record<string, string>>;
+  /** Input fields a POST takes from its query string, not its body (a GET takes every field there). */
+  query?: readonly string[];
   /** A legacy alias kept for old clients; the OpenAPI document marks it deprecated. */
   deprecated?: boolean;
   /** The most bytes its body may hold, when not the 16 KiB every other request keeps to. */
@@ -55,6 +57,8 @@ export interface OperationArgs<K extends CredentialKind | 'public', I> {
   ctx: OperationContext;
   credential: K extends CredentialKind ? CredentialOf<K> : null;
   input: I;
+  /** Aborts when the caller went away: handed to an operation that `holds` (REST passes the request's). */
+  caller?: AbortSignal;
 }
 
 /**
@@ -91,6 +95,11 @@ interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType
   rest: readonly RestRoute[];
   /** Its fixed MCP tool, if agents should have one. */
   mcp?: McpTool;
+  /**
+   * May hold the request open until something happens (the long-poll `next`): its `run` is
+   * handed `caller`, so it stops waiting, and hands out nothing, once the caller went away.
+   */
+  holds?: true;
   input: I;
   output: O;
 }
