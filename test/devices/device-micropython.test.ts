@@ -82,18 +82,18 @@ describe('the MicroPython client (docs/devices/micropython/client.py)', () => {
     expect(await devicesNamed(owner, 'Desk LED')).toHaveLength(1);
   });
 
-  it('ends in one line with exit code 2 when the setup token is spent', async () => {
+  it('ends in one line with exit code 1 when the setup token is spent', async () => {
     const owner = await server.ownerToken('micropython-spent');
     const setup = await createSetupToken(api, owner, { name: 'Spent' });
     expect((await api.post('/v1/sdk/devices', { token: setup.token, body: {} })).status).toBe(201);
     const done = await client([server.url, setup.token, path.join(dir, 'spent.json'), '0']);
-    expect(done.code).toBe(2);
+    expect(done.code).toBe(1);
     expect(done.output.trim().split('\n')).toEqual([expect.stringMatching(/^dfc: the setup token was refused/)]);
   });
 
-  it('ends in one line with exit code 1 when the service cannot be reached', async () => {
+  it('ends in one line with exit code 2 when the service cannot be reached', async () => {
     const done = await client(['http://127.0.0.1:9', 'dfc_setup_x', path.join(dir, 'unreachable.json'), '0']);
-    expect(done.code).toBe(1);
+    expect(done.code).toBe(2);
     expect(done.output.trim().split('\n')).toEqual([expect.stringMatching(/^dfc: cannot reach the service/)]);
   });
 });

@@ -137,7 +137,7 @@ def attach(service_url, setup, path):
     status, body = call("POST", base + "/v1/sdk/devices", token, {"kind": "device"})
     code = body.get("error", {}).get("code") if isinstance(body, dict) else None
     if status == 401 or code == "device_limit_reached":
-        raise Stop("the setup token was refused (spent, expired or revoked): ask the owner for a new one", 2)
+        raise Stop("the setup token was refused (spent, expired or revoked): ask the owner for a new one", 1)
     if status != 201:
         raise Stop("attach failed with HTTP %d: %s" % (status, body), 1)
     data = body["data"]
@@ -150,7 +150,7 @@ def publish(credential):
     url = "%s/v1/device/%s/manifest" % (credential["service"], credential["deviceId"])
     status, body = call("POST", url, credential["token"], MANIFEST)
     if status == 401:
-        raise Stop("the device credential was revoked: delete %s and attach again" % CREDENTIAL_FILE, 2)
+        raise Stop("the device credential was revoked: delete %s and attach again" % CREDENTIAL_FILE, 1)
     if status != 200:
         raise Stop("manifest refused with HTTP %d: %s" % (status, body), 1)
 
@@ -187,7 +187,7 @@ def serve(credential, max_commands=None):
             pause = min(pause * 2, MAX_BACKOFF_SECONDS)
             continue
         if status == 401:
-            raise Stop("the device credential was revoked: delete %s and attach again" % CREDENTIAL_FILE, 2)
+            raise Stop("the device credential was revoked: delete %s and attach again" % CREDENTIAL_FILE, 1)
         if status != 200:
             # 429 and 503 say when to come back (Retry-After); anything else is retried slowly.
             time.sleep(pause)
@@ -215,7 +215,7 @@ def main(service_url=SERVICE_URL, setup=SETUP, path=CREDENTIAL_FILE, max_command
         sys.exit(stop.code)
     except OSError as error:
         print("dfc: cannot reach the service: %s" % error)
-        sys.exit(1)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
