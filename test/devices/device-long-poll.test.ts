@@ -133,3 +133,29 @@ describe('a held poll and shutdown', () => {
     expect(res.body).toEqual({ data: null });
   });
 });
+
+describe('a held poll and the device rate limit', () => {
+  let limited: TestServer;
+  beforeAll(async () => {
+    // A burst of three and a refill far slower than the test: every request is counted.
+    limited = await startTestServer({ env: { RATE_LIMIT_DEVICE_BURST: '3', RATE_LIMIT_DEVICE_PER_SECOND: '0.001' } });
+  });
+  afterAll(async () => {
+    await limited.close();
+  });
+
+  it('counts one request however long it is held, and wakes on a command', async () => {
+    const limitedApi = client(limited.url);
+    const limitedOwner = await limited.ownerToken('long-poll-limits');
+    const limitedAgent = await createAgent(limitedApi, limitedOwner, { access: 'act' });
+    const lamp = await attachDevice(limitedApi, limitedOwner, { name: 'Lamp' });
+    await grant(limitedApi, limitedOwner, limitedAgent.principal, lamp.id, ['get_state']);
+    const poll = longPoll(limited, lamp, '30');
+    await held(limited, lamp.id);
+    const queued = await queue(limitedApi, limitedAgent.token, lamp.id, { capability: 'get_state', arguments: {} });
+    expect((await poll).body.data.id).toBe(queued.id);
+    // The attach's manifest, the poll: two of three. One more passes, the next is refused.
+    expect((await next(limitedApi, lamp)).status).toBe(200);
+    expect((await next(limitedApi, lamp)).status).toBe(429);
+  });
+});
