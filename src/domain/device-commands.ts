@@ -46,7 +46,7 @@ export const fetchNextCommand = defineOperation({
   hints: { readOnly: false, destructive: false },
   ownDevice: 'deviceId',
   rest: [{ method: 'POST', path: '/v1/device/{deviceId}/next', headers: { 'x-service-workspace': 'workspace' }, query: ['waitSeconds'] }],
-  holds: true,
+  holds: 'waitSeconds',
   input: z.strictObject({
     deviceId: uuid,
     workspace: z

@@ -96,10 +96,11 @@ interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType
   /** Its fixed MCP tool, if agents should have one. */
   mcp?: McpTool;
   /**
-   * May hold the request open until something happens (the long-poll `next`): its `run` is
-   * handed `caller`, so it stops waiting, and hands out nothing, once the caller went away.
+   * The input field that, when given, lets it hold the request open until something happens
+   * (the long-poll `next`): its `run` is then handed `caller`, so it stops waiting, and hands
+   * out nothing, once the caller went away. Without the field the request is not watched.
    */
-  holds?: true;
+  holds?: string;
   input: I;
   output: O;
 }

@@ -58,8 +58,10 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
       // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-event-stream.ts).
       const feed = route.operation.live ? new AbortController() : undefined;
       if (feed) c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
-      // A held poll stops waiting once its client is gone, so nothing is handed to nobody.
-      const answer = await call(route.operation, ctx, input, undefined, feed?.signal ?? (route.operation.holds ? c.req.raw.signal : undefined));
+      // A held poll stops waiting once its client is gone, so nothing is handed to nobody. Only
+      // a request that may hold watches its client: a plain `next` (the hot path) does not.
+      const holds = route.operation.holds !== undefined && (input as Record<string, unknown>)[route.operation.holds] !== undefined;
+      const answer = await call(route.operation, ctx, input, undefined, feed?.signal ?? (holds ? c.req.raw.signal : undefined));
       if (answer.kind === 'page') {
         if (answer.nextCursor !== null) c.header('Link', nextLink(c.req.url, answer.nextCursor));
         return c.json({ data: answer.data });
