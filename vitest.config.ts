@@ -20,6 +20,7 @@ export const ISOLATED_FILES = [
   'test/console/first-contact.test.ts',
   'test/console/inspector-ui.test.ts',
   'test/console/sign-in-code.test.ts',
+  'test/devices/device-micropython.test.ts',
   'test/devices/device-package.test.ts',
   'test/devices/device-sdk-python.test.ts',
   'test/devices/device-sdk.test.ts',

@@ -141,6 +141,11 @@ export interface LiveStreams {
   open(workspaceId: string, limits: Pick<OwnerEventSettings, 'maxStreams' | 'maxStreamsPerWorkspace'>, caller: AbortSignal): StreamSlot;
   /** Ends every open stream and refuses new ones (503): the service is shutting down. */
   closeAll(): void;
+  /**
+   * Aborts once `closeAll` is called: whatever else holds a request open until something
+   * happens (a long-poll `next`) answers then, so shutdown never waits for it.
+   */
+  closing: AbortSignal;
 }
 
 /** A device function an agent may call now, as the live access check found it (docs/reference/rules.md "Access"). */

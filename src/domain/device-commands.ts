@@ -8,6 +8,8 @@ import { fail } from './errors.js';
 import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
+import { isDeviceRevoked } from './device-wake-socket.js';
+import { onDeviceWork } from './event-hub.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
@@ -30,6 +32,9 @@ function checkDevice(ctx: OperationContext, credential: CredentialOf<'device'>, 
   return noteDeviceSeen(ctx, credential);
 }
 
+/** The longest a long-poll `next` holds (docs/devices/wire-protocol.md "Sleeping and battery devices"). */
+export const MAX_WAIT_SECONDS = 30;
+
 export const fetchNextCommand = defineOperation({
   name: 'device.next',
   title: 'Fetch the next command',
@@ -40,47 +45,110 @@ export const fetchNextCommand = defineOperation({
   // Claims a command: state changes, so not read-only, though it moves nothing itself.
   hints: { readOnly: false, destructive: false },
   ownDevice: 'deviceId',
-  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/next', headers: { 'x-service-workspace': 'workspace' } }],
+  rest: [{ method: 'POST', path: '/v1/device/{deviceId}/next', headers: { 'x-service-workspace': 'workspace' }, query: ['waitSeconds'] }],
+  holds: 'waitSeconds',
   input: z.strictObject({
     deviceId: uuid,
     workspace: z
       .string({ error: 'the x-service-workspace header is required' })
       .regex(/^[a-f0-9]{64}$/, 'must be 64 lowercase hex characters')
       .describe('The x-service-workspace header.'),
+    waitSeconds: z
+      .string()
+      .regex(/^(?:[0-9]|[12][0-9]|30)$/, `must be an integer from 0 to ${MAX_WAIT_SECONDS}`)
+      .transform(Number)
+      .optional()
+      .describe(
+        `A long poll: when nothing is queued, hold the answer up to this many seconds (an integer, 0 to ${MAX_WAIT_SECONDS}; 0 unless given) until a command is queued for this device or its children, then answer as without it (\`null\` when none came). Ends at once when the service shuts down (\`null\`) or the device is revoked (401).`,
+      ),
   }),
   output: deviceNext.nullable(),
-  async run({ ctx, credential, input }) {
+  async run({ ctx, credential, input, caller }) {
     await checkDevice(ctx, credential, input.workspace);
-    // The kill switch is for physical safety: commands queued before it was thrown are held
-    // (and expire at their deadline) rather than handed to devices while it is off. The
-    // owner's pause switch holds them the same way for one workspace: the claim's guard and
-    // `hasQueued` read it in their own statements, so a paused `next` hands out and cancels
-    // nothing without a read of its own (docs/contributors/performance-history.md "One stream for many batches").
-    if (!ctx.settings.deviceControlsEnabled) return null;
-    const now = ctx.clock.now();
-    // Authorization at hand-out (docs/reference/rules.md "Actions"): the claim takes the oldest command
-    // that may still run; the older ones it skipped are cancelled, each with its reason.
-    // The cancel costs a statement only when something was skipped: the hot path stays one
-    // UPDATE per command handed out (and one read more for an empty queue).
-    const claimed = await claimNext(ctx.db, credential.deviceId, now);
-    if (claimed ? claimed.skippedOlder : await hasQueued(ctx.db, credential.deviceId, now)) {
-      publishActions(ctx, await cancelRefused(ctx.db, credential.deviceId, claimed?.row.createdAt ?? null, now));
-    }
-    if (!claimed) return null;
-    const { row } = claimed;
-    publishActions(ctx, [row]);
-    return {
-      id: row.id,
-      deviceId: row.deviceId,
-      capability: row.capability,
-      args: JSON.parse(row.arguments) as Record<string, unknown>,
-      status: row.status,
-      createdAt: row.createdAt,
-      expiresAt: row.expiresAt,
-      dispatchedAt: row.dispatchedAt!,
-    };
+    const waitMs = (input.waitSeconds ?? 0) * 1000;
+    // A plain `next` is the hot path: no listener, no timer, one claim.
+    return waitMs === 0 ? handOut(ctx, credential) : holdForCommand(ctx, credential, waitMs, caller);
   },
 });
+
+/**
+ * The long-poll `next`: listen first, then claim, so a command queued between the two is
+ * either claimed or wakes the wait. A wake is a hint (another poller may take the command,
+ * and one from another instance may be forged), so each one is followed by a claim, until
+ * the deadline. The caller going away ends the wait without a claim, so nothing is marked
+ * received that nobody will read; shutdown ends it with `null` (the device polls again,
+ * perhaps on another instance); a revocation ends it with 401 once the database says so.
+ */
+async function holdForCommand(ctx: OperationContext, credential: CredentialOf<'device'>, waitMs: number, caller: AbortSignal | undefined) {
+  let looked = true;
+  let revocation = false;
+  let wake: (() => void) | undefined;
+  const poke = () => {
+    looked = false;
+    wake?.();
+  };
+  const stop = onDeviceWork(ctx.events, credential.deviceId, (reason) => {
+    if (reason === 'revoked') revocation = true;
+    poke();
+  });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    poke();
+  }, waitMs);
+  const ends = [caller, ctx.streams.closing].filter((signal) => signal !== undefined);
+  for (const signal of ends) signal.addEventListener('abort', poke, { once: true });
+  try {
+    for (;;) {
+      if (caller?.aborted || ctx.streams.closing.aborted) return null;
+      if (revocation) {
+        revocation = false;
+        if (await isDeviceRevoked(ctx.db, credential.workspaceId, credential.deviceId)) throw fail.unauthorized();
+      }
+      looked = true;
+      const found = await handOut(ctx, credential);
+      if (found || timedOut) return found;
+      if (looked) await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+  } finally {
+    stop();
+    clearTimeout(timer);
+    for (const signal of ends) signal.removeEventListener('abort', poke);
+  }
+}
+
+/** Hands out the oldest command the device may run now, or `null`. */
+async function handOut(ctx: OperationContext, credential: CredentialOf<'device'>) {
+  // The kill switch is for physical safety: commands queued before it was thrown are held
+  // (and expire at their deadline) rather than handed to devices while it is off. The
+  // owner's pause switch holds them the same way for one workspace: the claim's guard and
+  // `hasQueued` read it in their own statements, so a paused `next` hands out and cancels
+  // nothing without a read of its own (docs/contributors/performance-history.md "One stream for many batches").
+  if (!ctx.settings.deviceControlsEnabled) return null;
+  const now = ctx.clock.now();
+  // Authorization at hand-out (docs/reference/rules.md "Actions"): the claim takes the oldest command
+  // that may still run; the older ones it skipped are cancelled, each with its reason.
+  // The cancel costs a statement only when something was skipped: the hot path stays one
+  // UPDATE per command handed out (and one read more for an empty queue).
+  const claimed = await claimNext(ctx.db, credential.deviceId, now);
+  if (claimed ? claimed.skippedOlder : await hasQueued(ctx.db, credential.deviceId, now)) {
+    publishActions(ctx, await cancelRefused(ctx.db, credential.deviceId, claimed?.row.createdAt ?? null, now));
+  }
+  if (!claimed) return null;
+  const { row } = claimed;
+  publishActions(ctx, [row]);
+  return {
+    id: row.id,
+    deviceId: row.deviceId,
+    capability: row.capability,
+    args: JSON.parse(row.arguments) as Record<string, unknown>,
+    status: row.status,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    dispatchedAt: row.dispatchedAt!,
+  };
+}
 
 const reportError = z.strictObject({ code: z.string().min(1).max(64), message: z.string().max(1024) });
 

@@ -147,6 +147,8 @@ interface Watches {
   hintsByWorkspace: Map<string, Set<(actionId: string) => void>>;
   /** Followers of one workspace's journal announcements (`onJournal`). */
   journalsByWorkspace: Map<string, Set<() => void>>;
+  /** Held polls of one device (`onDeviceWork`), by the id of the device that fetches. */
+  byTarget: Map<string, Set<(reason: DeviceWork) => void>>;
 }
 
 /** This instance's own change of an action (the committed state), or word that another instance changed it. */
@@ -178,6 +180,7 @@ function watchesOf(hub: EventHub): Watches {
       byRequester: new Map(),
       hintsByWorkspace: new Map(),
       journalsByWorkspace: new Map(),
+      byTarget: new Map(),
     };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
@@ -185,11 +188,15 @@ function watchesOf(hub: EventHub): Watches {
         const { action } = event;
         for (const listener of made.byAction.get(action.id) ?? []) listener(event);
         for (const listener of made.byRequester.get(requesterKey(event.workspaceId, action.principal)) ?? []) listener(action);
+        if (action.status === 'queued') for (const listener of made.byTarget.get(event.targetId) ?? []) listener('queued');
       } else if (event.type === 'action-hint') {
         for (const listener of made.byAction.get(event.actionId) ?? []) listener(CHANGED_ELSEWHERE);
         for (const listener of made.hintsByWorkspace.get(event.workspaceId) ?? []) listener(event.actionId);
+        if (event.signal) for (const listener of made.byTarget.get(event.targetId) ?? []) listener('queued');
       } else if (event.type === 'journal') {
         for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
+      } else if (event.type === 'device-revoked' || event.type === 'revocation-hint') {
+        for (const listener of made.byTarget.get(event.deviceId) ?? []) listener('revoked');
       }
     });
     hubWatches.set(hub, (watches = made));
@@ -215,6 +222,28 @@ function watchedChanges(byAction: Watches['byAction'], actionId: string): (liste
 /** Calls `listener` on each journal announcement of the workspace (`JournalWritten`) until the returned stop, found by workspace. */
 export function onJournal(hub: EventHub, workspaceId: string, listener: () => void): () => void {
   return addKeyedListener(watchesOf(hub).journalsByWorkspace, workspaceId, listener);
+}
+
+/**
+ * Why a held poll looks again: a command may have been queued for the device (`queued`), or
+ * the device may have been revoked (`revoked`). Either is a hint, from this instance or, over
+ * the shared bus, from another that anyone able to publish there could forge: the poll reads
+ * the queue or the revocation from the database, so a forged hint costs one read.
+ */
+export type DeviceWork = 'queued' | 'revoked';
+
+/**
+ * Calls `listener` whenever a command may have been queued for `targetId` (the device that
+ * fetches: the device itself, or a child's gateway) or it may have been revoked, until the
+ * returned stop: the long-poll `next` (docs/devices/wire-protocol.md), found by device.
+ */
+export function onDeviceWork(hub: EventHub, targetId: string, listener: (reason: DeviceWork) => void): () => void {
+  return addKeyedListener(watchesOf(hub).byTarget, targetId, listener);
+}
+
+/** How many held polls listen for `targetId` now (`onDeviceWork`). */
+export function deviceWorkListeners(hub: EventHub, targetId: string): number {
+  return watchesOf(hub).byTarget.get(targetId)?.size ?? 0;
 }
 
 /** A watch over the changes `listen` hands it, starting with `pending`. */

@@ -102,7 +102,8 @@ export type Answer<T = unknown> =
  * live grant and ceiling of a device function (`access: 'per-function'`) are checked by the
  * operation inside the transaction that queues the action, where they cannot change
  * underneath it. `defaultLimit` is a list's page size when the caller names none; `signal`
- * ends a live feed (the caller went away): a surface that serves one must pass it.
+ * ends a live feed (the caller went away): a surface that serves one must pass it; an
+ * operation that `holds` is handed it as `caller`.
  */
 export async function call<O extends AnyOperation>(
   operation: O,
@@ -162,7 +163,7 @@ export async function call<O extends AnyOperation>(
     if (!signal) throw new Error(`operation ${operation.name} is a live feed: call it with a signal that ends it`);
     return { kind: 'live', items: checkedEvents(operation, await operation.run({ ctx, credential, input: input.data, signal })) };
   }
-  return { kind: 'value', data: checked(operation, await operation.run({ ctx, credential, input: input.data })) };
+  return { kind: 'value', data: checked(operation, await operation.run({ ctx, credential, input: input.data, caller: signal })) };
 }
 
 /**

@@ -37,6 +37,8 @@ export interface RestRoute {
   unwrapped?: boolean;
   /** Request headers copied into input fields: header name → field. */
   headers?: Readonly<Record<string, string>>;
+  /** Input fields a POST takes from its query string, not its body (a GET takes every field there). */
+  query?: readonly string[];
   /** A legacy alias kept for old clients; the OpenAPI document marks it deprecated. */
   deprecated?: boolean;
   /** The most bytes its body may hold, when not the 16 KiB every other request keeps to. */
@@ -62,6 +64,8 @@ export interface OperationArgs<K extends CredentialKind | 'public', I> {
   ctx: OperationContext;
   credential: K extends CredentialKind ? CredentialOf<K> : null;
   input: I;
+  /** Aborts when the caller went away: handed to an operation that `holds` (REST passes the request's). */
+  caller?: AbortSignal;
 }
 
 /**
@@ -98,6 +102,12 @@ interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType
   rest: readonly RestRoute[];
   /** Its fixed MCP tool, if agents should have one. */
   mcp?: McpTool;
+  /**
+   * The input field that, when given, lets it hold the request open until something happens
+   * (the long-poll `next`): its `run` is then handed `caller`, so it stops waiting, and hands
+   * out nothing, once the caller went away. Without the field the request is not watched.
+   */
+  holds?: string;
   input: I;
   output: O;
 }

@@ -47,7 +47,9 @@ export function createLiveStreams(): LiveStreams {
   const open = new Map<string, Set<AbortController>>();
   let total = 0;
   let closed = false;
+  const closing = new AbortController();
   return {
+    closing: closing.signal,
     open(workspaceId, limits, caller) {
       if (closed) throw new DomainError('unavailable', 'The service is shutting down: connect again.', { retryAfterSeconds: RETRY_AFTER_SECONDS });
       const slots = open.get(workspaceId) ?? new Set<AbortController>();
@@ -88,6 +90,7 @@ export function createLiveStreams(): LiveStreams {
     closeAll() {
       closed = true;
       for (const slots of open.values()) for (const controller of slots) controller.abort(SHUTDOWN);
+      closing.abort(SHUTDOWN);
     },
   };
 }

@@ -51,11 +51,17 @@ export function mountRoutes(app: Hono<HttpEnv>, routes: Route[], authenticator: 
         if (value !== undefined) fromHeaders[field] = value;
       }
       // Path parameters win over body fields of the same name: the URL names the resource.
-      const input = { ...firstQueryValues(c), ...body, ...fromHeaders, ...c.req.param() };
+      const query = firstQueryValues(c);
+      const fromQuery: Record<string, string> = {};
+      for (const field of route.query ?? []) if (query[field] !== undefined) fromQuery[field] = query[field];
+      const input = { ...query, ...body, ...fromQuery, ...fromHeaders, ...c.req.param() };
       // A live feed ends when the client goes away, or the service shuts down (src/domain/owner-event-stream.ts).
       const feed = route.operation.live ? new AbortController() : undefined;
       if (feed) c.req.raw.signal.addEventListener('abort', () => feed.abort(), { once: true });
-      const answer = await call(route.operation, ctx, input, undefined, feed?.signal);
+      // A held poll stops waiting once its client is gone, so nothing is handed to nobody. Only
+      // a request that may hold watches its client: a plain `next` (the hot path) does not.
+      const holds = route.operation.holds !== undefined && (input as Record<string, unknown>)[route.operation.holds] !== undefined;
+      const answer = await call(route.operation, ctx, input, undefined, feed?.signal ?? (holds ? c.req.raw.signal : undefined));
       if (answer.kind === 'page') {
         if (answer.nextCursor !== null) c.header('Link', nextLink(c.req.url, answer.nextCursor));
         return c.json({ data: answer.data });

@@ -143,7 +143,8 @@ function operationObject(route: Route): Record<string, unknown> {
   const output = jsonSchema(op.output, 'output');
   const pathFields = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
   const headerFields = Object.entries(route.headers ?? {});
-  const rest = without(input, [...pathFields, ...headerFields.map(([, field]) => field)]);
+  const queryFields = route.query ?? [];
+  const rest = without(input, [...pathFields, ...headerFields.map(([, field]) => field), ...queryFields]);
 
   const parameters: Record<string, unknown>[] = [
     ...pathFields.map((name) => ({ name, in: 'path', required: true, schema: propertyOf(input, name) })),
@@ -154,6 +155,9 @@ function operationObject(route: Route): Record<string, unknown> {
       schema: propertyOf(input, field),
     })),
   ];
+  for (const name of queryFields) {
+    parameters.push({ name, in: 'query', required: (input.required ?? []).includes(name), schema: propertyOf(input, name) });
+  }
   if (route.method === 'GET') {
     for (const [name, schema] of Object.entries(rest.properties ?? {})) {
       parameters.push({ name, in: 'query', required: (rest.required ?? []).includes(name), schema });

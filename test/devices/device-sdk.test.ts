@@ -3,7 +3,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lampManifest as sdkLampManifest } from '../../src/cli/simulated.js';
-import { attachDevice, backoffDelay, CommandError, Device, type DeviceEvent, type DeviceOptions } from '@dfc/device';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { attachDevice, attachOrLoad, backoffDelay, CommandError, Device, splitSetupToken, type DeviceEvent, type DeviceOptions } from '@dfc/device';
 import { client } from '../helpers/api.js';
 import { createAgent, createSetupToken } from '../helpers/fixtures.js';
 import { startTestServer, useTestServer, type TestServer } from '../helpers/server.js';
@@ -282,4 +285,35 @@ describe('npm run demo', () => {
     expect(output).toContain('403 grant_required');
     expect(output).not.toMatch(/dfc_(agent|device|ticket)_[A-Za-z0-9_-]{20}/); // no secret printed
   }, 60_000);
+});
+
+describe('attachOrLoad and the QR text', () => {
+  it('reads the service URL and the token from `<url>/#setup-token=<token>`', () => {
+    expect(splitSetupToken('https://dfc.example.com/#setup-token=dfc_setup_a%2Bb')).toEqual({ url: 'https://dfc.example.com', setupToken: 'dfc_setup_a+b' });
+    expect(splitSetupToken('dfc_setup_x')).toEqual({ url: undefined, setupToken: 'dfc_setup_x' });
+  });
+
+  it('attaches once from the QR text alone, stores the credential 0600, and loads it on the next start', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dfc-sdk-credentials-'));
+    const file = path.join(dir, 'credentials.json');
+    try {
+      const setup = await createSetupToken(api, owner, { name: 'QR lamp' });
+      const first = await attachOrLoad({ file, setupToken: `${server.url}/#setup-token=${setup.token}` });
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+      expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual(first);
+      // The device took the setup token's name.
+      const devices = (await api.get('/v1/devices', { token: owner })).body.data as { id: string; name: string }[];
+      expect(devices.find((d) => d.id === first.deviceId)?.name).toBe('QR lamp');
+      // The token is spent now: the second start needs none.
+      expect(await attachOrLoad({ url: server.url, file })).toEqual(first);
+      expect(fs.readdirSync(dir)).toEqual(['credentials.json']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('says a setup token is needed when there is no credential yet', async () => {
+    const file = path.join(os.tmpdir(), `dfc-missing-${process.pid}.json`);
+    await expect(attachOrLoad({ url: server.url, file })).rejects.toThrow(`No credential at ${file} yet: a setup token is needed for the first start.`);
+  });
 });

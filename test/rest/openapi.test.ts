@@ -71,7 +71,12 @@ describe('GET /openapi.json', () => {
   it('describes path, header and body fields where they travel', async () => {
     const { body } = await client(server.url).get('/openapi.json');
     const next = body.paths['/v1/device/{deviceId}/next'].post;
-    expect(next.parameters.map((p: { in: string; name: string }) => `${p.in}:${p.name}`)).toEqual(['path:deviceId', 'header:x-service-workspace']);
+    expect(next.parameters.map((p: { in: string; name: string }) => `${p.in}:${p.name}`)).toEqual([
+      'path:deviceId',
+      'header:x-service-workspace',
+      'query:waitSeconds',
+    ]);
+    expect(next.parameters.find((p: { name: string }) => p.name === 'waitSeconds')).toMatchObject({ required: false, schema: { type: 'string' } });
     expect(next.requestBody).toBeUndefined();
     const setup = body.paths['/v1/device-setup-tokens'].post;
     expect(setup.requestBody.content['application/json'].schema.properties.ttlSeconds).toMatchObject({ minimum: 60, maximum: 86400, default: 600 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deviceWorkListeners } from '../../src/domain/event-hub.js';
 import { client, type Client } from '../helpers/api.js';
 import { grant, next, queue, report } from '../helpers/actions.js';
 import { attachDevice, createAgent } from '../helpers/fixtures.js';
@@ -81,6 +82,26 @@ describe('an action requested on one instance, the device’s wake socket on ano
     expect(await socket.nextFrame()).toMatchObject({ actionId: third.id });
     expect(socket.frames).toHaveLength(3);
     socket.ws.close();
+  });
+});
+
+describe('an action requested on one instance, the device’s long poll held by another', () => {
+  it('answers the held poll with the command queued on the other instance', async () => {
+    const { lamp, agent } = await world('long-poll-across');
+    const poll = apiB.post(`/v1/device/${lamp.id}/next?waitSeconds=30`, { token: lamp.token, headers: { 'x-service-workspace': lamp.workspace } });
+    await expect.poll(() => deviceWorkListeners(b.service.events, lamp.id)).toBe(1);
+    const action = await queue(apiA, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true } });
+    const res = await poll;
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ id: action.id, capability: 'set_power', args: { on: true } });
+  });
+
+  it('ends the held poll with 401 when the device is revoked on the other instance', async () => {
+    const { lamp } = await world('long-poll-revoked');
+    const poll = apiB.post(`/v1/device/${lamp.id}/next?waitSeconds=30`, { token: lamp.token, headers: { 'x-service-workspace': lamp.workspace } });
+    await expect.poll(() => deviceWorkListeners(b.service.events, lamp.id)).toBe(1);
+    expect((await apiA.post(`/v1/devices/${lamp.id}/revoke`, { token: owner })).status).toBe(200);
+    expect((await poll).status).toBe(401);
   });
 });
 

@@ -5,7 +5,10 @@ a radio sensor in the bedroom. Run it beside the service:
 
 The first start attaches with the setup token and stores the device's credential in
 thermostat-credentials.json (or DFC_CREDENTIALS), readable by its owner only; later starts
-reuse it. Ctrl-C or SIGTERM stops it; exit code 1 when the owner revoked it.
+reuse it. DFC_SETUP_TOKEN may be the console's QR text (`<service URL>/#setup-token=<token>`).
+Ctrl-C or SIGTERM stops it. Exit code 1: a person must act (the owner revoked it, there is no
+credential yet and no setup token, or the setup token is refused); 2: the service could not be
+reached at the first start.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 from typing import Any
 
 from dfc_device import (
+    ApiError,
     Capability,
     CommandContext,
     CommandError,
@@ -25,9 +29,11 @@ from dfc_device import (
     Manifest,
     attach_or_load_sync,
     run_device,
+    split_setup_token,
 )
 
-URL = os.environ.get("DFC_URL", "http://127.0.0.1:8787")
+# The service: DFC_URL, else the one named by a QR-code setup token, else the local default.
+URL = os.environ.get("DFC_URL") or split_setup_token(os.environ.get("DFC_SETUP_TOKEN", ""))[0] or "http://127.0.0.1:8787"
 CREDENTIALS = os.environ.get("DFC_CREDENTIALS", "thermostat-credentials.json")
 
 # What the service shows agents and checks every request against: names, kinds and a JSON
@@ -67,11 +73,26 @@ def log(event: DeviceEvent) -> None:
     print(json.dumps(event), flush=True)  # events never carry the token
 
 
+def fatal(message: str, code: int) -> int:
+    print(f"thermostat: {message}", file=sys.stderr)
+    return code
+
+
 def main() -> int:
     # A setup token attaches once and is then spent: the stored credential is this device's only one.
-    credentials = attach_or_load_sync(
-        URL, CREDENTIALS, setup_token=os.environ.get("DFC_SETUP_TOKEN"), name="Hall thermostat", kind="gateway"
-    )
+    # A failure to start ends in one line on stderr: exit code 1 for what only a person can fix
+    # (no credential yet, a refused setup token), 2 when the service cannot be reached (a
+    # restart may help: see "Running as a service").
+    try:
+        credentials = attach_or_load_sync(
+            URL, CREDENTIALS, setup_token=os.environ.get("DFC_SETUP_TOKEN"), name="Hall thermostat", kind="gateway"
+        )
+    except ValueError:
+        return fatal(f"no credential in {CREDENTIALS} yet: set DFC_SETUP_TOKEN to a setup token from the owner", 1)
+    except ApiError as error:
+        if error.retryable:
+            return fatal(f"cannot reach the service at {URL}: {error.message}", 2)
+        return fatal(f"the setup token was refused ({error.code}: {error.message}); ask the owner for a new one", 1)
     thermostat = Device(URL, credentials, MANIFEST, on_event=log)
 
     # A handler's return value is reported as `succeeded` with that result; a CommandError as

@@ -108,3 +108,51 @@ async def test_the_thermostat_attaches_as_a_gateway_runs_commands_and_reuses_its
     owner.post(f"/v1/devices/{hall['id']}/revoke", expect=200)
     assert second.process.wait(20) == 1
     assert [e["type"] for e in second.events][-2:] == ["revoked", "stopped"]
+
+
+def run_to_end(folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    python = os.environ.get("DFC_EXAMPLE_PYTHON", sys.executable)
+    source = {} if "DFC_EXAMPLE_PYTHON" in os.environ else {"PYTHONPATH": str(PACKAGE / "src")}
+    base = {"PATH": os.environ.get("PATH", ""), "DFC_CREDENTIALS": str(folder / "credentials.json"), **source}
+    return subprocess.run([python, "thermostat.py"], cwd=folder, env={**base, **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_the_thermostat_without_a_credential_or_setup_token_ends_in_one_line_with_code_1(service: Service, tmp_path: Path) -> None:
+    folder = example_folder(tmp_path)
+    (folder / "credentials.json").unlink(missing_ok=True)
+    done = run_to_end(folder, {"DFC_URL": service.url})
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"thermostat: no credential in {folder / 'credentials.json'} yet: set DFC_SETUP_TOKEN to a setup token from the owner"]
+
+
+def test_the_thermostat_with_a_spent_setup_token_ends_in_one_line_with_code_1(service: Service, tmp_path: Path) -> None:
+    owner = Owner(service, "thermostat-spent")
+    token = owner.setup_token()
+    owner.post("/v1/sdk/devices", {}, token=token, expect=201)
+    folder = example_folder(tmp_path)
+    (folder / "credentials.json").unlink(missing_ok=True)
+    done = run_to_end(folder, {"DFC_URL": service.url, "DFC_SETUP_TOKEN": token})
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("thermostat: the setup token was refused (") and line.endswith("ask the owner for a new one")
+
+
+def test_the_thermostat_that_cannot_reach_the_service_ends_in_one_line_with_code_2(tmp_path: Path) -> None:
+    folder = example_folder(tmp_path)
+    (folder / "credentials.json").unlink(missing_ok=True)
+    done = run_to_end(folder, {"DFC_URL": "http://127.0.0.1:9", "DFC_SETUP_TOKEN": "dfc_setup_x"})
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("thermostat: cannot reach the service at http://127.0.0.1:9: ")
+
+
+async def test_the_thermostat_attaches_from_the_qr_text_alone(service: Service, tmp_path: Path) -> None:
+    owner = Owner(service, "thermostat-qr")
+    folder = example_folder(tmp_path)
+    (folder / "credentials.json").unlink(missing_ok=True)
+    # No DFC_URL: the service URL comes from the QR text, as a camera would read it.
+    qr = f"{service.url}/#setup-token={owner.setup_token()}"
+    thermostat = Thermostat(service, folder, {"DFC_URL": "", "DFC_SETUP_TOKEN": qr})
+    await thermostat.connected()
+    assert [d["name"] for d in owner.get("/v1/devices") if d["parentId"] is None] == ["Hall thermostat"]
+    assert thermostat.stop() == 0

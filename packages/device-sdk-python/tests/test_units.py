@@ -42,3 +42,11 @@ def test_the_readme_shows_the_example_as_it_is() -> None:
     package = Path(__file__).resolve().parents[1]
     example = (package / "examples/thermostat.py").read_text(encoding="utf-8")
     assert f"```python\n{example}```" in (package / "README.md").read_text(encoding="utf-8")
+
+
+def test_split_setup_token_reads_the_qr_text_and_leaves_a_bare_token_alone() -> None:
+    from dfc_device import split_setup_token
+
+    assert split_setup_token("https://dfc.example.com/#setup-token=dfc_setup_a%2Bb") == ("https://dfc.example.com", "dfc_setup_a+b")
+    assert split_setup_token("http://127.0.0.1:8787#setup-token=dfc_setup_x") == ("http://127.0.0.1:8787", "dfc_setup_x")
+    assert split_setup_token("dfc_setup_x") == (None, "dfc_setup_x")

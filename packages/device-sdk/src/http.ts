@@ -115,6 +115,18 @@ const MAX_ANSWER_BYTES = 1024 * 1024;
 /** The service takes input nested at most 64 levels deep; its envelopes add a few. */
 const MAX_ANSWER_DEPTH = 128;
 
+const SETUP_TOKEN_MARK = '#setup-token=';
+
+/**
+ * The service URL and the token of the console's QR text `<service URL>/#setup-token=<token>`
+ * (docs/devices/wire-protocol.md "Attach from a QR code"); `url` is undefined for a bare token.
+ */
+export function splitSetupToken(text: string): { url: string | undefined; setupToken: string } {
+  const at = text.indexOf(SETUP_TOKEN_MARK);
+  if (at < 0) return { url: undefined, setupToken: text };
+  return { url: text.slice(0, at).replace(/\/+$/, ''), setupToken: decodeURIComponent(text.slice(at + SETUP_TOKEN_MARK.length)) };
+}
+
 export async function resolveUrl(source: UrlSource): Promise<string> {
   const url = typeof source === 'string' ? source : await source();
   return url.replace(/\/+$/, '');
@@ -267,19 +279,27 @@ const isCommand = (data: unknown): data is DeviceCommand | null =>
 const isTicket = (data: unknown): data is { ticket: string; expiresAt: number } =>
   isObject(data) && typeof data.ticket === 'string' && typeof data.expiresAt === 'number';
 
-/** Attaches a device with a setup token (`POST /v1/sdk/devices`). Store the credentials: they are shown once. */
+/**
+ * Attaches a device with a setup token (`POST /v1/sdk/devices`). Store the credentials: they are
+ * shown once (`attachOrLoad` does both). `setupToken` may be the console's QR text,
+ * `<service URL>/#setup-token=<token>`, whose service URL is then used instead of `url`;
+ * `name` left out, the device takes the setup token's name.
+ */
 export async function attachDevice(
   options: {
-    url: UrlSource;
+    url?: UrlSource;
     setupToken: string;
-    name: string;
+    name?: string;
     kind?: 'device' | 'gateway';
     fetch?: typeof fetch;
   } & RequestLimits,
 ): Promise<DeviceCredentials & { device: DeviceRecord }> {
-  const data = await call(options.fetch ?? fetch, options.url, '/v1/sdk/devices', {
-    token: options.setupToken,
-    body: { name: options.name, kind: options.kind ?? 'device' },
+  const { url: fromQr, setupToken } = splitSetupToken(options.setupToken);
+  const url = fromQr ?? options.url;
+  if (url === undefined) throw new TypeError('attachDevice needs the service url, or a setup token in the QR form <url>/#setup-token=<token>.');
+  const data = await call(options.fetch ?? fetch, url, '/v1/sdk/devices', {
+    token: setupToken,
+    body: { ...(options.name !== undefined ? { name: options.name } : {}), kind: options.kind ?? 'device' },
     shape: isAttached,
     limits: options,
   });

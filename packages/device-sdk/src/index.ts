@@ -11,7 +11,8 @@
  */
 export { backoffDelay, CommandError, CommandRecalled, Device } from './device.js';
 export type { ChildHandlers, CommandContext, DeviceEvent, DeviceOptions, Handler } from './device.js';
-export { ApiError, attachDevice, deviceApi, InvalidAnswerError } from './http.js';
+export { ApiError, attachDevice, deviceApi, InvalidAnswerError, splitSetupToken } from './http.js';
+export { attachOrLoad, loadCredentials, saveCredentials } from './credentials.js';
 export type {
   Capability,
   ChildManifest,

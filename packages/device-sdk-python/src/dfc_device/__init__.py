@@ -36,6 +36,7 @@ from .http import (
     ResultReport,
     UrlSource,
     attach_device,
+    split_setup_token,
 )
 from .schema import validate
 from .sync import attach_device_sync, attach_or_load_sync, run_device
@@ -66,6 +67,7 @@ __all__ = [
     "ResultReport",
     "UrlSource",
     "attach_device",
+    "split_setup_token",
     "attach_device_sync",
     "attach_or_load",
     "attach_or_load_sync",

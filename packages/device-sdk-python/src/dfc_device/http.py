@@ -403,6 +403,18 @@ def _is_ticket(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("ticket"), str)
 
 
+SETUP_TOKEN_MARK = "#setup-token="
+
+
+def split_setup_token(text: str) -> tuple[str | None, str]:
+    """The service URL and the token of the console's QR text ``<service URL>/#setup-token=<token>``
+    (docs/devices/wire-protocol.md "Attach from a QR code"); ``(None, text)`` for a bare token."""
+    at = text.find(SETUP_TOKEN_MARK)
+    if at < 0:
+        return None, text
+    return text[:at].rstrip("/"), urllib.parse.unquote(text[at + len(SETUP_TOKEN_MARK) :])
+
+
 @dataclass(frozen=True)
 class AttachedDevice:
     credentials: DeviceCredentials
@@ -421,9 +433,14 @@ async def attach_device(
 ) -> AttachedDevice:
     """Attaches a device with a setup token (``POST /v1/sdk/devices``).
 
-    Store the credentials (:func:`dfc_device.save_credentials`): they are shown once.
+    ``setup_token`` may be the text of the console's QR code, ``<service URL>/#setup-token=<token>``:
+    the service URL in it is used instead of ``url``. Store the credentials
+    (:func:`dfc_device.save_credentials`): they are shown once.
     ``request_timeout`` (seconds, the whole request) and ``max_answer_bytes`` bound the call.
     """
+    from_qr, setup_token = split_setup_token(setup_token)
+    if from_qr is not None:
+        url = from_qr
     data = await call(
         url,
         "/v1/sdk/devices",
