@@ -9,7 +9,7 @@ import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
 import { isDeviceRevoked } from './device-wake-socket.js';
-import { onDeviceWork } from './event-hub.js';
+import { deviceWorkListeners, onDeviceWork } from './event-hub.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
 
@@ -34,6 +34,8 @@ function checkDevice(ctx: OperationContext, credential: CredentialOf<'device'>, 
 
 /** The longest a long-poll `next` holds (docs/devices/wire-protocol.md "Sleeping and battery devices"). */
 export const MAX_WAIT_SECONDS = 30;
+/** The long polls one device may hold at once on an instance; past them `next` answers without waiting. */
+export const MAX_HELD_POLLS = 4;
 
 export const fetchNextCommand = defineOperation({
   name: 'device.next',
@@ -66,8 +68,11 @@ export const fetchNextCommand = defineOperation({
   async run({ ctx, credential, input, caller }) {
     await checkDevice(ctx, credential, input.workspace);
     const waitMs = (input.waitSeconds ?? 0) * 1000;
-    // A plain `next` is the hot path: no listener, no timer, one claim.
-    return waitMs === 0 ? handOut(ctx, credential) : holdForCommand(ctx, credential, waitMs, caller);
+    // A plain `next` is the hot path: no listener, no timer, one claim. A device already holding
+    // MAX_HELD_POLLS here is answered at once too: its rate limit bounds how often it asks, and
+    // nothing else would bound how many waits (each a listener and a timer) it keeps open.
+    const hold = waitMs > 0 && deviceWorkListeners(ctx.events, credential.deviceId) < MAX_HELD_POLLS;
+    return hold ? holdForCommand(ctx, credential, waitMs, caller) : handOut(ctx, credential);
   },
 });
 

@@ -108,6 +108,23 @@ describe('POST /v1/device/{deviceId}/next?waitSeconds=N: the long poll', () => {
   });
 });
 
+describe('the held polls of one device', () => {
+  it('are at most four: past them next answers at once, as without waitSeconds', async () => {
+    const lamp = await grantedLamp();
+    const polls = Array.from({ length: 4 }, () => longPoll(server, lamp, '30'));
+    await expect.poll(() => deviceWorkListeners(server.service.events, lamp.id)).toBe(4);
+    const fifth = await longPoll(server, lamp, '30');
+    expect(fifth.status).toBe(200);
+    expect(fifth.body.data).toBeNull();
+    expect(deviceWorkListeners(server.service.events, lamp.id)).toBe(4);
+    // Four commands end the four held polls, one each.
+    const queued = [];
+    for (const _ of polls) queued.push((await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {} })).id);
+    const answered = (await Promise.all(polls)).map((res) => res.body.data.id);
+    expect(answered.sort()).toEqual(queued.sort());
+  });
+});
+
 describe('a held poll and shutdown', () => {
   let own: TestServer;
   let closed = false;
