@@ -15,6 +15,7 @@ export const ISOLATED_FILES = [
   'test/console/console-browser.test.ts',
   'test/console/console-gateway-browser.test.ts',
   'test/console/console-inbox.test.ts',
+  'test/console/console-agent-configs-browser.test.ts',
   'test/console/console-rename-browser.test.ts',
   'test/console/console-screens.test.ts',
   'test/console/first-contact.test.ts',
