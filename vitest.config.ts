@@ -46,6 +46,7 @@ export const ISOLATED_FILES = [
   'test/oauth/oauth-client-credentials.test.ts',
   'test/oauth/oauth-conformance.test.ts',
   'test/oauth/oauth-consent-browser.test.ts',
+  'test/oauth/oauth-consent-grants-browser.test.ts',
   'test/rest/openapi-client.test.ts',
   'test/rest/storage-budgets.test.ts',
   'test/scale-out/mcp-sessions-scale-out.test.ts',
