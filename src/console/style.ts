@@ -83,6 +83,8 @@ main { max-width: 72rem; margin: 0 auto; padding: var(--space-4); }
 .success { border-color: var(--ok); background: var(--ok-bg); }
 .secret { border: 2px dashed var(--border-strong); border-radius: var(--radius); padding: var(--space-3) var(--space-4); }
 .secret code { font-size: var(--text-base); word-break: break-all; }
+.client-config { margin: var(--space-2) 0; } .client-config summary { cursor: pointer; font-weight: 600; }
+.client-config pre { white-space: pre-wrap; word-break: break-all; }
 .badge { display: inline-block; font-size: var(--text-sm); padding: 0 var(--space-2); border-radius: 999px; border: 1px solid var(--border); background: var(--surface); white-space: nowrap; }
 .badge.control { border-color: var(--warn); color: var(--warn); background: var(--warn-bg); }
 .badge.stale, .badge.expired, .badge.paused { border-color: var(--danger); color: var(--danger); background: var(--danger-bg); font-weight: 600; }

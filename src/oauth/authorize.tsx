@@ -1,8 +1,18 @@
 import type { Hono, Context } from 'hono';
-import { approveAuthorization, checkAuthorizationRequest, consentView, type AuthorizationParams } from '../domain/oauth/authorize.js';
+import type { CredentialOf, OperationContext } from '../domain/context.js';
+import { invoke } from '../domain/invoke.js';
+import {
+  approveAuthorization,
+  checkAuthorizationRequest,
+  consentPick,
+  consentView,
+  type AuthorizationParams,
+  type ConsentView,
+} from '../domain/oauth/authorize.js';
+import { operations } from '../domain/registry.js';
 import { DomainError } from '../domain/errors.js';
 import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
-import { csrfMatches, csrfToken, ownerSession } from '../domain/owner-sessions.js';
+import { csrfMatches, csrfToken, ownerSession, type LiveOwnerSession } from '../domain/owner-sessions.js';
 import { originRefusal, PAGE_CSP, pageForm, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
 import { ConsentPage, ErrorPage } from './pages.js';
@@ -25,10 +35,61 @@ const unsafeRequestPage = (c: Context, error: UnsafeAuthorizationRequest) => {
   return c.html(<ErrorPage title="Try again shortly" message={error.message} />, 429);
 };
 
+/** The request's parameters, carried by the consent form's hidden fields. */
+const fieldsOf = (params: AuthorizationParams): Record<string, string> =>
+  Object.fromEntries(AUTHORIZATION_PARAMS.flatMap((name) => (params[name] === undefined ? [] : [[name, params[name]]])));
+
+/** The consent page's CSP: its form may post here, and the approval redirects to the client's origin. */
+const consentCsp = (view: ConsentView) => PAGE_CSP.replace("form-action 'self'", `form-action 'self' ${new URL(view.redirectUri).origin}`);
+
 const authorizationParams = (get: (name: string) => string | undefined, repeated: readonly string[] = []): AuthorizationParams => ({
   ...(Object.fromEntries(AUTHORIZATION_PARAMS.map((name) => [name, get(name)])) as AuthorizationParams),
   repeated,
 });
+
+/**
+ * The device functions the owner picked on the consent page, by device; a pick the page did not
+ * offer is refused, and so is a control function when the token will carry read only.
+ */
+function picksOf(view: ConsentView, form: URLSearchParams, approved: 'read' | 'act'): { byDevice: Map<string, string[]> } | { error: string } {
+  const offered = new Map(
+    view.offered.flatMap((device) => device.functions.map((fn) => [consentPick(device.id, fn.name), { deviceId: device.id, fn }] as const)),
+  );
+  const byDevice = new Map<string, string[]>();
+  // Each checked box is its own field, `grant:<device id>:<function>` (a form may not repeat a name).
+  const picked = [...form.keys()].filter((key) => key.startsWith('grant:')).map((key) => key.slice('grant:'.length));
+  for (const pick of new Set(picked)) {
+    const found = offered.get(pick);
+    if (!found) return { error: 'A device function you picked is no longer offered. Start again from the application.' };
+    if (found.fn.kind === 'control' && approved === 'read')
+      return { error: `${found.fn.name} is a control function: it cannot be granted with read only. Uncheck it, or approve with control.` };
+    byDevice.set(found.deviceId, [...(byDevice.get(found.deviceId) ?? []), found.fn.name]);
+  }
+  return { byDevice };
+}
+
+/**
+ * The picked functions, granted through the operation the console's grant form calls, with its
+ * defaults, as the owner of this session; each device's grants in one transaction.
+ */
+async function grantPicks(c: Context, owner: LiveOwnerSession, view: ConsentView, byDevice: Map<string, string[]>): Promise<void> {
+  const credential: CredentialOf<'owner'> = {
+    kind: 'owner',
+    workspaceId: owner.workspaceId,
+    subject: owner.subject,
+    expiresAt: owner.expiresAt,
+    sessionHash: owner.tokenHash,
+  };
+  const ctx = (c.get('context' as never) as (credential: CredentialOf<'owner'>, surface: 'rest') => OperationContext)(credential, 'rest');
+  for (const [deviceId, capabilities] of byDevice)
+    await invoke(operations.createGrants, ctx, {
+      principal: view.principal,
+      deviceId,
+      capabilities,
+      approval: view.grantDefaults.approval,
+      ttlSeconds: view.grantDefaults.ttlSeconds,
+    });
+}
 
 export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
   const { oauth, log } = deps;
@@ -57,10 +118,9 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
         return c.redirect(`/oauth/sign-in?next=${encodeURIComponent(`/oauth/authorize${here.search}`)}`, 302);
       }
       const view = await consentView(oauth, owner, checked.value);
-      const fields = Object.fromEntries(AUTHORIZATION_PARAMS.flatMap((name) => (params[name] === undefined ? [] : [[name, params[name]]])));
       // The approve/deny post answers with a redirect to the client: form-action must allow its origin.
-      c.header('Content-Security-Policy', `${PAGE_CSP.replace("form-action 'self'", `form-action 'self' ${new URL(view.redirectUri).origin}`)}`);
-      return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fields} />);
+      c.header('Content-Security-Policy', consentCsp(view));
+      return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fieldsOf(params)} />);
     } catch (error) {
       if (error instanceof UnsafeAuthorizationRequest) return unsafeRequestPage(c, error);
       throw error;
@@ -87,17 +147,28 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
         log.info({ msg: 'authorization denied', clientId: checked.value.client.clientId });
         return redirectBack(c, to, { error: 'access_denied', error_description: 'The owner denied the request.' }, 303);
       }
+      const view = await consentView(oauth, owner, checked.value);
+      const approved = decision === 'approve-read' || view.granted === 'read' ? 'read' : 'act';
+      const picks = picksOf(view, form, approved);
+      if ('error' in picks) {
+        c.header('Content-Security-Policy', consentCsp(view));
+        return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fieldsOf(params)} error={picks.error} />, 400);
+      }
       let approval: { code: string };
       try {
         approval = await approveAuthorization(oauth, owner, checked.value, decision === 'approve-read' ? 'read' : checked.value.requested);
+        await grantPicks(c, owner, view, picks.byDevice);
       } catch (error) {
         // The owner's own workspace is full: they are the one to tell, on the page they are looking at.
-        if (!(error instanceof DomainError) || error.code !== 'capacity_exceeded') throw error;
+        if (!(error instanceof DomainError)) throw error;
+        // A picked function that went away since the page was shown (a device revoked meanwhile).
+        if (error.code !== 'capacity_exceeded')
+          return errorPage(c, `Not every picked function could be granted: ${error.message} Start again from the application.`);
         c.header('Retry-After', String(error.details.retryAfterSeconds ?? 3600));
         return c.html(<ErrorPage title="This workspace is full" message={error.message} />, 429);
       }
       const { code } = approval;
-      log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId });
+      log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId, granted: [...picks.byDevice.values()].flat().length });
       return redirectBack(c, to, { code }, 303);
     } catch (error) {
       if (error instanceof UnsafeAuthorizationRequest) return unsafeRequestPage(c, error);

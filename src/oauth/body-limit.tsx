@@ -11,8 +11,15 @@ import { ErrorPage } from './pages.js';
  * /oauth/nowhere): the body is refused before the 404 would be. A body is read here only to be
  * counted and dropped; a refusal speaks the format of its path.
  */
-const READ_BY_ENDPOINT = new Set(['POST /oauth/token', 'POST /oauth/revoke', 'POST /oauth/register', 'POST /oauth/authorize', 'POST /oauth/sign-in']);
-const PAGES = new Set(['/oauth/authorize', '/oauth/sign-in', '/oauth/sign-out']);
+const READ_BY_ENDPOINT = new Set([
+  'POST /oauth/token',
+  'POST /oauth/revoke',
+  'POST /oauth/register',
+  'POST /oauth/authorize',
+  'POST /oauth/sign-in',
+  'POST /oauth/sign-in/development',
+]);
+const PAGES = new Set(['/oauth/authorize', '/oauth/sign-in', '/oauth/sign-in/development', '/oauth/sign-out']);
 
 export async function limitUnreadBody(c: Context, next: Next): Promise<Response | void> {
   if (READ_BY_ENDPOINT.has(`${c.req.method} ${c.req.path}`)) return next();

@@ -11,7 +11,7 @@ import { ErrorPage } from './pages.js';
  * posts, and form refusals rendered as pages.
  */
 
-export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+export const PAGE_CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export const sessionToken = (deps: OAuthEndpointDeps, c: Context) => getCookie(c, deps.sessionCookie);
 

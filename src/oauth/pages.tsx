@@ -7,15 +7,11 @@ import type { ConsentView } from '../domain/oauth/authorize.js';
  * markup; the CSP set in src/oauth/app.ts forbids scripts and framing anyway.
  */
 
-const STYLE = `
-  body { font: 16px/1.5 system-ui, sans-serif; max-width: 40rem; margin: 2rem auto; padding: 0 1rem; color: #1b1b1b; }
-  h1 { font-size: 1.4rem; } .muted { color: #555; } code { background: #f2f2f2; padding: 0 .25rem; }
-  .warning { border-left: 4px solid #c77700; background: #fff6e5; padding: .5rem 1rem; }
-  .error { border-left: 4px solid #b00020; background: #fdecee; padding: .5rem 1rem; }
-  dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; } dt { font-weight: 600; }
-  ul.devices { padding-left: 1.2rem; } button { font-size: 1rem; padding: .4rem 1.2rem; margin-right: .5rem; }
-  textarea { width: 100%; font-family: monospace; }
-`;
+/**
+ * The console's style sheet, by its URL (src/console/assets.ts serves it): the sign-in and
+ * consent pages look like the console without importing it, and PAGE_CSP allows it as 'self'.
+ */
+export const CONSOLE_STYLESHEET = '/console/assets/console.css';
 
 function Layout(props: { title: string; children: Child }) {
   return (
@@ -24,10 +20,16 @@ function Layout(props: { title: string; children: Child }) {
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="referrer" content="same-origin" />
-        <title>{props.title}</title>
-        <style>{STYLE}</style>
+        <meta name="color-scheme" content="light dark" />
+        <title>{`${props.title} · Owner console`}</title>
+        <link rel="stylesheet" href={CONSOLE_STYLESHEET} />
       </head>
-      <body>{props.children}</body>
+      <body>
+        <header class="top">
+          <span class="brand">Owner console</span>
+        </header>
+        <main id="main">{props.children}</main>
+      </body>
     </html>
   );
 }
@@ -44,33 +46,70 @@ export function ErrorPage(props: { title: string; message: string }) {
   );
 }
 
-export function SignInPage(props: { next: string | undefined; mode: 'development' | 'external'; error?: string | undefined }) {
+/**
+ * How the owner may sign in here, as on the console's sign-in page: the development form (a
+ * name, no password: development only, and not when DEVELOPMENT_SIGN_IN=code, whose one-time
+ * code the console's page asks for) and pasting an owner session token (always).
+ */
+export type SignInMode = 'development' | 'development-code' | 'external';
+
+export function SignInPage(props: { next: string | undefined; mode: SignInMode; error?: string | undefined }) {
   return (
     <Layout title="Sign in">
       <h1>Sign in as the owner</h1>
       {props.error ? (
-        <p class="error" id="error">
+        <p class="error" role="alert" id="error">
           {props.error}
         </p>
       ) : null}
       {props.mode === 'development' ? (
-        <p>
-          This service runs its development identity provider. Create an owner session with <code>npm run owner-token -- --sub YOUR-NAME</code> and paste the
-          token it prints.
+        <section aria-labelledby="development-heading">
+          <h2 id="development-heading">Development sign-in</h2>
+          <p class="muted">This service runs its development identity provider: name the owner to sign in as. Never expose it beyond your machine.</p>
+          <form method="post" action="/oauth/sign-in/development" class="fields">
+            <div>
+              <label for="sub">Owner name</label>
+              <input type="text" id="sub" name="sub" required maxlength={128} autocomplete="username" placeholder="alice" />
+            </div>
+            {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+            <div>
+              <button type="submit" class="primary" id="development-sign-in">
+                Sign in
+              </button>
+            </div>
+          </form>
+        </section>
+      ) : null}
+      {props.mode === 'development-code' ? (
+        <p class="notice" id="development-code">
+          Development sign-in asks for the one-time code the service's log prints: sign in on <a href="/console/sign-in">the console's sign-in page</a>, then
+          come back to the application and start again.
         </p>
-      ) : (
-        <p>Paste an owner session token from your identity provider.</p>
-      )}
-      <form method="post" action="/oauth/sign-in">
-        <label for="token">Owner session token</label>
-        <textarea id="token" name="token" rows={5} required autocomplete="off" spellcheck={false}></textarea>
-        {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
-        <p>
-          <button type="submit" id="sign-in">
-            Sign in
-          </button>
+      ) : null}
+      <section aria-labelledby="token-heading">
+        <h2 id="token-heading">With an owner session token</h2>
+        <p class="muted">
+          {props.mode === 'external' ? (
+            'Paste an owner session token (a JWT) from your identity provider.'
+          ) : (
+            <>
+              Create one with <code>npm run owner-token -- --sub YOUR-NAME</code> and paste it here.
+            </>
+          )}
         </p>
-      </form>
+        <form method="post" action="/oauth/sign-in" class="fields">
+          <div>
+            <label for="token">Owner session token</label>
+            <textarea id="token" name="token" rows={4} required autocomplete="off" spellcheck={false}></textarea>
+          </div>
+          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+          <div>
+            <button type="submit" id="sign-in">
+              Sign in
+            </button>
+          </div>
+        </form>
+      </section>
     </Layout>
   );
 }
@@ -91,7 +130,9 @@ const SCOPE_TEXT = {
   act: 'act: also call control functions (they change devices)',
 } as const;
 
-export function ConsentPage(props: { view: ConsentView; subject: string; csrf: string; fields: Record<string, string> }) {
+const expiryText = (seconds: number) => (seconds % 86_400 === 0 ? `${seconds / 86_400} days` : `${Math.round(seconds / 3600)} hours`);
+
+export function ConsentPage(props: { view: ConsentView; subject: string; csrf: string; fields: Record<string, string>; error?: string | undefined }) {
   const { view } = props;
   return (
     <Layout title={`Allow ${view.clientName}?`}>
@@ -99,6 +140,11 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
         Allow <span id="client-name">{view.clientName}</span> to use your devices?
       </h1>
       <p class="muted">Signed in as {props.subject}.</p>
+      {props.error ? (
+        <p class="error" role="alert" id="error">
+          {props.error}
+        </p>
+      ) : null}
       <dl>
         <dt>Client</dt>
         <dd>
@@ -144,19 +190,62 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
           <input type="hidden" name={name} value={value} />
         ))}
         <input type="hidden" name="csrf" value={props.csrf} />
-        <button type="submit" name="decision" value="approve" id="approve">
-          Approve
-        </button>
-        {view.requested === 'act' && view.granted === 'act' ? (
-          <button type="submit" name="decision" value="approve-read" id="approve-read">
-            Approve read only
+        <OfferedFunctions view={view} />
+        <div class="toolbar">
+          <button type="submit" name="decision" value="approve" id="approve" class="primary">
+            Approve
           </button>
-        ) : null}
-        <button type="submit" name="decision" value="deny" id="deny">
-          Deny
-        </button>
+          {view.requested === 'act' && view.granted === 'act' ? (
+            <button type="submit" name="decision" value="approve-read" id="approve-read">
+              Approve read only
+            </button>
+          ) : null}
+          <button type="submit" name="decision" value="deny" id="deny" class="danger">
+            Deny
+          </button>
+        </div>
       </form>
     </Layout>
+  );
+}
+
+/**
+ * The workspace's functions the principal is not granted yet, each unchecked: what the owner
+ * checks is granted with the approval, with the terms the page states.
+ */
+function OfferedFunctions({ view }: { view: ConsentView }) {
+  if (view.offered.length === 0) return null;
+  const { approval, ttlSeconds } = view.grantDefaults;
+  return (
+    <fieldset id="offered">
+      <legend>Also grant device functions (optional)</legend>
+      <p class="muted" id="grant-terms">
+        Each function you check is granted to <code>{view.principal}</code> when you approve, with approval <strong>{approval}</strong> (every action waits for
+        your yes in the console) and an expiry in <strong>{expiryText(ttlSeconds)}</strong>; change either in the console&apos;s Grants screen later.
+        {view.granted === 'act'
+          ? ' A control function cannot be granted with "Approve read only".'
+          : ' The token carries read only: control functions cannot be granted.'}
+      </p>
+      {view.offered.map((device) => (
+        <div class="device">
+          <strong>{device.name}</strong>
+          <ul class="tree">
+            {device.functions.map((fn) => {
+              const id = `grant-${device.id}-${fn.name}`;
+              return (
+                <li>
+                  <input type="checkbox" id={id} name={`grant:${device.id}:${fn.name}`} value="on" disabled={fn.kind === 'control' && view.granted !== 'act'} />{' '}
+                  <label for={id}>
+                    <code class="fn">{fn.name}</code> {fn.kind === 'control' ? <span class="badge control">control</span> : <span class="badge">read</span>}
+                  </label>
+                </li>
+              );
+            })}
+          </ul>
+        </div>
+      ))}
+      {view.offerTruncated ? <p class="muted">More functions than this page lists: grant the others in the console.</p> : null}
+    </fieldset>
   );
 }
 
@@ -164,7 +253,8 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
 function GrantedDevices({ view }: { view: ConsentView }) {
   return view.devices.length === 0 ? (
     <p id="devices" class="muted">
-      None yet. Scopes are a ceiling only: the client reaches no device until you grant <code>{view.principal}</code> device functions.
+      None yet. Scopes are a ceiling only: the client reaches no device until you grant <code>{view.principal}</code> device functions, here below or in the
+      console.
     </p>
   ) : (
     <ul id="devices" class="devices">

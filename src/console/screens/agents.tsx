@@ -1,8 +1,10 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import type { z } from 'zod';
 import { operations } from '../../domain/registry.js';
 import type { connection, newConnection } from '../../domain/schemas.js';
+import { requestBaseUrl } from '../../http/base-url.js';
 import type { HttpEnv } from '../../http/request.js';
+import { ClientConfigs } from '../client-configs.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Secret, Term, Time, type Viewer } from '../layout.js';
 
@@ -84,7 +86,7 @@ function AgentsPage(props: {
   viewer: Viewer;
   agents: Connection[];
   clients: Connection[];
-  created?: { kind: 'agent' | 'client'; value: Created } | undefined;
+  created?: { kind: 'agent' | 'client'; value: Created; mcpUrl: string } | undefined;
   error?: string | undefined;
   issues?: { path: string; message: string }[] | undefined;
   done?: string | undefined;
@@ -120,6 +122,11 @@ function AgentsPage(props: {
           ) : (
             <p class="muted">A public client: it has no secret and signs in with PKCE.</p>
           )}
+          <ClientConfigs
+            mcpUrl={created.mcpUrl}
+            token={created.kind === 'agent' ? created.value.token : null}
+            urlOnly={created.kind === 'client' && created.value.oauth?.redirectUris.length === 0}
+          />
         </section>
       ) : null}
       <section aria-labelledby="agents-heading">
@@ -231,6 +238,7 @@ function AgentsPage(props: {
 }
 
 export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
+  const mcpUrlOf = (c: Context<HttpEnv>) => `${requestBaseUrl(c, guards.deps.config)}/mcp`;
   const lists = async (signed: Signed) => ({
     agents: (await guards.invoke(signed, operations.listAgentConnections, {})) as Connection[],
     clients: (await guards.invoke(signed, operations.listOAuthClients, {})) as Connection[],
@@ -256,7 +264,7 @@ export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
       });
       if (!created.ok)
         return c.html(<AgentsPage viewer={signed.viewer} {...await lists(signed)} error={created.message} issues={created.issues} />, created.status);
-      return c.html(<AgentsPage viewer={signed.viewer} {...await lists(signed)} created={{ kind: 'agent', value: created.value }} />);
+      return c.html(<AgentsPage viewer={signed.viewer} {...await lists(signed)} created={{ kind: 'agent', value: created.value, mcpUrl: mcpUrlOf(c) }} />);
     }),
   );
 
@@ -286,7 +294,7 @@ export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
       });
       if (!created.ok)
         return c.html(<AgentsPage viewer={signed.viewer} {...await lists(signed)} error={created.message} issues={created.issues} />, created.status);
-      return c.html(<AgentsPage viewer={signed.viewer} {...await lists(signed)} created={{ kind: 'client', value: created.value }} />);
+      return c.html(<AgentsPage viewer={signed.viewer} {...await lists(signed)} created={{ kind: 'client', value: created.value, mcpUrl: mcpUrlOf(c) }} />);
     }),
   );
 

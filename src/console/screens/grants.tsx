@@ -18,6 +18,7 @@ import {
   type Grant,
 } from './grant-parts.js';
 import { renderOverview, type Flashed } from './grants-overview.js';
+import { BROWSER_GRANT_DEFAULTS } from '../../domain/grant-defaults.js';
 
 /**
  * Grants: the overview of every grant (grants-overview.tsx), and one agent's grants as a matrix
@@ -41,8 +42,8 @@ const USER_APPROVAL_NOTE =
  * expiry, so a forgotten grant ends by itself. The API's own defaults (none, no expiry) are
  * unchanged; the screen says what is preselected and why.
  */
-const DEFAULT_APPROVAL = 'owner';
-const DEFAULT_TTL = '604800';
+const DEFAULT_APPROVAL = BROWSER_GRANT_DEFAULTS.approval;
+const DEFAULT_TTL = String(BROWSER_GRANT_DEFAULTS.ttlSeconds);
 
 const TTL_CHOICES = [
   { value: '3600', label: '1 hour' },

@@ -3,7 +3,8 @@ import { hashToken, issueToken } from '../tokens.js';
 import { insertConnection } from '../../store/connections.js';
 import { assertWithinCap } from '../capacity.js';
 import type { Queryable } from '../../store/driver.js';
-import { callableFunctions } from '../../store/grants.js';
+import { callableFunctions, workspaceFunctions } from '../../store/grants.js';
+import { BROWSER_GRANT_DEFAULTS } from '../grant-defaults.js';
 import {
   clientApproved,
   getClientConnection,
@@ -129,7 +130,22 @@ export interface ConsentView {
   /** What the token will carry: the request capped by a registered client's ceiling. */
   granted: Access;
   devices: { id: string; name: string; functions: { name: string; kind: 'read' | 'control' }[] }[];
+  /**
+   * The workspace's functions the principal is not granted yet, by device, which the owner may
+   * grant on the consent page in the same step (each pick with `grantDefaults`). The first
+   * CONSENT_OFFER_LIMIT functions only: more are granted in the console.
+   */
+  offered: { id: string; name: string; functions: { name: string; kind: 'read' | 'control' }[] }[];
+  /** True when the workspace has more functions than the page offers. */
+  offerTruncated: boolean;
+  grantDefaults: typeof BROWSER_GRANT_DEFAULTS;
 }
+
+/** How many not yet granted functions the consent page offers at most. */
+export const CONSENT_OFFER_LIMIT = 200;
+
+/** A pick on the consent page: `<device id>:<function name>`. */
+export const consentPick = (deviceId: string, capability: string) => `${deviceId}:${capability}`;
 
 /** Registered clients serve only their own workspace; the consent page treats others as unknown. */
 async function connectionFor(db: Queryable, owner: OwnerSession, client: OAuthClientRow): Promise<OAuthConnectionRow | undefined> {
@@ -155,6 +171,16 @@ export async function consentView(deps: OAuthDeps, owner: OwnerSession, request:
     device.functions.push({ name: fn.capability, kind: fn.kind });
     devices.set(fn.deviceId, device);
   }
+  const alreadyGranted = new Set(functions.map((fn) => consentPick(fn.deviceId, fn.capability)));
+  const all = await workspaceFunctions(deps.db, owner.workspaceId, { limit: CONSENT_OFFER_LIMIT, after: null });
+  const offered = new Map<string, ConsentView['offered'][number]>();
+  for (const fn of all.rows) {
+    if (alreadyGranted.has(consentPick(fn.deviceId, fn.capability))) continue;
+    const name = fn.parentName === null ? fn.deviceName : `${fn.deviceName} (on ${fn.parentName})`;
+    const device = offered.get(fn.deviceId) ?? { id: fn.deviceId, name, functions: [] };
+    device.functions.push({ name: fn.capability, kind: fn.kind });
+    offered.set(fn.deviceId, device);
+  }
   return {
     clientName: client.name,
     clientId: client.clientId,
@@ -167,6 +193,9 @@ export async function consentView(deps: OAuthDeps, owner: OwnerSession, request:
     requested: request.requested,
     granted,
     devices: [...devices.values()],
+    offered: [...offered.values()],
+    offerTruncated: all.next !== null,
+    grantDefaults: BROWSER_GRANT_DEFAULTS,
   };
 }
 
