@@ -5,6 +5,7 @@ import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { fail } from './errors.js';
+import { resultSchemaOfAction } from '../store/device-state.js';
 import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
@@ -114,6 +115,15 @@ export const reportResult = defineOperation({
       throw fail.invalid(`The result takes ${Buffer.byteLength(result)} bytes stored; at most ${RESULT_MAX_BYTES}.`, [
         { path: 'result', message: `at most ${RESULT_MAX_BYTES} bytes as stored JSON (numbers are written out in full)` },
       ]);
+    }
+    // A declared result schema is checked before anything moves: a result that does not match
+    // it is refused and the action stays as it was (docs/devices/state.md).
+    if (input.ok) {
+      const schema = await resultSchemaOfAction(ctx.db, credential.deviceId, input.actionId);
+      if (typeof schema === 'string') {
+        const issues = ctx.schemas.argumentIssues(schema, input.result ?? null, 'result');
+        if (issues.length > 0) throw fail.invalid("The result does not match the function's result schema.", issues);
+      }
     }
     const report = {
       id: input.actionId,
