@@ -141,6 +141,9 @@ export const reportResult = defineOperation({
     }
     if (row) {
       publishActions(ctx, [row]);
+      // A read's successful result is its function's last-known value (migration 0034): its
+      // state resource's subscribers read it again.
+      if (row.status === 'succeeded' && row.result !== null) ctx.events.publish({ type: 'device-state', workspaceId: row.workspaceId, deviceId: row.deviceId });
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
       // An action awaiting approval does not exist for the device yet (docs/reference/rules.md "Approvals").

@@ -1,9 +1,11 @@
 import { z } from 'zod';
-import { readDeviceState, reportableFunctions, storeReportedValues } from '../store/device-state.js';
+import { flushOwedStateEvents, readDeviceState, reportableFunctions, storeReportedValues } from '../store/device-state.js';
+import type { Db } from '../store/driver.js';
 import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { QUOTA_RETRY_AFTER_SECONDS } from './capacity.js';
-import type { OperationContext } from './context.js';
-import { DomainError, fail, type ErrorIssue } from './errors.js';
+import type { Clock, Logger, OperationContext } from './context.js';
+import { DomainError, fail, logSweepFailure, type ErrorIssue } from './errors.js';
+import { announceJournal, type EventHub } from './event-hub.js';
 import { noteDeviceSeen, ONLINE_WINDOW_MS } from './devices.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
@@ -50,6 +52,48 @@ export async function deviceStateFor(ctx: OperationContext, workspaceId: string,
       actionId: row.actionId,
     })),
   };
+}
+
+/**
+ * After a write of values: open owner streams read the journal when an event was written, and
+ * MCP subscribers of the device's state resource are told when a value changed.
+ */
+export function announceState(
+  ctx: Pick<OperationContext, 'events'>,
+  workspaceId: string,
+  deviceId: string,
+  written: { changed: number; journalled: number }[],
+): void {
+  if (written.some((row) => row.journalled === 1)) announceJournal(ctx, workspaceId);
+  if (written.some((row) => row.changed === 1)) ctx.events.publish({ type: 'device-state', workspaceId, deviceId });
+}
+
+/** How often owed `device.state_changed` events are looked for: the latest value of a busy function is journalled this soon after its second. */
+export const STATE_EVENT_SWEEP_MS = 250;
+/** Owed events journalled per statement of the sweep. */
+const STATE_EVENT_BATCH = 500;
+
+/**
+ * Journals the `device.state_changed` events owed for values that changed again within a
+ * second of their last event, once that second has passed, with the value then stored (the
+ * latest wins). Returns a function that stops the sweep.
+ */
+export function startStateEventSweep(deps: { db: Db; events: EventHub; clock: Clock; log: Logger }, intervalMs = STATE_EVENT_SWEEP_MS): () => void {
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    Promise.resolve()
+      .then(async () => {
+        for (const workspaceId of await flushOwedStateEvents(deps.db, deps.clock.now(), STATE_EVENT_BATCH)) announceJournal(deps, workspaceId);
+      })
+      .catch((error: unknown) => logSweepFailure(deps.log, 'state event sweep failed', error))
+      .finally(() => {
+        running = false;
+      });
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 export const getDeviceState = defineOperation({
@@ -125,6 +169,7 @@ export const reportDeviceState = defineOperation({
         budget: { name: 'action_bytes', limit, used: limit },
       });
     }
+    announceState(ctx, credential.workspaceId, deviceId, stored);
     return { accepted: stored.length };
   },
 });

@@ -80,7 +80,18 @@ export interface JournalWritten {
  * Plain data. The shared bus (src/bus/redis-event-hub.ts) carries an action change or a revocation as
  * its hint, the other two as they are: only an instance's own events carry state.
  */
-export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten;
+/**
+ * A last-known value of the device changed (docs/devices/state.md): MCP sessions subscribed to
+ * `device://{deviceId}/state` are told to read it again. Only ids: whoever acts on it reads the
+ * state from the database, under the reader's grants.
+ */
+export interface DeviceStateChanged {
+  type: 'device-state';
+  workspaceId: string;
+  deviceId: string;
+}
+
+export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten | DeviceStateChanged;
 
 /** After a commit that journalled grant or device events: open owner streams read them now. */
 export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {

@@ -53,7 +53,8 @@ export async function reportableFunctions(
 /**
  * Stores a device's reported values in one statement, while the workspace's `action_bytes` is
  * not full already (`byteLimit`); an equal value only moves `reported_at`. Answers the rows
- * written with whether each value changed, or undefined when the budget refused the report.
+ * written with whether each value changed and whether its `device.state_changed` was journalled
+ * now, or undefined when the budget refused the report.
  */
 export async function storeReportedValues(
   db: Queryable,
@@ -62,18 +63,48 @@ export async function storeReportedValues(
   values: { capability: string; value: string }[],
   now: number,
   byteLimit: number,
-): Promise<{ capability: string; changed: number }[] | undefined> {
-  const rows = await db.all<{ capability: string; changed: number }>(
-    `INSERT INTO device_state (device_id, workspace_id, capability, value, source, action_id, reported_at, changed_at)
-     SELECT ?, ?, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'), 'report', NULL, ?, ? FROM json_each(?) e
+): Promise<{ capability: string; changed: number; journalled: number }[] | undefined> {
+  const rows = await db.all<{ capability: string; changed: number; journalled: number }>(
+    `INSERT INTO device_state (device_id, workspace_id, capability, value, source, action_id, reported_at, changed_at, event_at)
+     SELECT ?, ?, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'), 'report', NULL, ?, ?, ? FROM json_each(?) e
      WHERE NOT EXISTS (SELECT 1 FROM workspace_usage u WHERE u.workspace_id = ? AND u.action_bytes >= ?)
      ON CONFLICT (device_id, capability) DO UPDATE SET
        changed_at = CASE WHEN device_state.value = excluded.value THEN device_state.changed_at ELSE excluded.reported_at END,
+       ${OWED_EVENT_COLUMNS},
        value = excluded.value, source = excluded.source, action_id = NULL, reported_at = excluded.reported_at
-     RETURNING capability, changed_at = reported_at AS changed`,
-    [deviceId, workspaceId, now, now, JSON.stringify(values.map((v) => [v.capability, v.value])), workspaceId, byteLimit],
+     RETURNING capability, changed_at = reported_at AS changed, event_at = reported_at AS journalled`,
+    [deviceId, workspaceId, now, now, now, JSON.stringify(values.map((v) => [v.capability, v.value])), workspaceId, byteLimit],
   );
   return rows.length === 0 ? undefined : rows;
+}
+
+/** The shortest time between two `device.state_changed` events of one device and function. */
+export const STATE_EVENT_INTERVAL_MS = 1000;
+
+/**
+ * The upsert's bookkeeping of `device.state_changed` (migration 0034, which repeats it for
+ * results): an event is journalled (event_at moves) when the value changed, or a change is
+ * owed, a second or more after the last event; a change within that second is owed instead.
+ */
+const OWED_EVENT_COLUMNS = `event_pending = CASE WHEN (device_state.value <> excluded.value OR device_state.event_pending = 1)
+         AND excluded.reported_at - device_state.event_at < ${STATE_EVENT_INTERVAL_MS} THEN 1 ELSE 0 END,
+       event_at = CASE WHEN (device_state.value <> excluded.value OR device_state.event_pending = 1)
+         AND excluded.reported_at - device_state.event_at >= ${STATE_EVENT_INTERVAL_MS} THEN excluded.reported_at ELSE device_state.event_at END`;
+
+/**
+ * Journals the owed `device.state_changed` events whose second has passed, with the latest
+ * value (the trigger writes them as event_at moves), at most `limit` in one statement.
+ * Answers the workspaces that got one.
+ */
+export async function flushOwedStateEvents(db: Queryable, now: number, limit: number): Promise<string[]> {
+  const rows = await db.all<{ workspaceId: string }>(
+    `UPDATE device_state SET event_at = ?, event_pending = 0
+     WHERE (device_id, capability) IN (SELECT device_id, capability FROM device_state WHERE event_pending = 1 AND event_at <= ? LIMIT ?)
+       AND event_pending = 1
+     RETURNING workspace_id AS workspaceId`,
+    [now, now - STATE_EVENT_INTERVAL_MS, limit],
+  );
+  return [...new Set(rows.map((row) => row.workspaceId))];
 }
 
 /**
