@@ -5,7 +5,7 @@ import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { fail } from './errors.js';
-import { resultSchemaOfAction } from '../store/device-state.js';
+import { functionOfAction } from '../store/device-state.js';
 import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
@@ -118,10 +118,10 @@ export const reportResult = defineOperation({
     }
     // A declared result schema is checked before anything moves: a result that does not match
     // it is refused and the action stays as it was (docs/devices/state.md).
-    if (input.ok) {
-      const schema = await resultSchemaOfAction(ctx.db, credential.deviceId, input.actionId);
-      if (typeof schema === 'string') {
-        const issues = ctx.schemas.argumentIssues(schema, input.result ?? null, 'result');
+    const fn = input.ok ? await functionOfAction(ctx.db, credential.deviceId, input.actionId) : undefined;
+    if (input.ok && fn) {
+      if (fn.result !== null) {
+        const issues = ctx.schemas.argumentIssues(fn.result, input.result ?? null, 'result');
         if (issues.length > 0) throw fail.invalid("The result does not match the function's result schema.", issues);
       }
     }
@@ -143,7 +143,8 @@ export const reportResult = defineOperation({
       publishActions(ctx, [row]);
       // A read's successful result is its function's last-known value (migration 0034): its
       // state resource's subscribers read it again.
-      if (row.status === 'succeeded' && row.result !== null) ctx.events.publish({ type: 'device-state', workspaceId: row.workspaceId, deviceId: row.deviceId });
+      if (fn?.kind === 'read' && row.status === 'succeeded' && row.result !== null)
+        ctx.events.publish({ type: 'device-state', workspaceId: row.workspaceId, deviceId: row.deviceId });
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
       // An action awaiting approval does not exist for the device yet (docs/reference/rules.md "Approvals").

@@ -22,16 +22,21 @@ export interface DeviceStateRows {
 }
 
 /**
- * The result schema of the function an action handed to `targetId` runs (JSON text), null when
- * it declares none; undefined when no such action is handed to the device.
+ * The function an action handed to `targetId` runs, as published now: its kind and its result
+ * schema (JSON text, null when it declares none); undefined when no such action is handed to
+ * the device, or its function is gone.
  */
-export async function resultSchemaOfAction(db: Queryable, targetId: string, actionId: string): Promise<string | null | undefined> {
-  const row = await db.get<{ result: string | null }>(
-    `SELECT c.result FROM actions a LEFT JOIN capabilities c ON c.device_id = a.device_id AND c.name = a.capability
+export async function functionOfAction(
+  db: Queryable,
+  targetId: string,
+  actionId: string,
+): Promise<{ kind: 'read' | 'control'; result: string | null } | undefined> {
+  const row = await db.get<{ kind: 'read' | 'control' | null; result: string | null }>(
+    `SELECT c.kind, c.result FROM actions a LEFT JOIN capabilities c ON c.device_id = a.device_id AND c.name = a.capability
      WHERE a.id = ? AND a.target_id = ?`,
     [actionId, targetId],
   );
-  return row === undefined ? undefined : row.result;
+  return row?.kind ? { kind: row.kind, result: row.result } : undefined;
 }
 
 /** The functions a device publishes, for a report it or its gateway (`reporterId`) sends: undefined when the device is not the reporter's. */
