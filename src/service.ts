@@ -12,6 +12,7 @@ import { createLocalNotifier, type DeviceNotifier, type NotifierDeps } from './d
 import { attachDeviceChannel } from './device-channel/socket-server.js';
 import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/event-hub.js';
+import { startStateEventSweep } from './domain/device-state.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
 import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
@@ -165,11 +166,19 @@ export async function startService(config: Config, options: ServiceOptions = {})
   };
 }
 
-/** The loops that run beside the requests: the expiry sweep, housekeeping and webhook delivery. */
+/** One stop for two loops. */
+function both(first: () => void, second: () => void): () => void {
+  return () => {
+    first();
+    second();
+  };
+}
+
+/** The loops that run beside the requests: the expiry and state event sweeps, housekeeping and webhook delivery. */
 function startBackgroundWork(config: Config, deps: { db: Db; events: EventHub; clock: Clock; log: Logger; webhooks: WebhookTransport; metrics: Metrics }) {
   const { db, events, clock, log, webhooks, metrics } = deps;
   return {
-    stopSweep: startExpirySweep({ db, events, clock, log }, config.expirySweepMs),
+    stopSweep: both(startExpirySweep({ db, events, clock, log }, config.expirySweepMs), startStateEventSweep({ db, events, clock, log })),
     stopHousekeeping: startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, {
       eventsRetentionMs: config.ownerEvents.retentionMs,
       actionsRetentionMs: config.actionsRetentionMs,

@@ -148,11 +148,12 @@ export interface ArgumentSchemas {
    */
   schemaIssues(schema: Record<string, unknown>): ErrorIssue[];
   /**
-   * Checks arguments against a capability's stored schema; issues point into `arguments`. After
+   * Checks arguments (or a reported result, under another `root`) against a capability's
+   * stored schema; issues point into `root`, `arguments` unless named. After
    * a restart, or once the LRU dropped it, the schema is compiled again here; a schema stored
    * before these rules that breaks them is reported as an issue, never run.
    */
-  argumentIssues(schemaText: string, args: unknown): ErrorIssue[];
+  argumentIssues(schemaText: string, args: unknown, root?: string): ErrorIssue[];
 }
 
 /** A bounded LRU of compiled validators keyed by the SHA-256 of the schema's stored text. */
@@ -177,15 +178,13 @@ export function createArgumentSchemas(cacheSize = VALIDATOR_CACHE_SIZE): Argumen
       remember(key, compiled.validate);
       return [];
     },
-    argumentIssues(schemaText, args) {
+    argumentIssues(schemaText, args, root = 'arguments') {
       const key = keyOf(schemaText);
       let validate = validators.get(key);
       if (!validate) {
         const compiled = check(JSON.parse(schemaText) as Record<string, unknown>);
         if ('issues' in compiled) {
-          return [
-            { path: 'arguments', message: "cannot be checked: the function's argument schema is refused now; the device must publish its manifest again" },
-          ];
+          return [{ path: root, message: "cannot be checked: the function's schema is refused now; the device must publish its manifest again" }];
         }
         validate = compiled.validate;
       }
@@ -195,7 +194,7 @@ export function createArgumentSchemas(cacheSize = VALIDATOR_CACHE_SIZE): Argumen
         const missing = error.keyword === 'required' ? `/${String((error.params as { missingProperty: string }).missingProperty)}` : '';
         const pointer = `${error.instancePath}${missing}`;
         return {
-          path: ['arguments', ...pointer.split('/').filter(Boolean)].join('.'),
+          path: [root, ...pointer.split('/').filter(Boolean)].join('.'),
           message: error.message ?? 'is not valid',
         };
       });

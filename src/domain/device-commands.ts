@@ -5,6 +5,7 @@ import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { fail } from './errors.js';
+import { functionOfAction } from '../store/device-state.js';
 import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { canonical } from './idempotency.js';
 import { noteDeviceSeen } from './devices.js';
@@ -188,6 +189,15 @@ export const reportResult = defineOperation({
         { path: 'result', message: `at most ${RESULT_MAX_BYTES} bytes as stored JSON (numbers are written out in full)` },
       ]);
     }
+    // A declared result schema is checked before anything moves: a result that does not match
+    // it is refused and the action stays as it was (docs/devices/state.md).
+    const fn = input.ok ? await functionOfAction(ctx.db, credential.deviceId, input.actionId) : undefined;
+    if (input.ok && fn) {
+      if (fn.result !== null) {
+        const issues = ctx.schemas.argumentIssues(fn.result, input.result ?? null, 'result');
+        if (issues.length > 0) throw fail.invalid("The result does not match the function's result schema.", issues);
+      }
+    }
     const report = {
       id: input.actionId,
       targetId: credential.deviceId,
@@ -204,6 +214,10 @@ export const reportResult = defineOperation({
     }
     if (row) {
       publishActions(ctx, [row]);
+      // A read's successful result is its function's last-known value (migration 0034): its
+      // state resource's subscribers read it again.
+      if (fn?.kind === 'read' && row.status === 'succeeded' && row.result !== null)
+        ctx.events.publish({ type: 'device-state', workspaceId: row.workspaceId, deviceId: row.deviceId });
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);
       // An action awaiting approval does not exist for the device yet (docs/reference/rules.md "Approvals").

@@ -62,6 +62,7 @@ export function toDeviceRecord(row: DeviceRow, capabilities: CapabilityRow[], no
       kind: c.kind,
       ...(c.description !== null ? { description: c.description } : {}),
       arguments: JSON.parse(c.arguments) as Record<string, unknown>,
+      ...(c.result !== null ? { result: JSON.parse(c.result) as Record<string, unknown> } : {}),
     })),
   };
 }
@@ -209,10 +210,20 @@ function uniqueNames(list: { name: string }[], path: (string | number)[], issues
   });
 }
 
-function schemaIssues(ctx: OperationContext, list: { arguments: Record<string, unknown> }[], path: (string | number)[], issues: ErrorIssue[]) {
+function schemaIssues(
+  ctx: OperationContext,
+  list: { arguments: Record<string, unknown>; result?: Record<string, unknown> | undefined }[],
+  path: (string | number)[],
+  issues: ErrorIssue[],
+) {
   list.forEach((item, index) => {
-    for (const issue of ctx.schemas.schemaIssues(item.arguments)) {
-      issues.push({ path: [...path, index, 'arguments', ...(issue.path ? [issue.path] : [])].join('.'), message: issue.message });
+    // A result schema follows the rules and budgets of an argument schema (docs/devices/state.md).
+    for (const field of ['arguments', 'result'] as const) {
+      const schema = item[field];
+      if (schema === undefined) continue;
+      for (const issue of ctx.schemas.schemaIssues(schema)) {
+        issues.push({ path: [...path, index, field, ...(issue.path ? [issue.path] : [])].join('.'), message: issue.message });
+      }
     }
   });
 }

@@ -23,6 +23,8 @@ export const EVENT_TYPES = {
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
   'device.renamed': 'the owner renamed a device (`data.device`, with its new name)',
+  'device.state_changed':
+    "a read function's last-known value changed (`data.deviceId`, `data.capability`, `data.value`, `data.reportedAt`); at most one per device and function per second, carrying the latest value",
   'controls.paused': 'the owner paused device control for the workspace, naming who (`data.controls`)',
   'controls.resumed': 'the owner resumed device control for the workspace, naming who (`data.controls`)',
   'webhook.disabled': 'a webhook was disabled by its owner, or after its endpoint failed for too long, with the reason (`data.webhook`)',
@@ -119,6 +121,10 @@ export const workspaceEvent = z.object({
     device: eventDevice.optional(),
     webhook: eventWebhook.optional(),
     controls: eventControls.optional(),
+    deviceId: uuid.optional().describe('`device.state_changed` only: the device.'),
+    capability: z.string().optional().describe('`device.state_changed` only: the read function.'),
+    value: z.unknown().optional().describe('`device.state_changed` only: its new last-known value.'),
+    reportedAt: timestamp.optional().describe('`device.state_changed` only: when the device reported it.'),
   }),
 });
 
@@ -146,5 +152,9 @@ export function toWorkspaceEvent(row: WorkspaceEventRow, ids: EventIds): Workspa
   if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
   if (type.startsWith('controls.')) return { ...base, data: { controls: snapshot as z.infer<typeof eventControls> } };
   if (type.startsWith('webhook.')) return { ...base, data: { webhook: snapshot as z.infer<typeof eventWebhook> } };
+  if (type === 'device.state_changed') {
+    const state = snapshot as { deviceId: string; capability: string; value: unknown; reportedAt: number };
+    return { ...base, data: { deviceId: state.deviceId, capability: state.capability, value: state.value, reportedAt: state.reportedAt } };
+  }
   return { ...base, data: { device: snapshot as z.infer<typeof eventDevice> } };
 }

@@ -80,7 +80,18 @@ export interface JournalWritten {
  * Plain data. The shared bus (src/bus/redis-event-hub.ts) carries an action change or a revocation as
  * its hint, the other two as they are: only an instance's own events carry state.
  */
-export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten;
+/**
+ * A last-known value of the device changed (docs/devices/state.md): MCP sessions subscribed to
+ * `device://{deviceId}/state` are told to read it again. Only ids: whoever acts on it reads the
+ * state from the database, under the reader's grants.
+ */
+export interface DeviceStateChanged {
+  type: 'device-state';
+  workspaceId: string;
+  deviceId: string;
+}
+
+export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten | DeviceStateChanged;
 
 /** After a commit that journalled grant or device events: open owner streams read them now. */
 export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {
@@ -149,6 +160,8 @@ interface Watches {
   journalsByWorkspace: Map<string, Set<() => void>>;
   /** Held polls of one device (`onDeviceWork`), by the id of the device that fetches. */
   byTarget: Map<string, Set<(reason: DeviceWork) => void>>;
+  /** Followers of one device's last-known values (`onDeviceState`), by workspace and device. */
+  statesByDevice: Map<string, Set<() => void>>;
 }
 
 /** This instance's own change of an action (the committed state), or word that another instance changed it. */
@@ -181,6 +194,7 @@ function watchesOf(hub: EventHub): Watches {
       hintsByWorkspace: new Map(),
       journalsByWorkspace: new Map(),
       byTarget: new Map(),
+      statesByDevice: new Map(),
     };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
@@ -197,6 +211,8 @@ function watchesOf(hub: EventHub): Watches {
         for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
       } else if (event.type === 'device-revoked' || event.type === 'revocation-hint') {
         for (const listener of made.byTarget.get(event.deviceId) ?? []) listener('revoked');
+      } else if (event.type === 'device-state') {
+        for (const listener of made.statesByDevice.get(requesterKey(event.workspaceId, event.deviceId)) ?? []) listener();
       }
     });
     hubWatches.set(hub, (watches = made));
@@ -244,6 +260,9 @@ export function onDeviceWork(hub: EventHub, targetId: string, listener: (reason:
 /** How many held polls listen for `targetId` now (`onDeviceWork`). */
 export function deviceWorkListeners(hub: EventHub, targetId: string): number {
   return watchesOf(hub).byTarget.get(targetId)?.size ?? 0;
+/** Calls `listener` each time a last-known value of the device changes (`DeviceStateChanged`, from any instance) until the returned stop. */
+export function onDeviceState(hub: EventHub, workspaceId: string, deviceId: string, listener: () => void): () => void {
+  return addKeyedListener(watchesOf(hub).statesByDevice, requesterKey(workspaceId, deviceId), listener);
 }
 
 /** A watch over the changes `listen` hands it, starting with `pending`. */

@@ -8,6 +8,7 @@ import { listApprovals, rejectActions } from './approvals.js';
 import { createAgentConnection, createSetupToken, listAgentConnections, listSetupTokens, revokeAgentConnection, revokeSetupToken } from './connections.js';
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { getDeviceControls, setDeviceControls } from './device-controls.js';
+import { getDeviceState, reportDeviceState } from './device-state.js';
 import { issueEventsTicket } from './device-wake-socket.js';
 import { renameWorkspaceDevice } from './device-names.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
@@ -52,6 +53,7 @@ export const operations = {
   listWorkspaceDevices,
   revokeWorkspaceDevice,
   renameWorkspaceDevice,
+  getDeviceState,
   publishManifest,
   createEnrollment,
   enrollBoard,
@@ -74,6 +76,7 @@ export const operations = {
   broadcast,
   fetchNextCommand,
   reportResult,
+  reportDeviceState,
   issueEventsTicket,
   streamOwnerEvents,
   createWebhook,

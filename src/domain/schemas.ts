@@ -22,6 +22,12 @@ export const capability = z.object({
   kind: z.enum(['read', 'control']).describe('`read` functions observe, `control` functions change the device.'),
   description: z.string().max(1024).optional(),
   arguments: z.record(z.string(), z.unknown()).describe('JSON Schema of the arguments object.'),
+  result: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe(
+      "JSON Schema of the `result` object the device reports (same rules as `arguments`); a result or state report that does not match it is refused. A read function's result is its last-known value.",
+    ),
 });
 
 export const device = z.object({

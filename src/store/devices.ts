@@ -25,6 +25,8 @@ export interface CapabilityRow {
   description: string | null;
   /** JSON text of the argument schema. */
   arguments: string;
+  /** JSON text of the result schema; null when the function declares none. */
+  result: string | null;
 }
 
 export interface CapabilityInput {
@@ -32,6 +34,7 @@ export interface CapabilityInput {
   kind: 'read' | 'control';
   description?: string | undefined;
   arguments: Record<string, unknown>;
+  result?: Record<string, unknown> | undefined;
   /** What grants record and are matched against (src/domain/schema-fingerprints.ts). */
   schemaFingerprint: string;
 }
@@ -108,7 +111,7 @@ export async function listDevicesPage(db: Queryable, workspaceId: string, page: 
 /** The capabilities of some devices, each device's in manifest order. */
 export function listCapabilitiesOf(db: Queryable, workspaceId: string, deviceIds: readonly string[]): Promise<CapabilityRow[]> {
   return db.all<CapabilityRow>(
-    `SELECT device_id AS deviceId, name, kind, description, arguments FROM capabilities
+    `SELECT device_id AS deviceId, name, kind, description, arguments, result FROM capabilities
      WHERE workspace_id = ? AND device_id IN (SELECT value FROM json_each(?)) ORDER BY device_id, position`,
     [workspaceId, JSON.stringify(deviceIds)],
   );
@@ -116,7 +119,7 @@ export function listCapabilitiesOf(db: Queryable, workspaceId: string, deviceIds
 
 export function listCapabilities(db: Queryable, workspaceId: string): Promise<CapabilityRow[]> {
   return db.all<CapabilityRow>(
-    `SELECT device_id AS deviceId, name, kind, description, arguments FROM capabilities
+    `SELECT device_id AS deviceId, name, kind, description, arguments, result FROM capabilities
      WHERE workspace_id = ? ORDER BY device_id, position`,
     [workspaceId],
   );
@@ -124,7 +127,7 @@ export function listCapabilities(db: Queryable, workspaceId: string): Promise<Ca
 
 export function listDeviceCapabilities(db: Queryable, workspaceId: string, deviceId: string): Promise<CapabilityRow[]> {
   return db.all<CapabilityRow>(
-    `SELECT device_id AS deviceId, name, kind, description, arguments FROM capabilities
+    `SELECT device_id AS deviceId, name, kind, description, arguments, result FROM capabilities
      WHERE workspace_id = ? AND device_id = ? ORDER BY position`,
     [workspaceId, deviceId],
   );
@@ -192,8 +195,8 @@ async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId:
   await db.run('DELETE FROM capabilities WHERE device_id = ?', [deviceId]);
   for (const [position, capability] of capabilities.entries()) {
     await db.run(
-      `INSERT INTO capabilities (device_id, workspace_id, name, kind, description, arguments, position, schema_fingerprint)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO capabilities (device_id, workspace_id, name, kind, description, arguments, position, schema_fingerprint, result)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
         deviceId,
         workspaceId,
@@ -203,6 +206,7 @@ async function replaceCapabilities(db: Queryable, workspaceId: string, deviceId:
         JSON.stringify(capability.arguments),
         position,
         capability.schemaFingerprint,
+        capability.result === undefined ? null : JSON.stringify(capability.result),
       ],
     );
   }
@@ -262,4 +266,11 @@ export async function replaceManifest(
   for (const goneId of byKey.values()) {
     await db.run('UPDATE devices SET detached_at = ? WHERE id = ? AND detached_at IS NULL', [now, goneId]);
   }
+  // A last-known value goes with its function: one the manifest no longer publishes as a read
+  // function, on the device or any of its children, is deleted.
+  await db.run(
+    `DELETE FROM device_state WHERE workspace_id = ? AND device_id IN (SELECT id FROM devices WHERE id = ? OR parent_id = ?)
+       AND NOT EXISTS (SELECT 1 FROM capabilities c WHERE c.device_id = device_state.device_id AND c.name = device_state.capability AND c.kind = 'read')`,
+    [device.workspaceId, device.id, device.id],
+  );
 }

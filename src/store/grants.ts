@@ -34,7 +34,7 @@ const COLUMNS = `g.id, g.principal, g.device_id AS deviceId, g.capability, g.gat
 const GRANT_AND_FUNCTION = 'grants g LEFT JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability';
 
 /** A grant counts when it is not revoked and not past its expiry (docs/reference/rules.md "Access"). */
-const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ?))';
+export const LIVE = '(g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > ?))';
 
 /**
  * A grant applies to the function `c` only while `c` is still what the owner granted: the same

@@ -128,7 +128,10 @@ function callRows(): Row[] {
       .split(/(?<!\\)\|/)
       .map((cell) => cell.trim().replace(/\\\|/g, '|'));
     const call = /`(GET|POST|PUT|PATCH|DELETE) ([^`]+)`/.exec(cells[1]!)!;
-    rows.push({ method: call[1]!.toLowerCase(), path: call[2]!.replace('{id}', '{deviceId}'), body: cells[3]!.replace(/`/g, '') });
+    // `{id}` is the calling device's id, whatever the route names its parameter.
+    const shape = (route: string) => route.replace(/\{[^}]+\}/g, '{}');
+    const path = Object.keys(document.paths).find((key) => shape(key) === shape(call[2]!)) ?? call[2]!.replace('{id}', '{deviceId}');
+    rows.push({ method: call[1]!.toLowerCase(), path, body: cells[3]!.replace(/`/g, '') });
   }
   return rows;
 }
@@ -142,6 +145,7 @@ describe('docs/devices/wire-protocol.md against the OpenAPI document', () => {
       'post /v1/device/{deviceId}/manifest',
       'post /v1/device/{deviceId}/next',
       'post /v1/device/{deviceId}/result',
+      'post /v1/device/{reporterId}/state',
       'post /v1/device/{deviceId}/events-ticket',
     ]);
   });

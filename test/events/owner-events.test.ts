@@ -355,7 +355,7 @@ describe('docs/reference/events.md "Owner events"', () => {
     const start = page.indexOf('# Owner events\n');
     expect(start).toBeGreaterThanOrEqual(0);
     const section = page.slice(start, page.indexOf('\n## ', start + 1));
-    const rows = [...section.matchAll(/^\| `([a-z.]+)` \| (.+) \|$/gm)].map((m) => [m[1], m[2]]);
+    const rows = [...section.matchAll(/^\| `([a-z._]+)` \| (.+) \|$/gm)].map((m) => [m[1], m[2]]);
     expect(rows).toEqual([...Object.entries(EVENT_TYPES), ['reset', expect.any(String)]]);
   });
 });

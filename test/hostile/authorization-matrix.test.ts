@@ -260,6 +260,27 @@ const matrix: Record<string, Row> = {
     request: async () => ({ path: `/v1/devices/${await freshDeviceId()}/rename`, body: { name: 'Renamed by the matrix' } }),
     cells: ownerRoute('404'),
   },
+  // Last-known values: an agent on a device it holds no live grant on finds no device.
+  'GET /v1/devices/{deviceId}/state': {
+    request: async () => ({ path: `/v1/devices/${lamp.id}/state` }),
+    cells: {
+      owner: '2xx',
+      agentAct: '2xx',
+      agentRead: '2xx',
+      agentNoGrant: '404',
+      oauth: '2xx',
+      setup: '403',
+      device: '403',
+      owner2: '404',
+      agent2: '404',
+      device2: '403',
+      ...DEAD_401,
+    },
+  },
+  'POST /v1/device/{reporterId}/state': {
+    request: async () => ({ path: `/v1/device/${lamp.id}/state`, body: { values: { get_state: { on: true } } } }),
+    cells: DEVICE_ROUTE,
+  },
   'POST /v1/device/{deviceId}/manifest': { request: async () => ({ path: `/v1/device/${lamp.id}/manifest`, body: lampManifest }), cells: DEVICE_ROUTE },
 
   'POST /v1/grants': {
@@ -530,6 +551,10 @@ const mcpMatrix: Record<string, { args: () => Promise<Record<string, unknown>>; 
   get_action: {
     args: async () => ({ actionId: requestedAction }),
     cells: mcpCells({ agentRead: '2xx:isError', agentNoGrant: '2xx:isError', oauth: '2xx:isError', agent2: '2xx:isError' }),
+  },
+  get_device_state: {
+    args: async () => ({ deviceId: lamp.id }),
+    cells: mcpCells({ agentNoGrant: '2xx:isError', agent2: '2xx:isError' }),
   },
   cancel_action: {
     args: async () => ({ actionId: await freshAction() }),
