@@ -143,6 +143,35 @@ ${ARGUMENT_LIST_SCRIPT}  var inbox = document.getElementById('approval-rows');
       field(item, 'summary').textContent = stateSummary(state.value);
     });
   }
+  // A device came online or went quiet: its page and its entry in the devices list say so.
+  function updatePresence(device, online) {
+    var state = document.createElement('span');
+    state.className = online ? 'status-online' : 'status-offline';
+    state.setAttribute('data-state', online ? 'online' : 'offline');
+    state.textContent = online ? 'online' : 'offline';
+    var page = document.getElementById('device');
+    if (page && page.getAttribute('data-device-id') === device.id) {
+      document.getElementById('device-status').replaceChildren(state.cloneNode(true));
+      if (device.lastSeenAt) {
+        var seen = document.createElement('time');
+        seen.setAttribute('datetime', new Date(device.lastSeenAt).toISOString());
+        seen.setAttribute('data-ms', String(device.lastSeenAt));
+        localTime(seen);
+        document.getElementById('device-last-seen').replaceChildren(seen);
+      }
+    }
+    document.querySelectorAll('#devices li.device[data-device-id]').forEach(function (item) {
+      if (item.getAttribute('data-device-id') !== device.id) return;
+      var current = item.querySelector(':scope > details > summary [data-state]');
+      if (current && current.getAttribute('data-state') !== 'revoked') current.replaceWith(state.cloneNode(true));
+    });
+  }
+  ['device.online', 'device.offline'].forEach(function (type) {
+    source.addEventListener(type, function (message) {
+      var event = JSON.parse(message.data);
+      if (event.data && event.data.device) updatePresence(event.data.device, type === 'device.online');
+    });
+  });
   source.addEventListener('device.state_changed', function (message) {
     var event = JSON.parse(message.data);
     if (event.data && event.data.deviceId) updateState(event.data);

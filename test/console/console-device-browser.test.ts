@@ -2,9 +2,11 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
 import { grant, next, queue, report } from '../helpers/actions.js';
+import { client } from '../helpers/api.js';
 import { axeViolations, CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
 import { attachDevice, createAgent, lampManifest, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
-import { useOAuthTestServer } from '../helpers/oauth.js';
+import { manualClock } from '../helpers/clock.js';
+import { startOAuthTestServer, useOAuthTestServer } from '../helpers/oauth.js';
 
 /**
  * The device page (docs/owners/console.md "The device page") in Debian's headless Chromium: its
@@ -46,6 +48,8 @@ let plain: AttachedDevice;
 let bot: Agent;
 let readAction: string;
 
+/** A value that changes again within a second of its last event is told when that second has passed (the latest wins). */
+const STATE_POLL = { timeout: 5_000 };
 const pageOf = (id: string) => `${server.issuer}/console/devices/${id}`;
 const valueRow = (capability: string) => page.locator(`#state-values tr[data-capability="${capability}"]`);
 
@@ -111,8 +115,13 @@ describe('the device page', () => {
       body: { values: { get_state: { on: false, level: 5 }, get_temp: { celsius: 21.5 } } },
     });
     expect(reported.status, JSON.stringify(reported.body)).toBe(200);
-    await expect.poll(() => valueRow('get_state').locator('[data-field="value"] dd').allTextContents()).toEqual(['no (false)', '5']);
-    await expect.poll(() => valueRow('get_temp').locator('[data-field="value"] dd').allTextContents()).toEqual(['21.5']);
+    await expect.poll(() => valueRow('get_state').locator('[data-field="value"] dd').allTextContents(), STATE_POLL).toEqual(['no (false)', '5']);
+    await expect.poll(() => valueRow('get_temp').locator('[data-field="value"] dd').allTextContents(), STATE_POLL).toEqual(['21.5']);
+    // What a device reports is text, never markup, live and read again.
+    const markup = '<img src=x id=planted>';
+    await api.post(`/v1/device/${lamp.id}/state`, { token: lamp.token, body: { values: { get_temp: { note: markup } } } });
+    await expect.poll(() => valueRow('get_temp').locator('[data-field="value"] dd').allTextContents(), STATE_POLL).toEqual([markup]);
+    expect(await page.locator('#planted').count()).toBe(0);
     expect(await valueRow('get_temp').getAttribute('data-has-value')).toBe('true');
     expect(await valueRow('get_temp').locator('[data-field="reported-at"] time').count()).toBe(1);
     expect(await page.locator('body[data-not-reloaded]').count()).toBe(1);
@@ -120,6 +129,8 @@ describe('the device page', () => {
     await page.reload();
     expect(await valueRow('get_state').locator('[data-field="value"] dd').allTextContents()).toEqual(['no (false)', '5']);
     expect(await valueRow('get_state').locator('[data-field="source"]').textContent()).toBe('reported by the device');
+    expect(await valueRow('get_temp').locator('[data-field="value"] dd').allTextContents()).toEqual([markup]);
+    expect(await page.locator('#planted').count()).toBe(0);
 
     // The devices list follows too.
     await page.goto(`${server.issuer}/console`);
@@ -127,7 +138,7 @@ describe('the device page', () => {
     const summary = page.locator(`ul.key-values[data-device-id="${lamp.id}"] li[data-capability="get_state"] [data-field="summary"]`);
     expect(await summary.textContent()).toBe('on: no (false), level: 5');
     await api.post(`/v1/device/${lamp.id}/state`, { token: lamp.token, body: { values: { get_state: { on: true, level: 90 } } } });
-    await expect.poll(() => summary.textContent()).toBe('on: yes (true), level: 90');
+    await expect.poll(() => summary.textContent(), STATE_POLL).toBe('on: yes (true), level: 90');
   });
 
   it('words each function and folds its JSON Schema away', async () => {
@@ -180,11 +191,43 @@ describe('the device page', () => {
     expect(await page.locator('#done').textContent()).toContain('renamed');
   });
 
+  it('says live when the device goes quiet and when it calls in again, on its page and in the list', { timeout: 60_000 }, async () => {
+    // A server of its own, on a clock the test moves: a device is offline after 60 s of silence.
+    const clock = manualClock();
+    const own = await startOAuthTestServer({ clock, env: { ...DEVELOPMENT_ENV, EXPIRY_SWEEP_SECONDS: '1', EVENTS_POLL_SECONDS: '0.2' } });
+    const ownApi = client(() => own.url);
+    const tab = await (await browser.newContext({ viewport: VIEWPORTS.phone })).newPage();
+    try {
+      const quiet = await attachDevice(ownApi, await signDevelopmentSession(own.config, 'paula'), { name: 'Attic fan' });
+      await tab.goto(`${own.issuer}/console/sign-in`);
+      await tab.fill('#sub', 'paula');
+      await Promise.all([tab.waitForURL((url) => url.pathname === '/console'), tab.click('#development-sign-in')]);
+      await tab.goto(`${own.issuer}/console/devices/${quiet.id}`);
+      await tab.waitForSelector('body[data-live-state="open"]');
+      expect(await tab.getAttribute('#device-status [data-state]', 'data-state')).toBe('online');
+
+      clock.advance(61_000);
+      await expect.poll(() => tab.getAttribute('#device-status [data-state]', 'data-state')).toBe('offline');
+      expect(await tab.locator('body').getAttribute('data-live-state')).toBe('open');
+
+      await tab.goto(`${own.issuer}/console`);
+      await tab.waitForSelector('body[data-live-state="open"]');
+      const listed = tab.locator(`li[data-device-id="${quiet.id}"] > details > summary [data-state]`);
+      expect(await listed.getAttribute('data-state')).toBe('offline');
+      expect((await next(ownApi, quiet)).status).toBe(200);
+      await expect.poll(() => listed.getAttribute('data-state')).toBe('online');
+    } finally {
+      await tab.context().close();
+      await own.close();
+    }
+  });
+
   it('answers a device of another workspace or none at all with a page saying so', async () => {
     const other = await attachDevice(api, await signDevelopmentSession(server.config, 'someone-else'), { name: 'Not yours' });
     const answer = await page.goto(pageOf(other.id));
     expect(answer?.status()).toBe(404);
     expect(await page.textContent('main')).not.toContain('Not yours');
+    expect((await page.goto(pageOf('00000000-0000-4000-8000-000000000000')))?.status()).toBe(404);
   });
 
   it('has no serious or critical accessibility violation at desktop and phone width', { timeout: 60_000 }, async () => {

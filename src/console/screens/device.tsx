@@ -256,7 +256,7 @@ function Rename(props: { device: Device; viewer: Viewer }) {
       <Csrf viewer={props.viewer} />
       <input type="hidden" name="back" value="device" />
       <label>
-        Name <input name="name" value={props.device.name} required maxlength={64} />
+        <span class="visually-hidden">New name</span> <input name="name" value={props.device.name} required maxlength={64} />
       </label>{' '}
       <button type="submit">Rename</button>
     </form>
