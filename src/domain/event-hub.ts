@@ -158,6 +158,8 @@ interface Watches {
   hintsByWorkspace: Map<string, Set<(actionId: string) => void>>;
   /** Followers of one workspace's journal announcements (`onJournal`). */
   journalsByWorkspace: Map<string, Set<() => void>>;
+  /** Followers of one device's last-known values (`onDeviceState`), by workspace and device. */
+  statesByDevice: Map<string, Set<() => void>>;
 }
 
 /** This instance's own change of an action (the committed state), or word that another instance changed it. */
@@ -189,6 +191,7 @@ function watchesOf(hub: EventHub): Watches {
       byRequester: new Map(),
       hintsByWorkspace: new Map(),
       journalsByWorkspace: new Map(),
+      statesByDevice: new Map(),
     };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
@@ -201,6 +204,8 @@ function watchesOf(hub: EventHub): Watches {
         for (const listener of made.hintsByWorkspace.get(event.workspaceId) ?? []) listener(event.actionId);
       } else if (event.type === 'journal') {
         for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
+      } else if (event.type === 'device-state') {
+        for (const listener of made.statesByDevice.get(requesterKey(event.workspaceId, event.deviceId)) ?? []) listener();
       }
     });
     hubWatches.set(hub, (watches = made));
@@ -226,6 +231,11 @@ function watchedChanges(byAction: Watches['byAction'], actionId: string): (liste
 /** Calls `listener` on each journal announcement of the workspace (`JournalWritten`) until the returned stop, found by workspace. */
 export function onJournal(hub: EventHub, workspaceId: string, listener: () => void): () => void {
   return addKeyedListener(watchesOf(hub).journalsByWorkspace, workspaceId, listener);
+}
+
+/** Calls `listener` each time a last-known value of the device changes (`DeviceStateChanged`, from any instance) until the returned stop. */
+export function onDeviceState(hub: EventHub, workspaceId: string, deviceId: string, listener: () => void): () => void {
+  return addKeyedListener(watchesOf(hub).statesByDevice, requesterKey(workspaceId, deviceId), listener);
 }
 
 /** A watch over the changes `listen` hands it, starting with `pending`. */

@@ -54,6 +54,8 @@ export function registerResources(server: McpServer, session: McpSession): void 
     },
   );
 
+  registerStateResource(server, session, devices);
+
   server.registerResource(
     'action',
     new ResourceTemplate('action://{actionId}', {
@@ -75,6 +77,49 @@ export function registerResources(server: McpServer, session: McpSession): void 
     async (uri, variables) => {
       try {
         return contents(uri.href, await invoke(operations.getActionState, ctx, { actionId: variables.actionId }));
+      } catch (error) {
+        throw resourceError(error, uri.href, ctx);
+      }
+    },
+  );
+}
+
+/**
+ * `device://{deviceId}/state` for each device with a read function the caller may call: its
+ * last-known values, read through `devices.state` as REST's `GET /v1/devices/{deviceId}/state`
+ * answers them. A 2026-07-28 caller follows it on its listen stream (subscriptions/state-watch.ts).
+ */
+function registerStateResource(
+  server: McpServer,
+  session: McpSession,
+  devices: () => Promise<{ id: string; name: string; capabilities: { kind: string }[] }[]>,
+) {
+  const { ctx } = session;
+  server.registerResource(
+    'device-state',
+    new ResourceTemplate('device://{deviceId}/state', {
+      // A device with a read function the caller holds a live grant on: its last-known values.
+      list: async () => ({
+        resources: (await devices())
+          .filter((d) => d.capabilities.some((c) => c.kind === 'read'))
+          .map((d) => ({
+            uri: `device://${d.id}/state`,
+            name: `${deviceText(d.name, MAX_DEVICE_NAME_CHARS)} state`,
+            title: `${deviceText(d.name, MAX_DEVICE_NAME_CHARS)}: last-known values`,
+            description: `What ${quotedName(d.name)} last reported for the read functions you may call, when, and whether it is online; reading it wakes nothing.`,
+            mimeType: JSON_TYPE,
+          })),
+      }),
+    }),
+    {
+      title: 'Device state',
+      description:
+        "A device's last-known values (get_device_state): each read function's latest value with when it was reported, and whether the device is online. Read it before acting; subscribe to be told when it changes.",
+      mimeType: JSON_TYPE,
+    },
+    async (uri, variables) => {
+      try {
+        return contents(uri.href, await invoke(operations.getDeviceState, ctx, { deviceId: variables.deviceId }));
       } catch (error) {
         throw resourceError(error, uri.href, ctx);
       }

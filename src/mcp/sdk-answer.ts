@@ -137,13 +137,14 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
  * 2026-07-28 caller on its subscriptions/listen stream (subscriptions/), and MCP Tasks is a
  * 2026-07-28 extension; a 2025-era client would need a GET stream this server does not open,
  * so it is promised neither and reads the tool list afresh. Resources and prompts announce no
- * changes in either era.
+ * list changes in either era; a 2026-07-28 caller may follow `device://{deviceId}/state` on
+ * its listen stream (`resourceSubscriptions`, subscriptions/state-watch.ts).
  */
 function capabilitiesFor(era: McpRequestContext['era']) {
   const modern = era === 'modern';
   return {
     tools: { listChanged: modern },
-    resources: { listChanged: false },
+    resources: { listChanged: false, subscribe: modern },
     prompts: { listChanged: false },
     // MCP Tasks: a device call may answer with its action's task (tasks/).
     ...(modern ? { extensions: { [TASKS_EXTENSION]: {} } } : {}),

@@ -145,6 +145,25 @@ describe('Device: attach, manifest, wake, run, report', () => {
   });
 });
 
+describe('Device: last-known values', () => {
+  it("reports a value on its own with report(function, value), and a read handler's result becomes the value by itself", async () => {
+    const { device, credentials } = await sdkDevice();
+    device.handle('get_state', () => ({ on: false, level: 7 }));
+    await device.start();
+    await until(() => (device.connected ? true : undefined));
+    await device.report('get_state', { on: true, level: 3 });
+    const state = async () => (await api.get(`/v1/devices/${credentials.deviceId}/state`, { token: owner })).body.data;
+    expect((await state()).values).toMatchObject([{ capability: 'get_state', value: { on: true, level: 3 }, source: 'report' }]);
+    await expect(device.report('set_power', { on: true })).rejects.toThrow();
+
+    await grant(credentials.deviceId);
+    const actionId = await request(credentials.deviceId, 'get_state', {});
+    await finished(actionId);
+    expect((await state()).values).toMatchObject([{ capability: 'get_state', value: { on: false, level: 7 }, source: 'result', actionId }]);
+    await device.stop();
+  });
+});
+
 describe('Device: polling when the wake socket is down', () => {
   it('still runs commands by polling `next` behind a proxy that refuses WebSocket upgrades', async () => {
     // A real HTTP proxy that forwards requests but not upgrades, as some corporate proxies do.

@@ -43,14 +43,14 @@ describe.each<Era>(['modern', 'legacy'])('resources (%s client)', (era) => {
     await b.close();
   });
 
-  it('lists the two templates', async () => {
+  it('lists the three templates', async () => {
     const templates = (await a.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
-    expect(templates).toEqual(['device://{deviceId}', 'action://{actionId}']);
+    expect(templates).toEqual(['device://{deviceId}', 'device://{deviceId}/state', 'action://{actionId}']);
   });
 
   it('lists only the devices each agent may call a function on, and only its own actions', async () => {
-    expect((await a.listResources()).resources.map((r) => r.uri)).toEqual([`device://${lamp.id}`, `action://${aliceAction.id}`]);
-    expect((await b.listResources()).resources.map((r) => r.uri)).toEqual([`device://${fan.id}`]);
+    expect((await a.listResources()).resources.map((r) => r.uri)).toEqual([`device://${lamp.id}`, `device://${lamp.id}/state`, `action://${aliceAction.id}`]);
+    expect((await b.listResources()).resources.map((r) => r.uri)).toEqual([`device://${fan.id}`, `device://${fan.id}/state`]);
     for (const r of (await a.listResources()).resources.filter((r) => r.uri.startsWith('device://'))) expect(r.description).toBeTruthy();
   });
 
@@ -120,7 +120,7 @@ describe('DEVICE_CONTROLS_ENABLED=false', () => {
     const mcp = await connect(off.url, agent.token, 'modern');
     try {
       const names = (await mcp.listTools()).tools.map((t) => t.name);
-      expect(names).toEqual(['list_devices', 'list_functions', 'get_action', 'cancel_action']);
+      expect(names).toEqual(['list_devices', 'get_device_state', 'list_functions', 'get_action', 'cancel_action']);
       expect(((await mcp.callTool({ name: 'list_functions', arguments: {} })).structuredContent as any).functions).toHaveLength(1);
     } finally {
       await mcp.close();

@@ -61,6 +61,7 @@ const cases: Record<string, Case> = {
     return { as: owner, input: { deviceId: attached.device.id } };
   },
   'devices.rename': async () => ({ as: owner, input: { deviceId, name: 'Renamed lamp' } }),
+  'devices.state': async () => ({ as: agent, input: { deviceId } }),
   'devices.publishManifest': async () => ({ as: device, input: { deviceId, ...lampManifest } }),
   'enrollments.create': async () => ({ as: owner, input: {} }),
   'enrollments.enroll': async () => ({ as: null, input: { code: (await invoke(ops.createEnrollment, owner, {})).code, name: 'Board' } }),
@@ -103,6 +104,7 @@ const cases: Record<string, Case> = {
     const next = await invoke(ops.fetchNextCommand, device, { deviceId, workspace: routingId });
     return { as: device, input: { deviceId, actionId: next!.id, ok: true, result: { on: true } } };
   },
+  'device.state': async () => ({ as: device, input: { reporterId: deviceId, values: { get_state: { on: true } } } }),
   'device.eventsTicket': async () => ({ as: device, input: { deviceId } }),
   'events.stream': async () => ({ as: owner, input: {} }),
   'webhooks.create': async () => ({ as: owner, input: { url: 'http://127.0.0.1:9/other', events: ['grant.created'] } }),

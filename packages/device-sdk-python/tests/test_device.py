@@ -168,6 +168,28 @@ class TestManifest:
         assert refused.value.status == 400
 
 
+class TestState:
+    async def test_report_stores_a_last_known_value_and_a_read_handlers_result_becomes_the_value(self, service: Service, owner: Owner) -> None:
+        attached = await attach_device(service.url, owner.setup_token(), "Stateful lamp")
+        manifest: Manifest = {"capabilities": [{"name": "get_state", "kind": "read", "arguments": {"type": "object"}}, *LAMP["capabilities"]]}
+        device = fast(service.url, attached.credentials, manifest)
+        device.handle("get_state", lambda args, ctx: {"on": False})
+        await device.start()
+        device_id = attached.credentials.device_id
+        await device.report("get_state", {"on": True})
+        state = owner.get(f"/v1/devices/{device_id}/state")
+        assert [(v["capability"], v["value"], v["source"]) for v in state["values"]] == [("get_state", {"on": True}, "report")]
+        with pytest.raises(ApiError) as refused:
+            await device.report("set_power", {"on": True})
+        assert refused.value.status == 400
+
+        owner.grant(device_id, ["get_state"])
+        action_id = owner.request(device_id, "get_state", {})
+        await owner.finished(action_id)
+        state = owner.get(f"/v1/devices/{device_id}/state")
+        assert [(v["value"], v["source"], v["actionId"]) for v in state["values"]] == [({"on": False}, "result", action_id)]
+
+
 class TestExactlyOnce:
     async def test_a_command_seen_twice_runs_once_and_its_stored_report_is_sent_again(self, service: Service, owner: Owner) -> None:
         attached = await attach_device(service.url, owner.setup_token(), "Once lamp")

@@ -160,6 +160,17 @@ export class Device {
     return scope;
   }
 
+  /**
+   * Reports the last-known value of one of this device's read functions on its own, without an
+   * action (docs/devices/state.md): agents read it without waking the device. The value is
+   * checked against the function's `result` schema; `child` names a gateway child by its
+   * manifest key or device id. A read handler's result becomes the value by itself.
+   */
+  async report(capability: string, value: unknown, child?: string): Promise<void> {
+    const deviceId = child === undefined ? undefined : (this.childId(child) ?? child);
+    await this.#api.reportState({ [capability]: value }, deviceId);
+  }
+
   /** The device id of a gateway child, once the manifest is published. */
   childId(key: string): string | undefined {
     for (const [id, k] of this.#childKeys) if (k === key) return id;

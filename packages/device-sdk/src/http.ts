@@ -21,6 +21,8 @@ export interface Capability {
   description?: string;
   /** JSON Schema of the arguments object. */
   arguments: Record<string, unknown>;
+  /** JSON Schema of the result object its handler returns; a read function's result is its last-known value. */
+  result?: Record<string, unknown>;
 }
 
 export interface ChildManifest {
@@ -194,6 +196,8 @@ type Shape<T> = (data: unknown) => data is T;
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isRecord = (value: unknown): value is DeviceRecord => isObject(value) && typeof value.id === 'string';
 const isAnything = (_data: unknown): _data is unknown => true;
+const isAccepted = (data: unknown): data is { accepted: number } =>
+  typeof data === 'object' && data !== null && typeof (data as { accepted?: unknown }).accepted === 'number';
 
 async function call<T>(
   fetchImpl: typeof fetch,
@@ -296,6 +300,9 @@ export function deviceApi(url: UrlSource, credentials: DeviceCredentials, fetchI
     /** Repeat-safe: the same report again is answered with the stored action. */
     report: (actionId: string, report: ResultReport) =>
       call(fetchImpl, url, `${base}/result`, { token, body: { actionId, ...report }, shape: isAnything, limits }),
+    /** Last-known values of read functions, without an action (`POST /v1/device/{id}/state`); `deviceId` names a gateway's child. */
+    reportState: (values: Record<string, unknown>, deviceId?: string) =>
+      call(fetchImpl, url, `${base}/state`, { token, body: { values, ...(deviceId !== undefined ? { deviceId } : {}) }, shape: isAccepted, limits }),
     eventsTicket: () => call(fetchImpl, url, `${base}/events-ticket`, { token, shape: isTicket, limits }),
     /** The WebSocket URL for a ticket. */
     eventsUrl: async (ticket: string) => `${(await resolveUrl(url)).replace(/^http/, 'ws')}${base}/events?ticket=${encodeURIComponent(ticket)}`,

@@ -11,6 +11,7 @@ import { declaresTasks, missingTasksCapability } from '../tasks/task-methods.js'
 import type { TaskClock } from '../tasks/task-view.js';
 import { envelope } from '../refusals.js';
 import { createListenSlots, type ListenLimits } from './slots.js';
+import { MAX_STATE_RESOURCES } from './state-watch.js';
 import { openSubscription, type Asked } from './subscription.js';
 
 /**
@@ -45,8 +46,13 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
     if (!plain) return undefined;
     const filter = plain.params.notifications;
     const taskIds = isObject(filter) ? filter.taskIds : undefined;
-    if (!isObject(filter) || (taskIds !== undefined && !(Array.isArray(taskIds) && taskIds.every((id) => typeof id === 'string')))) {
-      return rpcError(plain.id, { code: -32602, message: "Invalid params: 'notifications' is required, and its taskIds must be strings" });
+    const resources = isObject(filter) ? filter.resourceSubscriptions : undefined;
+    const strings = (list: unknown) => list === undefined || (Array.isArray(list) && list.every((id) => typeof id === 'string'));
+    if (!isObject(filter) || !strings(taskIds) || !strings(resources)) {
+      return rpcError(plain.id, {
+        code: -32602,
+        message: "Invalid params: 'notifications' is required, and its taskIds and resourceSubscriptions must be strings",
+      });
     }
     if (taskIds !== undefined && !declaresTasks(plain.meta[CLIENT_CAPABILITIES_META_KEY])) {
       const missing = missingTasksCapability();
@@ -54,7 +60,9 @@ export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: 
     }
     // Which of these are the caller's own is read once, by the stream (subscription.ts).
     const distinct = [...new Set((taskIds as string[] | undefined) ?? [])].slice(0, MAX_ASKED_TASKS);
-    const asked: Asked = { toolsListChanged: filter.toolsListChanged === true, taskIds: distinct };
+    // Only `device://{deviceId}/state` resources notify (state-watch.ts); the others are left out of the acknowledgement.
+    const resourceUris = [...new Set((resources as string[] | undefined) ?? [])].slice(0, 2 * MAX_STATE_RESOURCES);
+    const asked: Asked = { toolsListChanged: filter.toolsListChanged === true, taskIds: distinct, resourceUris };
     const stamp = { [SUBSCRIPTION_ID_META_KEY]: plain.id };
     const closing = {
       jsonrpc: '2.0',

@@ -10,11 +10,14 @@ import type { EventSink } from '../../http/event-sink.js';
 import { toHttpError } from '../../http/errors.js';
 import { taskOf } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
+import { stateWatcher } from './state-watch.js';
 
 /** What a subscription asked for: the tool-list notification, and task ids (distinct), of which it follows the caller's own. */
 export interface Asked {
   toolsListChanged: boolean;
   taskIds: string[];
+  /** `resourceSubscriptions`: the `device://{deviceId}/state` resources to be told of (state-watch.ts). */
+  resourceUris: string[];
 }
 
 export interface SubscriptionOptions {
@@ -112,7 +115,7 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
      * caller's own (up to `maxTasks`) are followed, any other id is dropped, as an unknown one
      * is, all in one read. A read that fails throws before anything is followed or acknowledged.
      */
-    async adopt(): Promise<void> {
+    async adopt(resources: string[] = []): Promise<void> {
       const own: ActionRecord[] = [];
       const finished = new Map<string, string>();
       let reserved = 0;
@@ -132,7 +135,11 @@ function taskFollower(o: SubscriptionOptions, notify: Notify, notifyText: Notify
       adopting = false;
       const { toolsListChanged } = o.asked;
       await notify('notifications/subscriptions/acknowledged', {
-        notifications: { ...(toolsListChanged ? { toolsListChanged } : {}), taskIds: own.map((action) => action.id) },
+        notifications: {
+          ...(toolsListChanged ? { toolsListChanged } : {}),
+          ...(o.asked.resourceUris.length > 0 ? { resourceSubscriptions: resources } : {}),
+          taskIds: own.map((action) => action.id),
+        },
       });
       for (const action of own) await tell(action, finished.get(action.id));
     },
@@ -256,6 +263,7 @@ export function openSubscription(o: SubscriptionOptions): void {
     if (last !== undefined) sink.write(`event: message\ndata: ${JSON.stringify(last)}\n\n`);
     closed = true;
     unsubscribe();
+    states.close();
     for (const timer of timers) clearTimeout(timer);
     sink.end();
   };
@@ -263,10 +271,16 @@ export function openSubscription(o: SubscriptionOptions): void {
   // client listens again, and a finished task too large for an answer is left out then.
   const tasks = taskFollower(o, notify, notifyText, () => teardown(o.closing));
   const tools = toolWatcher(o, notify);
+  const states = stateWatcher(ctx, credential, o.asked.resourceUris, serially, notify);
   // The timer's recheck also reads the unfinished tasks again, in case a change's event (or
   // the read it prompted) was lost: at most `maxTasks` reads, none once they have all finished.
   const recheck = async (withTasks: boolean) => {
     if (!(await tools.recheck())) return teardown(o.closing);
+    // A revoked or expired grant ends the state resources it let the caller read.
+    if (states.size() > 0) {
+      await states.recheck();
+      endIfDone();
+    }
     if (!withTasks) return;
     for (const id of tasks.watchedIds()) await tasks.refresh(id);
     endIfDone();
@@ -275,7 +289,7 @@ export function openSubscription(o: SubscriptionOptions): void {
   // ends with the listen request's result, as the client's own request would, so the client
   // reads a complete answer and keeps its connection instead of dropping it mid-stream.
   const endIfDone = () => {
-    if (!o.asked.toolsListChanged && tasks.allFinished()) teardown(o.closing);
+    if (!o.asked.toolsListChanged && tasks.allFinished() && states.size() === 0) teardown(o.closing);
   };
   // Journal announcements that come while a tool-list read waits its turn are one read: a
   // burst of them (a device republishing in a loop) costs each stream one read, not one each.
@@ -312,7 +326,7 @@ export function openSubscription(o: SubscriptionOptions): void {
     // Each task read once, after the events are watched: no change falls between the
     // read and the stream, and the read is both the ownership check and the first state told.
     try {
-      await tasks.adopt();
+      await tasks.adopt(await states.adopt());
       await tools.start();
     } catch (error) {
       return teardown(failedStart(o, error));

@@ -106,6 +106,14 @@ class Device(HandlerRegistry):
     def revoked(self) -> bool:
         return self._revoked
 
+    async def report(self, capability: str, value: Any, child: str | None = None) -> None:
+        """Reports the last-known value of one of this device's read functions on its own,
+        without an action (docs/devices/state.md): agents read it without waking the device.
+        The value is checked against the function's ``result`` schema; ``child`` names a gateway
+        child by its manifest key or device id. A read handler's result becomes the value by itself."""
+        device_id = None if child is None else (self.child_id(child) or child)
+        await self._api.report_state({capability: value}, device_id)
+
     async def start(self) -> None:
         """Publishes the manifest (retrying while the service is unreachable), then connects."""
         if self._manifest is not None:

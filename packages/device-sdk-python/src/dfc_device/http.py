@@ -480,6 +480,13 @@ class DeviceApi:
         """Repeat-safe: the same report again is answered with the stored action."""
         return await self._call("result", lambda data: True, {"actionId": action_id, **report})
 
+    async def report_state(self, values: dict[str, Any], device_id: str | None = None) -> int:
+        """Last-known values of read functions, without an action (``POST /v1/device/{id}/state``);
+        ``device_id`` names a gateway's child. Answers how many values the service stored."""
+        body: dict[str, Any] = {"values": values, **({"deviceId": device_id} if device_id is not None else {})}
+        data = await self._call("state", lambda data: isinstance(data, dict) and isinstance(data.get("accepted"), int), body)
+        return int(data["accepted"])
+
     async def events_ticket(self) -> str:
         data = await self._call("events-ticket", _is_ticket)
         return str(data["ticket"])

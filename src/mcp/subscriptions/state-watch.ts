@@ -1,0 +1,84 @@
+import type { CredentialOf, OperationContext } from '../../domain/context.js';
+import { onDeviceState } from '../../domain/event-hub.js';
+import { listCallableFunctionsOnDevices } from '../../domain/functions.js';
+
+/** The most `device://{deviceId}/state` resources one subscription follows; the rest are left out of the acknowledgement. */
+export const MAX_STATE_RESOURCES = 64;
+/** The shortest time between two `notifications/resources/updated` of one device on one stream: a chatty device is told once a second at most. */
+export const STATE_NOTIFY_INTERVAL_MS = 1000;
+
+const STATE_URI = /^device:\/\/([0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})\/state$/;
+
+/** The device a state resource's URI names, or undefined for any other URI. */
+export function stateResourceDevice(uri: string): string | undefined {
+  return STATE_URI.exec(uri)?.[1];
+}
+
+/** Whether the agent holds a live grant on a read function of the device now: what makes its state resource exist for it. */
+export async function readsDeviceState(ctx: OperationContext, credential: CredentialOf<'agent'>, deviceId: string): Promise<boolean> {
+  const functions = await listCallableFunctionsOnDevices(ctx.db, credential, ctx.clock.now(), deviceId);
+  return functions.some((fn) => fn.deviceId === deviceId && fn.kind === 'read');
+}
+
+type Notify = (method: string, params: Record<string, unknown>) => Promise<void>;
+
+/**
+ * The state resources a subscription follows: each change of a device's values (this
+ * instance's or another's, over the bus) is told as `notifications/resources/updated`, at
+ * once, or, within a second of the last one for that device, once that second has passed
+ * (one notification for any number of changes; the client reads the resource). A resource
+ * whose device the caller no longer reads (its grant revoked or expired) is dropped.
+ */
+export function stateWatcher(
+  ctx: OperationContext,
+  credential: CredentialOf<'agent'>,
+  uris: string[],
+  serially: (job: () => Promise<void>) => void,
+  notify: Notify,
+) {
+  const followed = new Map<string, { uri: string; last: number; timer: NodeJS.Timeout | undefined; stop: () => void }>();
+  const tell = (deviceId: string) => {
+    const entry = followed.get(deviceId);
+    if (!entry) return;
+    entry.timer = undefined;
+    entry.last = Date.now();
+    serially(() => (followed.has(deviceId) ? notify('notifications/resources/updated', { uri: entry.uri }) : Promise.resolve()));
+  };
+  const changed = (deviceId: string) => {
+    const entry = followed.get(deviceId);
+    if (!entry || entry.timer) return;
+    const wait = entry.last + STATE_NOTIFY_INTERVAL_MS - Date.now();
+    if (wait <= 0) return tell(deviceId);
+    entry.timer = setTimeout(() => tell(deviceId), wait);
+    entry.timer.unref();
+  };
+  const drop = (deviceId: string) => {
+    const entry = followed.get(deviceId);
+    if (!entry) return;
+    clearTimeout(entry.timer);
+    entry.stop();
+    followed.delete(deviceId);
+  };
+  return {
+    /** Follows the state resources asked for whose device the caller reads now; answers their URIs, for the acknowledgement. */
+    async adopt(): Promise<string[]> {
+      for (const uri of uris) {
+        const deviceId = stateResourceDevice(uri);
+        if (deviceId === undefined || followed.has(deviceId) || followed.size >= MAX_STATE_RESOURCES) continue;
+        if (!(await readsDeviceState(ctx, credential, deviceId))) continue;
+        const stop = onDeviceState(ctx.events, credential.workspaceId, deviceId, () => changed(deviceId));
+        followed.set(deviceId, { uri, last: 0, timer: undefined, stop });
+      }
+      return [...followed.values()].map((entry) => entry.uri);
+    },
+    /** Drops the resources whose device the caller no longer reads. */
+    async recheck(): Promise<void> {
+      for (const deviceId of [...followed.keys()]) if (!(await readsDeviceState(ctx, credential, deviceId))) drop(deviceId);
+    },
+    /** How many resources it still follows. */
+    size: () => followed.size,
+    close(): void {
+      for (const deviceId of [...followed.keys()]) drop(deviceId);
+    },
+  };
+}
