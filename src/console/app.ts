@@ -5,6 +5,7 @@ import type { ConsoleDeps } from './deps.js';
 import { mountConsoleEvents } from './live-updates.js';
 import { mountPending } from './pending-routes.js';
 import { mountActionPage } from './screens/action.js';
+import { mountDevicePage } from './screens/device.js';
 import { mountWebhooks } from './screens/webhooks.js';
 import { mountActivity } from './screens/activity.js';
 import { mountAgents } from './screens/agents.js';
@@ -53,6 +54,7 @@ export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   const guards = createGuards(deps);
   mountSignIn(app, deps, guards);
   mountDevices(app, guards);
+  mountDevicePage(app, guards);
   mountAttach(app, guards);
   mountAgents(app, guards);
   mountGrants(app, guards);

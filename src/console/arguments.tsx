@@ -20,9 +20,9 @@ function valueText(value: Json): string {
 }
 
 /** An action's arguments: one entry per field; nested values as compact JSON. */
-export function ArgumentList(props: { args: Record<string, unknown> }) {
+export function ArgumentList(props: { args: Record<string, unknown>; empty?: string }) {
   const entries = Object.entries(props.args as Record<string, Json>);
-  if (entries.length === 0) return <span class="muted">no arguments</span>;
+  if (entries.length === 0) return <span class="muted">{props.empty ?? 'no arguments'}</span>;
   return (
     <dl class="args">
       {entries.map(([name, value]) => (
@@ -68,12 +68,27 @@ function describeField(field: FieldSchema): string {
   return parts.join(', ');
 }
 
+const isFields = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A read function's last-known value (the `result` object its device reported), as ArgumentList shows arguments. */
+export function StateValue(props: { value: unknown }) {
+  return isFields(props.value) ? <ArgumentList args={props.value} empty="no fields" /> : <span>{shown(valueText(props.value as Json))}</span>;
+}
+
+/** A last-known value on one line, for a list of devices: `name: value` pairs, nested values as compact JSON. */
+export function stateSummary(value: unknown): string {
+  if (!isFields(value)) return shown(valueText(value as Json));
+  const entries = Object.entries(value as Record<string, Json>);
+  if (entries.length === 0) return 'no fields';
+  return shown(entries.map(([name, field]) => `${name}: ${valueText(field)}`).join(', '));
+}
+
 /** What a function takes, read from its JSON Schema: each field, required or optional, what it accepts. */
-export function ArgumentFields(props: { schema: Record<string, unknown> }) {
+export function ArgumentFields(props: { schema: Record<string, unknown>; empty?: string }) {
   const properties = (props.schema.properties ?? {}) as Record<string, FieldSchema>;
   const required = new Set(Array.isArray(props.schema.required) ? (props.schema.required as string[]) : []);
   const names = Object.keys(properties);
-  if (names.length === 0) return <span class="muted">takes no arguments</span>;
+  if (names.length === 0) return <span class="muted">{props.empty ?? 'takes no arguments'}</span>;
   return (
     <dl class="args">
       {names.map((name) => {
@@ -111,13 +126,31 @@ export const ARGUMENT_LIST_SCRIPT = `
     var rest = chars.length - kept.length;
     return rest > 0 ? marked + '… (' + rest + ' more character' + (rest === 1 ? '' : 's') + ')' : marked;
   }
+  function valueText(value) {
+    return value === null ? 'null' : typeof value === 'string' ? (value === '' ? '(empty text)' : value)
+      : typeof value === 'boolean' ? (value ? 'yes (true)' : 'no (false)') : typeof value === 'number' ? String(value) : JSON.stringify(value);
+  }
+  function isFields(value) { return typeof value === 'object' && value !== null && !Array.isArray(value); }
+  // A last-known value as StateValue renders it, and on one line as stateSummary writes it.
+  function stateValue(value) {
+    if (isFields(value)) return argumentList(value, 'no fields');
+    var span = document.createElement('span');
+    span.textContent = shown(valueText(value));
+    return span;
+  }
+  function stateSummary(value) {
+    if (!isFields(value)) return shown(valueText(value));
+    var names = Object.keys(value);
+    if (names.length === 0) return 'no fields';
+    return shown(names.map(function (name) { return name + ': ' + valueText(value[name]); }).join(', '));
+  }
   // An action's arguments as ArgumentList renders them: a definition list.
-  function argumentList(args) {
+  function argumentList(args, empty) {
     var names = Object.keys(args);
     if (names.length === 0) {
       var none = document.createElement('span');
       none.className = 'muted';
-      none.textContent = 'no arguments';
+      none.textContent = empty || 'no arguments';
       return none;
     }
     var list = document.createElement('dl');
@@ -127,8 +160,7 @@ export const ARGUMENT_LIST_SCRIPT = `
       var dt = document.createElement('dt');
       dt.textContent = shown(name);
       var dd = document.createElement('dd');
-      dd.textContent = shown(value === null ? 'null' : typeof value === 'string' ? (value === '' ? '(empty text)' : value)
-        : typeof value === 'boolean' ? (value ? 'yes (true)' : 'no (false)') : typeof value === 'number' ? String(value) : JSON.stringify(value));
+      dd.textContent = shown(valueText(value));
       list.append(dt, dd);
     });
     return list;

@@ -121,6 +121,61 @@ ${ARGUMENT_LIST_SCRIPT}  var inbox = document.getElementById('approval-rows');
   var source = new EventSource('/console/events');
   on('approval.requested', addApproval);
   on('action.updated', updateAction);
+  // A read function's value changed: the device page's row and the devices list's line follow.
+  function updateState(state) {
+    var values = document.getElementById('state-values');
+    if (values && values.getAttribute('data-device-id') === state.deviceId) {
+      var rows = values.querySelectorAll('tr[data-capability]');
+      for (var i = 0; i < rows.length; i++) {
+        if (rows[i].getAttribute('data-capability') !== state.capability) continue;
+        rows[i].setAttribute('data-has-value', 'true');
+        field(rows[i], 'value').replaceChildren(stateValue(state.value));
+        var time = document.createElement('time');
+        time.setAttribute('datetime', new Date(state.reportedAt).toISOString());
+        time.setAttribute('data-ms', String(state.reportedAt));
+        localTime(time);
+        field(rows[i], 'reported-at').replaceChildren(time);
+        field(rows[i], 'source').textContent = 'live update';
+      }
+    }
+    document.querySelectorAll('ul.key-values li[data-capability]').forEach(function (item) {
+      if (item.parentNode.getAttribute('data-device-id') !== state.deviceId || item.getAttribute('data-capability') !== state.capability) return;
+      field(item, 'summary').textContent = stateSummary(state.value);
+    });
+  }
+  // A device came online or went quiet: its page and its entry in the devices list say so.
+  function updatePresence(device, online) {
+    var state = document.createElement('span');
+    state.className = online ? 'status-online' : 'status-offline';
+    state.setAttribute('data-state', online ? 'online' : 'offline');
+    state.textContent = online ? 'online' : 'offline';
+    var page = document.getElementById('device');
+    if (page && page.getAttribute('data-device-id') === device.id) {
+      document.getElementById('device-status').replaceChildren(state.cloneNode(true));
+      if (device.lastSeenAt) {
+        var seen = document.createElement('time');
+        seen.setAttribute('datetime', new Date(device.lastSeenAt).toISOString());
+        seen.setAttribute('data-ms', String(device.lastSeenAt));
+        localTime(seen);
+        document.getElementById('device-last-seen').replaceChildren(seen);
+      }
+    }
+    document.querySelectorAll('#devices li.device[data-device-id]').forEach(function (item) {
+      if (item.getAttribute('data-device-id') !== device.id) return;
+      var current = item.querySelector(':scope > details > summary [data-state]');
+      if (current && current.getAttribute('data-state') !== 'revoked') current.replaceWith(state.cloneNode(true));
+    });
+  }
+  ['device.online', 'device.offline'].forEach(function (type) {
+    source.addEventListener(type, function (message) {
+      var event = JSON.parse(message.data);
+      if (event.data && event.data.device) updatePresence(event.data.device, type === 'device.online');
+    });
+  });
+  source.addEventListener('device.state_changed', function (message) {
+    var event = JSON.parse(message.data);
+    if (event.data && event.data.deviceId) updateState(event.data);
+  });
   // The page's other scripts hear the same events (the one stream a page opens).
   ['approval.requested', 'action.created', 'action.updated', 'open'].forEach(function (type) {
     source.addEventListener(type, function (message) {

@@ -106,6 +106,9 @@ form.decision { margin: var(--space-1) 0 var(--space-2); } .pager { display: fle
 ul.tree, ul.tree ul { list-style: none; padding-left: var(--space-4); border-left: 2px solid var(--border); margin: var(--space-1) 0; }
 ul.tree { padding-left: 0; border-left: none; }
 .device { margin: var(--space-2) 0; } .device summary { cursor: pointer; }
+.device-line { display: flex; flex-wrap: wrap; gap: var(--space-1) var(--space-3); align-items: baseline; font-size: var(--text-sm); margin-left: var(--space-4); }
+ul.key-values { list-style: none; display: flex; flex-wrap: wrap; gap: var(--space-1) var(--space-3); padding: 0; margin: 0; }
+ul.functions { list-style: none; padding: 0; } ul.functions > li { border-top: 1px solid var(--border); padding: var(--space-2) 0; }
 .qr { width: 14rem; height: 14rem; image-rendering: pixelated; background: #fff; padding: var(--space-2); }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(15rem, 1fr)); gap: var(--space-3); }
 .card { border: 1px solid var(--border); border-radius: var(--radius); padding: var(--space-3) var(--space-4); background: var(--surface); }

@@ -157,6 +157,8 @@ const SCREENS: { name: string; path: () => string; signedOut?: boolean; prepare?
   { name: 'sign-in', path: () => '/console/sign-in', signedOut: true },
   // A device opened: its functions with their access level and the arguments they take.
   { name: 'devices', path: () => '/console', prepare: (target) => target.locator(`[data-device-id="${lamp.id}"] summary`).first().click() },
+  // A device's own page: its values, functions in words, recent actions and grants.
+  { name: 'device', path: () => `/console/devices/${lamp.id}` },
   { name: 'device-revoke', path: () => `/console/devices/${lamp.id}/revoke` },
   { name: 'attach', path: () => '/console/attach' },
   { name: 'agents', path: () => '/console/agents' },

@@ -4,12 +4,27 @@ import { operations } from '../../domain/registry.js';
 import type { device as deviceSchema } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
-import { ArgumentFields } from '../arguments.js';
+import type { DeviceState } from '../../domain/device-state.js';
+import { ArgumentFields, stateSummary } from '../arguments.js';
 import { Csrf, Flash, Page, Term, Time, type Viewer } from '../layout.js';
 
-/** Devices: the tree of gateways, children and services, their functions, rename, revoke with a confirmation. */
+/**
+ * Devices: the tree of gateways, children and services, each with its key values (the last-known
+ * values of its read functions), its functions, rename, revoke with a confirmation, and a link
+ * to the device's own page (src/console/screens/device.tsx).
+ */
 
-type Device = z.infer<typeof deviceSchema>;
+export type Device = z.infer<typeof deviceSchema>;
+
+/** Values shown on a device's line in the list; its page shows them all. */
+const KEY_VALUES = 3;
+
+/** The last-known values of every device that has a read function and is not revoked, by device id (`devices.state`, one read each). */
+async function keyValues(guards: Guards, signed: Signed, devices: Device[]): Promise<Map<string, DeviceState['values']>> {
+  const readable = devices.filter((d) => !d.revoked && d.capabilities.some((fn) => fn.kind === 'read'));
+  const states = await Promise.all(readable.map((d) => guards.invoke(signed, operations.getDeviceState, { deviceId: d.id }) as Promise<DeviceState>));
+  return new Map(states.map((state) => [state.deviceId, state.values]));
+}
 
 /** Every device of the workspace, page after page (the tree needs them all). */
 export async function allDevices(guards: Guards, signed: Signed): Promise<Device[]> {
@@ -29,7 +44,8 @@ const DONE = {
   renamed: 'The device is renamed: the name is kept whatever its manifest says later.',
 } as const;
 
-function State(props: { device: Device }) {
+/** Revoked, online or offline; `online` overrides the listing's when the page read the device's state later. */
+export function DeviceStatus(props: { device: Device; online?: boolean }) {
   const { device } = props;
   if (device.revoked)
     return (
@@ -37,7 +53,7 @@ function State(props: { device: Device }) {
         revoked
       </span>
     );
-  return device.online ? (
+  return (props.online ?? device.online) ? (
     <span class="status-online" data-state="online">
       online
     </span>
@@ -61,16 +77,49 @@ function RenameForm(props: { device: Device; viewer: Viewer }) {
   );
 }
 
-function DeviceNode(props: { device: Device; children: Map<string | null, Device[]>; viewer: Viewer }) {
+/** A device's first few last-known values on one line each, filled live by the script (`device.state_changed`). */
+function KeyValues(props: { device: Device; values: DeviceState['values'] | undefined }) {
+  const values = props.values ?? [];
+  if (values.length === 0) return null;
+  return (
+    <ul class="key-values" data-device-id={props.device.id}>
+      {values.slice(0, KEY_VALUES).map((v) => (
+        <li data-capability={v.capability}>
+          <code class="fn">{v.capability}</code> <span data-field="summary">{stateSummary(v.value)}</span>
+        </li>
+      ))}
+      {values.length > KEY_VALUES ? (
+        <li class="muted">
+          <a href={`/console/devices/${props.device.id}`}>{values.length - KEY_VALUES} more</a>
+        </li>
+      ) : null}
+    </ul>
+  );
+}
+
+/** Below a device's entry: the link to its page and its key values. */
+function DeviceLine(props: { device: Device; values: DeviceState['values'] | undefined }) {
+  return (
+    <div class="device-line">
+      <a href={`/console/devices/${props.device.id}`} class="device-page">
+        Page of {props.device.name}
+      </a>
+      <KeyValues device={props.device} values={props.values} />
+    </div>
+  );
+}
+
+function DeviceNode(props: { device: Device; children: Map<string | null, Device[]>; values: Map<string, DeviceState['values']>; viewer: Viewer }) {
   const { device } = props;
   const below = props.children.get(device.id) ?? [];
   return (
     <li class="device" data-device-id={device.id}>
       <details>
         <summary>
-          <strong class="device-name">{device.name}</strong> <span class="muted">({device.kind})</span> · <State device={device} /> · last seen{' '}
+          <strong class="device-name">{device.name}</strong> <span class="muted">({device.kind})</span> · <DeviceStatus device={device} /> · last seen{' '}
           <Time ms={device.lastSeenAt} />
         </summary>
+
         <p class="muted">
           id <code>{device.id}</code>
           {device.key ? (
@@ -127,10 +176,11 @@ function DeviceNode(props: { device: Device; children: Map<string | null, Device
           </p>
         )}
       </details>
+      <DeviceLine device={device} values={props.values.get(device.id)} />
       {below.length > 0 ? (
         <ul class="tree">
           {below.map((child) => (
-            <DeviceNode device={child} children={props.children} viewer={props.viewer} />
+            <DeviceNode device={child} children={props.children} values={props.values} viewer={props.viewer} />
           ))}
         </ul>
       ) : null}
@@ -146,6 +196,7 @@ export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
       const children = new Map<string | null, Device[]>();
       for (const device of devices) children.set(device.parentId, [...(children.get(device.parentId) ?? []), device]);
       const roots = children.get(null) ?? [];
+      const values = await keyValues(guards, signed, devices);
       const done = DONE[c.req.query('done') as keyof typeof DONE];
       return c.html(
         <Page title="Devices" viewer={signed.viewer} screen="devices">
@@ -162,7 +213,7 @@ export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
               </p>
               <ul class="tree" id="devices">
                 {roots.map((device) => (
-                  <DeviceNode device={device} children={children} viewer={signed.viewer} />
+                  <DeviceNode device={device} children={children} values={values} viewer={signed.viewer} />
                 ))}
               </ul>
             </>
@@ -207,7 +258,9 @@ export function mountDevices(app: Hono<HttpEnv>, guards: Guards): void {
         const issues = (renamed.issues ?? []).map((issue) => `${issue.path}: ${issue.message}`).join('; ');
         return guards.errorPage(c, 'The device keeps its name', issues ? `${renamed.message} ${issues}` : renamed.message, renamed.status, signed.viewer);
       }
-      return c.redirect('/console?done=renamed', 303);
+      // Renamed from the device's own page, the owner stays on it.
+      const deviceId = c.req.param('deviceId') ?? '';
+      return c.redirect(form.get('back') === 'device' ? `/console/devices/${encodeURIComponent(deviceId)}?done=renamed` : '/console?done=renamed', 303);
     }),
   );
 
