@@ -260,6 +260,8 @@ export function onDeviceWork(hub: EventHub, targetId: string, listener: (reason:
 /** How many held polls listen for `targetId` now (`onDeviceWork`). */
 export function deviceWorkListeners(hub: EventHub, targetId: string): number {
   return watchesOf(hub).byTarget.get(targetId)?.size ?? 0;
+}
+
 /** Calls `listener` each time a last-known value of the device changes (`DeviceStateChanged`, from any instance) until the returned stop. */
 export function onDeviceState(hub: EventHub, workspaceId: string, deviceId: string, listener: () => void): () => void {
   return addKeyedListener(watchesOf(hub).statesByDevice, requesterKey(workspaceId, deviceId), listener);
