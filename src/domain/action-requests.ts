@@ -10,7 +10,7 @@ import { assertQueueCapacity, assertStorageBudget } from './capacity.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
-import { budgetRefusal, conditionsRefusal, type GrantConditions } from './grant-conditions.js';
+import { budgetRefusal, conditionsRefusal, windowEndAt, type GrantConditions } from './grant-conditions.js';
 import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
 import { defineOperation } from './operation.js';
 import { capabilityName, uuid } from './schemas.js';
@@ -106,6 +106,9 @@ async function plannedAction(
     ttlSeconds: request.ttlSeconds,
     decidedBy: confirmed ? agent.principal : null,
     decidedAt: confirmed ? now : null,
+    // Queued now under a schedule: handed out only until its window closes. One that waits is
+    // given its limit when it is approved.
+    allowedUntil: !waits && fn.conditions?.schedule ? windowEndAt(fn.conditions.schedule, now) : null,
   };
   return { row, conditions: fn.conditions };
 }

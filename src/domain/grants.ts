@@ -13,6 +13,9 @@ import {
   type ApprovalMode,
   type GrantRow,
 } from '../store/grants.js';
+import { cancelForConditions, pendingForFunction } from '../store/action-decisions.js';
+import type { ActionRow } from '../store/actions.js';
+import type { Queryable } from '../store/driver.js';
 import { publishActions } from './action-publishing.js';
 import { withdrawRevoked } from './action-withdrawals.js';
 import { announceJournal } from './event-hub.js';
@@ -21,11 +24,13 @@ import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { fail, type ErrorIssue } from './errors.js';
 import {
   conditionIssues,
+  conditionsCancelReason,
   grantConditions,
   grantConditionsInput,
   normalizeConditions,
   parseStoredConditions,
   storedConditions,
+  windowEndAt,
   type GrantConditions,
 } from './grant-conditions.js';
 import { defineOperation, definePagedOperation } from './operation.js';
@@ -175,6 +180,31 @@ export const listWorkspaceGrants = definePagedOperation({
   },
 });
 
+/**
+ * After a grant's conditions changed: its waiting and queued actions that they no longer allow
+ * are cancelled with the reason (`conditions_changed` for arguments, `outside_schedule`). A
+ * queued one was given the end of its window under the old schedule: when the new schedule
+ * ends that window at another time, it is cancelled too (`conditions_changed`), and the agent
+ * asks again under the schedule as it is now. Returns the cancelled ones.
+ */
+async function applyChangedConditions(tx: Queryable, workspaceId: string, after: GrantRow, now: number): Promise<ActionRow[]> {
+  const conditions = parseStoredConditions(after.conditions);
+  const scope = { workspaceId, principal: after.principal, deviceId: after.deviceId, capability: after.capability };
+  const cancelled: ActionRow[] = [];
+  for (const pending of await pendingForFunction(tx, scope, now)) {
+    let reason = conditionsCancelReason(conditions, JSON.parse(pending.arguments) as Record<string, unknown>, now);
+    // A waiting action outside the schedule may still be approved inside a later window.
+    if (reason === 'outside_schedule' && pending.status !== 'queued') reason = undefined;
+    if (!reason && pending.status === 'queued' && pending.allowedUntil !== (conditions?.schedule ? windowEndAt(conditions.schedule, now) : null)) {
+      reason = 'conditions_changed';
+    }
+    if (!reason) continue;
+    const row = await cancelForConditions(tx, workspaceId, pending.id, reason, now);
+    if (row) cancelled.push(row);
+  }
+  return cancelled;
+}
+
 /** Conditions that do not fit the functions they are set on: 400 `validation_failed`, issues at `conditions.…`. */
 function assertConditions(conditions: GrantConditions | null, functions: { name: string; argumentSchema: string }[], options: { gateway?: boolean } = {}) {
   const issues = conditionIssues(conditions, functions, options);
@@ -210,6 +240,7 @@ export const updateWorkspaceGrant = defineOperation({
   output: grant,
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
+    let withdrawn: ActionRow[] = [];
     const updated = await ctx.db.transaction(async (tx) => {
       const found = await getGrant(tx, credential.workspaceId, input.grantId);
       if (!found || found.revokedAt !== null) throw fail.notFound('Grant');
@@ -229,6 +260,7 @@ export const updateWorkspaceGrant = defineOperation({
       if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt, conditions }, now)) !== 1)
         throw fail.conflict('This grant has expired: grant the function again to allow it.');
       const after = (await getGrant(tx, credential.workspaceId, found.id))!;
+      if (input.conditions !== undefined) withdrawn = await applyChangedConditions(tx, credential.workspaceId, after, now);
       // The journal triggers see inserts and revocations only: a change in place is recorded here, in its transaction.
       await appendWorkspaceEvent(tx, {
         workspaceId: credential.workspaceId,
@@ -242,6 +274,7 @@ export const updateWorkspaceGrant = defineOperation({
       });
       return after;
     });
+    publishActions(ctx, withdrawn);
     announceJournal(ctx, credential.workspaceId);
     return toGrant(updated, now);
   },

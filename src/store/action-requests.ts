@@ -19,7 +19,10 @@ export type NewActionRow = Omit<
   | 'reportedLateAt'
   | 'decisionReason'
   | 'expiredReason'
+  | 'allowedUntil'
 > & {
+  /** Until when its grant's schedule allows handing it out; absent or null without a schedule (or while it waits for approval). */
+  allowedUntil?: number | null;
   /** `awaiting_approval` with `expiresAt` = `approvalExpiresAt` (the window), or `queued` with the execution deadline. */
   status: InitialStatus;
 };
@@ -42,6 +45,7 @@ const NEW_ACTION_COLUMNS = [
   'ttl_seconds',
   'decided_by',
   'decided_at',
+  'allowed_until',
 ] as const;
 
 function newActionArgs(row: NewActionRow): SqlValue[] {
@@ -62,6 +66,7 @@ function newActionArgs(row: NewActionRow): SqlValue[] {
     row.ttlSeconds,
     row.decidedBy,
     row.decidedAt,
+    row.allowedUntil ?? null,
   ];
 }
 
@@ -182,5 +187,6 @@ export function newActionRow(row: NewActionRow): ActionRow {
     reportedLateAt: null,
     decisionReason: null,
     expiredReason: null,
+    allowedUntil: row.allowedUntil ?? null,
   };
 }

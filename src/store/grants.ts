@@ -396,3 +396,12 @@ export async function fingerprintMigratedGrants(db: Queryable): Promise<void> {
      WHERE schema_fingerprint IS NULL AND function_kind IS NOT NULL`,
   );
 }
+
+/** The conditions (JSON text) of a principal's unrevoked grant for one device function; null for none or without a grant. */
+export async function grantConditionsOf(db: Queryable, workspaceId: string, principal: string, deviceId: string, capability: string): Promise<string | null> {
+  const row = await db.get<{ conditions: string | null }>(
+    'SELECT conditions FROM grants WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND revoked_at IS NULL',
+    [workspaceId, principal, deviceId, capability],
+  );
+  return row?.conditions ?? null;
+}

@@ -3,7 +3,7 @@ import { toWorkspaceEvent, type WorkspaceEvent } from '../../src/domain/event-ca
 import { eventIds } from '../../src/domain/event-ids.js';
 import { insideSchedule, nextWindowAt, type Schedule } from '../../src/domain/grant-conditions.js';
 import { listWorkspaceEvents } from '../../src/store/event-journal.js';
-import { grant, requestAction } from '../helpers/actions.js';
+import { grant, next, requestAction } from '../helpers/actions.js';
 import { manualClock } from '../helpers/clock.js';
 import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
 import { useTestServer } from '../helpers/server.js';
@@ -297,5 +297,67 @@ describe('budgets', () => {
     expect(answers.filter((a) => a.status === 429).every((a) => a.body.error.code === 'grant_budget_exhausted')).toBe(true);
     const exported = await api.get('/v1/actions/export', { token: owner });
     expect((exported.body.data.actions as any[]).filter((a) => a.deviceId === lamp.id)).toHaveLength(10);
+  });
+});
+
+describe('conditions checked again at hand-out and approval', () => {
+  const action = async (id: string) => (await api.get(`/v1/actions/${id}`, { token: owner })).body.data;
+
+  it('cancel a queued action whose schedule window closed before next, with outside_schedule, and hand out nothing', async () => {
+    // Wednesday 12:00–12:05 UTC; the action is queued at 12:04:30 and fetched at 12:05.
+    const { lamp, agent } = await world({ schedule: { windows: [{ days: ['wed'], from: '12:00', to: '12:05' }] } });
+    clock.set(WEDNESDAY_NOON + 270_000);
+    try {
+      const queued = await requestAction(api, agent.token, lamp.id, { capability: 'set_brightness', arguments: { level: 5 }, ttlSeconds: 120 });
+      expect(queued.status, JSON.stringify(queued.body)).toBe(201);
+      clock.set(WEDNESDAY_NOON + 300_000);
+      const fetched = await next(api, lamp);
+      expect(fetched.body.data).toBeNull();
+      expect(await action(queued.body.data.id)).toMatchObject({ status: 'cancelled', cancelReason: 'outside_schedule' });
+    } finally {
+      clock.set(WEDNESDAY_NOON);
+    }
+  });
+
+  it('cancel queued actions that tightened bounds no longer allow, with conditions_changed', async () => {
+    const { lamp, agent, grantId } = await world({ arguments: { level: { maximum: 80 } } });
+    const high = await brightness(agent, lamp, 70);
+    const low = await brightness(agent, lamp, 20);
+    const tightened = await api.post(`/v1/grants/${grantId}/update`, { token: owner, body: { conditions: { arguments: { level: { maximum: 50 } } } } });
+    expect(tightened.status).toBe(200);
+    expect(await action(high.body.data.id)).toMatchObject({ status: 'cancelled', cancelReason: 'conditions_changed' });
+    const fetched = await next(api, lamp);
+    expect(fetched.body.data).toMatchObject({ id: low.body.data.id, args: { level: 20 } });
+  });
+
+  it('answer an approval the conditions no longer allow with 409 and cancel the action with the reason', async () => {
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner);
+    const given = await api.post('/v1/grants', {
+      token: owner,
+      body: {
+        principal: agent.principal,
+        deviceId: lamp.id,
+        capabilities: ['set_brightness'],
+        approval: 'owner',
+        conditions: { schedule: { windows: [{ days: ['wed'], from: '11:00', to: '13:00' }] } },
+      },
+    });
+    expect(given.status).toBe(201);
+    const waiting = await requestAction(api, agent.token, lamp.id, { capability: 'set_brightness', arguments: { level: 5 }, approvalTtlSeconds: 7200 });
+    expect(waiting.body.data.status).toBe('awaiting_approval');
+    const inBounds = await brightness(agent, lamp, 6);
+    clock.set(WEDNESDAY_NOON + 3_600_000); // 13:00: the window has closed
+    try {
+      const approved = await api.post(`/v1/actions/${waiting.body.data.id}/approve`, { token: owner, body: {} });
+      expect(approved.status, JSON.stringify(approved.body)).toBe(409);
+      expect(approved.body.error.action).toMatchObject({ status: 'cancelled', cancelReason: 'outside_schedule' });
+    } finally {
+      clock.set(WEDNESDAY_NOON);
+    }
+    // Inside the window an approval queues it, and its limit is the window's end.
+    const ok = await api.post(`/v1/actions/${inBounds.body.data.id}/approve`, { token: owner, body: {} });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    expect(ok.body.data.status).toBe('queued');
   });
 });
