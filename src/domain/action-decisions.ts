@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { getAction } from '../store/actions.js';
-import { approveAction as approveStored, cancelIfRefused, rejectAction as rejectStored } from '../store/action-decisions.js';
+import { approveAction as approveStored, cancelForConditions, cancelIfRefused, rejectAction as rejectStored } from '../store/action-decisions.js';
+import { grantConditionsOf } from '../store/grants.js';
+import { conditionsCancelReason, parseStoredConditions, windowEndAt } from './grant-conditions.js';
 import { expireDue } from '../store/action-expiry.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
@@ -32,7 +34,22 @@ async function decide(
   const now = ctx.clock.now();
   const decision = { workspaceId: credential.workspaceId, id: input.actionId, decidedBy: credential.subject, reason: input.reason ?? null };
   const outcome = await ctx.db.transaction(async (tx) => {
-    const decided = move === 'approve' ? await approveStored(tx, decision, now) : await rejectStored(tx, decision, now);
+    let allowedUntil: number | null = null;
+    if (move === 'approve') {
+      // An approval never lifts a condition (docs/owners/grants.md "Conditions"): arguments and
+      // schedule are read again as the grant says them now.
+      const waiting = await getAction(tx, credential.workspaceId, input.actionId);
+      if (waiting?.status === 'awaiting_approval') {
+        const conditions = parseStoredConditions(await grantConditionsOf(tx, credential.workspaceId, waiting.principal, waiting.deviceId, waiting.capability));
+        const reason = conditionsCancelReason(conditions, JSON.parse(waiting.arguments) as Record<string, unknown>, now);
+        if (reason) {
+          const cancelled = await cancelForConditions(tx, credential.workspaceId, waiting.id, reason, now);
+          if (cancelled) return { row: cancelled, changed: true, ok: false };
+        }
+        allowedUntil = conditions?.schedule ? windowEndAt(conditions.schedule, now) : null;
+      }
+    }
+    const decided = move === 'approve' ? await approveStored(tx, { ...decision, allowedUntil }, now) : await rejectStored(tx, decision, now);
     if (decided) return { row: decided, changed: true, ok: true };
     const ended = (await cancelIfRefused(tx, credential.workspaceId, input.actionId, now)) ?? (await expireDue(tx, now, { id: input.actionId }))[0];
     if (ended) return { row: ended, changed: true, ok: false };

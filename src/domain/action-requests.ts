@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
-import { guardedActionInsert, insertActionIfAllowed, newActionRow, type NewActionRow, type QueueLimits } from '../store/action-requests.js';
+import { grantBudgetUse, guardedActionInsert, insertActionIfAllowed, newActionRow, type NewActionRow, type QueueLimits } from '../store/action-requests.js';
 import type { Queryable } from '../store/driver.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
 import { publishActions } from './action-publishing.js';
@@ -10,6 +10,7 @@ import { assertQueueCapacity, assertStorageBudget } from './capacity.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
+import { budgetRefusal, conditionsRefusal, windowEndAt, type GrantConditions } from './grant-conditions.js';
 import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
 import { defineOperation } from './operation.js';
 import { capabilityName, uuid } from './schemas.js';
@@ -55,13 +56,17 @@ async function plannedAction(
   request: ActionRequest,
   now: number,
   known?: OperationContext['callable'],
-): Promise<NewActionRow> {
+): Promise<{ row: NewActionRow; conditions: GrantConditions | null }> {
   const fn =
     known && known.deviceId === request.deviceId && known.capability === request.capability
       ? known.fn
       : await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
+  // The grant's conditions, before any approval is asked: arguments, then schedule (the budget
+  // is counted where the action is created).
+  const refused = conditionsRefusal(fn.conditions, request.arguments, now);
+  if (refused) throw refused;
   const confirmation = fn.approval === 'user' ? ctx.userConfirmation : undefined;
   // The yes was given under one grant: after a revoke and re-grant it answers nothing.
   if (confirmation && confirmation.grantId !== (await liveGrantId(db, agentOf(agent), request.deviceId, request.capability, now))) {
@@ -82,7 +87,7 @@ async function plannedAction(
   const confirmed = confirmation !== undefined;
   const waits = fn.approval !== 'none' && !confirmed;
   const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
-  return {
+  const row: NewActionRow = {
     id: randomUUID(),
     workspaceId: agent.workspaceId,
     deviceId: request.deviceId,
@@ -101,7 +106,11 @@ async function plannedAction(
     ttlSeconds: request.ttlSeconds,
     decidedBy: confirmed ? agent.principal : null,
     decidedAt: confirmed ? now : null,
+    // Queued now under a schedule: handed out only until its window closes. One that waits is
+    // given its limit when it is approved.
+    allowedUntil: !waits && fn.conditions?.schedule ? windowEndAt(fn.conditions.schedule, now) : null,
   };
+  return { row, conditions: fn.conditions };
 }
 
 /**
@@ -111,12 +120,26 @@ async function plannedAction(
  * revoked credential creates nothing even in the window between its lookup and the insert.
  */
 export async function queueAction(tx: Queryable, ctx: OperationContext, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
-  const planned = await plannedAction(tx, ctx, agent, request, now);
+  const { row: planned, conditions } = await plannedAction(tx, ctx, agent, request, now);
   await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
   await assertStorageBudget(tx, ctx.settings.capacity, agent.workspaceId, Buffer.byteLength(planned.arguments));
+  await assertGrantBudget(tx, planned, conditions, now);
   const created = await insertActionIfAllowed(tx, planned, queueLimits(ctx));
   if (!created) throw fail.unauthorized('This credential was revoked or expired while the request ran.');
   return created;
+}
+
+/**
+ * The refusal of a request whose grant's budget is used up. Inside the transaction of
+ * `queueAction`, after the guarded insert refused (which counts in its own statement): this
+ * names the reason.
+ */
+async function assertGrantBudget(tx: Queryable, planned: NewActionRow, conditions: GrantConditions | null, now: number): Promise<void> {
+  const budget = conditions?.budget;
+  if (!budget) return;
+  const scope = { workspaceId: planned.workspaceId, principal: planned.principal, deviceId: planned.deviceId, capability: planned.capability };
+  const use = await grantBudgetUse(tx, scope, { max: budget.max, perMs: budget.perSeconds * 1000 }, now);
+  if (use.used >= budget.max) throw budgetRefusal(budget, use, now, conditions.schedule?.timeZone);
 }
 
 function queueLimits(ctx: OperationContext): QueueLimits {
@@ -143,7 +166,7 @@ async function queueActionOptimistically(
 ): Promise<ActionRow | undefined> {
   // The insert below checks again whatever the access read found, so a read this request made
   // already (ctx.callable) serves as well; the transaction after a refusal reads afresh.
-  const planned = await plannedAction(ctx.db, ctx, agent, request, now, ctx.callable);
+  const { row: planned } = await plannedAction(ctx.db, ctx, agent, request, now, ctx.callable);
   const limits = queueLimits(ctx);
   if (!key) return insertActionIfAllowed(ctx.db, planned, limits);
   const created = newActionRow(planned);

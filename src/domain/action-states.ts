@@ -137,6 +137,8 @@ export const CANCEL_REASONS = {
   device_revoked: 'the device (or its gateway) was revoked',
   device_detached: "the device was left out of its gateway's manifest",
   gateway_grant_replaced: 'a gateway grant replacement left the service device out',
+  outside_schedule: "the grant's schedule window closed before it was handed out, or was closed when it would have been approved",
+  conditions_changed: "the owner changed the grant's argument bounds and they no longer allow its arguments",
 } as const;
 
 export type CancelReason = keyof typeof CANCEL_REASONS;

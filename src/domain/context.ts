@@ -3,6 +3,7 @@ import type { ApprovalMode } from '../store/grants.js';
 import type { StorageLimits } from '../store/usage.js';
 import type { ArgumentSchemas } from './argument-schemas.js';
 import type { EventHub } from './event-hub.js';
+import type { GrantConditions } from './grant-conditions.js';
 import type { DependencyCheck } from './readiness.js';
 import type { WebhookTransport } from './webhook-transport.js';
 
@@ -156,6 +157,8 @@ export interface AuthorizedFunction {
   argumentSchema: string;
   /** Whose yes the call needs first (docs/reference/rules.md "Approvals"). */
   approval: ApprovalMode;
+  /** How far, when and how often the grant allows it (src/domain/grant-conditions.ts); null for no conditions. */
+  conditions: GrantConditions | null;
 }
 
 /** Where a call came in: the REST facade or the MCP endpoint (some credentials are accepted on one only). */

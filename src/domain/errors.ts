@@ -13,6 +13,9 @@ export const errorCodes = [
   'forbidden',
   'insufficient_access',
   'grant_required',
+  'arguments_not_allowed',
+  'outside_schedule',
+  'grant_budget_exhausted',
   'device_limit_reached',
   'not_found',
   'method_not_allowed',
@@ -50,6 +53,11 @@ export interface ErrorDetails {
   action?: Record<string, unknown>;
   /** For `quota_exceeded`: the storage budget the write would exceed (docs/operators/budgets.md), its limit and what is used. */
   budget?: { name: string; limit: number; used: number };
+  /** For `arguments_not_allowed`, `outside_schedule`, `grant_budget_exhausted`: what the grant's conditions allow (docs/owners/grants.md "Conditions"). */
+  conditions?:
+    | { allowed: Record<string, unknown> }
+    | { nextWindowAt: number | null; timeZone: string }
+    | { max: number; perSeconds: number; used: number; retryAt: number };
 }
 
 export class DomainError extends Error {

@@ -5,6 +5,7 @@ import type { WebhookRow } from '../store/webhooks.js';
 import type { WorkspaceEventRow } from '../store/event-journal.js';
 import { action, toActionRecord } from './action-records.js';
 import type { EventIds } from './event-ids.js';
+import { grantConditions, type GrantConditions } from './grant-conditions.js';
 import { approvalMode, timestamp, uuid } from './schemas.js';
 
 /**
@@ -18,7 +19,7 @@ export const EVENT_TYPES = {
   'approval.requested': 'an action waits for the owner to approve or reject it (`data.action`)',
   'grant.created': 'a grant was given, or replaced (`data.grant`)',
   'grant.revoked': 'a grant was revoked, or replaced (`data.grant`)',
-  'grant.updated': "a grant's approval mode or expiry was changed in place (`data.grant`, with `data.grant.previous`)",
+  'grant.updated': "a grant's approval mode, expiry or conditions were changed in place (`data.grant`, with `data.grant.previous`)",
   'device.online': 'a device called in after being offline (`data.device`)',
   'device.offline': 'a device has not called in for 60 seconds (`data.device`)',
   'device.revoked': 'a device was revoked (`data.device`)',
@@ -50,10 +51,11 @@ export const eventGrant = z.object({
   expiresAt: timestamp.nullable(),
   revokedAt: timestamp.nullable(),
   createdAt: timestamp,
+  conditions: grantConditions,
   previous: z
-    .object({ approval: approvalMode, expiresAt: timestamp.nullable() })
+    .object({ approval: approvalMode, expiresAt: timestamp.nullable(), conditions: grantConditions.optional() })
     .optional()
-    .describe('`grant.updated` only: the approval mode and expiry before the change.'),
+    .describe('`grant.updated` only: the approval mode, expiry and conditions before the change.'),
 });
 
 export const eventDevice = z.object({
@@ -140,7 +142,8 @@ interface GrantSnapshot {
   expiresAt: number | null;
   revokedAt: number | null;
   createdAt: number;
-  previous?: { approval: ApprovalMode; expiresAt: number | null };
+  conditions: GrantConditions | null;
+  previous?: { approval: ApprovalMode; expiresAt: number | null; conditions?: GrantConditions | null };
 }
 
 /** A journal row as the API shows it: its id as the workspace sees it (event-ids.ts), the snapshot rendered to the record it is about. */
@@ -149,7 +152,8 @@ export function toWorkspaceEvent(row: WorkspaceEventRow, ids: EventIds): Workspa
   const type = row.type as EventType;
   const base = { id: ids.show(row.workspaceId, row.id), type, createdAt: row.createdAt };
   if (type.startsWith('action.') || type.startsWith('approval.')) return { ...base, data: { action: toActionRecord(snapshot as ActionRow) } };
-  if (type.startsWith('grant.')) return { ...base, data: { grant: snapshot as GrantSnapshot } };
+  // Grants journalled before conditions existed (migration 0033) had none.
+  if (type.startsWith('grant.')) return { ...base, data: { grant: { conditions: null, ...(snapshot as Omit<GrantSnapshot, 'conditions'>) } } };
   if (type.startsWith('controls.')) return { ...base, data: { controls: snapshot as z.infer<typeof eventControls> } };
   if (type.startsWith('webhook.')) return { ...base, data: { webhook: snapshot as z.infer<typeof eventWebhook> } };
   if (type === 'device.state_changed') {

@@ -12,6 +12,7 @@ import {
 } from '../store/grants.js';
 import type { Access, AuthorizedFunction, OperationContext, CredentialOf } from './context.js';
 import { DomainError } from './errors.js';
+import { grantConditions, parseStoredConditions } from './grant-conditions.js';
 import { definePagedOperation } from './operation.js';
 import { FUNCTION_KEY } from './paging.js';
 import { approvalMode, uuid } from './schemas.js';
@@ -29,11 +30,16 @@ export const callableFunction = z.object({
   approval: approvalMode
     .optional()
     .describe('For an agent: whose yes a call needs before the device is asked (docs/reference/rules.md "Approvals"); absent in an owner\'s listing.'),
+  conditions: grantConditions
+    .optional()
+    .describe(
+      'For an agent: how far (argument bounds), when (a schedule) and how often (a budget) its grant allows the function (docs/owners/grants.md "Conditions"); null for none; absent in an owner\'s listing.',
+    ),
 });
 
 export type CallableFunction = z.infer<typeof callableFunction>;
 
-function toCallable(row: FunctionRow & { approval?: ApprovalMode }): CallableFunction {
+function toCallable(row: FunctionRow & { approval?: ApprovalMode; conditions?: string | null }): CallableFunction {
   return {
     deviceId: row.deviceId,
     deviceName: row.deviceName,
@@ -45,6 +51,7 @@ function toCallable(row: FunctionRow & { approval?: ApprovalMode }): CallableFun
     ...(row.description !== null ? { description: row.description } : {}),
     arguments: JSON.parse(row.arguments) as Record<string, unknown>,
     ...(row.approval !== undefined ? { approval: row.approval } : {}),
+    ...(row.conditions !== undefined ? { conditions: parseStoredConditions(row.conditions) } : {}),
   };
 }
 
@@ -112,7 +119,13 @@ export function authorizedFromListing(fn: CallableFunction): OperationContext['c
     authorized = {
       deviceId: fn.deviceId,
       capability: fn.capability,
-      fn: { targetId: fn.parentId ?? fn.deviceId, kind: fn.kind, argumentSchema: JSON.stringify(fn.arguments), approval: fn.approval },
+      fn: {
+        targetId: fn.parentId ?? fn.deviceId,
+        kind: fn.kind,
+        argumentSchema: JSON.stringify(fn.arguments),
+        approval: fn.approval,
+        conditions: fn.conditions ?? null,
+      },
     };
     authorizedByListing.set(fn, authorized);
   }
@@ -150,7 +163,13 @@ export async function authorizeFunction(db: Queryable, agent: Agent, deviceId: s
   }
   if (access.parentRevoked === 1) throw notCallable('the gateway of this device is revoked');
   if (access.revokedAt !== null) throw notCallable('the device is revoked');
-  return { targetId: access.parentId ?? deviceId, kind: access.kind, argumentSchema: access.arguments, approval: access.approval };
+  return {
+    targetId: access.parentId ?? deviceId,
+    kind: access.kind,
+    argumentSchema: access.arguments,
+    approval: access.approval,
+    conditions: parseStoredConditions(access.conditions),
+  };
 }
 
 /**

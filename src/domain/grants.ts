@@ -13,12 +13,26 @@ import {
   type ApprovalMode,
   type GrantRow,
 } from '../store/grants.js';
+import { cancelForConditions, pendingForFunction } from '../store/action-decisions.js';
+import type { ActionRow } from '../store/actions.js';
+import type { Queryable } from '../store/driver.js';
 import { publishActions } from './action-publishing.js';
 import { withdrawRevoked } from './action-withdrawals.js';
 import { announceJournal } from './event-hub.js';
 import type { OperationContext } from './context.js';
 import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { fail, type ErrorIssue } from './errors.js';
+import {
+  conditionIssues,
+  conditionsCancelReason,
+  grantConditions,
+  grantConditionsInput,
+  normalizeConditions,
+  parseStoredConditions,
+  storedConditions,
+  windowEndAt,
+  type GrantConditions,
+} from './grant-conditions.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { approvalMode, capabilityName, principal, timestamp, uuid } from './schemas.js';
@@ -53,6 +67,7 @@ export const grant = z.object({
     .describe(
       'Set when the device republished the function with another kind or argument schema, or removed it: the grant no longer allows anything until the owner grants the function again. Null while the grant matches the function.',
     ),
+  conditions: grantConditions,
 });
 
 type Stale = z.infer<typeof grant>['stale'];
@@ -80,6 +95,7 @@ function toGrant(row: GrantRow, now: number): z.infer<typeof grant> {
     functionKind: row.functionKind,
     schemaFingerprint: row.schemaFingerprint,
     stale: staleness(row),
+    conditions: parseStoredConditions(row.conditions),
   };
 }
 
@@ -98,6 +114,7 @@ export const createGrants = defineOperation({
     capabilities: z.array(capabilityName).min(1).max(64),
     ttlSeconds: grantTtl.default(null).describe('Lifetime in seconds (60 to 31536000); null or absent for no expiry.'),
     approval: approvalMode.default('none'),
+    conditions: grantConditionsInput.optional(),
   }),
   output: z.array(grant),
   run: ({ ctx, credential, input }) =>
@@ -107,12 +124,15 @@ export const createGrants = defineOperation({
         const device = await getDevice(tx, credential.workspaceId, input.deviceId);
         if (!device) throw fail.notFound('Device');
         if (device.revokedAt !== null) throw fail.invalid('The device is revoked.', [{ path: 'deviceId', message: 'device is revoked' }]);
-        const known = new Set((await listDeviceCapabilities(tx, credential.workspaceId, device.id)).map((c) => c.name));
+        const published = new Map((await listDeviceCapabilities(tx, credential.workspaceId, device.id)).map((c) => [c.name, c]));
         const issues: ErrorIssue[] = [];
         input.capabilities.forEach((name, index) => {
-          if (!known.has(name)) issues.push({ path: `capabilities.${index}`, message: `the device has no function "${name}"` });
+          if (!published.has(name)) issues.push({ path: `capabilities.${index}`, message: `the device has no function "${name}"` });
         });
         if (issues.length > 0) throw fail.invalid('Unknown device function.', issues);
+        const conditions = normalizeConditions(input.conditions);
+        const named = [...new Set(input.capabilities)].map((name) => ({ name, argumentSchema: published.get(name)!.arguments }));
+        assertConditions(conditions, named);
         const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
         const ids: string[] = [];
         for (const capability of new Set(input.capabilities)) {
@@ -127,6 +147,7 @@ export const createGrants = defineOperation({
               approval: input.approval,
               createdBy: credential.subject,
               now,
+              conditions: storedConditions(conditions),
             }),
           );
         }
@@ -159,17 +180,48 @@ export const listWorkspaceGrants = definePagedOperation({
   },
 });
 
-/** A grant as the journal's triggers record it (migration 0016). */
+/**
+ * After a grant's conditions changed: its waiting and queued actions that they no longer allow
+ * are cancelled with the reason (`conditions_changed` for arguments, `outside_schedule`). A
+ * queued one was given the end of its window under the old schedule: when the new schedule
+ * ends that window at another time, it is cancelled too (`conditions_changed`), and the agent
+ * asks again under the schedule as it is now. Returns the cancelled ones.
+ */
+async function applyChangedConditions(tx: Queryable, workspaceId: string, after: GrantRow, now: number): Promise<ActionRow[]> {
+  const conditions = parseStoredConditions(after.conditions);
+  const scope = { workspaceId, principal: after.principal, deviceId: after.deviceId, capability: after.capability };
+  const cancelled: ActionRow[] = [];
+  for (const pending of await pendingForFunction(tx, scope, now)) {
+    let reason = conditionsCancelReason(conditions, JSON.parse(pending.arguments) as Record<string, unknown>, now);
+    // A waiting action outside the schedule may still be approved inside a later window.
+    if (reason === 'outside_schedule' && pending.status !== 'queued') reason = undefined;
+    if (!reason && pending.status === 'queued' && pending.allowedUntil !== (conditions?.schedule ? windowEndAt(conditions.schedule, now) : null)) {
+      reason = 'conditions_changed';
+    }
+    if (!reason) continue;
+    const row = await cancelForConditions(tx, workspaceId, pending.id, reason, now);
+    if (row) cancelled.push(row);
+  }
+  return cancelled;
+}
+
+/** Conditions that do not fit the functions they are set on: 400 `validation_failed`, issues at `conditions.…`. */
+function assertConditions(conditions: GrantConditions | null, functions: { name: string; argumentSchema: string }[], options: { gateway?: boolean } = {}) {
+  const issues = conditionIssues(conditions, functions, options);
+  if (issues.length > 0) throw fail.invalid('The conditions do not fit the granted functions.', issues);
+}
+
+/** A grant as the journal's triggers record it (migrations 0016, 0033). */
 function journalGrant(row: GrantRow) {
   const { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt } = row;
-  return { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt };
+  return { id, principal, deviceId, capability, approval, gatewayId, expiresAt, revokedAt, createdAt, conditions: parseStoredConditions(row.conditions) };
 }
 
 export const updateWorkspaceGrant = defineOperation({
   name: 'grants.update',
   title: 'Change a grant',
   description:
-    "Change a live grant's approval mode or expiry in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale or an expired grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now, or to allow it again. Commands already queued under the grant keep the approval they were given.",
+    "Change a live grant's approval mode, expiry or conditions in place, without granting again: the grant keeps its id and the function as it was granted (kind and argument schema). A stale or an expired grant cannot be changed (409 `conflict`): grant the function again to accept it as the device publishes it now, or to allow it again. Commands already queued under the grant keep the approval they were given; conditions are checked again when a waiting command would be approved or a queued one handed out, and a budget keeps its count.",
   credentials: ['owner'],
   access: 'none',
   hints: { readOnly: false, destructive: false, idempotent: true },
@@ -179,11 +231,16 @@ export const updateWorkspaceGrant = defineOperation({
       grantId: uuid,
       approval: approvalMode.optional(),
       ttlSeconds: grantTtl.optional().describe('A new lifetime in seconds from now (60 to 31536000); null for no expiry; absent keeps the expiry.'),
+      conditions: grantConditionsInput.optional().describe('New conditions, replacing the old ones whole; null clears them; absent keeps them.'),
     })
-    .refine((input) => input.approval !== undefined || input.ttlSeconds !== undefined, { message: 'give approval, ttlSeconds or both', path: ['approval'] }),
+    .refine((input) => input.approval !== undefined || input.ttlSeconds !== undefined || input.conditions !== undefined, {
+      message: 'give approval, ttlSeconds, conditions or several',
+      path: ['approval'],
+    }),
   output: grant,
   async run({ ctx, credential, input }) {
     const now = ctx.clock.now();
+    let withdrawn: ActionRow[] = [];
     const updated = await ctx.db.transaction(async (tx) => {
       const found = await getGrant(tx, credential.workspaceId, input.grantId);
       if (!found || found.revokedAt !== null) throw fail.notFound('Grant');
@@ -193,19 +250,31 @@ export const updateWorkspaceGrant = defineOperation({
       // An expired grant has ended like a revoked one; bringing it back is a new decision, made by granting again.
       if (found.expiresAt !== null && found.expiresAt <= now) throw fail.conflict('This grant has expired: grant the function again to allow it.');
       const expiresAt = input.ttlSeconds === undefined ? undefined : input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
-      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt }, now)) !== 1)
+      let conditions: string | null | undefined;
+      if (input.conditions !== undefined) {
+        const normalized = normalizeConditions(input.conditions);
+        const published = (await listDeviceCapabilities(tx, credential.workspaceId, found.deviceId)).find((c) => c.name === found.capability);
+        assertConditions(normalized, published ? [{ name: found.capability, argumentSchema: published.arguments }] : [], { gateway: found.gatewayId !== null });
+        conditions = storedConditions(normalized);
+      }
+      if ((await updateGrant(tx, credential.workspaceId, found.id, { approval: input.approval, expiresAt, conditions }, now)) !== 1)
         throw fail.conflict('This grant has expired: grant the function again to allow it.');
       const after = (await getGrant(tx, credential.workspaceId, found.id))!;
+      if (input.conditions !== undefined) withdrawn = await applyChangedConditions(tx, credential.workspaceId, after, now);
       // The journal triggers see inserts and revocations only: a change in place is recorded here, in its transaction.
       await appendWorkspaceEvent(tx, {
         workspaceId: credential.workspaceId,
         type: 'grant.updated',
         subjectId: after.id,
-        data: { ...journalGrant(after), previous: { approval: found.approval, expiresAt: found.expiresAt } },
+        data: {
+          ...journalGrant(after),
+          previous: { approval: found.approval, expiresAt: found.expiresAt, conditions: parseStoredConditions(found.conditions) },
+        },
         createdAt: now,
       });
       return after;
     });
+    publishActions(ctx, withdrawn);
     announceJournal(ctx, credential.workspaceId);
     return toGrant(updated, now);
   },
@@ -255,8 +324,18 @@ export const revokeWorkspaceGrants = defineOperation({
 async function replaceGatewayGrants(
   ctx: OperationContext,
   owner: { workspaceId: string; subject: string },
-  input: { deviceId: string; principal: string; mode: 'read' | 'control'; includeServices: boolean; ttlSeconds: number | null; approval: ApprovalMode },
+  input: {
+    deviceId: string;
+    principal: string;
+    mode: 'read' | 'control';
+    includeServices: boolean;
+    ttlSeconds: number | null;
+    approval: ApprovalMode;
+    conditions?: z.output<typeof grantConditionsInput> | undefined;
+  },
 ) {
+  const conditions = normalizeConditions(input.conditions);
+  assertConditions(conditions, [], { gateway: true });
   const cancelled = await ctx.db.transaction(async (tx) => {
     const now = ctx.clock.now();
     const gateway = await getDevice(tx, owner.workspaceId, input.deviceId);
@@ -290,6 +369,7 @@ async function replaceGatewayGrants(
           approval: input.approval,
           createdBy: owner.subject,
           now,
+          conditions: storedConditions(conditions),
         });
       }
       if (functions.length > 0) devices += 1;
@@ -321,6 +401,11 @@ export const grantGateway = defineOperation({
     includeServices: z.boolean().default(false),
     ttlSeconds: grantTtl.default(3600).describe('Lifetime in seconds (60 to 31536000, default 3600); null for no expiry.'),
     approval: approvalMode.default('none').describe('The approval mode of every grant it writes (docs/reference/rules.md "Approvals").'),
+    conditions: grantConditionsInput
+      .optional()
+      .describe(
+        'A schedule and a budget for every grant it writes, each function counted on its own; argument bounds are refused here (docs/owners/grants.md "Conditions").',
+      ),
   }),
   output: z.object({ ok: z.boolean(), devices: z.number().int().describe('Devices that received at least one grant.') }),
   run: ({ ctx, credential, input }) => replaceGatewayGrants(ctx, credential, input),

@@ -1,5 +1,5 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { DomainError, fromStoreError, oneLine, type ErrorCode, type ErrorIssue } from '../domain/errors.js';
+import { DomainError, fromStoreError, oneLine, type ErrorCode, type ErrorDetails, type ErrorIssue } from '../domain/errors.js';
 
 /** The one table from domain error to HTTP status (docs/reference/rules.md "Errors and limits"). */
 export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
@@ -9,6 +9,9 @@ export const httpStatus: Record<ErrorCode, ContentfulStatusCode> = {
   forbidden: 403,
   insufficient_access: 403,
   grant_required: 403,
+  arguments_not_allowed: 403,
+  outside_schedule: 403,
+  grant_budget_exhausted: 429,
   device_limit_reached: 403,
   not_found: 404,
   method_not_allowed: 405,
@@ -41,6 +44,12 @@ export const errorMeanings: Record<ErrorCode, string> = {
     'The agent\'s ceiling is `read` and the call needs `act`. Carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="act", resource_metadata="…"`.',
   grant_required:
     "An agent asked for a function it may not call now: no live grant for this principal, device and function, or a device it cannot call (an unknown id and another workspace's device alike, a function the device does not publish, a revoked or detached device or gateway). The same code on REST (an action request, a broadcast's per-device result) and on MCP (a device tool call).",
+  arguments_not_allowed:
+    'An argument is outside the bounds the grant\'s conditions allow (docs/owners/grants.md "Conditions"): `issues` at `arguments.<name>`, `details.allowed` the grant\'s bounds for each refused argument. Nothing was queued. The same code on REST and as an MCP tool error.',
+  outside_schedule:
+    "The grant's schedule does not allow an action now: `details.nextWindowAt` (Unix ms) says when its next window opens, `details.timeZone` the zone it is read in. Nothing was queued. Also the `cancelReason` of a waiting or queued action the schedule no longer allowed when it would have been approved or handed out.",
+  grant_budget_exhausted:
+    "The grant's budget is used up: `details` gives `max`, `perSeconds`, `used` and `retryAt` (Unix ms), when one more action is allowed; `Retry-After` in seconds. A refused request does not count.",
   device_limit_reached: 'The setup token already attached `deviceLimit` devices.',
   not_found: "Unknown route, or a resource that does not exist in the caller's workspace.",
   method_not_allowed: 'A method the path does not serve (`GET`/`DELETE /mcp`: the MCP endpoint is stateless, POST only).',
@@ -71,7 +80,7 @@ export interface ErrorEnvelope {
     message: string;
     issues?: ErrorIssue[];
     /** For `quota_exceeded` (docs/operators/budgets.md); `retryAfter` repeats Retry-After for MCP clients, which see no headers. */
-    details?: { budget: string; limit: number; used: number; retryAfter?: number };
+    details?: { budget: string; limit: number; used: number; retryAfter?: number } | NonNullable<ErrorDetails['conditions']>;
     requestId: string;
   };
 }
@@ -127,6 +136,7 @@ export function toHttpError(thrown: unknown, requestId: string): HttpError & { i
               },
             }
           : {}),
+        ...(error.details.conditions ? { details: error.details.conditions } : {}),
         requestId,
       },
     },

@@ -1,5 +1,6 @@
 import type { CallToolResult, InputRequiredResult, McpServer, ServerContext, ToolAnnotations } from '@modelcontextprotocol/server';
 import type { CallableFunction } from '../domain/functions.js';
+import { conditionsSentence, narrowSchema } from '../domain/grant-conditions.js';
 import { advertised } from './advertised-schemas.js';
 import { confirmedDeviceCall } from './confirmed-device-call.js';
 import { deviceText, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, placeOf } from './device-text.js';
@@ -19,7 +20,9 @@ function describe(fn: CallableFunction): string {
   const what = text ? ` Device-supplied description: ${JSON.stringify(text)}.` : '';
   // Kept short: it is repeated in every device tool of a tools/list that may hold a
   // thousand of them; the server instructions and the operate_devices prompt say the rest.
-  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what}${APPROVAL_NOTES[fn.approval ?? 'none']} Returns the Action after up to 10 s (follow an unfinished one with get_action), or with MCP Tasks a task after 1 s that the client follows to the end. To retry safely, set _meta "dfc/idempotencyKey".`;
+  // The grant's schedule and budget in one sentence (docs/owners/grants.md "Conditions"); its argument bounds are in the inputSchema.
+  const conditions = conditionsSentence(fn.conditions ?? null);
+  return `${kind} "${fn.capability}" of ${placeOf(fn)}.${what}${APPROVAL_NOTES[fn.approval ?? 'none']}${conditions ? ` ${conditions}` : ''} Returns the Action after up to 10 s (follow an unfinished one with get_action), or with MCP Tasks a task after 1 s that the client follows to the end. To retry safely, set _meta "dfc/idempotencyKey".`;
 }
 
 /** What the tool description says of the grant's approval mode (docs/reference/rules.md "Approvals"). */
@@ -40,8 +43,8 @@ export function registerDeviceTool(server: McpServer, session: McpSession, name:
     {
       title: `${fn.capability} · ${deviceText(fn.deviceName, MAX_DEVICE_NAME_CHARS)}`,
       description: describe(fn),
-      // docs/reference/rules.md "MCP": the inputSchema is the capability's argument schema, unchanged.
-      inputSchema: advertised(fn.arguments),
+      // docs/reference/rules.md "MCP": the inputSchema is the capability's argument schema, narrowed by the grant's argument bounds.
+      inputSchema: advertised(narrowSchema(fn.arguments, fn.conditions?.arguments)),
       annotations,
       _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
     },

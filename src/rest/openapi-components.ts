@@ -4,6 +4,7 @@ import { action } from '../domain/action-records.js';
 import { deviceNext } from '../domain/device-commands.js';
 import { eventsTicket } from '../domain/device-wake-socket.js';
 import { callableFunction } from '../domain/functions.js';
+import { grantConditions } from '../domain/grant-conditions.js';
 import { grant } from '../domain/grants.js';
 import { healthObject } from '../domain/health.js';
 import { attachedDevice, capability, connection, device, newConnection, oauthInfo } from '../domain/schemas.js';
@@ -32,6 +33,11 @@ const capabilityExample = {
   kind: 'control',
   description: 'Set the target temperature in °C.',
   arguments: { type: 'object', required: ['celsius'], properties: { celsius: { type: 'number', minimum: 5, maximum: 30 } }, additionalProperties: false },
+};
+const conditionsExample = {
+  arguments: { celsius: { minimum: 18, maximum: 23 } },
+  schedule: { timeZone: 'Europe/Berlin', windows: [{ days: ['mon', 'tue', 'wed', 'thu', 'fri'], from: '07:00', to: '22:00' }] },
+  budget: { max: 10, perSeconds: 3600 },
 };
 const deviceExample = {
   id: DEVICE_ID,
@@ -95,6 +101,7 @@ export const namedSchemas: NamedSchema[] = [
   },
   { name: 'Connection', schema: connection, example: connectionExample },
   { name: 'NewConnection', schema: newConnection, example: { ...connectionExample, token: 'dfc_agent_…' } },
+  { name: 'GrantConditions', schema: grantConditions.unwrap(), example: conditionsExample },
   {
     name: 'Grant',
     schema: grant,
@@ -111,6 +118,7 @@ export const namedSchemas: NamedSchema[] = [
       functionKind: 'control',
       schemaFingerprint: 'b7e23ec29af22b0b4e41da31e868d57226121c84bd6ebd3d0c7a8d6c1b1f0f5a',
       stale: null,
+      conditions: conditionsExample,
     },
   },
   { name: 'Webhook', schema: webhook, example: webhookExample },
@@ -146,6 +154,7 @@ export const namedSchemas: NamedSchema[] = [
       description: capabilityExample.description,
       arguments: capabilityExample.arguments,
       approval: 'none',
+      conditions: conditionsExample,
     },
   },
   {

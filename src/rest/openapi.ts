@@ -40,15 +40,49 @@ const errorEnvelope = {
         },
         action: { type: 'object', description: 'For a refused approve or reject: the Action as it is now.' },
         details: {
-          type: 'object',
-          description: 'For `quota_exceeded`: the storage budget used up, its limit, what is used, and Retry-After in seconds.',
-          required: ['budget', 'limit', 'used'],
-          properties: {
-            budget: { type: 'string', enum: [...STORAGE_BUDGETS] },
-            limit: { type: 'integer' },
-            used: { type: 'integer' },
-            retryAfter: { type: 'integer' },
-          },
+          description:
+            'For `quota_exceeded`: the storage budget used up, its limit, what is used, and Retry-After in seconds. For the grant conditions\' refusals (docs/owners/grants.md "Conditions"): `arguments_not_allowed` the allowed bounds per refused argument; `outside_schedule` when the next window opens and its zone; `grant_budget_exhausted` the budget, its use and when one more is allowed.',
+          oneOf: [
+            {
+              type: 'object',
+              title: 'quota_exceeded',
+              required: ['budget', 'limit', 'used'],
+              properties: {
+                budget: { type: 'string', enum: [...STORAGE_BUDGETS] },
+                limit: { type: 'integer' },
+                used: { type: 'integer' },
+                retryAfter: { type: 'integer' },
+              },
+            },
+            {
+              type: 'object',
+              title: 'arguments_not_allowed',
+              required: ['allowed'],
+              properties: {
+                allowed: { type: 'object', additionalProperties: { type: 'object' }, description: "The grant's bounds of each refused argument, by name." },
+              },
+            },
+            {
+              type: 'object',
+              title: 'outside_schedule',
+              required: ['nextWindowAt', 'timeZone'],
+              properties: {
+                nextWindowAt: { type: ['integer', 'null'], description: 'When the next window opens, Unix ms.' },
+                timeZone: { type: 'string' },
+              },
+            },
+            {
+              type: 'object',
+              title: 'grant_budget_exhausted',
+              required: ['max', 'perSeconds', 'used', 'retryAt'],
+              properties: {
+                max: { type: 'integer' },
+                perSeconds: { type: 'integer' },
+                used: { type: 'integer' },
+                retryAt: { type: 'integer', description: 'When one more action is allowed, Unix ms.' },
+              },
+            },
+          ],
         },
         requestId: { type: 'string' },
       },
@@ -69,7 +103,7 @@ const statusText: Record<number, string> = {
   404: 'Resource not found (or not visible to this credential).',
   409: 'Conflict with the current state.',
   413: 'Request body over 16 KiB.',
-  429: 'Rate limit, workspace capacity limit or storage budget (`quota_exceeded`); see Retry-After.',
+  429: "Rate limit, workspace capacity limit, storage budget (`quota_exceeded`) or the grant's budget (`grant_budget_exhausted`); see Retry-After.",
   500: 'Internal error; quote the request id.',
   503: 'Device controls switched off, a required integration not configured, or a dependency (the database) not answering; see Retry-After.',
 };

@@ -26,7 +26,8 @@ const stricterGrant = (a: string) =>
  * requesting connection unrevoked and unexpired (its token no longer authenticates: what it
  * asked for ends with it, as with a grant's expiry; actions older than migration 0013 name none: the
  * principal's grant alone decides), the function still published, the principal's grant for
- * it live at `now` (an SQL parameter), and the function still the one it was granted as.
+ * it live at `now` (an SQL parameter), the function still the one it was granted as, and, for
+ * one not handed out yet, the schedule window it was queued in still open (`allowed_until`).
  * One row lookup per table, each by its key; at most one unrevoked grant exists per
  * principal, device and capability (index grants_unrevoked).
  */
@@ -41,6 +42,7 @@ export function refusal(a: string, now: string): string {
       WHEN g.expires_at IS NOT NULL AND g.expires_at <= ${now} THEN 'grant_expired'
       WHEN ${FUNCTION_CHANGED} THEN 'function_changed'
       WHEN ${stricterGrant(a)} THEN 'grant_revoked'
+      WHEN ${a}.dispatched_at IS NULL AND ${a}.allowed_until IS NOT NULL AND ${a}.allowed_until <= ${now} THEN 'outside_schedule'
     END
     FROM devices d
     LEFT JOIN devices p ON p.id = d.parent_id

@@ -19,7 +19,10 @@ export type NewActionRow = Omit<
   | 'reportedLateAt'
   | 'decisionReason'
   | 'expiredReason'
+  | 'allowedUntil'
 > & {
+  /** Until when its grant's schedule allows handing it out; absent or null without a schedule (or while it waits for approval). */
+  allowedUntil?: number | null;
   /** `awaiting_approval` with `expiresAt` = `approvalExpiresAt` (the window), or `queued` with the execution deadline. */
   status: InitialStatus;
 };
@@ -42,6 +45,7 @@ const NEW_ACTION_COLUMNS = [
   'ttl_seconds',
   'decided_by',
   'decided_at',
+  'allowed_until',
 ] as const;
 
 function newActionArgs(row: NewActionRow): SqlValue[] {
@@ -62,6 +66,7 @@ function newActionArgs(row: NewActionRow): SqlValue[] {
     row.ttlSeconds,
     row.decidedBy,
     row.decidedAt,
+    row.allowedUntil ?? null,
   ];
 }
 
@@ -118,7 +123,7 @@ export function guardedActionInsert(
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, reserved_bytes)
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, ${ACTION_RESERVED_BYTES} FROM a
      WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}
-       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)}`,
+       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)} AND ${GRANT_BUDGET_HAS_ROOM}`,
     args: [
       row.createdAt,
       ...newActionArgs(row),
@@ -128,6 +133,44 @@ export function guardedActionInsert(
       ...STORAGE_BUDGETS.map((budget) => limits.storage[budget]),
     ],
   };
+}
+
+/**
+ * The principal's grant for the function has no budget (docs/owners/grants.md "Conditions"), or
+ * fewer than its `max` actions were created for the same principal, device and function in the
+ * last `perSeconds` seconds before `?1` (a sliding window; every action counts, whatever became
+ * of it). Read in the inserting statement itself, which holds the write lock, so concurrent
+ * requests never overshoot; the count stops at `max` rows (index actions_by_grant_function).
+ */
+const GRANT_BUDGET_HAS_ROOM = `NOT EXISTS (SELECT 1 FROM grants bg
+  WHERE bg.workspace_id = ?3 AND bg.principal = ?9 AND bg.device_id = ?4 AND bg.capability = ?6 AND bg.revoked_at IS NULL
+    AND json_extract(bg.conditions, '$.budget.max') IS NOT NULL
+    AND (SELECT count(*) FROM actions x
+          WHERE x.workspace_id = ?3 AND x.principal = ?9 AND x.device_id = ?4 AND x.capability = ?6
+            AND x.created_at > ?1 - json_extract(bg.conditions, '$.budget.perSeconds') * 1000) >= json_extract(bg.conditions, '$.budget.max'))`;
+
+/**
+ * How much of a budget of `max` actions per `perMs` is used at `now` for one principal, device
+ * and function, and when one more is allowed: when the oldest action that keeps the count at
+ * `max` leaves the window (`retryAt`, or `now` while there is room).
+ */
+export async function grantBudgetUse(
+  db: Queryable,
+  scope: { workspaceId: string; principal: string; deviceId: string; capability: string },
+  budget: { max: number; perMs: number },
+  now: number,
+): Promise<{ used: number; retryAt: number }> {
+  const since = now - budget.perMs;
+  const rows = await db.all<{ createdAt: number }>(
+    `SELECT created_at AS createdAt FROM actions
+     WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND created_at > ?
+     ORDER BY created_at DESC LIMIT ?`,
+    [scope.workspaceId, scope.principal, scope.deviceId, scope.capability, since, budget.max],
+  );
+  const used = rows.length;
+  // The newest `max` actions: once the oldest of them leaves the window, there is room for one more.
+  const retryAt = used < budget.max ? now : rows[used - 1]!.createdAt + budget.perMs;
+  return { used, retryAt };
 }
 
 /** The row `guardedActionInsert` creates, as the database will hold it: what the request set, nothing happened yet. */
@@ -144,5 +187,6 @@ export function newActionRow(row: NewActionRow): ActionRow {
     reportedLateAt: null,
     decisionReason: null,
     expiredReason: null,
+    allowedUntil: row.allowedUntil ?? null,
   };
 }

@@ -38,6 +38,8 @@ export interface ActionRow {
   decidedAt: number | null;
   decisionReason: string | null;
   expiredReason: ExpiredReason | null;
+  /** Until when its grant's schedule allows handing it out (the end of the window it was queued or approved in); null without a schedule. */
+  allowedUntil: number | null;
 }
 
 export const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, target_id AS targetId, capability, arguments,
@@ -45,7 +47,7 @@ export const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, 
   dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage,
   connection_id AS connectionId, cancel_reason AS cancelReason, cancel_requested_at AS cancelRequestedAt, reported_late_at AS reportedLateAt,
   approval, approval_expires_at AS approvalExpiresAt, ttl_seconds AS ttlSeconds, decided_by AS decidedBy, decided_at AS decidedAt,
-  decision_reason AS decisionReason, expired_reason AS expiredReason`;
+  decision_reason AS decisionReason, expired_reason AS expiredReason, allowed_until AS allowedUntil`;
 
 /**
  * The SQL condition "the status is one of `statuses`". The statuses are the state table's

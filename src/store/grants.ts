@@ -24,12 +24,14 @@ export interface GrantRow {
   /** The function as published now; null when the device no longer has it. */
   currentKind: 'read' | 'control' | null;
   currentFingerprint: string | null;
+  /** The grant's conditions as JSON text (src/domain/grant-conditions.ts); null for none. */
+  conditions: string | null;
 }
 
 const COLUMNS = `g.id, g.principal, g.device_id AS deviceId, g.capability, g.gateway_id AS gatewayId,
   g.expires_at AS expiresAt, g.revoked_at AS revokedAt, g.created_at AS createdAt, g.approval,
   g.function_kind AS functionKind, g.schema_fingerprint AS schemaFingerprint,
-  c.kind AS currentKind, c.schema_fingerprint AS currentFingerprint`;
+  c.kind AS currentKind, c.schema_fingerprint AS currentFingerprint, g.conditions`;
 /** A grant beside the function it names, as published now. */
 const GRANT_AND_FUNCTION = 'grants g LEFT JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability';
 
@@ -94,6 +96,8 @@ export async function putGrant(
     approval: ApprovalMode;
     createdBy: string;
     now: number;
+    /** JSON text, or null for no conditions. */
+    conditions?: string | null;
   },
 ): Promise<string> {
   await db.run(`UPDATE grants SET revoked_at = ? WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND revoked_at IS NULL`, [
@@ -105,8 +109,8 @@ export async function putGrant(
   ]);
   const id = randomUUID();
   const written = await db.run(
-    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, approval, created_by, created_at, function_kind, schema_fingerprint)
-     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, c.kind, c.schema_fingerprint FROM capabilities c WHERE c.device_id = ? AND c.name = ?`,
+    `INSERT INTO grants (id, workspace_id, principal, device_id, capability, gateway_id, expires_at, approval, created_by, created_at, conditions, function_kind, schema_fingerprint)
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, c.kind, c.schema_fingerprint FROM capabilities c WHERE c.device_id = ? AND c.name = ?`,
     [
       id,
       grant.workspaceId,
@@ -118,6 +122,7 @@ export async function putGrant(
       grant.approval,
       grant.createdBy,
       grant.now,
+      grant.conditions ?? null,
       grant.deviceId,
       grant.capability,
     ],
@@ -135,13 +140,23 @@ export async function updateGrant(
   db: Queryable,
   workspaceId: string,
   id: string,
-  change: { approval?: ApprovalMode | undefined; expiresAt?: number | null | undefined },
+  change: { approval?: ApprovalMode | undefined; expiresAt?: number | null | undefined; conditions?: string | null | undefined },
   now: number,
 ): Promise<number> {
   const result = await db.run(
-    `UPDATE grants SET approval = coalesce(?, approval), expires_at = CASE WHEN ? THEN ? ELSE expires_at END
+    `UPDATE grants SET approval = coalesce(?, approval), expires_at = CASE WHEN ? THEN ? ELSE expires_at END,
+       conditions = CASE WHEN ? THEN ? ELSE conditions END
      WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
-    [change.approval ?? null, change.expiresAt !== undefined ? 1 : 0, change.expiresAt ?? null, workspaceId, id, now],
+    [
+      change.approval ?? null,
+      change.expiresAt !== undefined ? 1 : 0,
+      change.expiresAt ?? null,
+      change.conditions !== undefined ? 1 : 0,
+      change.conditions ?? null,
+      workspaceId,
+      id,
+      now,
+    ],
   );
   return result.changes;
 }
@@ -193,9 +208,11 @@ export interface FunctionRow {
   arguments: string;
 }
 
-/** A function an agent may call, with the approval mode of the grant that allows it. */
+/** A function an agent may call, with the approval mode and conditions of the grant that allows it. */
 export interface CallableFunctionRow extends FunctionRow {
   approval: ApprovalMode;
+  /** The grant's conditions as JSON text; null for none. */
+  conditions: string | null;
 }
 
 const FUNCTION_COLUMNS = `c.device_id AS deviceId, d.name AS deviceName, d.kind AS deviceKind, d.parent_id AS parentId,
@@ -221,7 +238,7 @@ export function callableFunctions(
 ): Promise<CallableFunctionRow[]> {
   const narrowed = deviceIdPrefix !== undefined;
   return db.all<CallableFunctionRow>(
-    `SELECT ${FUNCTION_COLUMNS}, g.approval
+    `SELECT ${FUNCTION_COLUMNS}, g.approval, g.conditions
      FROM grants g
      JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
      JOIN devices d ON d.id = g.device_id
@@ -266,7 +283,7 @@ export async function callableFunctionsPage(
   page: PageQuery,
 ): Promise<RowsPage<CallableFunctionRow>> {
   const rows = await db.all<CallableFunctionRow & { createdAt: number; position: number }>(
-    `SELECT ${FUNCTION_COLUMNS}, g.approval, d.created_at AS createdAt, c.position
+    `SELECT ${FUNCTION_COLUMNS}, g.approval, g.conditions, d.created_at AS createdAt, c.position
      FROM grants g
      JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
      JOIN devices d ON d.id = g.device_id
@@ -311,6 +328,8 @@ export interface FunctionAccessRow {
   kind: 'read' | 'control' | null;
   arguments: string | null;
   approval: ApprovalMode | null;
+  /** The conditions (JSON text) of that same grant; null for none or without a grant. */
+  conditions: string | null;
 }
 
 export function functionAccess(
@@ -325,12 +344,13 @@ export function functionAccess(
     `SELECT d.revoked_at AS revokedAt, d.parent_id AS parentId,
             CASE WHEN d.parent_id IS NULL THEN NULL WHEN p.id IS NULL OR p.revoked_at IS NOT NULL THEN 1 ELSE 0 END AS parentRevoked,
             f.kind, f.arguments,
-            (SELECT g.approval FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
-             WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = d.id AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
-             ORDER BY ${STRICTEST_APPROVAL} LIMIT 1) AS approval
+            json_extract(lg.g, '$[0]') AS approval, json_extract(lg.g, '$[1]') AS conditions
      FROM devices d LEFT JOIN devices p ON p.id = d.parent_id LEFT JOIN capabilities f ON f.device_id = d.id AND f.name = ?
+     LEFT JOIN (SELECT (SELECT json_array(g.approval, g.conditions) FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+             WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id = ? AND g.capability = ? AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION}
+             ORDER BY ${STRICTEST_APPROVAL} LIMIT 1) AS g) lg
      WHERE d.workspace_id = ? AND d.id = ? AND d.detached_at IS NULL`,
-    [workspaceId, principal, capability, now, capability, workspaceId, deviceId],
+    [capability, workspaceId, principal, deviceId, capability, now, workspaceId, deviceId],
   );
 }
 
@@ -375,4 +395,13 @@ export async function fingerprintMigratedGrants(db: Queryable): Promise<void> {
        SELECT c.schema_fingerprint FROM capabilities c WHERE c.device_id = grants.device_id AND c.name = grants.capability AND c.kind = grants.function_kind)
      WHERE schema_fingerprint IS NULL AND function_kind IS NOT NULL`,
   );
+}
+
+/** The conditions (JSON text) of a principal's unrevoked grant for one device function; null for none or without a grant. */
+export async function grantConditionsOf(db: Queryable, workspaceId: string, principal: string, deviceId: string, capability: string): Promise<string | null> {
+  const row = await db.get<{ conditions: string | null }>(
+    'SELECT conditions FROM grants WHERE workspace_id = ? AND principal = ? AND device_id = ? AND capability = ? AND revoked_at IS NULL',
+    [workspaceId, principal, deviceId, capability],
+  );
+  return row?.conditions ?? null;
 }

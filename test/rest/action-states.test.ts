@@ -13,7 +13,7 @@ import {
   type MarkName,
   type TransitionName,
 } from '../../src/domain/action-states.js';
-import { approveAction, cancelIfRefused, rejectAction } from '../../src/store/action-decisions.js';
+import { approveAction, cancelForConditions, cancelIfRefused, rejectAction } from '../../src/store/action-decisions.js';
 import { expireDue } from '../../src/store/action-expiry.js';
 import { cancelRefused, reportLate, claimNext, completeAction } from '../../src/store/action-hand-out.js';
 import { insertAction } from '../../src/store/action-requests.js';
@@ -154,6 +154,13 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
     // A detached child's command may no longer run: these cancel exactly such commands.
     { fn: cancelRefused, device: 'detached', due: false, only: ['queued'], into: 'cancelled', run: (db, w) => cancelRefused(db, w.gatewayId, null, NOW) },
     { fn: cancelIfRefused, device: 'detached', due: false, into: 'cancelled', run: (db, w, a) => cancelIfRefused(db, w.workspaceId, a.id, NOW) },
+    {
+      fn: cancelForConditions,
+      device: 'gateway',
+      due: false,
+      into: 'cancelled',
+      run: (db, w, a) => cancelForConditions(db, w.workspaceId, a.id, 'conditions_changed', NOW),
+    },
     {
       fn: cancelWithdrawn,
       device: 'detached',

@@ -37,6 +37,7 @@ describe('POST /v1/grants', () => {
         functionKind: i === 0 ? 'read' : 'control',
         schemaFingerprint: expect.stringMatching(/^[0-9a-f]{64}$/),
         stale: null,
+        conditions: null,
       });
     }
   });
