@@ -48,6 +48,7 @@ export const ISOLATED_FILES = [
   'test/oauth/oauth-consent-browser.test.ts',
   'test/rest/openapi-client.test.ts',
   'test/rest/storage-budgets.test.ts',
+  'test/scale-out/grant-budget-instances.test.ts',
   'test/scale-out/mcp-sessions-scale-out.test.ts',
   'test/scale-out/mcp-tasks-scale-out.test.ts',
   'test/scale-out/remote-driver.test.ts',

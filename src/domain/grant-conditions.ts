@@ -132,8 +132,8 @@ function typesOf(schema: JsonSchema): string[] {
 const isNumeric = (types: string[]) => types.includes('number') || types.includes('integer');
 
 /**
- * Checks conditions against the functions a grant request names (docs/reference/rules.md
- * "Grant conditions"): argument bounds only for exactly one function and never on a gateway
+ * Checks conditions against the functions a grant request names (docs/owners/grants.md
+ * "Conditions"): argument bounds only for exactly one function and never on a gateway
  * grant; each bound names a top-level property of its schema, fits its type and narrows what the
  * schema allows. Issue paths start with `conditions.`.
  */
@@ -303,7 +303,7 @@ export const refusalWords = {
 const wholeMinute = (at: number) => Math.ceil(at / 60_000) * 60_000;
 
 /**
- * Arguments, then schedule (docs/reference/rules.md "Grant conditions"): the refusal for an
+ * Arguments, then schedule (docs/owners/grants.md "Conditions"): the refusal for an
  * action the conditions do not allow now, or undefined. The budget needs the store: its
  * refusal is `budgetRefusal`.
  */
