@@ -13,6 +13,7 @@ export const ISOLATED_FILES = [
   'test/console/console-activity-browser.test.ts',
   'test/console/console-approvals-browser.test.ts',
   'test/console/console-browser.test.ts',
+  'test/console/console-conditions-browser.test.ts',
   'test/console/console-device-browser.test.ts',
   'test/console/console-gateway-browser.test.ts',
   'test/console/console-inbox.test.ts',

@@ -14,6 +14,7 @@ import { mountAttach } from './screens/attach.js';
 import { mountDevices } from './screens/devices.js';
 import { mountEnrollments } from './screens/enrollments.js';
 import { mountGateways } from './screens/gateways.js';
+import { mountGrantConditions } from './screens/grant-conditions.js';
 import { mountGrants } from './screens/grants.js';
 import { mountService } from './screens/service.js';
 import { mountUsage } from './screens/usage.js';
@@ -57,6 +58,7 @@ export function mountConsole(app: Hono<HttpEnv>, deps: ConsoleDeps): void {
   mountDevicePage(app, guards);
   mountAttach(app, guards);
   mountAgents(app, guards);
+  mountGrantConditions(app, guards);
   mountGrants(app, guards);
   mountGateways(app, guards);
   mountEnrollments(app, guards);

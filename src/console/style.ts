@@ -125,6 +125,11 @@ dl.args dd { margin: 0; }
 .pending-badge [data-field="count"] { display: inline-block; min-width: 1.5em; margin-left: var(--space-1); padding: 0 .4em; border-radius: 1em; background: var(--danger); color: var(--accent-text); font-size: .8rem; font-weight: 700; text-align: center; }
 #notify-me[hidden] { display: none; }
 dl.action-details { display: grid; grid-template-columns: max-content 1fr; gap: var(--space-1) var(--space-3); } dl.action-details dd { margin: 0; }
+/* Grant conditions (src/console/screens/grant-conditions.tsx): in words, and their form. */
+ul.conditions { margin: 0; padding-left: var(--space-4); font-size: var(--text-sm); }
+.row-fields { display: flex; flex-wrap: wrap; gap: var(--space-2) var(--space-4); align-items: end; } .row-fields input { max-width: 10rem; }
+.choices { display: flex; flex-wrap: wrap; gap: var(--space-1) var(--space-4); margin: var(--space-1) 0; } .choices label { display: inline-flex; align-items: center; gap: var(--space-1); min-height: 2rem; }
+.field-error { color: var(--danger); font-weight: 600; margin: var(--space-1) 0; }
 `;
 
 const PHONE = `

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { assertWithinCap } from './capacity.js';
+import { grantBudgetUse } from '../store/action-requests.js';
 import { cancelQueuedOnServices } from '../store/action-withdrawals.js';
 import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
 import {
@@ -68,6 +69,13 @@ export const grant = z.object({
       'Set when the device republished the function with another kind or argument schema, or removed it: the grant no longer allows anything until the owner grants the function again. Null while the grant matches the function.',
     ),
   conditions: grantConditions,
+  budgetUse: z
+    .object({
+      used: z.number().int().describe('Actions counted in the budget window now.'),
+      retryAt: timestamp.describe('When one more is allowed: now while there is room, else when the oldest counted action leaves the window.'),
+    })
+    .optional()
+    .describe('In a listing, for a grant with a budget: how much of it is used now (docs/owners/grants.md "Conditions").'),
 });
 
 type Stale = z.infer<typeof grant>['stale'];
@@ -176,7 +184,16 @@ export const listWorkspaceGrants = definePagedOperation({
   async run({ ctx, credential, input, page }) {
     const now = ctx.clock.now();
     const { rows, next } = await listGrants(ctx.db, credential.workspaceId, input, page);
-    return { items: rows.map((row) => toGrant(row, now)), next };
+    const items = await Promise.all(
+      rows.map(async (row) => {
+        const record = toGrant(row, now);
+        const budget = record.conditions?.budget;
+        if (!budget) return record;
+        const scope = { workspaceId: credential.workspaceId, principal: row.principal, deviceId: row.deviceId, capability: row.capability };
+        return { ...record, budgetUse: await grantBudgetUse(ctx.db, scope, { max: budget.max, perMs: budget.perSeconds * 1000 }, now) };
+      }),
+    );
+    return { items, next };
   },
 });
 

@@ -164,6 +164,7 @@ const SCREENS: { name: string; path: () => string; signedOut?: boolean; prepare?
   { name: 'agents', path: () => '/console/agents' },
   { name: 'grants', path: () => '/console/grants' },
   { name: 'grants-agent', path: () => `/console/grants?principal=${encodeURIComponent(agent.principal)}` },
+  { name: 'grant-conditions', path: () => `/console/grants/conditions?grantId=${setPowerGrant}` },
   { name: 'gateways', path: () => '/console/gateways' },
   { name: 'enrollments', path: () => '/console/enrollments' },
   { name: 'approvals', path: () => '/console/approvals' },

@@ -319,6 +319,29 @@ describe('grant screen (/console/grants): what approval "user" is', () => {
   });
 });
 
+describe('conditions page (/console/grants/conditions)', () => {
+  it('renders a grant of this workspace only, without inline code, its argument names as text', async () => {
+    const owner = await signDevelopmentSession(dev.config, 'vera');
+    const api = client(dev.url);
+    const hostile = '<b onmouseover=x>';
+    const manifest = {
+      capabilities: [{ name: 'say', kind: 'control', arguments: { type: 'object', properties: { [hostile]: { type: 'string', maxLength: 20 } } } }],
+    };
+    const device = await attachDevice(api, owner, { name: 'Speaker', manifest });
+    const [granted] = await grant(api, owner, 'agent:speaker-bot', device.id, ['say']);
+    const cookie = await developmentSignIn('vera');
+    const page = await fetch(`${dev.issuer}/console/grants/conditions?grantId=${granted!.id}`, { headers: { cookie } });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).not.toMatch(/<script>|<style>| style=|<b onmouseover/);
+    expect(html).toContain('&lt;b onmouseover=x&gt;');
+    expect(html).toContain('max="20"');
+    // Another owner does not find it.
+    const other = await developmentSignIn('walt');
+    expect((await fetch(`${dev.issuer}/console/grants/conditions?grantId=${granted!.id}`, { headers: { cookie: other } })).status).toBe(404);
+  });
+});
+
 describe('agents screen, a confidential server-to-server OAuth client', () => {
   it('registers it with no redirect URI, shows its secret once, and the secret gets a client_credentials token', async () => {
     const cookie = await developmentSignIn('sasha');

@@ -1,6 +1,7 @@
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Icon, Page, Term, Time, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
+import { ConditionsLink, ConditionsSummary } from './grant-conditions.js';
 import { AccessLevel, allGrants, EditGrant, EditGrantForm, knownAgents, staleReason, type Connection, type Grant } from './grant-parts.js';
 
 /**
@@ -58,6 +59,9 @@ function GrantRow(props: { row: Row; back: string; viewer: Viewer }) {
       </td>
       <td data-label="Expires">
         <Time ms={grant.expiresAt} never="never" />
+      </td>
+      <td data-label="Conditions" data-field="conditions">
+        <ConditionsSummary grant={grant} /> <ConditionsLink grant={grant} label={label} back={props.back} />
       </td>
       <td data-label="State" data-field="state">
         {grant.stale ? (
@@ -117,6 +121,9 @@ function OverviewTable(props: { rows: Row[]; back: string; viewer: Viewer }) {
             </th>
             <th scope="col">Approval</th>
             <th scope="col">Expires</th>
+            <th scope="col">
+              <Term api="conditions">Conditions</Term>
+            </th>
             <th scope="col">State</th>
             <th scope="col">Change</th>
           </tr>
@@ -199,8 +206,8 @@ export async function renderOverview(guards: Guards, signed: Signed, query: stri
     <Page title="Grants" viewer={signed.viewer} screen="grants">
       <Flash {...flash} />
       <p class="lede">
-        What each agent may call: every grant of every agent on every device. Change the approval or the expiry in place, or revoke; open an agent to grant it
-        more functions.
+        What each agent may call: every grant of every agent on every device. Change the approval or the expiry in place, set how far, when and how often with
+        Conditions, or revoke; open an agent to grant it more functions.
       </p>
       <SearchForm query={query} />
       <p class="muted" id="grant-count">

@@ -17,6 +17,7 @@ import {
   updateInput,
   type Grant,
 } from './grant-parts.js';
+import { ConditionsLink, ConditionsSummary } from './grant-conditions.js';
 import { renderOverview, type Flashed } from './grants-overview.js';
 import { BROWSER_GRANT_DEFAULTS } from '../../domain/grant-defaults.js';
 
@@ -101,6 +102,9 @@ function FunctionRow(props: { device: Device; fn: Device['capabilities'][number]
               </button>
               <div>
                 <EditGrant grant={grant} label={label} back={props.back} viewer={props.viewer} />
+              </div>
+              <div data-field="conditions">
+                <ConditionsSummary grant={grant} /> <ConditionsLink grant={grant} label={label} back={props.back} />
               </div>
             </div>
           ))

@@ -1,0 +1,386 @@
+import type { Day, GrantConditions } from '../../domain/grant-conditions.js';
+import { DAYS, periodWords } from '../../domain/grant-conditions.js';
+import { Csrf, Icon, type Viewer } from '../layout.js';
+import type { Grant } from './grant-parts.js';
+
+/**
+ * The form of a grant's conditions (docs/owners/grants.md "Conditions"): a control that fits each
+ * argument of the function's schema (a range for numbers, a choice list for enums and yes-or-no,
+ * a length for text), weekly windows with a time zone select, and a budget. It is filled from the
+ * grant, or from what the owner typed when the service refused it, with each issue beside its field.
+ */
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type Issue = { path: string; message: string };
+
+export interface Property {
+  type?: string | string[];
+  enum?: Json[];
+  minimum?: number;
+  maximum?: number;
+  maxLength?: number;
+  description?: string;
+}
+
+const DAY_NAMES: Record<Day, string> = { mon: 'Monday', tue: 'Tuesday', wed: 'Wednesday', thu: 'Thursday', fri: 'Friday', sat: 'Saturday', sun: 'Sunday' };
+const DAY_SHORT: Record<Day, string> = { mon: 'Mon', tue: 'Tue', wed: 'Wed', thu: 'Thu', fri: 'Fri', sat: 'Sat', sun: 'Sun' };
+
+/** Budget windows offered; a grant set over the API with another one keeps it as an extra choice. */
+const PERIODS = [60, 600, 3600, 86_400, 604_800, 2_592_000];
+
+/** Every zone name the runtime knows, UTC first. */
+const ZONES = ['UTC', ...Intl.supportedValuesOf('timeZone').filter((zone) => zone !== 'UTC')];
+
+/** What the form holds: the grant's conditions, or what the owner typed when the service refused it. */
+export interface Typed {
+  args: Record<string, { minimum: string; maximum: string; maxLength: string; enum: string[] | undefined }>;
+  timeZone: string;
+  windows: { days: string[]; from: string; to: string }[];
+  budgetMax: string;
+  budgetPer: string;
+}
+
+const text = (value: number | undefined) => (value === undefined ? '' : String(value));
+
+export function typedFrom(conditions: GrantConditions | null): Typed {
+  const args: Typed['args'] = {};
+  for (const [name, bound] of Object.entries(conditions?.arguments ?? {})) {
+    args[name] = {
+      minimum: text(bound.minimum),
+      maximum: text(bound.maximum),
+      maxLength: text(bound.maxLength),
+      enum: bound.enum?.map((v) => JSON.stringify(v)),
+    };
+  }
+  return {
+    args,
+    timeZone: conditions?.schedule?.timeZone ?? 'UTC',
+    windows: (conditions?.schedule?.windows ?? []).map((w) => ({ days: [...w.days], from: w.from, to: w.to })),
+    budgetMax: text(conditions?.budget?.max),
+    budgetPer: text(conditions?.budget?.perSeconds ?? 3600),
+  };
+}
+
+const MAX_WINDOWS = 14;
+
+export function typedFromForm(form: URLSearchParams, properties: Record<string, Property>): Typed {
+  const args: Typed['args'] = {};
+  for (const name of Object.keys(properties)) {
+    args[name] = {
+      minimum: form.get(`arg:${name}:minimum`) ?? '',
+      maximum: form.get(`arg:${name}:maximum`) ?? '',
+      maxLength: form.get(`arg:${name}:maxLength`) ?? '',
+      enum: form.has(`arg:${name}:choices`)
+        ? (choicesOf(properties[name]!) ?? []).map((v) => JSON.stringify(v)).filter((v, i) => form.get(`arg:${name}:enum:${i}`) === v)
+        : undefined,
+    };
+  }
+  const windows: Typed['windows'] = [];
+  for (let i = 0; i < MAX_WINDOWS && form.has(`w${i}:from`); i++) {
+    windows.push({ days: DAYS.filter((day) => form.get(`w${i}:${day}`) === 'on'), from: form.get(`w${i}:from`) ?? '', to: form.get(`w${i}:to`) ?? '' });
+  }
+  return { args, timeZone: form.get('timeZone') ?? 'UTC', windows, budgetMax: form.get('budgetMax') ?? '', budgetPer: form.get('budgetPer') ?? '3600' };
+}
+
+/** A typed number as the service should read it: absent when empty, the text itself when it is not a number (the service says why). */
+const numberOf = (raw: string): number | string | undefined => (raw.trim() === '' ? undefined : Number.isFinite(Number(raw)) ? Number(raw) : raw);
+
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** The `conditions` of `grants.update` from what the form holds; `null` when nothing is set. */
+export function conditionsOf(typed: Typed, properties: Record<string, Property>): Record<string, unknown> | null {
+  const args: Record<string, Record<string, unknown>> = {};
+  for (const [name, field] of Object.entries(typed.args)) {
+    const bound: Record<string, unknown> = {};
+    for (const key of ['minimum', 'maximum', 'maxLength'] as const) {
+      const value = numberOf(field[key]);
+      if (value !== undefined) bound[key] = value;
+    }
+    // A choice list with every choice ticked allows what the schema allows: no bound.
+    const choices = choicesOf(properties[name] ?? {});
+    if (field.enum !== undefined && choices && field.enum.length < choices.length) bound.enum = field.enum.map(parseJson);
+    if (Object.keys(bound).length > 0) args[name] = bound;
+  }
+  const windows = typed.windows.filter((w) => w.days.length > 0 || w.from !== '' || w.to !== '');
+  const conditions: Record<string, unknown> = {};
+  if (Object.keys(args).length > 0) conditions.arguments = args;
+  if (windows.length > 0) conditions.schedule = { timeZone: typed.timeZone, windows };
+  const max = numberOf(typed.budgetMax);
+  if (max !== undefined) conditions.budget = { max, perSeconds: Number(typed.budgetPer) };
+  return Object.keys(conditions).length > 0 ? conditions : null;
+}
+
+const typesOf = (p: Property) => (Array.isArray(p.type) ? p.type : p.type ? [p.type] : []);
+
+/** The values a choice list offers: the schema's own enum, or yes and no for a boolean. */
+function choicesOf(property: Property): Json[] | undefined {
+  if (Array.isArray(property.enum) && property.enum.every((v) => ['string', 'number', 'boolean'].includes(typeof v))) return property.enum;
+  if (typesOf(property).includes('boolean')) return [true, false];
+  return undefined;
+}
+
+/** The issues the service gave at or below `path`. */
+const at = (issues: Issue[], path: string) => issues.filter((i) => i.path === path || i.path.startsWith(`${path}.`));
+
+function FieldIssues(props: { id: string; issues: Issue[] }) {
+  if (props.issues.length === 0) return null;
+  return (
+    <p class="field-error" id={props.id}>
+      {props.issues.map((i) => i.message).join('; ')}
+    </p>
+  );
+}
+
+/** aria attributes that tie a control to the issues beside it. */
+const invalid = (issues: Issue[], id: string) => (issues.length > 0 ? { 'aria-invalid': 'true' as const, 'aria-describedby': id } : {});
+
+const choiceLabel = (value: Json) => (value === true ? 'yes (true)' : value === false ? 'no (false)' : String(value));
+
+type Aria = ReturnType<typeof invalid>;
+type TypedArgument = Typed['args'][string];
+
+/** A number range: the least and greatest value, within what the schema allows. */
+function NumberBounds(props: { name: string; property: Property; typed: TypedArgument; aria: Aria }) {
+  const { name, property, typed, aria } = props;
+  const types = typesOf(property);
+  const id = `arg-${name}`;
+  const step = types.includes('integer') && !types.includes('number') ? '1' : 'any';
+  const range = [property.minimum !== undefined ? `from ${property.minimum}` : '', property.maximum !== undefined ? `to ${property.maximum}` : '']
+    .filter(Boolean)
+    .join(' ');
+  return (
+    <div class="row-fields">
+      <div>
+        <label for={`${id}-minimum`}>Least {name}</label>
+        <input
+          type="number"
+          id={`${id}-minimum`}
+          name={`arg:${name}:minimum`}
+          step={step}
+          min={text(property.minimum)}
+          max={text(property.maximum)}
+          value={typed.minimum}
+          {...aria}
+        />
+      </div>
+      <div>
+        <label for={`${id}-maximum`}>Greatest {name}</label>
+        <input
+          type="number"
+          id={`${id}-maximum`}
+          name={`arg:${name}:maximum`}
+          step={step}
+          min={text(property.minimum)}
+          max={text(property.maximum)}
+          value={typed.maximum}
+          {...aria}
+        />
+      </div>
+      <p class="muted">{range ? `The function allows ${range}.` : 'The function sets no range.'} Leave empty for no bound.</p>
+    </div>
+  );
+}
+
+/** A choice list: each value of the schema's enum (or yes and no), ticked when allowed. */
+function ChoiceBounds(props: { name: string; choices: Json[]; typed: TypedArgument; aria: Aria }) {
+  const { name, choices, typed, aria } = props;
+  const id = `arg-${name}`;
+  return (
+    <div class="choices" role="group" aria-label={`Allowed values of ${name}`}>
+      <input type="hidden" name={`arg:${name}:choices`} value="1" />
+      {choices.map((value, index) => (
+        <label>
+          <input
+            type="checkbox"
+            name={`arg:${name}:enum:${index}`}
+            id={`${id}-choice-${index}`}
+            value={JSON.stringify(value)}
+            checked={typed.enum === undefined || typed.enum.includes(JSON.stringify(value))}
+            {...aria}
+          />{' '}
+          {choiceLabel(value)}
+        </label>
+      ))}
+      <p class="muted">Untick a value to refuse it.</p>
+    </div>
+  );
+}
+
+function ArgumentControl(props: { name: string; property: Property; typed: Typed['args'][string] | undefined; issues: Issue[] }) {
+  const { name, property } = props;
+  const typed = props.typed ?? { minimum: '', maximum: '', maxLength: '', enum: undefined };
+  const types = typesOf(property);
+  const numeric = types.includes('number') || types.includes('integer');
+  const choices = choicesOf(property);
+  const id = `arg-${name}`;
+  const issueId = `${id}-issues`;
+  const mine = at(props.issues, `conditions.arguments.${name}`);
+  const aria = invalid(mine, issueId);
+  return (
+    <fieldset data-argument={name}>
+      <legend>
+        <code>{name}</code>
+        {property.description ? <span class="muted"> · {property.description}</span> : null}
+      </legend>
+      {numeric ? <NumberBounds name={name} property={property} typed={typed} aria={aria} /> : null}
+      {choices ? <ChoiceBounds name={name} choices={choices} typed={typed} aria={aria} /> : null}
+      {types.includes('string') && !choices ? (
+        <div>
+          <label for={`${id}-maxLength`}>Most characters of {name}</label>
+          <input
+            type="number"
+            id={`${id}-maxLength`}
+            name={`arg:${name}:maxLength`}
+            min="0"
+            max={text(property.maxLength)}
+            step="1"
+            value={typed.maxLength}
+            {...aria}
+          />
+        </div>
+      ) : null}
+      {!numeric && !choices && !types.includes('string') ? <p class="muted">No bound fits this argument.</p> : null}
+      <FieldIssues id={issueId} issues={mine} />
+    </fieldset>
+  );
+}
+
+function WindowRow(props: { index: number; typed: Typed['windows'][number] | undefined; issues: Issue[] }) {
+  const i = props.index;
+  const typed = props.typed ?? { days: [], from: '', to: '' };
+  const issueId = `w${i}-issues`;
+  const mine = at(props.issues, `conditions.schedule.windows.${i}`);
+  const aria = invalid(mine, issueId);
+  return (
+    <fieldset data-window={String(i)}>
+      <legend>Window {i + 1}</legend>
+      <div class="choices" role="group" aria-label={`Days window ${i + 1} starts on`}>
+        {DAYS.map((day) => (
+          <label>
+            <input type="checkbox" name={`w${i}:${day}`} value="on" data-day={day} checked={typed.days.includes(day)} {...aria} />{' '}
+            <abbr title={DAY_NAMES[day]}>{DAY_SHORT[day]}</abbr>
+          </label>
+        ))}
+      </div>
+      <div class="row-fields">
+        <div>
+          <label for={`w${i}-from`}>From</label>
+          <input type="time" id={`w${i}-from`} name={`w${i}:from`} value={typed.from} {...aria} />
+        </div>
+        <div>
+          <label for={`w${i}-to`}>Until</label>
+          <input type="time" id={`w${i}-to`} name={`w${i}:to`} value={typed.to} {...aria} />
+        </div>
+      </div>
+      <FieldIssues id={issueId} issues={mine} />
+    </fieldset>
+  );
+}
+
+/** A budget: at most so many actions in any window of a chosen length. */
+function BudgetSection(props: { typed: Typed; issues: Issue[] }) {
+  const { typed } = props;
+  const budgetIssues = at(props.issues, 'conditions.budget');
+  const periods = PERIODS.includes(Number(typed.budgetPer)) ? PERIODS : [...PERIODS, Number(typed.budgetPer)].sort((a, b) => a - b);
+  return (
+    <section aria-labelledby="budget-heading">
+      <h2 id="budget-heading">How often: a budget</h2>
+      <div class="row-fields">
+        <div>
+          <label for="budgetMax">At most this many actions</label>
+          <input
+            type="number"
+            id="budgetMax"
+            name="budgetMax"
+            min="1"
+            max="100000"
+            step="1"
+            value={typed.budgetMax}
+            aria-describedby={budgetIssues.length > 0 ? 'budget-issues' : 'budget-help'}
+            {...(budgetIssues.length > 0 ? { 'aria-invalid': 'true' } : {})}
+          />
+        </div>
+        <div>
+          <label for="budgetPer">In any</label>
+          <select id="budgetPer" name="budgetPer">
+            {periods.map((seconds) => (
+              <option value={String(seconds)} selected={String(seconds) === typed.budgetPer}>
+                {periodWords(seconds)}
+              </option>
+            ))}
+          </select>
+        </div>
+      </div>
+      <p class="muted" id="budget-help">
+        Empty: no budget. Counted for this agent, device and function; a cancelled or rejected action counts too.
+      </p>
+      <FieldIssues id="budget-issues" issues={budgetIssues} />
+    </section>
+  );
+}
+
+export function ConditionsForm(props: { grant: Grant; properties: Record<string, Property>; typed: Typed; issues: Issue[]; back: string; viewer: Viewer }) {
+  const { typed, issues } = props;
+  const names = Object.keys(props.properties);
+  const rows = Math.min(MAX_WINDOWS, Math.max(2, typed.windows.length + 1));
+  const zoneIssues = at(issues, 'conditions.schedule.timeZone');
+  const scheduleIssues = issues.filter((i) => i.path === 'conditions.schedule' || i.path === 'conditions.schedule.windows');
+  const argumentIssues = issues.filter((i) => i.path === 'conditions.arguments');
+  return (
+    <form method="post" action="/console/grants/conditions" id="conditions-form">
+      <Csrf viewer={props.viewer} />
+      <input type="hidden" name="grantId" value={props.grant.id} />
+      <input type="hidden" name="back" value={props.back} />
+      <section aria-labelledby="arguments-heading">
+        <h2 id="arguments-heading">How far: arguments</h2>
+        {props.grant.gatewayId ? (
+          <p class="muted">A grant written by a gateway grant takes a schedule and a budget only.</p>
+        ) : names.length === 0 ? (
+          <p class="muted">This function takes no arguments.</p>
+        ) : (
+          names.map((name) => <ArgumentControl name={name} property={props.properties[name]!} typed={typed.args[name]} issues={issues} />)
+        )}
+        <FieldIssues id="arguments-issues" issues={argumentIssues} />
+      </section>
+      <section aria-labelledby="schedule-heading">
+        <h2 id="schedule-heading">When: a weekly schedule</h2>
+        <p class="muted">
+          Actions are allowed only inside a window. The days are the days a window starts; an end before its start runs past midnight; the same start and end is
+          the whole day. No window ticked: any time.
+        </p>
+        <div>
+          <label for="timeZone">Time zone the windows are read in</label>
+          <select id="timeZone" name="timeZone" {...invalid(zoneIssues, 'timeZone-issues')}>
+            {(ZONES.includes(typed.timeZone) ? ZONES : [typed.timeZone, ...ZONES]).map((zone) => (
+              <option value={zone} selected={zone === typed.timeZone}>
+                {zone}
+              </option>
+            ))}
+          </select>
+          <FieldIssues id="timeZone-issues" issues={zoneIssues} />
+        </div>
+        {Array.from({ length: rows }, (_, i) => (
+          <WindowRow index={i} typed={typed.windows[i]} issues={issues} />
+        ))}
+        <FieldIssues id="schedule-issues" issues={scheduleIssues} />
+      </section>
+      <BudgetSection typed={typed} issues={issues} />
+      <div class="toolbar">
+        <button type="submit" class="primary" id="save-conditions">
+          <Icon name="check" />
+          Save conditions
+        </button>
+        <button type="submit" name="clear" value="1" id="clear-conditions">
+          Remove all conditions
+        </button>
+        <a href={props.back}>Back to grants</a>
+      </div>
+    </form>
+  );
+}
