@@ -74,7 +74,14 @@ export function createAuthenticator(deps: {
       if (kind === 'device') {
         const row = await findDeviceByTokenHash(db, hashToken(bearer));
         if (!row || row.revokedAt !== null) throw invalid();
-        return { kind: 'device', workspaceId: row.workspaceId, deviceId: row.id, routingId: row.routingId, lastSeenAt: row.lastSeenAt };
+        return {
+          kind: 'device',
+          workspaceId: row.workspaceId,
+          deviceId: row.id,
+          routingId: row.routingId,
+          lastSeenAt: row.lastSeenAt,
+          declaresResults: row.declaresResults === 1,
+        };
       }
       if (kind === undefined && bearer.split('.').length === 3) {
         const identity = await owners.verify(bearer);

@@ -39,7 +39,16 @@ export type Credential =
       oauth?: OAuthTokenInfo;
     }
   | { kind: 'setup'; workspaceId: string; connectionId: string }
-  | { kind: 'device'; workspaceId: string; deviceId: string; routingId: string; /** As read while authenticating. */ lastSeenAt: number | null };
+  | {
+      kind: 'device';
+      workspaceId: string;
+      deviceId: string;
+      routingId: string;
+      /** As read while authenticating. */
+      lastSeenAt: number | null;
+      /** Whether the device or one of its children declares a result schema, as read while authenticating. */
+      declaresResults: boolean;
+    };
 
 /**
  * Set when an agent credential is an OAuth access token: `access` is then already the token's

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { expireDue } from '../store/action-expiry.js';
 import { cancelRefused, claimNext, completeAction, findTargetedAction, hasQueued, reportLate } from '../store/action-hand-out.js';
+import type { ActionRow } from '../store/actions.js';
 import { action, toActionRecord } from './action-records.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext, CredentialOf } from './context.js';
@@ -191,12 +192,11 @@ export const reportResult = defineOperation({
     }
     // A declared result schema is checked before anything moves: a result that does not match
     // it is refused and the action stays as it was (docs/devices/state.md).
-    const fn = input.ok ? await functionOfAction(ctx.db, credential.deviceId, input.actionId) : undefined;
-    if (input.ok && fn) {
-      if (fn.result !== null) {
-        const issues = ctx.schemas.argumentIssues(fn.result, input.result ?? null, 'result');
-        if (issues.length > 0) throw fail.invalid("The result does not match the function's result schema.", issues);
-      }
+    // Read only when the device declares one: a plain result stays one statement.
+    const fn = input.ok && credential.declaresResults ? await functionOfAction(ctx.db, credential.deviceId, input.actionId) : undefined;
+    if (fn?.result) {
+      const issues = ctx.schemas.argumentIssues(fn.result, input.result ?? null, 'result');
+      if (issues.length > 0) throw fail.invalid("The result does not match the function's result schema.", issues);
     }
     const report = {
       id: input.actionId,
@@ -206,7 +206,8 @@ export const reportResult = defineOperation({
       errorCode: input.error?.code ?? null,
       errorMessage: input.error?.message ?? null,
     };
-    let row = await completeAction(ctx.db, report, now);
+    const completed = await completeAction(ctx.db, report, now);
+    let row: ActionRow | undefined = completed;
     if (!row) {
       publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: input.actionId }));
       // Past the deadline, what the device did is still stored, never dropped (docs/reference/rules.md "Actions").
@@ -216,7 +217,7 @@ export const reportResult = defineOperation({
       publishActions(ctx, [row]);
       // A read's successful result is its function's last-known value (migration 0034): its
       // state resource's subscribers read it again.
-      if (fn?.kind === 'read' && row.status === 'succeeded' && row.result !== null)
+      if (completed?.isRead === 1 && completed.status === 'succeeded' && completed.result !== null)
         ctx.events.publish({ type: 'device-state', workspaceId: row.workspaceId, deviceId: row.deviceId });
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);

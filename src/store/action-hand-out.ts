@@ -77,12 +77,13 @@ export function completeAction(
   db: Queryable,
   report: { id: string; targetId: string; ok: boolean; result: string | null; errorCode: string | null; errorMessage: string | null },
   now: number,
-): Promise<ActionRow | undefined> {
+): Promise<(ActionRow & { isRead: number | null }) | undefined> {
   const status: Destination<'complete'> = report.ok ? 'succeeded' : 'failed';
-  return db.get<ActionRow>(
+  // isRead: whether the action's function is a read one, so its result is a last-known value (migration 0034).
+  return db.get<ActionRow & { isRead: number | null }>(
     `UPDATE actions SET status = ?, completed_at = ?, result = ?, error_code = ?, error_message = ?
      WHERE id = ? AND target_id = ? AND ${guard('complete')} AND expires_at > ?
-     RETURNING ${COLUMNS}`,
+     RETURNING ${COLUMNS}, (SELECT c.kind = 'read' FROM capabilities c WHERE c.device_id = actions.device_id AND c.name = actions.capability) AS isRead`,
     [status, now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId, now],
   );
 }

@@ -71,9 +71,17 @@ export async function insertDevice(
   );
 }
 
-export function findDeviceByTokenHash(db: Queryable, tokenHash: string): Promise<(DeviceRow & { routingId: string }) | undefined> {
-  return db.get<DeviceRow & { routingId: string }>(
-    `SELECT ${COLUMNS}, w.routing_id AS routingId FROM ${FROM} JOIN workspaces w ON w.id = d.workspace_id WHERE d.token_hash = ?`,
+/**
+ * The device a token belongs to, with its workspace's routing id and whether the device or one
+ * of its children declares a result schema: a result report reads the function it answers only
+ * then (docs/devices/state.md), so a device without result schemas pays no read for them.
+ */
+export function findDeviceByTokenHash(db: Queryable, tokenHash: string): Promise<(DeviceRow & { routingId: string; declaresResults: number }) | undefined> {
+  return db.get<DeviceRow & { routingId: string; declaresResults: number }>(
+    `SELECT ${COLUMNS}, w.routing_id AS routingId,
+            EXISTS (SELECT 1 FROM capabilities c WHERE c.result IS NOT NULL
+                      AND c.device_id IN (SELECT x.id FROM devices x WHERE x.id = d.id OR x.parent_id = d.id)) AS declaresResults
+     FROM ${FROM} JOIN workspaces w ON w.id = d.workspace_id WHERE d.token_hash = ?`,
     [tokenHash],
   );
 }
