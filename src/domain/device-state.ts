@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { flushOwedStateEvents, readDeviceState, reportableFunctions, storeReportedValues } from '../store/device-state.js';
+import { STATE_EVENT_INTERVAL_MS, flushOwedStateEvents, readDeviceState, reportableFunctions, storeReportedValues } from '../store/device-state.js';
 import type { Db } from '../store/driver.js';
 import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { QUOTA_RETRY_AFTER_SECONDS } from './capacity.js';
@@ -68,24 +68,39 @@ export function announceState(
   if (written.some((row) => row.changed === 1)) ctx.events.publish({ type: 'device-state', workspaceId, deviceId });
 }
 
-/** How often owed `device.state_changed` events are looked for: the latest value of a busy function is journalled this soon after its second. */
+/** How often owed `device.state_changed` events are looked for while values change: the latest value of a busy function is journalled this soon after its second. */
 export const STATE_EVENT_SWEEP_MS = 250;
+/**
+ * How often they are looked for while no value changed here lately: the sweep is a write, and
+ * a service with no state traffic should not take the write lock four times a second. An event
+ * owed by an instance that stopped is journalled by another within this long.
+ */
+export const STATE_EVENT_IDLE_SWEEP_MS = 10_000;
 /** Owed events journalled per statement of the sweep. */
 const STATE_EVENT_BATCH = 500;
 
 /**
  * Journals the `device.state_changed` events owed for values that changed again within a
  * second of their last event, once that second has passed, with the value then stored (the
- * latest wins). Returns a function that stops the sweep.
+ * latest wins): every `intervalMs` while a value changed (on this instance, or on another that
+ * said so over the bus) within the last two event intervals, else every
+ * STATE_EVENT_IDLE_SWEEP_MS. Returns a function that stops the sweep.
  */
 export function startStateEventSweep(deps: { db: Db; events: EventHub; clock: Clock; log: Logger }, intervalMs = STATE_EVENT_SWEEP_MS): () => void {
   let running = false;
+  let changedAt = -Infinity;
+  let sweptAt = deps.clock.now();
+  const unsubscribe = deps.events.subscribe((event) => {
+    if (event.type === 'device-state') changedAt = deps.clock.now();
+  });
   const timer = setInterval(() => {
-    if (running) return;
+    const now = deps.clock.now();
+    if (running || (now - changedAt > 2 * STATE_EVENT_INTERVAL_MS + intervalMs && now - sweptAt < STATE_EVENT_IDLE_SWEEP_MS)) return;
     running = true;
+    sweptAt = now;
     Promise.resolve()
       .then(async () => {
-        for (const workspaceId of await flushOwedStateEvents(deps.db, deps.clock.now(), STATE_EVENT_BATCH)) announceJournal(deps, workspaceId);
+        for (const workspaceId of await flushOwedStateEvents(deps.db, now, STATE_EVENT_BATCH)) announceJournal(deps, workspaceId);
       })
       .catch((error: unknown) => logSweepFailure(deps.log, 'state event sweep failed', error))
       .finally(() => {
@@ -93,7 +108,10 @@ export function startStateEventSweep(deps: { db: Db; events: EventHub; clock: Cl
       });
   }, intervalMs);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    clearInterval(timer);
+    unsubscribe();
+  };
 }
 
 export const getDeviceState = defineOperation({
