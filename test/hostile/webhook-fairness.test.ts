@@ -22,6 +22,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /** An endpoint that answers 200 after `delayMs` on every path but `/fast`, which answers at once. */
 class SlowReceiver {
   open = 0;
+  /** Slow attempts begun so far. */
+  started = 0;
   readonly arrived = new Map<string, number>();
   readonly server = http.createServer((request, response) => {
     request.resume();
@@ -32,6 +34,7 @@ class SlowReceiver {
       return;
     }
     this.open++;
+    this.started++;
     const timer = setTimeout(() => response.writeHead(200).end(), this.delayMs);
     response.on('close', () => {
       clearTimeout(timer);
@@ -90,17 +93,23 @@ async function hammer(instances: readonly TestServer[], receiver: SlowReceiver):
   );
 }
 
-/** A fresh workspace's one event reaches its (fast) endpoint within a few seconds. */
+/**
+ * A fresh workspace's one event reaches its (fast) endpoint at one of the next free slots: shown
+ * by how many of the crowd's older attempts began before it, not by a time, so a loaded machine
+ * cannot fail it. Claimed in age order it would wait behind the whole backlog (about 1,200).
+ */
 async function bystanderArrivesPromptly(instance: TestServer, receiver: SlowReceiver): Promise<void> {
   const target = client(instance.url);
   const owner = await instance.ownerToken(`webhooks-bystander-${randomUUID()}`);
   const lamp = await attachDevice(target, owner);
   const at = `/fast-${randomUUID()}`;
   await registerAt(target, owner, `${receiver.url}${at}`);
+  const before = receiver.started;
   await grant(target, owner, 'agent:bystander', lamp.id, ['set_power']);
-  // A slot frees within one slow attempt (1.5 s) and the claim gives it to the bystander; the
-  // rest of the bound is room for a loaded machine. Without the charge it waits minutes.
-  await vi.waitFor(() => expect(receiver.arrived.get(at)).toBe(1), { timeout: 10_000, interval: 50 });
+  await vi.waitFor(() => expect(receiver.arrived.get(at)).toBe(1), { timeout: 45_000, interval: 50 });
+  // The slots free about five times a second; the dispatcher writes the delivery within a poll
+  // or a few on a loaded machine, and the next free slot is the bystander's.
+  expect(receiver.started - before).toBeLessThan(100);
 }
 
 describe('webhook delivery is fair across workspaces whatever their number', () => {
