@@ -224,12 +224,12 @@ describe('granting device functions on the consent page', () => {
     expect(await page.inputValue('#cond-time-zone')).toBe('Mars/Olympus_Mons');
     expect(await page.inputValue('#cond-from')).toBe('22:00');
     expect(await page.isChecked('#condition-schedule label:has-text("Saturday") input')).toBe(true);
+    expect(await page.isChecked(`input[name="grant:${lamp.id}:get_state"]`)).toBe(true);
     expect(await axeViolations(page)).toEqual([]);
     const grants = (await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() })) as { body: { data: unknown[] } };
     expect(grants.body.data).toEqual([]);
 
     // Corrected, it is granted with the overnight window.
-    await page.check(`input[name="grant:${lamp.id}:get_state"]`);
     await page.fill('#cond-time-zone', 'UTC');
     const back = await decide('#approve');
     expect(back.searchParams.get('code')).toMatch(/^dfc_code_/);
