@@ -10,11 +10,12 @@ import {
   type ConsentView,
 } from '../domain/oauth/authorize.js';
 import { operations } from '../domain/registry.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, issuesFromZod, type ErrorIssue } from '../domain/errors.js';
 import { UnsafeAuthorizationRequest } from '../domain/oauth/errors.js';
 import { csrfMatches, csrfToken, ownerSession, type LiveOwnerSession } from '../domain/owner-sessions.js';
 import { originRefusal, PAGE_CSP, pageForm, sessionToken } from './browser.js';
 import type { OAuthEndpointDeps } from './deps.js';
+import { conditionsInputOf, typedConditionsOf } from './consent-conditions.js';
 import { ConsentPage, ErrorPage } from './pages.js';
 
 /**
@@ -68,11 +69,39 @@ function picksOf(view: ConsentView, form: URLSearchParams, approved: 'read' | 'a
   return { byDevice };
 }
 
+/** One device's picks as `grants.create` takes them: the console's defaults and the conditions the owner set. */
+const grantInput = (view: ConsentView, deviceId: string, capabilities: string[], conditions: Record<string, unknown> | undefined) => ({
+  principal: view.principal,
+  deviceId,
+  capabilities,
+  approval: view.grantDefaults.approval,
+  ttlSeconds: view.grantDefaults.ttlSeconds,
+  ...(conditions ? { conditions } : {}),
+});
+
+/**
+ * The issues `grants.create`'s own input schema finds in the conditions, checked before the
+ * authorization is approved so that refused conditions grant nothing and issue no code.
+ */
+function conditionsIssues(view: ConsentView, byDevice: Map<string, string[]>, conditions: Record<string, unknown> | undefined): ErrorIssue[] {
+  const first = [...byDevice][0];
+  if (!first || !conditions) return [];
+  const parsed = operations.createGrants.input.safeParse(grantInput(view, first[0], first[1], conditions));
+  return parsed.success ? [] : issuesFromZod(parsed.error).filter((issue) => issue.path.startsWith('conditions'));
+}
+
 /**
  * The picked functions, granted through the operation the console's grant form calls, with its
- * defaults, as the owner of this session; each device's grants in one transaction.
+ * defaults and the conditions the owner set, as the owner of this session; each device's grants
+ * in one transaction.
  */
-async function grantPicks(c: Context, owner: LiveOwnerSession, view: ConsentView, byDevice: Map<string, string[]>): Promise<void> {
+async function grantPicks(
+  c: Context,
+  owner: LiveOwnerSession,
+  view: ConsentView,
+  byDevice: Map<string, string[]>,
+  conditions: Record<string, unknown> | undefined,
+): Promise<void> {
   const credential: CredentialOf<'owner'> = {
     kind: 'owner',
     workspaceId: owner.workspaceId,
@@ -81,27 +110,96 @@ async function grantPicks(c: Context, owner: LiveOwnerSession, view: ConsentView
     sessionHash: owner.tokenHash,
   };
   const ctx = (c.get('context' as never) as (credential: CredentialOf<'owner'>, surface: 'rest') => OperationContext)(credential, 'rest');
-  for (const [deviceId, capabilities] of byDevice)
-    await invoke(operations.createGrants, ctx, {
-      principal: view.principal,
-      deviceId,
-      capabilities,
-      approval: view.grantDefaults.approval,
-      ttlSeconds: view.grantDefaults.ttlSeconds,
-    });
+  for (const [deviceId, capabilities] of byDevice) await invoke(operations.createGrants, ctx, grantInput(view, deviceId, capabilities, conditions));
+}
+
+/** RFC 6749 §4.1.2 / RFC 9207: back to the client, with state echoed and iss on every answer. */
+function redirectBack(
+  deps: OAuthEndpointDeps,
+  c: Context,
+  to: { redirectUri: string; state: string | undefined },
+  params: Record<string, string>,
+  status: 302 | 303,
+) {
+  const url = new URL(to.redirectUri);
+  for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
+  if (to.state !== undefined) url.searchParams.set('state', to.state);
+  url.searchParams.set('iss', deps.oauthFor(c).issuer);
+  return c.redirect(url.toString(), status);
+}
+
+/** The owner's decision: approve (with the picks and their conditions) or deny, then back to the client. */
+async function postAuthorization(c: Context, deps: OAuthEndpointDeps) {
+  const { oauth, log } = deps;
+  const refusal = originRefusal(deps, c);
+  if (refusal) return errorPage(c, refusal, 403);
+  const form = await pageForm(c);
+  if (form instanceof Response) return form;
+  const token = sessionToken(deps, c);
+  const owner = await ownerSession(oauth, token);
+  if (!owner || !token) return errorPage(c, 'Your sign-in has ended. Start again from the application.', 403);
+  if (!csrfMatches(token, form.get('csrf') ?? undefined))
+    return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
+  const params = authorizationParams((name) => form.get(name) ?? undefined);
+  try {
+    const checked = await checkAuthorizationRequest(deps.oauthFor(c), params, owner);
+    if (!checked.ok) return redirectBack(deps, c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 303);
+    const to = { redirectUri: checked.value.redirectUri, state: checked.value.state };
+    const decision = form.get('decision');
+    if (decision !== 'approve' && decision !== 'approve-read') {
+      log.info({ msg: 'authorization denied', clientId: checked.value.client.clientId });
+      return redirectBack(deps, c, to, { error: 'access_denied', error_description: 'The owner denied the request.' }, 303);
+    }
+    const view = await consentView(oauth, owner, checked.value);
+    const approved = decision === 'approve-read' || view.granted === 'read' ? 'read' : 'act';
+    const typed = typedConditionsOf(form);
+    const picked = new Set([...form.keys()].filter((key) => key.startsWith('grant:')).map((key) => key.slice('grant:'.length)));
+    const conditions = conditionsInputOf(typed);
+    /** The page again, with what was typed and why it was refused (400): nothing is granted. */
+    const again = (error: string, issues: readonly ErrorIssue[] = []) => {
+      c.header('Content-Security-Policy', consentCsp(view));
+      return c.html(
+        <ConsentPage
+          view={view}
+          subject={owner.subject}
+          csrf={csrfToken(token)}
+          fields={fieldsOf(params)}
+          error={error}
+          conditions={{ typed, issues }}
+          picked={picked}
+        />,
+        400,
+      );
+    };
+    const picks = picksOf(view, form, approved);
+    if ('error' in picks) return again(picks.error);
+    if (conditions && picks.byDevice.size === 0) return again('Conditions apply to the functions you check: check at least one, or clear the conditions.');
+    const issues = conditionsIssues(view, picks.byDevice, conditions);
+    if (issues.length > 0) return again('The conditions are not valid: nothing was granted. Correct them beside each field, or clear them.', issues);
+    let approval: { code: string };
+    try {
+      approval = await approveAuthorization(oauth, owner, checked.value, decision === 'approve-read' ? 'read' : checked.value.requested);
+      await grantPicks(c, owner, view, picks.byDevice, conditions);
+    } catch (error) {
+      // The owner's own workspace is full: they are the one to tell, on the page they are looking at.
+      if (!(error instanceof DomainError)) throw error;
+      // A picked function that went away since the page was shown (a device revoked meanwhile).
+      if (error.code !== 'capacity_exceeded')
+        return errorPage(c, `Not every picked function could be granted: ${error.message} Start again from the application.`);
+      c.header('Retry-After', String(error.details.retryAfterSeconds ?? 3600));
+      return c.html(<ErrorPage title="This workspace is full" message={error.message} />, 429);
+    }
+    const { code } = approval;
+    log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId, granted: [...picks.byDevice.values()].flat().length });
+    return redirectBack(deps, c, to, { code }, 303);
+  } catch (error) {
+    if (error instanceof UnsafeAuthorizationRequest) return unsafeRequestPage(c, error);
+    throw error;
+  }
 }
 
 export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): void {
-  const { oauth, log } = deps;
-
-  /** RFC 6749 §4.1.2 / RFC 9207: back to the client, with state echoed and iss on every answer. */
-  const redirectBack = (c: Context, to: { redirectUri: string; state: string | undefined }, params: Record<string, string>, status: 302 | 303) => {
-    const url = new URL(to.redirectUri);
-    for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
-    if (to.state !== undefined) url.searchParams.set('state', to.state);
-    url.searchParams.set('iss', deps.oauthFor(c).issuer);
-    return c.redirect(url.toString(), status);
-  };
+  const { oauth } = deps;
 
   app.get('/oauth/authorize', async (c) => {
     const params = authorizationParams(
@@ -112,7 +210,7 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
       const token = sessionToken(deps, c);
       const owner = await ownerSession(oauth, token);
       const checked = await checkAuthorizationRequest(deps.oauthFor(c), params, owner);
-      if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
+      if (!checked.ok) return redirectBack(deps, c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 302);
       if (!owner || !token) {
         const here = new URL(c.req.url);
         return c.redirect(`/oauth/sign-in?next=${encodeURIComponent(`/oauth/authorize${here.search}`)}`, 302);
@@ -127,52 +225,5 @@ export function mountAuthorizationEndpoint(app: Hono, deps: OAuthEndpointDeps): 
     }
   });
 
-  app.post('/oauth/authorize', async (c) => {
-    const refusal = originRefusal(deps, c);
-    if (refusal) return errorPage(c, refusal, 403);
-    const form = await pageForm(c);
-    if (form instanceof Response) return form;
-    const token = sessionToken(deps, c);
-    const owner = await ownerSession(oauth, token);
-    if (!owner || !token) return errorPage(c, 'Your sign-in has ended. Start again from the application.', 403);
-    if (!csrfMatches(token, form.get('csrf') ?? undefined))
-      return errorPage(c, 'The form is stale or was not sent by this page. Start again from the application.', 403);
-    const params = authorizationParams((name) => form.get(name) ?? undefined);
-    try {
-      const checked = await checkAuthorizationRequest(deps.oauthFor(c), params, owner);
-      if (!checked.ok) return redirectBack(c, checked.to, { error: checked.error.code, error_description: checked.error.description }, 303);
-      const to = { redirectUri: checked.value.redirectUri, state: checked.value.state };
-      const decision = form.get('decision');
-      if (decision !== 'approve' && decision !== 'approve-read') {
-        log.info({ msg: 'authorization denied', clientId: checked.value.client.clientId });
-        return redirectBack(c, to, { error: 'access_denied', error_description: 'The owner denied the request.' }, 303);
-      }
-      const view = await consentView(oauth, owner, checked.value);
-      const approved = decision === 'approve-read' || view.granted === 'read' ? 'read' : 'act';
-      const picks = picksOf(view, form, approved);
-      if ('error' in picks) {
-        c.header('Content-Security-Policy', consentCsp(view));
-        return c.html(<ConsentPage view={view} subject={owner.subject} csrf={csrfToken(token)} fields={fieldsOf(params)} error={picks.error} />, 400);
-      }
-      let approval: { code: string };
-      try {
-        approval = await approveAuthorization(oauth, owner, checked.value, decision === 'approve-read' ? 'read' : checked.value.requested);
-        await grantPicks(c, owner, view, picks.byDevice);
-      } catch (error) {
-        // The owner's own workspace is full: they are the one to tell, on the page they are looking at.
-        if (!(error instanceof DomainError)) throw error;
-        // A picked function that went away since the page was shown (a device revoked meanwhile).
-        if (error.code !== 'capacity_exceeded')
-          return errorPage(c, `Not every picked function could be granted: ${error.message} Start again from the application.`);
-        c.header('Retry-After', String(error.details.retryAfterSeconds ?? 3600));
-        return c.html(<ErrorPage title="This workspace is full" message={error.message} />, 429);
-      }
-      const { code } = approval;
-      log.info({ msg: 'authorization approved', clientId: checked.value.client.clientId, granted: [...picks.byDevice.values()].flat().length });
-      return redirectBack(c, to, { code }, 303);
-    } catch (error) {
-      if (error instanceof UnsafeAuthorizationRequest) return unsafeRequestPage(c, error);
-      throw error;
-    }
-  });
+  app.post('/oauth/authorize', (c) => postAuthorization(c, deps));
 }

@@ -1,5 +1,7 @@
 import type { Child } from 'hono/jsx';
-import type { ConsentView } from '../domain/oauth/authorize.js';
+import type { ErrorIssue } from '../domain/errors.js';
+import { consentPick, type ConsentView } from '../domain/oauth/authorize.js';
+import { ConsentConditions, NO_TYPED_CONDITIONS, type TypedConditions } from './consent-conditions.js';
 
 /**
  * Server-rendered pages of the authorization server (hono/jsx, no script, no front-end
@@ -132,7 +134,17 @@ const SCOPE_TEXT = {
 
 const expiryText = (seconds: number) => (seconds % 86_400 === 0 ? `${seconds / 86_400} days` : `${Math.round(seconds / 3600)} hours`);
 
-export function ConsentPage(props: { view: ConsentView; subject: string; csrf: string; fields: Record<string, string>; error?: string | undefined }) {
+export function ConsentPage(props: {
+  view: ConsentView;
+  subject: string;
+  csrf: string;
+  fields: Record<string, string>;
+  error?: string | undefined;
+  /** What the owner typed in the conditions fields, and the issues the grant operation found in them. */
+  conditions?: { typed: TypedConditions; issues: readonly ErrorIssue[] } | undefined;
+  /** The picks the owner had checked (`<device id>:<function>`), kept when the page comes back. */
+  picked?: ReadonlySet<string> | undefined;
+}) {
   const { view } = props;
   return (
     <Layout title={`Allow ${view.clientName}?`}>
@@ -190,22 +202,30 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
           <input type="hidden" name={name} value={value} />
         ))}
         <input type="hidden" name="csrf" value={props.csrf} />
-        <OfferedFunctions view={view} />
-        <div class="toolbar">
-          <button type="submit" name="decision" value="approve" id="approve" class="primary">
-            Approve
-          </button>
-          {view.requested === 'act' && view.granted === 'act' ? (
-            <button type="submit" name="decision" value="approve-read" id="approve-read">
-              Approve read only
-            </button>
-          ) : null}
-          <button type="submit" name="decision" value="deny" id="deny" class="danger">
-            Deny
-          </button>
-        </div>
+        <OfferedFunctions view={view} picked={props.picked} />
+        {view.offered.length > 0 ? <ConsentConditions typed={props.conditions?.typed ?? NO_TYPED_CONDITIONS} issues={props.conditions?.issues ?? []} /> : null}
+        <DecisionButtons view={view} />
       </form>
     </Layout>
+  );
+}
+
+/** Approve (the primary button), Approve read only when the client may act, and Deny. */
+function DecisionButtons({ view }: { view: ConsentView }) {
+  return (
+    <div class="toolbar">
+      <button type="submit" name="decision" value="approve" id="approve" class="primary">
+        Approve
+      </button>
+      {view.requested === 'act' && view.granted === 'act' ? (
+        <button type="submit" name="decision" value="approve-read" id="approve-read">
+          Approve read only
+        </button>
+      ) : null}
+      <button type="submit" name="decision" value="deny" id="deny" class="danger">
+        Deny
+      </button>
+    </div>
   );
 }
 
@@ -213,7 +233,7 @@ export function ConsentPage(props: { view: ConsentView; subject: string; csrf: s
  * The workspace's functions the principal is not granted yet, each unchecked: what the owner
  * checks is granted with the approval, with the terms the page states.
  */
-function OfferedFunctions({ view }: { view: ConsentView }) {
+function OfferedFunctions({ view, picked }: { view: ConsentView; picked?: ReadonlySet<string> | undefined }) {
   if (view.offered.length === 0) return null;
   const { approval, ttlSeconds } = view.grantDefaults;
   return (
@@ -234,7 +254,14 @@ function OfferedFunctions({ view }: { view: ConsentView }) {
               const id = `grant-${device.id}-${fn.name}`;
               return (
                 <li>
-                  <input type="checkbox" id={id} name={`grant:${device.id}:${fn.name}`} value="on" disabled={fn.kind === 'control' && view.granted !== 'act'} />{' '}
+                  <input
+                    type="checkbox"
+                    id={id}
+                    name={`grant:${device.id}:${fn.name}`}
+                    value="on"
+                    checked={picked?.has(consentPick(device.id, fn.name)) === true}
+                    disabled={fn.kind === 'control' && view.granted !== 'act'}
+                  />{' '}
                   <label for={id}>
                     <code class="fn">{fn.name}</code> {fn.kind === 'control' ? <span class="badge control">control</span> : <span class="badge">read</span>}
                   </label>

@@ -163,4 +163,81 @@ describe('granting device functions on the consent page', () => {
     };
     expect(after.body.data.map((row) => row.capability)).toEqual(['get_state']);
   });
+
+  it('sets a schedule and a budget on every picked grant, in words on the page', { timeout: 60_000 }, async () => {
+    const { authorization } = await startFlow('Conditioned agent');
+    await page.goto(authorization);
+    const principal = (await page.textContent('#principal'))!;
+    expect(await page.textContent('#conditions-words')).toContain('No conditions');
+    expect(await page.textContent('#conditions')).toContain('Conditions page');
+    for (const day of ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday']) await page.check(`#condition-schedule label:has-text("${day}") input`);
+    await page.fill('#cond-from', '08:00');
+    await page.fill('#cond-to', '18:00');
+    await page.fill('#cond-time-zone', 'Europe/Berlin');
+    await page.fill('#cond-budget-max', '5');
+    await page.selectOption('#cond-budget-per', '3600');
+
+    // Conditions with nothing checked: the page comes back with what was typed, stated in words.
+    const refused = page.waitForResponse((answer) => answer.url().endsWith('/oauth/authorize') && answer.request().method() === 'POST');
+    await page.click('#approve');
+    expect((await refused).status()).toBe(400);
+    await page.waitForSelector('#error');
+    expect(await page.textContent('#error')).toContain('check at least one');
+    expect(await page.inputValue('#cond-time-zone')).toBe('Europe/Berlin');
+    expect(await page.textContent('#conditions-words')).toBe(
+      'The functions you check are allowed only Mon–Fri 08:00–18:00 Europe/Berlin, at most 5 calls per hour.',
+    );
+    expect(await axeViolations(page)).toEqual([]);
+
+    await page.check(`input[name="grant:${lamp.id}:set_power"]`);
+    await page.check(`input[name="grant:${lamp.id}:get_state"]`);
+    const back = await decide('#approve');
+    expect(back.searchParams.get('code')).toMatch(/^dfc_code_/);
+    const grants = (await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() })) as {
+      body: { data: { capability: string; approval: string; conditions: unknown }[] };
+    };
+    expect(grants.body.data.map((row) => row.capability).sort()).toEqual(['get_state', 'set_power']);
+    for (const row of grants.body.data) {
+      expect(row.approval).toBe('owner');
+      expect(row.conditions).toEqual({
+        schedule: { timeZone: 'Europe/Berlin', windows: [{ days: ['mon', 'tue', 'wed', 'thu', 'fri'], from: '08:00', to: '18:00' }] },
+        budget: { max: 5, perSeconds: 3600 },
+      });
+    }
+  });
+
+  it('refuses a time zone it does not know beside the field, keeps what was typed, and grants nothing', { timeout: 60_000 }, async () => {
+    const { authorization } = await startFlow('Bad zone agent');
+    await page.goto(authorization);
+    const principal = (await page.textContent('#principal'))!;
+    await page.check(`input[name="grant:${lamp.id}:get_state"]`);
+    await page.check('#condition-schedule label:has-text("Saturday") input');
+    await page.fill('#cond-from', '22:00');
+    await page.fill('#cond-to', '06:00');
+    await page.fill('#cond-time-zone', 'Mars/Olympus_Mons');
+    const refused = page.waitForResponse((answer) => answer.url().endsWith('/oauth/authorize') && answer.request().method() === 'POST');
+    await page.click('#approve');
+    expect((await refused).status()).toBe(400);
+    await page.waitForSelector('#cond-time-zone-issues');
+    expect(await page.textContent('#cond-time-zone-issues')).toContain('not a time zone name');
+    expect(await page.getAttribute('#cond-time-zone', 'aria-invalid')).toBe('true');
+    expect(await page.inputValue('#cond-time-zone')).toBe('Mars/Olympus_Mons');
+    expect(await page.inputValue('#cond-from')).toBe('22:00');
+    expect(await page.isChecked('#condition-schedule label:has-text("Saturday") input')).toBe(true);
+    expect(await page.isChecked(`input[name="grant:${lamp.id}:get_state"]`)).toBe(true);
+    expect(await axeViolations(page)).toEqual([]);
+    const grants = (await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() })) as { body: { data: unknown[] } };
+    expect(grants.body.data).toEqual([]);
+
+    // Corrected, it is granted with the overnight window.
+    await page.fill('#cond-time-zone', 'UTC');
+    const back = await decide('#approve');
+    expect(back.searchParams.get('code')).toMatch(/^dfc_code_/);
+    const after = (await api.get(`/v1/grants?principal=${encodeURIComponent(principal)}`, { token: await owner() })) as {
+      body: { data: { capability: string; conditions: unknown }[] };
+    };
+    expect(after.body.data).toMatchObject([
+      { capability: 'get_state', conditions: { schedule: { timeZone: 'UTC', windows: [{ days: ['sat'], from: '22:00', to: '06:00' }] } } },
+    ]);
+  });
 });
