@@ -14,6 +14,7 @@ import type { Clock, Logger } from './domain/context.js';
 import { createEventHub, type EventHub } from './domain/event-hub.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
+import { startScheduler } from './domain/scheduled-actions.js';
 import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
 import { createLiveStreams } from './domain/owner-event-stream.js';
 import { startWebhookDelivery } from './domain/webhook-delivery.js';
@@ -165,11 +166,19 @@ export async function startService(config: Config, options: ServiceOptions = {})
   };
 }
 
-/** The loops that run beside the requests: the expiry sweep, housekeeping and webhook delivery. */
+/** Stops two loops as one: the expiry sweep and the scheduler stop together, before the database closes. */
+function stopBoth(first: () => void, second: () => void): () => void {
+  return () => {
+    first();
+    second();
+  };
+}
+
+/** The loops that run beside the requests: the expiry sweep and the scheduler, housekeeping and webhook delivery. */
 function startBackgroundWork(config: Config, deps: { db: Db; events: EventHub; clock: Clock; log: Logger; webhooks: WebhookTransport; metrics: Metrics }) {
   const { db, events, clock, log, webhooks, metrics } = deps;
   return {
-    stopSweep: startExpirySweep({ db, events, clock, log }, config.expirySweepMs),
+    stopSweep: stopBoth(startExpirySweep({ db, events, clock, log }, config.expirySweepMs), startScheduler({ db, events, clock, log })),
     stopHousekeeping: startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, {
       eventsRetentionMs: config.ownerEvents.retentionMs,
       actionsRetentionMs: config.actionsRetentionMs,

@@ -31,6 +31,15 @@ export const approvalTtlSeconds = z
     `For a function that needs the owner's approval: how long the action waits for a decision before it expires (\`approval_timeout\`), in seconds (1 to 86400, default ${APPROVAL_WINDOW_DEFAULT_SECONDS}). Its deadline (\`ttlSeconds\`) starts when it is approved.`,
   );
 export const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
+/** How far ahead an action can be scheduled: seven days (docs/agents/actions.md "Scheduling"). */
+export const SCHEDULE_HORIZON_MS = 7 * 24 * 3_600_000;
+export const notBefore = z
+  .number()
+  .int()
+  .min(0)
+  .describe(
+    'Schedule it: the action is `scheduled` until this instant (Unix ms, at most 7 days ahead), then checked again and queued; absent or in the past: now. `ttlSeconds` counts from then.',
+  );
 export const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
 
 interface ActionRequest {
@@ -40,6 +49,22 @@ interface ActionRequest {
   ttlSeconds: number;
   approvalTtlSeconds: number;
   broadcastId: string | null;
+  /** When it becomes due, if later than now: it is created `scheduled`. */
+  notBefore?: number | undefined;
+}
+
+/**
+ * The instant a scheduled request becomes due, or null for one to queue now (absent or not
+ * after `now`); refused beyond the horizon.
+ */
+export function dueAt(notBeforeValue: number | undefined, now: number): number | null {
+  if (notBeforeValue === undefined || notBeforeValue <= now) return null;
+  if (notBeforeValue > now + SCHEDULE_HORIZON_MS) {
+    throw fail.invalid('An action can be scheduled at most 7 days ahead.', [
+      { path: 'notBefore', message: `must be at most ${new Date(now + SCHEDULE_HORIZON_MS).toISOString()} (7 days from now)` },
+    ]);
+  }
+  return notBeforeValue;
 }
 
 /**
@@ -63,9 +88,11 @@ async function plannedAction(
       : await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
+  const due = dueAt(request.notBefore, now);
   // The grant's conditions, before any approval is asked: arguments, then schedule (the budget
-  // is counted where the action is created).
-  const refused = conditionsRefusal(fn.conditions, request.arguments, now);
+  // is counted where the action is created). A scheduled action is checked against the schedule
+  // window it will be due in, and again when it is due.
+  const refused = conditionsRefusal(fn.conditions, request.arguments, due ?? now);
   if (refused) throw refused;
   const confirmation = fn.approval === 'user' ? ctx.userConfirmation : undefined;
   // The yes was given under one grant: after a revoke and re-grant it answers nothing.
@@ -86,7 +113,9 @@ async function plannedAction(
   }
   const confirmed = confirmation !== undefined;
   const waits = fn.approval !== 'none' && !confirmed;
-  const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
+  // A scheduled action's deadline and approval window count from when it is due.
+  const start = due ?? now;
+  const approvalExpiresAt = waits ? start + request.approvalTtlSeconds * 1000 : null;
   const row: NewActionRow = {
     id: randomUUID(),
     workspaceId: agent.workspaceId,
@@ -99,8 +128,10 @@ async function plannedAction(
     broadcastId: request.broadcastId,
     createdAt: now,
     // While it waits, its deadline is the approval window; an approval sets the execution deadline.
-    status: waits ? 'awaiting_approval' : 'queued',
-    expiresAt: approvalExpiresAt ?? now + request.ttlSeconds * 1000,
+    // A scheduled one keeps the execution deadline until it is due (`promoteScheduled`).
+    status: due !== null ? 'scheduled' : waits ? 'awaiting_approval' : 'queued',
+    expiresAt: due !== null || !waits ? start + request.ttlSeconds * 1000 : approvalExpiresAt!,
+    notBefore: due,
     approval: fn.approval,
     approvalExpiresAt,
     ttlSeconds: request.ttlSeconds,
@@ -108,7 +139,8 @@ async function plannedAction(
     decidedAt: confirmed ? now : null,
     // Queued now under a schedule: handed out only until its window closes. One that waits is
     // given its limit when it is approved.
-    allowedUntil: !waits && fn.conditions?.schedule ? windowEndAt(fn.conditions.schedule, now) : null,
+    // A scheduled one is given its limit when it is due.
+    allowedUntil: due === null && !waits && fn.conditions?.schedule ? windowEndAt(fn.conditions.schedule, now) : null,
   };
   return { row, conditions: fn.conditions };
 }
@@ -185,16 +217,34 @@ const requestActionInput = z.strictObject({
   arguments: args,
   ttlSeconds,
   approvalTtlSeconds,
+  notBefore: notBefore.optional(),
   idempotencyKey: idempotencyKey.optional(),
 });
 
 /** Queues one action: REST and the MCP device tools both reach it through `invoke`. */
 async function requestDeviceAction(ctx: OperationContext, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
-  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
-  const wanted: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };
+  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, notBefore: at } = input;
+  const wanted: ActionRequest = {
+    deviceId,
+    capability,
+    arguments: argumentsValue,
+    ttlSeconds: ttl,
+    approvalTtlSeconds: window,
+    broadcastId: null,
+    notBefore: at,
+  };
   const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
-  const request = { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window };
+  // `notBefore` joins the hash only when given, so the hash of a request without it is unchanged.
+  const request = {
+    op: 'action',
+    deviceId,
+    capability,
+    arguments: argumentsValue,
+    ttlSeconds: ttl,
+    approvalTtlSeconds: window,
+    ...(at === undefined ? {} : { notBefore: at }),
+  };
   const hash = scope ? requestHash(request) : '';
   if (scope) {
     const previous = await previousAnswer<ActionRecord>(ctx.db, scope, hash, now);
@@ -223,7 +273,7 @@ export const requestAction = defineOperation({
   name: 'actions.request',
   title: 'Request an action',
   description:
-    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.",
+    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it. With `notBefore` in the future it is `scheduled` until then, when every permission and condition is checked again.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['rest', 'mcp'],

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord } from './action-records.js';
-import { approvalTtlSeconds, args, idempotencyKey, queueAction, ttlSeconds } from './action-requests.js';
+import { approvalTtlSeconds, args, idempotencyKey, notBefore, queueAction, ttlSeconds } from './action-requests.js';
 import { DomainError } from './errors.js';
 import { once } from './idempotency.js';
 import { defineOperation } from './operation.js';
@@ -22,7 +22,7 @@ export const broadcast = defineOperation({
   name: 'broadcasts.create',
   title: 'Broadcast one function to several devices',
   description:
-    "Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic. A broadcast never asks the agent's user: over MCP a device whose grant is in `user` mode gets `confirmation_required` (call its device tool, which asks); through REST it waits for the owner.",
+    "Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic. A broadcast never asks the agent's user: over MCP a device whose grant is in `user` mode gets `confirmation_required` (call its device tool, which asks); through REST it waits for the owner. With `notBefore` in the future every action is `scheduled` until then.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['rest', 'mcp'],
@@ -47,6 +47,7 @@ export const broadcast = defineOperation({
     idempotencyKey,
     ttlSeconds,
     approvalTtlSeconds,
+    notBefore: notBefore.optional(),
   }),
   output: z.object({ id: uuid, results: z.array(broadcastResult) }),
   async run({ ctx, credential, input }) {
@@ -60,6 +61,7 @@ export const broadcast = defineOperation({
       arguments: input.arguments,
       ttlSeconds: input.ttlSeconds,
       approvalTtlSeconds: input.approvalTtlSeconds,
+      ...(input.notBefore === undefined ? {} : { notBefore: input.notBefore }),
     };
     const answer = await ctx.db.transaction(async (tx) =>
       once(tx, scope, request, now, async () => {
@@ -78,6 +80,7 @@ export const broadcast = defineOperation({
                 ttlSeconds: input.ttlSeconds,
                 approvalTtlSeconds: input.approvalTtlSeconds,
                 broadcastId: id,
+                notBefore: input.notBefore,
               },
               now,
             );
