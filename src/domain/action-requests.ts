@@ -285,3 +285,38 @@ export const requestAction = defineOperation({
   output: action,
   run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
 });
+
+const scheduleActionInput = z.strictObject({
+  deviceId: uuid,
+  capability: capabilityName,
+  arguments: args,
+  notBefore: notBefore.describe(
+    'When the device should act (Unix ms, at most 7 days ahead; a time already past means now). The action is `scheduled` until then; every permission and condition is checked again then, and the device is asked only then.',
+  ),
+  ttlSeconds: ttlSeconds.describe('Deadline in seconds once it is due (1 to 300, default 30).'),
+  idempotencyKey: idempotencyKey.optional(),
+});
+
+/**
+ * Schedules one action over MCP with plain tool arguments (docs/agents/actions.md "Scheduling"):
+ * the same request as `actions.request` with `notBefore`, which a device tool cannot take
+ * because its arguments are the function's own schema. A grant that asks the owner: its
+ * approval window (the default) starts when the action is due.
+ */
+export const scheduleAction = defineOperation({
+  name: 'actions.schedule',
+  title: 'Schedule an action',
+  description:
+    "Schedule one device function for later: the action is `scheduled` until `notBefore`, then checked again (grant, conditions, device) and queued for the device, or cancelled with the reason. Follow or cancel it with get_action and cancel_action; nothing stays connected meanwhile. Checked now as a request is: a grant for this principal, the ceiling (`act` for control functions), the arguments against the function schema, the grant's conditions at the due time. A grant in `user` mode cannot be scheduled over MCP (the user confirms each call as it is made).",
+  credentials: ['agent'],
+  access: 'per-function',
+  oauth: ['mcp'],
+  // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+  hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  queuesDeviceActions: true,
+  rest: [],
+  mcp: { name: 'schedule_action' },
+  input: scheduleActionInput,
+  output: action,
+  run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, { ...input, approvalTtlSeconds: APPROVAL_WINDOW_DEFAULT_SECONDS }),
+});
