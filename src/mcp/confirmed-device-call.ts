@@ -1,6 +1,7 @@
 import { type CallToolResult, type InputRequiredResult, type McpServer, type ServerContext } from '@modelcontextprotocol/server';
 import { DomainError, fail } from '../domain/errors.js';
 import { agentOf, liveGrantId, type CallableFunction } from '../domain/functions.js';
+import { conditionsRefusal } from '../domain/grant-conditions.js';
 import { canElicitForm, confirmationStep } from './confirmation.js';
 import { placeOf } from './device-text.js';
 import { callDeviceTool, type DeviceToolCall } from './device-tool-call.js';
@@ -29,6 +30,9 @@ export async function confirmedDeviceCall(
     if (extra.mcpReq.requestState() === undefined) {
       const issues = ctx.schemas.argumentIssues(JSON.stringify(fn.arguments), args ?? {});
       if (issues.length > 0) return toolError(fail.invalid('The arguments do not match the function schema.', issues), ctx, { structured: true });
+      // Nor one the grant's conditions refuse (arguments, then schedule: docs/owners/grants.md "Conditions").
+      const refused = conditionsRefusal(fn.conditions ?? null, (args ?? {}) as Record<string, unknown>, ctx.clock.now());
+      if (refused) return toolError(refused, ctx, { structured: true });
     }
     const step = await confirmationStep({
       ctx,

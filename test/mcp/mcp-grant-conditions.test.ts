@@ -113,3 +113,31 @@ describe('a task-augmented device tool call under grant conditions', () => {
     expect(errorEnvelope(res.result).error.code).toBe('arguments_not_allowed');
   });
 });
+
+describe('a device tool whose grant asks the user to confirm each call', () => {
+  it('refuses arguments outside the bounds before the user is asked', async () => {
+    const lamp = await attachDevice(api, owner);
+    const agent = await createAgent(api, owner);
+    const given = await api.post('/v1/grants', {
+      token: owner,
+      body: {
+        principal: agent.principal,
+        deviceId: lamp.id,
+        capabilities: ['set_brightness'],
+        approval: 'user',
+        conditions: { arguments: { level: { maximum: 60 } } },
+      },
+    });
+    expect(given.status).toBe(201);
+    // A modern client that declares nothing: a call put to the user would be answered input_required.
+    const res = await postMcp(server.url, agent.token, {
+      method: 'tools/call',
+      params: { name: toolName('set_brightness', lamp), arguments: { level: 80 }, _meta: declaringTasks({ elicitation: { form: {} } }) },
+    });
+    expect(res.result.resultType, JSON.stringify(res)).not.toBe('input_required');
+    expect(res.result.isError).toBe(true);
+    expect(errorEnvelope(res.result).error.code).toBe('arguments_not_allowed');
+    const exported = await api.get('/v1/actions/export', { token: owner });
+    expect((exported.body.data.actions as { deviceId: string }[]).filter((a) => a.deviceId === lamp.id)).toHaveLength(0);
+  });
+});
