@@ -34,15 +34,16 @@ export interface StatusInfo {
 }
 
 export const ACTION_STATES: Record<ActionStatus, StatusInfo> = {
-  scheduled: { terminal: false, stage: 0 },
-  awaiting_approval: { terminal: false, stage: 1 },
-  queued: { terminal: false, stage: 2 },
-  received: { terminal: false, stage: 3 },
-  succeeded: { terminal: true, stage: 4 },
-  failed: { terminal: true, stage: 4 },
-  rejected: { terminal: true, stage: 4 },
-  cancelled: { terminal: true, stage: 4 },
-  expired: { terminal: true, stage: 4 },
+  // Before every other stage; -1 keeps the others' numbers, which MCP progress reports (stage + 1).
+  scheduled: { terminal: false, stage: -1 },
+  awaiting_approval: { terminal: false, stage: 0 },
+  queued: { terminal: false, stage: 1 },
+  received: { terminal: false, stage: 2 },
+  succeeded: { terminal: true, stage: 3 },
+  failed: { terminal: true, stage: 3 },
+  rejected: { terminal: true, stage: 3 },
+  cancelled: { terminal: true, stage: 3 },
+  expired: { terminal: true, stage: 3 },
 };
 
 export interface Transition {
