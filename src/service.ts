@@ -15,6 +15,7 @@ import { createEventHub, type EventHub } from './domain/event-hub.js';
 import { startStateEventSweep } from './domain/device-state.js';
 import { startExpirySweep } from './domain/expiry.js';
 import { startHousekeeping } from './domain/housekeeping.js';
+import { startScheduler } from './domain/scheduled-actions.js';
 import { databaseCheck, type DependencyCheck } from './domain/readiness.js';
 import { createLiveStreams } from './domain/owner-event-stream.js';
 import { startWebhookDelivery } from './domain/webhook-delivery.js';
@@ -166,19 +167,22 @@ export async function startService(config: Config, options: ServiceOptions = {})
   };
 }
 
-/** One stop for two loops. */
-function both(first: () => void, second: () => void): () => void {
+/** Stops several loops as one: the sweeps and the scheduler stop together, before the database closes. */
+function stopAll(...stops: (() => void)[]): () => void {
   return () => {
-    first();
-    second();
+    for (const stop of stops) stop();
   };
 }
 
-/** The loops that run beside the requests: the expiry and state event sweeps, housekeeping and webhook delivery. */
+/** The loops that run beside the requests: the expiry and state event sweeps, the scheduler, housekeeping and webhook delivery. */
 function startBackgroundWork(config: Config, deps: { db: Db; events: EventHub; clock: Clock; log: Logger; webhooks: WebhookTransport; metrics: Metrics }) {
   const { db, events, clock, log, webhooks, metrics } = deps;
   return {
-    stopSweep: both(startExpirySweep({ db, events, clock, log }, config.expirySweepMs), startStateEventSweep({ db, events, clock, log })),
+    stopSweep: stopAll(
+      startExpirySweep({ db, events, clock, log }, config.expirySweepMs),
+      startStateEventSweep({ db, events, clock, log }),
+      startScheduler({ db, events, clock, log }),
+    ),
     stopHousekeeping: startHousekeeping({ db, clock, log }, config.housekeepingSweepMs, {
       eventsRetentionMs: config.ownerEvents.retentionMs,
       actionsRetentionMs: config.actionsRetentionMs,

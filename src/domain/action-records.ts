@@ -55,6 +55,9 @@ export const action = z.object({
   principal: z.string().describe('The agent principal that requested it.'),
   createdAt: timestamp,
   expiresAt: timestamp.describe('Deadline: without a result by then the action becomes `expired`.'),
+  notBefore: timestamp
+    .nullable()
+    .describe('When a scheduled action becomes due (it is `scheduled` until then, and checked again then); null for one queued at once.'),
   dispatchedAt: timestamp.nullable().describe('When a device fetched it.'),
   completedAt: timestamp.nullable(),
   result: z.unknown().nullable().describe('What the device reported on success.'),
@@ -83,6 +86,8 @@ export function toActionRecord(row: ActionRow): ActionRecord {
     principal: row.principal,
     createdAt: row.createdAt,
     expiresAt: row.expiresAt,
+    // Journal snapshots written before migration 0039 lack it.
+    notBefore: row.notBefore ?? null,
     dispatchedAt: row.dispatchedAt,
     completedAt: row.completedAt,
     result: row.result === null ? null : (JSON.parse(row.result) as unknown),

@@ -13,6 +13,7 @@ import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
 import { budgetRefusal, conditionsRefusal, windowEndAt, type GrantConditions } from './grant-conditions.js';
 import { IDEMPOTENCY_WINDOW_MS, once, previousAnswer, requestHash, type IdempotencyScope } from './idempotency.js';
 import { defineOperation } from './operation.js';
+import { inputIssues } from './input-limits.js';
 import { capabilityName, uuid } from './schemas.js';
 
 export const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
@@ -31,7 +32,41 @@ export const approvalTtlSeconds = z
     `For a function that needs the owner's approval: how long the action waits for a decision before it expires (\`approval_timeout\`), in seconds (1 to 86400, default ${APPROVAL_WINDOW_DEFAULT_SECONDS}). Its deadline (\`ttlSeconds\`) starts when it is approved.`,
   );
 export const idempotencyKey = z.string().min(1).max(128).describe('Client-chosen key: a repeat within 24 hours replays the first answer.');
+/** How far ahead an action can be scheduled: seven days (docs/agents/actions.md "Scheduling"). */
+export const SCHEDULE_HORIZON_MS = 7 * 24 * 3_600_000;
+export const notBefore = z
+  .number()
+  .int()
+  .min(0)
+  .describe(
+    'Schedule it: the action is `scheduled` until this instant (Unix ms, at most 7 days ahead), then checked again and queued; absent or in the past: now. `ttlSeconds` counts from then.',
+  );
 export const args = z.record(z.string(), z.unknown()).describe("The function's arguments, checked against its JSON Schema.");
+
+/**
+ * The function's arguments written as JSON text: the form of `arguments` for a client whose tool
+ * schemas cannot hold a free-form object (OpenAI's strict function calling closes every object
+ * and lists its properties, and the arguments of a broadcast or a scheduled action are those of whichever function it
+ * names). The text must be a JSON object; it is checked as a body is (`inputIssues`), then as
+ * the object form.
+ */
+export const argumentsText = z
+  .string()
+  .describe('The function\'s arguments as a JSON-encoded object, e.g. "{\\"level\\": 12}" ("{}" for none); checked against its JSON Schema.')
+  .transform((text, check) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      check.addIssue({ code: 'custom', message: 'must be a JSON object, or JSON text of one' });
+      return z.NEVER;
+    }
+    for (const issue of inputIssues(parsed)) check.addIssue({ code: 'custom', message: issue.path ? `${issue.path}: ${issue.message}` : issue.message });
+    return parsed as Record<string, unknown>;
+  });
 
 interface ActionRequest {
   deviceId: string;
@@ -40,6 +75,22 @@ interface ActionRequest {
   ttlSeconds: number;
   approvalTtlSeconds: number;
   broadcastId: string | null;
+  /** When it becomes due, if later than now: it is created `scheduled`. */
+  notBefore?: number | undefined;
+}
+
+/**
+ * The instant a scheduled request becomes due, or null for one to queue now (absent or not
+ * after `now`); refused beyond the horizon.
+ */
+export function dueAt(notBeforeValue: number | undefined, now: number): number | null {
+  if (notBeforeValue === undefined || notBeforeValue <= now) return null;
+  if (notBeforeValue > now + SCHEDULE_HORIZON_MS) {
+    throw fail.invalid('An action can be scheduled at most 7 days ahead.', [
+      { path: 'notBefore', message: `must be at most ${new Date(now + SCHEDULE_HORIZON_MS).toISOString()} (7 days from now)` },
+    ]);
+  }
+  return notBeforeValue;
 }
 
 /**
@@ -63,9 +114,11 @@ async function plannedAction(
       : await authorizeFunction(db, agentOf(agent), request.deviceId, request.capability, now);
   const issues = ctx.schemas.argumentIssues(fn.argumentSchema, request.arguments);
   if (issues.length > 0) throw fail.invalid('The arguments do not match the function schema.', issues);
+  const due = dueAt(request.notBefore, now);
   // The grant's conditions, before any approval is asked: arguments, then schedule (the budget
-  // is counted where the action is created).
-  const refused = conditionsRefusal(fn.conditions, request.arguments, now);
+  // is counted where the action is created). A scheduled action is checked against the schedule
+  // window it will be due in, and again when it is due.
+  const refused = conditionsRefusal(fn.conditions, request.arguments, due ?? now);
   if (refused) throw refused;
   const confirmation = fn.approval === 'user' ? ctx.userConfirmation : undefined;
   // The yes was given under one grant: after a revoke and re-grant it answers nothing.
@@ -86,7 +139,9 @@ async function plannedAction(
   }
   const confirmed = confirmation !== undefined;
   const waits = fn.approval !== 'none' && !confirmed;
-  const approvalExpiresAt = waits ? now + request.approvalTtlSeconds * 1000 : null;
+  // A scheduled action's deadline and approval window count from when it is due.
+  const start = due ?? now;
+  const approvalExpiresAt = waits ? start + request.approvalTtlSeconds * 1000 : null;
   const row: NewActionRow = {
     id: randomUUID(),
     workspaceId: agent.workspaceId,
@@ -99,8 +154,10 @@ async function plannedAction(
     broadcastId: request.broadcastId,
     createdAt: now,
     // While it waits, its deadline is the approval window; an approval sets the execution deadline.
-    status: waits ? 'awaiting_approval' : 'queued',
-    expiresAt: approvalExpiresAt ?? now + request.ttlSeconds * 1000,
+    // A scheduled one keeps the execution deadline until it is due (`promoteScheduled`).
+    status: due !== null ? 'scheduled' : waits ? 'awaiting_approval' : 'queued',
+    expiresAt: due !== null || !waits ? start + request.ttlSeconds * 1000 : approvalExpiresAt!,
+    notBefore: due,
     approval: fn.approval,
     approvalExpiresAt,
     ttlSeconds: request.ttlSeconds,
@@ -108,7 +165,8 @@ async function plannedAction(
     decidedAt: confirmed ? now : null,
     // Queued now under a schedule: handed out only until its window closes. One that waits is
     // given its limit when it is approved.
-    allowedUntil: !waits && fn.conditions?.schedule ? windowEndAt(fn.conditions.schedule, now) : null,
+    // A scheduled one is given its limit when it is due.
+    allowedUntil: due === null && !waits && fn.conditions?.schedule ? windowEndAt(fn.conditions.schedule, now) : null,
   };
   return { row, conditions: fn.conditions };
 }
@@ -185,16 +243,34 @@ const requestActionInput = z.strictObject({
   arguments: args,
   ttlSeconds,
   approvalTtlSeconds,
+  notBefore: notBefore.optional(),
   idempotencyKey: idempotencyKey.optional(),
 });
 
 /** Queues one action: REST and the MCP device tools both reach it through `invoke`. */
 async function requestDeviceAction(ctx: OperationContext, agent: CredentialOf<'agent'>, input: z.output<typeof requestActionInput>): Promise<ActionRecord> {
   const now = ctx.clock.now();
-  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window } = input;
-  const wanted: ActionRequest = { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, broadcastId: null };
+  const { deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window, notBefore: at } = input;
+  const wanted: ActionRequest = {
+    deviceId,
+    capability,
+    arguments: argumentsValue,
+    ttlSeconds: ttl,
+    approvalTtlSeconds: window,
+    broadcastId: null,
+    notBefore: at,
+  };
   const scope = input.idempotencyKey ? { workspaceId: agent.workspaceId, principal: agent.principal, key: input.idempotencyKey } : null;
-  const request = { op: 'action', deviceId, capability, arguments: argumentsValue, ttlSeconds: ttl, approvalTtlSeconds: window };
+  // `notBefore` joins the hash only when given, so the hash of a request without it is unchanged.
+  const request = {
+    op: 'action',
+    deviceId,
+    capability,
+    arguments: argumentsValue,
+    ttlSeconds: ttl,
+    approvalTtlSeconds: window,
+    ...(at === undefined ? {} : { notBefore: at }),
+  };
   const hash = scope ? requestHash(request) : '';
   if (scope) {
     const previous = await previousAnswer<ActionRecord>(ctx.db, scope, hash, now);
@@ -223,7 +299,7 @@ export const requestAction = defineOperation({
   name: 'actions.request',
   title: 'Request an action',
   description:
-    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it.",
+    "Request an action on a device function. Checked live: a grant for this principal, the ceiling (`act` for control functions), an attached device, and the arguments against the function schema. The device fetches it, runs it and reports the result. When the grant asks for a human's yes (`approval` `owner`, or `user` through REST), the action is `awaiting_approval` until the owner approves or rejects it. With `notBefore` in the future it is `scheduled` until then, when every permission and condition is checked again.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['rest', 'mcp'],
@@ -234,4 +310,43 @@ export const requestAction = defineOperation({
   input: requestActionInput,
   output: action,
   run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, input),
+});
+
+const scheduleActionFields = {
+  deviceId: uuid,
+  capability: capabilityName,
+  notBefore: notBefore.describe(
+    'When the device should act (Unix ms, at most 7 days ahead; a time already past means now). The action is `scheduled` until then; every permission and condition is checked again then, and the device is asked only then.',
+  ),
+  ttlSeconds: ttlSeconds.describe('Deadline in seconds once it is due (1 to 300, default 30).'),
+  idempotencyKey: idempotencyKey.optional(),
+};
+
+/**
+ * Schedules one action over MCP with plain tool arguments (docs/agents/actions.md "Scheduling"):
+ * the same request as `actions.request` with `notBefore`, which a device tool cannot take
+ * because its arguments are the function's own schema. A grant that asks the owner: its
+ * approval window (the default) starts when the action is due.
+ */
+export const scheduleAction = defineOperation({
+  name: 'actions.schedule',
+  title: 'Schedule an action',
+  description:
+    "Schedule one device function for later: the action is `scheduled` until `notBefore`, then checked again (grant, conditions, device) and queued for the device, or cancelled with the reason. Follow or cancel it with get_action and cancel_action; nothing stays connected meanwhile. Checked now as a request is: a grant for this principal, the ceiling (`act` for control functions), the arguments against the function schema, the grant's conditions at the due time. A grant in `user` mode cannot be scheduled over MCP (the user confirms each call as it is made).",
+  credentials: ['agent'],
+  access: 'per-function',
+  oauth: ['mcp'],
+  // Control functions change the physical world; a repeat with the same idempotencyKey replays.
+  hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
+  queuesDeviceActions: true,
+  rest: [],
+  // Advertised with the JSON-text arguments alone, as broadcast is, so the tool converts to
+  // OpenAI's strict mode (docs/agents/tools.md); a call may still pass the object.
+  mcp: { name: 'schedule_action', advertisedInput: z.strictObject({ ...scheduleActionFields, arguments: argumentsText }) },
+  input: z.strictObject({
+    ...scheduleActionFields,
+    arguments: z.union([args, argumentsText]).describe("The function's arguments: an object, or the same object as JSON text."),
+  }),
+  output: action,
+  run: ({ ctx, credential, input }) => requestDeviceAction(ctx, credential, { ...input, approvalTtlSeconds: APPROVAL_WINDOW_DEFAULT_SECONDS }),
 });

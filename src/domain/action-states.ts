@@ -9,15 +9,16 @@
  * guard from `TRANSITIONS`.
  */
 
-export const ACTION_STATUSES = ['awaiting_approval', 'queued', 'received', 'succeeded', 'failed', 'rejected', 'cancelled', 'expired'] as const;
+export const ACTION_STATUSES = ['scheduled', 'awaiting_approval', 'queued', 'received', 'succeeded', 'failed', 'rejected', 'cancelled', 'expired'] as const;
 
 export type ActionStatus = (typeof ACTION_STATUSES)[number];
 
 /**
- * What a new action starts as: `awaiting_approval` when its grant asks for a human's yes
- * first (docs/reference/rules.md "Approvals"), `queued` otherwise.
+ * What a new action starts as: `scheduled` when it was asked for with a `notBefore` still to
+ * come (docs/agents/actions.md "Scheduling"), else `awaiting_approval` when its grant asks for
+ * a human's yes first (docs/reference/rules.md "Approvals"), `queued` otherwise.
  */
-export const INITIAL_STATUSES = ['awaiting_approval', 'queued'] as const satisfies readonly ActionStatus[];
+export const INITIAL_STATUSES = ['scheduled', 'awaiting_approval', 'queued'] as const satisfies readonly ActionStatus[];
 
 export type InitialStatus = (typeof INITIAL_STATUSES)[number];
 
@@ -33,6 +34,8 @@ export interface StatusInfo {
 }
 
 export const ACTION_STATES: Record<ActionStatus, StatusInfo> = {
+  // Before every other stage; -1 keeps the others' numbers, which MCP progress reports (stage + 1).
+  scheduled: { terminal: false, stage: -1 },
   awaiting_approval: { terminal: false, stage: 0 },
   queued: { terminal: false, stage: 1 },
   received: { terminal: false, stage: 2 },
@@ -52,6 +55,13 @@ export interface Transition {
 
 /** Every allowed move. Anything else is refused: the store's guard matches no row, the API answers 409. */
 export const TRANSITIONS = {
+  due: {
+    from: ['scheduled'],
+    to: ['queued', 'awaiting_approval'],
+    by:
+      'its `notBefore` came, and every permission and condition it was requested under still holds (checked again then); ' +
+      '`awaiting_approval` where its grant asks the owner, whose approval window starts then',
+  },
   approve: {
     from: ['awaiting_approval'],
     to: ['queued'],
@@ -73,16 +83,16 @@ export const TRANSITIONS = {
     by: '`POST /v1/device/{id}/result` before the deadline, `ok: true` or `ok: false`',
   },
   cancel: {
-    from: ['awaiting_approval', 'queued'],
+    from: ['scheduled', 'awaiting_approval', 'queued'],
     to: ['cancelled'],
     by:
       '`POST /v1/actions/{id}/cancel` (owner or requesting agent), its MCP client going away, or the permission it was ' +
       'requested under ending, found by the revocation itself or by `next`: grant revoked or expired, agent connection or ' +
       "OAuth client revoked or expired, function removed or changed, device revoked or left out of its gateway's manifest, " +
-      'a gateway grant replacement; `cancelReason` says which',
+      'a gateway grant replacement, or a scheduled one found refused when it became due; `cancelReason` says which',
   },
   expire: {
-    from: ['awaiting_approval', 'queued', 'received'],
+    from: ['scheduled', 'awaiting_approval', 'queued', 'received'],
     to: ['expired'],
     by:
       'the deadline passed without a result, or the approval window without a decision (the expiry sweep, or any read or report of it); ' +

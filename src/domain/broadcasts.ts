@@ -3,10 +3,9 @@ import { z } from 'zod';
 import type { ActionRow } from '../store/actions.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord } from './action-records.js';
-import { approvalTtlSeconds, args, idempotencyKey, queueAction, ttlSeconds } from './action-requests.js';
+import { approvalTtlSeconds, args, argumentsText, idempotencyKey, notBefore, queueAction, ttlSeconds } from './action-requests.js';
 import { DomainError } from './errors.js';
 import { once } from './idempotency.js';
-import { inputIssues } from './input-limits.js';
 import { defineOperation } from './operation.js';
 import { capabilityName, uuid } from './schemas.js';
 
@@ -18,31 +17,6 @@ const broadcastResult = z.discriminatedUnion('ok', [
     error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.object({ path: z.string(), message: z.string() })).optional() }),
   }),
 ]);
-
-/**
- * The function's arguments written as JSON text: the form of `arguments` for a client whose tool
- * schemas cannot hold a free-form object (OpenAI's strict function calling closes every object
- * and lists its properties, and a broadcast's arguments are those of whichever function it
- * names). The text must be a JSON object; it is checked as a body is (`inputIssues`), then as
- * the object form.
- */
-const argumentsText = z
-  .string()
-  .describe('The function\'s arguments as a JSON-encoded object, e.g. "{\\"level\\": 12}" ("{}" for none); checked against its JSON Schema.')
-  .transform((text, check) => {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      parsed = undefined;
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      check.addIssue({ code: 'custom', message: 'must be a JSON object, or JSON text of one' });
-      return z.NEVER;
-    }
-    for (const issue of inputIssues(parsed)) check.addIssue({ code: 'custom', message: issue.path ? `${issue.path}: ${issue.message}` : issue.message });
-    return parsed as Record<string, unknown>;
-  });
 
 const broadcastFields = {
   deviceIds: z
@@ -58,6 +32,7 @@ const broadcastFields = {
   capability: capabilityName,
   idempotencyKey,
   ttlSeconds,
+  notBefore: notBefore.optional(),
   approvalTtlSeconds,
 };
 
@@ -65,7 +40,7 @@ export const broadcast = defineOperation({
   name: 'broadcasts.create',
   title: 'Broadcast one function to several devices',
   description:
-    "Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic. A broadcast never asks the agent's user: over MCP a device whose grant is in `user` mode gets `confirmation_required` (call its device tool, which asks); through REST it waits for the owner.",
+    "Request one function on up to 20 devices. Each device is checked and queued on its own: results are independent and the broadcast is not atomic. A broadcast never asks the agent's user: over MCP a device whose grant is in `user` mode gets `confirmation_required` (call its device tool, which asks); through REST it waits for the owner. With `notBefore` in the future every action is `scheduled` until then.",
   credentials: ['agent'],
   access: 'per-function',
   oauth: ['rest', 'mcp'],
@@ -92,6 +67,7 @@ export const broadcast = defineOperation({
       arguments: input.arguments,
       ttlSeconds: input.ttlSeconds,
       approvalTtlSeconds: input.approvalTtlSeconds,
+      ...(input.notBefore === undefined ? {} : { notBefore: input.notBefore }),
     };
     const answer = await ctx.db.transaction(async (tx) =>
       once(tx, scope, request, now, async () => {
@@ -110,6 +86,7 @@ export const broadcast = defineOperation({
                 ttlSeconds: input.ttlSeconds,
                 approvalTtlSeconds: input.approvalTtlSeconds,
                 broadcastId: id,
+                notBefore: input.notBefore,
               },
               now,
             );

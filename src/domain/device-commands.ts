@@ -207,7 +207,7 @@ export const reportResult = defineOperation({
       errorMessage: input.error?.message ?? null,
     };
     const completed = await completeAction(ctx.db, report, now);
-    let row: ActionRow | undefined = completed;
+    let row: ActionRow | undefined = completed?.row;
     if (!row) {
       publishActions(ctx, await expireDue(ctx.db, now, { workspaceId: credential.workspaceId, id: input.actionId }));
       // Past the deadline, what the device did is still stored, never dropped (docs/reference/rules.md "Actions").
@@ -217,7 +217,7 @@ export const reportResult = defineOperation({
       publishActions(ctx, [row]);
       // A read's successful result is its function's last-known value (migration 0034): its
       // state resource's subscribers read it again.
-      if (completed?.isRead === 1 && completed.status === 'succeeded' && completed.result !== null)
+      if (completed?.isRead && completed.row.status === 'succeeded' && completed.row.result !== null)
         ctx.events.publish({ type: 'device-state', workspaceId: row.workspaceId, deviceId: row.deviceId });
     } else {
       row = await findTargetedAction(ctx.db, credential.deviceId, input.actionId);

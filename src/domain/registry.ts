@@ -1,7 +1,7 @@
 import { getAccount } from './account.js';
 import { approveAction, rejectAction } from './action-decisions.js';
 import { exportHistory, getActionState, listRecentActions, listRequestedActions } from './action-reads.js';
-import { requestAction } from './action-requests.js';
+import { requestAction, scheduleAction } from './action-requests.js';
 import { cancelAction } from './action-withdrawals.js';
 import { broadcast } from './broadcasts.js';
 import { listApprovals, rejectActions } from './approvals.js';
@@ -64,6 +64,7 @@ export const operations = {
   grantGateway,
   listFunctions,
   requestAction,
+  scheduleAction,
   getActionState,
   cancelAction,
   approveAction,

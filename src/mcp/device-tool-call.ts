@@ -54,6 +54,11 @@ function atMetaKeys(error: unknown): unknown {
  * Record over the statuses, so a new status cannot be added without deciding both.
  */
 const OUTCOMES: Record<ActionStatus, { detail: (action: ActionRecord) => string | null; isError: boolean }> = {
+  scheduled: {
+    detail: (action) =>
+      `It is scheduled for ${new Date(action.notBefore ?? action.createdAt).toISOString()}; every permission is checked again then, and the device is asked only then. ${unfinished(action)}`,
+    isError: false,
+  },
   awaiting_approval: {
     detail: (action) =>
       `It waits for the owner's approval (until ${new Date(action.approval?.expiresAt ?? action.expiresAt).toISOString()}); the device is asked only once it is approved. ${unfinished(action)}`,

@@ -170,6 +170,7 @@ export const namedSchemas: NamedSchema[] = [
       createdAt: T,
       // Approved 40 s after the request: the 30 s deadline started then.
       expiresAt: T + 70_000,
+      notBefore: null,
       dispatchedAt: T + 40_120,
       completedAt: T + 40_480,
       result: { celsius: 21 },

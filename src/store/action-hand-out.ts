@@ -73,19 +73,22 @@ export function cancelRefused(db: Queryable, targetId: string, upTo: number | nu
 }
 
 /** received → succeeded | failed, only before the deadline and only for the fetching device. */
-export function completeAction(
+export async function completeAction(
   db: Queryable,
   report: { id: string; targetId: string; ok: boolean; result: string | null; errorCode: string | null; errorMessage: string | null },
   now: number,
-): Promise<(ActionRow & { isRead: number | null }) | undefined> {
+): Promise<{ row: ActionRow; isRead: boolean } | undefined> {
   const status: Destination<'complete'> = report.ok ? 'succeeded' : 'failed';
   // isRead: whether the action's function is a read one, so its result is a last-known value (migration 0034).
-  return db.get<ActionRow & { isRead: number | null }>(
+  const answer = await db.get<ActionRow & { isRead: number | null }>(
     `UPDATE actions SET status = ?, completed_at = ?, result = ?, error_code = ?, error_message = ?
      WHERE id = ? AND target_id = ? AND ${guard('complete')} AND expires_at > ?
      RETURNING ${COLUMNS}, (SELECT c.kind = 'read' FROM capabilities c WHERE c.device_id = actions.device_id AND c.name = actions.capability) AS isRead`,
     [status, now, report.result, report.errorCode, report.errorMessage, report.id, report.targetId, now],
   );
+  if (!answer) return undefined;
+  const { isRead, ...row } = answer;
+  return { row, isRead: isRead === 1 };
 }
 
 /** The handed-out, unexpired commands of a target that were recalled: a wake socket opening is told them again. */

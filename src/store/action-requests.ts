@@ -20,10 +20,16 @@ export type NewActionRow = Omit<
   | 'decisionReason'
   | 'expiredReason'
   | 'allowedUntil'
+  | 'notBefore'
 > & {
+  /** When a `scheduled` one becomes due; absent or null for one queued (or waiting) at once. */
+  notBefore?: number | null;
   /** Until when its grant's schedule allows handing it out; absent or null without a schedule (or while it waits for approval). */
   allowedUntil?: number | null;
-  /** `awaiting_approval` with `expiresAt` = `approvalExpiresAt` (the window), or `queued` with the execution deadline. */
+  /**
+   * `awaiting_approval` with `expiresAt` = `approvalExpiresAt` (the window), `queued` with the
+   * execution deadline, or `scheduled` with `notBefore` and the deadline counted from it.
+   */
   status: InitialStatus;
 };
 
@@ -46,6 +52,7 @@ const NEW_ACTION_COLUMNS = [
   'decided_by',
   'decided_at',
   'allowed_until',
+  'not_before',
 ] as const;
 
 function newActionArgs(row: NewActionRow): SqlValue[] {
@@ -67,6 +74,7 @@ function newActionArgs(row: NewActionRow): SqlValue[] {
     row.decidedBy,
     row.decidedAt,
     row.allowedUntil ?? null,
+    row.notBefore ?? null,
   ];
 }
 
@@ -188,5 +196,6 @@ export function newActionRow(row: NewActionRow): ActionRow {
     decisionReason: null,
     expiredReason: null,
     allowedUntil: row.allowedUntil ?? null,
+    notBefore: row.notBefore ?? null,
   };
 }

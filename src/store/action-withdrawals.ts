@@ -1,6 +1,6 @@
 /** Cancels of queued commands and recalls of handed-out ones: by the requester, the owner, or a withdrawn permission. */
 import { TRANSITIONS, type CancelReason } from '../domain/action-states.js';
-import { CANCELLED, COLUMNS, PENDING_BY_DEVICE, QUEUED_ONLY, eachStatus, enter, guard, markable, statusIn, type ActionRow } from './actions.js';
+import { BY_TARGET, CANCELLED, COLUMNS, PENDING_BY_DEVICE, eachStatus, enter, guard, markable, statusIn, type ActionRow } from './actions.js';
 import { refusal } from './action-refusal.js';
 import type { Queryable } from './driver.js';
 
@@ -120,22 +120,26 @@ export function cancelQueuedOnServices(db: Queryable, workspaceId: string, princ
  * (detached): the gateway no longer runs them, so handing them over would be wrong.
  */
 export function cancelQueuedOnDetachedChildren(db: Queryable, workspaceId: string, gatewayId: string, now: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    `UPDATE actions SET ${CANCELLED}
-     WHERE workspace_id = ? AND target_id = ? AND ${QUEUED_ONLY}
-       AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND detached_at IS NOT NULL)
-     RETURNING ${COLUMNS}`,
-    [now, 'device_detached' satisfies CancelReason, workspaceId, gatewayId, workspaceId, gatewayId],
+  return eachStatus(BY_TARGET, (status) =>
+    db.all<ActionRow>(
+      `UPDATE actions SET ${CANCELLED}
+       WHERE workspace_id = ? AND target_id = ? AND ${statusIn([status])}
+         AND device_id IN (SELECT id FROM devices WHERE workspace_id = ? AND parent_id = ? AND detached_at IS NOT NULL)
+       RETURNING ${COLUMNS}`,
+      [now, 'device_detached' satisfies CancelReason, workspaceId, gatewayId, workspaceId, gatewayId],
+    ),
   );
 }
 
 /** Cancels every queued command fetched by a revoked device: nothing can deliver them now. */
 export function cancelQueuedForTarget(db: Queryable, workspaceId: string, targetId: string, now: number): Promise<ActionRow[]> {
-  return db.all<ActionRow>(
-    `UPDATE actions SET ${CANCELLED}
-     WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND ${QUEUED_ONLY}
-     RETURNING ${COLUMNS}`,
-    [now, 'device_revoked' satisfies CancelReason, workspaceId, targetId, targetId],
+  return eachStatus(BY_TARGET, (status) =>
+    db.all<ActionRow>(
+      `UPDATE actions SET ${CANCELLED}
+       WHERE workspace_id = ? AND (target_id = ? OR device_id = ?) AND ${statusIn([status])}
+       RETURNING ${COLUMNS}`,
+      [now, 'device_revoked' satisfies CancelReason, workspaceId, targetId, targetId],
+    ),
   );
 }
 

@@ -40,6 +40,8 @@ export interface ActionRow {
   expiredReason: ExpiredReason | null;
   /** Until when its grant's schedule allows handing it out (the end of the window it was queued or approved in); null without a schedule. */
   allowedUntil: number | null;
+  /** When a scheduled action becomes due (docs/agents/actions.md "Scheduling"); null for one queued at once. */
+  notBefore: number | null;
 }
 
 export const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, target_id AS targetId, capability, arguments,
@@ -47,7 +49,7 @@ export const COLUMNS = `id, workspace_id AS workspaceId, device_id AS deviceId, 
   dispatched_at AS dispatchedAt, completed_at AS completedAt, result, error_code AS errorCode, error_message AS errorMessage,
   connection_id AS connectionId, cancel_reason AS cancelReason, cancel_requested_at AS cancelRequestedAt, reported_late_at AS reportedLateAt,
   approval, approval_expires_at AS approvalExpiresAt, ttl_seconds AS ttlSeconds, decided_by AS decidedBy, decided_at AS decidedAt,
-  decision_reason AS decisionReason, expired_reason AS expiredReason, allowed_until AS allowedUntil`;
+  decision_reason AS decisionReason, expired_reason AS expiredReason, allowed_until AS allowedUntil, not_before AS notBefore`;
 
 /**
  * The SQL condition "the status is one of `statuses`". The statuses are the state table's
@@ -107,7 +109,11 @@ export async function eachStatus(statuses: readonly ActionStatus[], statement: (
 }
 
 /** The partial index holding one pending status's actions by device and principal (migrations 0014, 0017). */
-export const PENDING_BY_DEVICE: Partial<Record<ActionStatus, string>> = { queued: 'actions_queued_by_device', awaiting_approval: 'actions_awaiting_by_device' };
+export const PENDING_BY_DEVICE: Partial<Record<ActionStatus, string>> = {
+  scheduled: 'actions_scheduled_by_device',
+  queued: 'actions_queued_by_device',
+  awaiting_approval: 'actions_awaiting_by_device',
+};
 
 export function getAction(db: Queryable, workspaceId: string, id: string): Promise<ActionRow | undefined> {
   return db.get<ActionRow>(`SELECT ${COLUMNS} FROM actions WHERE workspace_id = ? AND id = ?`, [workspaceId, id]);
@@ -122,3 +128,9 @@ export const CANCELLED = `${enter('cancel', 'cancelled')}, completed_at = ?, can
  * and its approval re-checks the same permission (`approveAction`), so none is left to run.
  */
 export const QUEUED_ONLY = statusIn(['queued' satisfies (typeof TRANSITIONS.cancel.from)[number]]);
+
+/**
+ * The statuses a device's withdrawal cancels by the device that fetches it: queued commands, and
+ * scheduled ones, which would be queued for it (each over its partial index by target).
+ */
+export const BY_TARGET = ['scheduled', 'queued'] as const satisfies readonly (typeof TRANSITIONS.cancel.from)[number][];

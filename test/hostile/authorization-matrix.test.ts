@@ -565,6 +565,17 @@ const mcpMatrix: Record<string, { args: () => Promise<Record<string, unknown>>; 
     args: async () => ({ deviceIds: [lamp.id], capability: 'set_power', arguments: { on: true }, idempotencyKey: crypto.randomUUID() }),
     cells: mcpCells({}),
   },
+  // A refused grant or ceiling is the tool's error, as for any fixed tool.
+  schedule_action: {
+    args: async () => ({
+      deviceId: lamp.id,
+      capability: 'set_power',
+      arguments: { on: true },
+      notBefore: clock.now() + 3_600_000,
+      idempotencyKey: crypto.randomUUID(),
+    }),
+    cells: mcpCells({ agentRead: '2xx:isError', agentNoGrant: '2xx:isError', agent2: '2xx:isError' }),
+  },
   // A device tool: the live grant and ceiling are checked before the SDK sees the call.
   '<device tool>': {
     args: async () => ({ on: true }),

@@ -15,6 +15,7 @@ import {
 } from '../../src/domain/action-states.js';
 import { approveAction, cancelForConditions, cancelIfRefused, rejectAction } from '../../src/store/action-decisions.js';
 import { expireDue } from '../../src/store/action-expiry.js';
+import { promoteScheduled } from '../../src/store/action-schedule.js';
 import { cancelRefused, reportLate, claimNext, completeAction } from '../../src/store/action-hand-out.js';
 import { insertAction } from '../../src/store/action-requests.js';
 import {
@@ -112,12 +113,22 @@ const report = (action: ActionRow, ok: boolean) => ({
 const decision = (w: World, a: ActionRow) => ({ workspaceId: w.workspaceId, id: a.id, decidedBy: 'owner@example.com', reason: 'checked' });
 
 const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
+  // Requested under an approval mode with no yes given: it becomes due waiting for the owner.
+  due: [
+    {
+      fn: promoteScheduled,
+      device: 'gateway',
+      due: false,
+      into: 'awaiting_approval',
+      run: (db, w, a) => promoteScheduled(db, w.workspaceId, a.id, null, NOW),
+    },
+  ],
   approve: [{ fn: approveAction, device: 'gateway', due: false, into: 'queued', run: (db, w, a) => approveAction(db, decision(w, a), NOW) }],
   reject: [{ fn: rejectAction, device: 'gateway', due: false, into: 'rejected', run: (db, w, a) => rejectAction(db, decision(w, a), NOW) }],
   claim: [{ fn: claimNext, device: 'gateway', due: false, into: 'received', run: async (db, w) => (await claimNext(db, w.gatewayId, NOW))?.row }],
   complete: [
-    { fn: completeAction, device: 'gateway', due: false, into: 'succeeded', run: (db, _w, a) => completeAction(db, report(a, true), NOW) },
-    { fn: completeAction, device: 'gateway', due: false, into: 'failed', run: (db, _w, a) => completeAction(db, report(a, false), NOW) },
+    { fn: completeAction, device: 'gateway', due: false, into: 'succeeded', run: async (db, _w, a) => (await completeAction(db, report(a, true), NOW))?.row },
+    { fn: completeAction, device: 'gateway', due: false, into: 'failed', run: async (db, _w, a) => (await completeAction(db, report(a, false), NOW))?.row },
   ],
   cancel: [
     { fn: cancelQueued, device: 'gateway', due: false, into: 'cancelled', run: (db, w, a) => cancelQueued(db, w.workspaceId, a.id, null, 'owner', NOW) },
@@ -132,7 +143,7 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
       fn: cancelQueuedOnDetachedChildren,
       device: 'detached',
       due: false,
-      only: ['queued'],
+      only: ['scheduled', 'queued'],
       into: 'cancelled',
       run: (db, w) => cancelQueuedOnDetachedChildren(db, w.workspaceId, w.gatewayId, NOW),
     },
@@ -140,7 +151,7 @@ const STORE_MOVES: Record<TransitionName, StoreMove[]> = {
       fn: cancelQueuedForTarget,
       device: 'gateway',
       due: false,
-      only: ['queued'],
+      only: ['scheduled', 'queued'],
       into: 'cancelled',
       run: (db, w) => cancelQueuedForTarget(db, w.workspaceId, w.gatewayId, NOW),
     },
@@ -226,6 +237,7 @@ describe('the database and the store', () => {
     ['actions_live_by_deadline', statusIn(TRANSITIONS.expire.from)],
     ['actions_awaiting_by_workspace', statusIn(TRANSITIONS.approve.from)],
     ['actions_awaiting_by_device', statusIn(TRANSITIONS.approve.from)],
+    ['actions_scheduled_by_due', statusIn(TRANSITIONS.due.from)],
   ])('keeps the partial index %s matching the guard the store builds', async (index, guard) => {
     const row = await db.get<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", [index]);
     expect(row?.sql).toMatch(new RegExp(`WHERE ${guard.replace(/[()]/g, '\\$&')}$`));
@@ -288,7 +300,12 @@ describe('the database and the store', () => {
     expect(row.status).toBe('queued');
     // Every status but the initial ones was handed out once (a late report needs that).
     const handedOut = !(INITIAL_STATUSES as readonly ActionStatus[]).includes(status);
-    await db.run('UPDATE actions SET status = ?, dispatched_at = CASE WHEN ? THEN created_at END WHERE id = ?', [status, handedOut ? 1 : 0, row.id]);
+    // Scheduled for a time already come: the `due` move finds it due.
+    await db.run('UPDATE actions SET status = ?, dispatched_at = CASE WHEN ? THEN created_at END, not_before = created_at WHERE id = ?', [
+      status,
+      handedOut ? 1 : 0,
+      row.id,
+    ]);
     return (await getAction(db, w.workspaceId, row.id))!;
   }
 
@@ -384,7 +401,8 @@ describe('the database and the store', () => {
     }
     await recallWithdrawn(recording, null, NOW);
     await cancelQueuedOnServices(recording, 'w', 'p', 'g', NOW);
-    const live = /^(?:actions_queued_by_\w+|actions_awaiting_by_\w+|actions_received_by_device|actions_live_by_deadline|actions_recalled_by_target)$/;
+    const live =
+      /^(?:actions_scheduled_by_\w+|actions_queued_by_\w+|actions_awaiting_by_\w+|actions_received_by_device|actions_live_by_deadline|actions_recalled_by_target)$/;
     for (const [sql, args] of statements) {
       const plan = await db.all<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, args);
       const onActions = plan.map((step) => step.detail).filter((detail) => /^(?:SCAN|SEARCH) (?:actions|a)\b/.test(detail));

@@ -89,7 +89,7 @@ function surfaceProblems(operation: Partial<AnyOperation>): string[] {
   if (operation.queuesDeviceActions && operation.hints?.readOnly) problems.push('queues device actions but claims to be read-only');
   // The declarations invoke enforces must be there wherever they are needed: a device-facing
   // operation naming a device, and an operation acting on device functions.
-  if (credentials.includes('device') && inputFields(operation)?.has('deviceId') && operation.ownDevice !== 'deviceId') {
+  if (credentials.includes('device') && inputFields(operation)?.has('deviceId') && operation.ownDevice === undefined) {
     problems.push('takes a deviceId from a device credential but does not declare ownDevice');
   }
   if (operation.access === 'per-function' && !operation.queuesDeviceActions) problems.push('acts on device functions but does not declare queuesDeviceActions');
@@ -231,7 +231,7 @@ describe('MCP fixed tools', () => {
 
   it('advertise, where the schema differs from the input, the same fields, each of which the input takes', () => {
     const differing = allOperations.filter((operation) => operation.mcp?.advertisedInput);
-    expect(differing.map((operation) => operation.mcp!.name)).toEqual(['broadcast']);
+    expect(differing.map((operation) => operation.mcp!.name)).toEqual(['schedule_action', 'broadcast']);
     for (const operation of differing) {
       const advertised = z.toJSONSchema(operation.mcp!.advertisedInput!, { io: 'input' }) as { properties: object; required: string[] };
       const own = z.toJSONSchema(operation.input, { io: 'input', unrepresentable: 'any' }) as { properties: object; required: string[] };
@@ -242,5 +242,8 @@ describe('MCP fixed tools', () => {
     const sample = { deviceIds: [crypto.randomUUID()], capability: 'set_level', arguments: '{"level": 12}', idempotencyKey: 'k' };
     expect(operations.broadcast.mcp!.advertisedInput!.safeParse(sample).success).toBe(true);
     expect(operations.broadcast.input.parse(sample).arguments).toEqual({ level: 12 });
+    const scheduled = { deviceId: crypto.randomUUID(), capability: 'set_level', arguments: '{"level": 12}', notBefore: Date.now() + 60_000 };
+    expect(operations.scheduleAction.mcp!.advertisedInput!.safeParse(scheduled).success).toBe(true);
+    expect(operations.scheduleAction.input.parse(scheduled).arguments).toEqual({ level: 12 });
   });
 });

@@ -64,11 +64,17 @@ function Decision(props: { action: ActionRecord; viewer: Viewer; decide: string 
       </section>
     );
   }
-  if (action.status === 'queued') {
+  if (action.status === 'queued' || action.status === 'scheduled') {
     return (
       <form method="post" action={`/console/actions/${action.id}/cancel`} class="decision">
         <Csrf viewer={viewer} />
-        <p>It is queued: its device has not fetched it yet.</p>
+        {action.status === 'scheduled' ? (
+          <p>
+            It is scheduled for <Time ms={action.notBefore ?? action.createdAt} />: it is checked again then, and its device is asked only then.
+          </p>
+        ) : (
+          <p>It is queued: its device has not fetched it yet.</p>
+        )}
         <button type="submit" class="danger" id="cancel-action">
           Cancel this action
         </button>

@@ -70,7 +70,7 @@ function listInput(filters: Filters) {
 
 function ActionRow(props: { action?: Action; names?: Map<string, string>; agents?: Map<string, string>; viewer: Viewer }) {
   const a = props.action;
-  const cancellable = a?.status === 'queued' || a?.status === 'awaiting_approval';
+  const cancellable = a?.status === 'scheduled' || a?.status === 'queued' || a?.status === 'awaiting_approval';
   return (
     <tr data-action-id={a?.id ?? ''}>
       <td data-label="Created" data-field="created">

@@ -23,12 +23,17 @@ export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'cancelled' | 'failed';
 
 /** What a client is told to wait between polls, per state: an owner's decision takes longer than a device. */
-const POLL_INTERVAL_MS: Partial<Record<ActionStatus, number>> = { awaiting_approval: 5_000, queued: 1_000, received: 1_000 };
+const POLL_INTERVAL_MS: Partial<Record<ActionStatus, number>> = { scheduled: 30_000, awaiting_approval: 5_000, queued: 1_000, received: 1_000 };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
 function stateOf(action: ActionRecord): { status: TaskStatus; statusMessage: string } {
   switch (action.status) {
+    case 'scheduled':
+      return {
+        status: 'working',
+        statusMessage: `Scheduled for ${iso(action.notBefore ?? action.createdAt)}; its permissions are checked again then, and the device is asked only then.`,
+      };
     case 'awaiting_approval':
       return {
         status: 'working',
