@@ -82,6 +82,10 @@ const cases: Record<string, Case> = {
   },
   'functions.list': async () => ({ as: agent, input: {} }),
   'actions.request': async () => ({ as: agent, input: { deviceId, capability: 'set_power', arguments: { on: true } } }),
+  'actions.schedule': async () => ({
+    as: agent,
+    input: { deviceId, capability: 'set_power', arguments: { on: true }, notBefore: Date.now() + 60_000 },
+  }),
   'actions.get': async () => ({ as: agent, input: { actionId: (await newAction()).id } }),
   'actions.cancel': async () => ({ as: agent, input: { actionId: (await newAction()).id } }),
   'actions.approve': async () => ({ as: owner, input: { actionId: (await newAction('set_brightness', { level: 10 })).id } }),
