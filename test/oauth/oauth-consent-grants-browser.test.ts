@@ -1,4 +1,6 @@
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
@@ -16,7 +18,9 @@ import { MemoryOAuthProvider, useOAuthTestServer } from '../helpers/oauth.js';
  * the console's style sheet and pass axe.
  */
 
-const CALLBACK = 'http://127.0.0.1:9/callback';
+/** The client's redirect URI: a loopback server of the test's own, so each decision's navigation ends on a page that loaded. */
+let CALLBACK: string;
+let callbackServer: Server;
 const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
 const server = useOAuthTestServer({ env: DEVELOPMENT_ENV });
 const api = server.api;
@@ -28,6 +32,9 @@ let page: Page;
 let lamp: { id: string };
 
 beforeAll(async () => {
+  callbackServer = createServer((_request, response) => response.end('callback'));
+  await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', resolve));
+  CALLBACK = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`;
   lamp = await attachDevice(api, await owner(), { name: 'Porch lamp', manifest: lampManifest });
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS] });
   // bypassCSP lets axe-core's script in; the pages' own CSP is asserted below from the headers.
@@ -37,6 +44,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
+  await new Promise((resolve) => callbackServer?.close(resolve));
 });
 
 /** The SDK's flow up to the consent page: 401, discovery, dynamic registration; the page it would open. */
@@ -48,11 +56,10 @@ async function startFlow(name: string) {
   return { provider, authorization: provider.authorizationUrls[0]!.toString() };
 }
 
-/** Clicks a decision; the browser is sent to the callback, which nothing serves: the URL is what counts. */
+/** Clicks a decision and waits until the browser has loaded the callback: its URL is what counts. */
 async function decide(button: string): Promise<URL> {
-  const landed = page.waitForRequest((request) => request.url().startsWith(CALLBACK));
-  await page.click(button);
-  return new URL((await landed).url());
+  await Promise.all([page.waitForURL((url) => url.href.startsWith(CALLBACK)), page.click(button)]);
+  return new URL(page.url());
 }
 
 /** The client's first connection after the flow: its tools as a fresh tools/list lists them. */
