@@ -35,7 +35,7 @@ export const DEVICE_VIEW_SCRIPT = `
 
   const short = (text, max) => (text.length > max ? text.slice(0, max - 1) + '\\u2026' : text);
   const json = (value) => short(JSON.stringify(value, null, 2) || String(value), 4000);
-  const when = (iso) => { const t = Date.parse(iso); return Number.isNaN(t) ? '' : new Date(t).toLocaleString(); };
+  const when = (at) => { const t = typeof at === 'number' ? at : Date.parse(at); return Number.isFinite(t) ? new Date(t).toLocaleString() : ''; };
   const show = (id, on) => { $(id).hidden = !on; };
 
   function resize() {
@@ -58,9 +58,21 @@ export const DEVICE_VIEW_SCRIPT = `
     return short(last, 600);
   }
 
-  /** A JSON-RPC error from the host: its message is the service's refusal (an HTTP status and the error envelope). */
+  /**
+   * A JSON-RPC error from the host. A call the service refused before running it (a revoked
+   * grant, the kill switch) is an HTTP status whose body is the error envelope; a host's client
+   * passes it on in its message, after its own words. The envelope's code and message are shown.
+   */
   function rpcError(error) {
-    return short(String((error && error.message) || error || 'The call failed.'), 600);
+    const message = String((error && error.message) || error || 'The call failed.');
+    const start = message.indexOf('{');
+    if (start >= 0) {
+      try {
+        const envelope = JSON.parse(message.slice(start));
+        if (envelope && envelope.error && envelope.error.code) return short(envelope.error.code + ': ' + envelope.error.message, 600);
+      } catch (e) { /* not an envelope: the message itself */ }
+    }
+    return short(message, 600);
   }
 
   function renderAction(action) {

@@ -95,6 +95,20 @@ describe.each<Era>(['modern', 'legacy'])('MCP Apps (%s client)', (era) => {
     expect(content!._meta.ui.csp).toEqual({ connectDomains: [], resourceDomains: [], frameDomains: [], baseUriDomains: [] });
     expect(content!._meta.ui).not.toHaveProperty('domain');
     expect(Buffer.byteLength(content!.text, 'utf8')).toBeLessThanOrEqual(MAX_VIEW_BYTES);
+    // Self-contained: nothing loaded from anywhere, and its own policy allows only its inline script and style.
+    expect(content!.text).not.toMatch(/\ssrc=|\shref=|url\(|@import|@font-face|<iframe|https?:\/\//i);
+    expect(content!.text).toMatch(
+      /<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'sha256-[^']+'; style-src 'sha256-[^']+';/,
+    );
+  });
+
+  it('keeps each view within 64 KiB', async () => {
+    const views = (await plain.listResources()).resources.filter((r) => r.uri.startsWith('ui://'));
+    expect(views.length).toBeGreaterThan(0);
+    for (const { uri } of views) {
+      const [content] = (await plain.readResource({ uri })).contents as { text: string }[];
+      expect(Buffer.byteLength(content!.text, 'utf8'), uri).toBeLessThanOrEqual(64 * 1024);
+    }
   });
 
   it('gives a client that declares the extension the same tools and the same answers', async () => {
