@@ -84,6 +84,12 @@ describe.each<Era>(['modern', 'legacy'])('MCP Apps (%s client)', (era) => {
     const named = tools.filter((t) => (t._meta?.ui as { resourceUri?: string } | undefined)?.resourceUri === VIEW_URI).map((t) => t.name);
     expect(named.sort()).toEqual(['get_device_state', toolName('get_state', world.device), toolName('set_power', world.device)].sort());
     for (const tool of tools) if (!named.includes(tool.name)) expect(tool._meta?.ui, tool.name).toBeUndefined();
+    // Nothing but the one entry is added to a device tool: tools/list grows by it alone.
+    expect(tools.find((t) => t.name === toolName('set_power', world.device))!._meta).toEqual({
+      'dfc/deviceId': world.device.id,
+      'dfc/capability': 'set_power',
+      ui: { resourceUri: VIEW_URI },
+    });
   });
 
   it('lists the view and reads it as text/html;profile=mcp-app with a CSP that names no outside domain', async () => {
