@@ -18,7 +18,7 @@ export const DEVICE_VIEW_SCRIPT = `
   const host = window.parent;
   const pending = new Map();
   let lastId = 0;
-  const view = { tool: null, args: {}, deviceId: null, consoleUrl: null, action: null, busy: false, polling: null };
+  const view = { tool: null, args: {}, deviceId: null, consoleUrl: null, action: null, busy: false, polling: null, followed: null, delay: 1000 };
   const $ = (id) => document.getElementById(id);
   const TERMINAL = ['succeeded', 'failed', 'rejected', 'cancelled', 'expired'];
   const OUTCOME = { succeeded: 'Succeeded', failed: 'Failed', rejected: 'Rejected by the owner', cancelled: 'Cancelled', expired: 'Expired' };
@@ -175,8 +175,12 @@ export const DEVICE_VIEW_SCRIPT = `
     } catch (e) { /* no read function granted: the view shows no values */ }
   }
 
+  /** Follows an unfinished action: after 1 s, then each wait half as long again, at most 10 s (an approval may take hours). */
   function poll() {
     if (view.polling || !view.action) return;
+    if (view.followed !== view.action.id) { view.followed = view.action.id; view.delay = 1000; }
+    const delay = view.delay;
+    view.delay = Math.min(Math.round(view.delay * 1.5), 10000);
     view.polling = setTimeout(async () => {
       view.polling = null;
       const action = view.action;
@@ -187,7 +191,7 @@ export const DEVICE_VIEW_SCRIPT = `
         if (view.action && view.action.id === action.id) renderAction(result.structuredContent);
         if (TERMINAL.includes(result.structuredContent.status)) refreshState();
       } catch (e) { fail(rpcError(e)); }
-    }, 1000);
+    }, delay);
   }
 
   async function runAgain() {
