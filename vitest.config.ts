@@ -44,6 +44,7 @@ export const ISOLATED_FILES = [
   'test/hostile/startup-errors.test.ts',
   'test/hostile/unhandled-rejection.test.ts',
   'test/hostile/webhook-fairness.test.ts',
+  'test/mcp/mcp-apps-browser.test.ts',
   'test/mcp/mcp-conformance.test.ts',
   'test/oauth/dev-identity.test.ts',
   'test/oauth/oauth-client-credentials.test.ts',

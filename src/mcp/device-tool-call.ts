@@ -8,7 +8,9 @@ import { watchComingAction } from '../domain/event-hub.js';
 import { authorizedFromListing, type CallableFunction } from '../domain/functions.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
+import { consoleActionUrl, viewResultMeta } from './apps.js';
 import { awaitSettled, PROGRESS_MESSAGES, PROGRESS_TOTAL, waitBound } from './action-wait.js';
+import { deviceToolName } from './device-tool-names.js';
 import { placeOf, type DevicePlace } from './device-text.js';
 import { toolError } from './errors.js';
 import type { McpSession, TaskCreated } from './session.js';
@@ -170,7 +172,8 @@ export async function callDeviceTool(
       action = withdrawn ?? action;
     }
     if (taskFor && !signal.aborted && !ACTION_STATES[action.status].terminal) return await taskFor(action);
-    return actionResult(fn, action);
+    const tool = session.tools?.find((t) => t.fn === fn)?.name ?? deviceToolName(fn.capability, fn.deviceId);
+    return actionResult(fn, action, { tool, publicBaseUrl: ctx.settings.publicBaseUrl });
   } catch (error) {
     return toolError(error, ctx, { structured: true });
   } finally {
@@ -196,10 +199,23 @@ function actionText(action: ActionRecord): string {
   return indented.length <= 2 * compact.length ? indented : compact;
 }
 
-export function actionResult(place: DevicePlace, action: ActionRecord): CallToolResult {
+/**
+ * `view`: the call's own answer carries what an MCP Apps view needs besides the Action (apps.ts):
+ * the device's name, the tool to call again, and the console page of an action awaiting the owner.
+ */
+export function actionResult(place: DevicePlace, action: ActionRecord, view?: { tool: string; publicBaseUrl: string }): CallToolResult {
+  const meta = view
+    ? viewResultMeta({
+        deviceId: action.deviceId,
+        deviceName: place.deviceName,
+        tool: view.tool,
+        ...(action.approval?.mode === 'owner' ? { consoleUrl: consoleActionUrl(view.publicBaseUrl, action) } : {}),
+      })
+    : undefined;
   return {
     content: [{ type: 'text', text: `${summary(place, action)}\n${actionText(action)}` }],
     structuredContent: action as unknown as Record<string, unknown>,
     ...(OUTCOMES[action.status].isError ? { isError: true } : {}),
+    ...(meta ? { _meta: meta } : {}),
   };
 }

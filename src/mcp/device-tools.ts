@@ -2,6 +2,7 @@ import type { CallToolResult, InputRequiredResult, McpServer, ServerContext, Too
 import type { CallableFunction } from '../domain/functions.js';
 import { conditionsSentence, narrowSchema } from '../domain/grant-conditions.js';
 import { advertised } from './advertised-schemas.js';
+import { VIEW_TOOL_META } from './apps.js';
 import { confirmedDeviceCall } from './confirmed-device-call.js';
 import { deviceText, MAX_DESCRIPTION_CHARS, MAX_DEVICE_NAME_CHARS, placeOf } from './device-text.js';
 import { callDeviceTool, type DeviceToolCall } from './device-tool-call.js';
@@ -46,7 +47,8 @@ export function registerDeviceTool(server: McpServer, session: McpSession, name:
       // docs/reference/rules.md "MCP": the inputSchema is the capability's argument schema, narrowed by the grant's argument bounds.
       inputSchema: advertised(narrowSchema(fn.arguments, fn.conditions?.arguments)),
       annotations,
-      _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability },
+      // `ui`: the device view an MCP Apps host renders for its answer (apps.ts).
+      _meta: { 'dfc/deviceId': fn.deviceId, 'dfc/capability': fn.capability, ...VIEW_TOOL_META },
     },
     (args: unknown, extra: ServerContext): Promise<CallToolResult | InputRequiredResult> => {
       const call: DeviceToolCall = {

@@ -1,9 +1,11 @@
 import type { CallToolResult, McpServer, ToolAnnotations } from '@modelcontextprotocol/server';
+import { listCallableFunctionsOnDevices } from '../domain/functions.js';
 import { call } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
 import { PAGE_MAX } from '../domain/paging.js';
 import { allOperations } from '../domain/registry.js';
 import { advertised, jsonSchemaOf, once } from './advertised-schemas.js';
+import { VIEW_TOOL_META, viewResultMeta } from './apps.js';
 import { deviceForAgent, functionForAgent } from './device-text.js';
 import { toolError } from './errors.js';
 import type { McpSession } from './session.js';
@@ -75,6 +77,21 @@ const fixedSchemas = once(
  */
 const forAgent: Record<string, (item: never) => unknown> = { list_devices: deviceForAgent, list_functions: functionForAgent };
 
+/** The fixed tools whose answer an MCP Apps host shows in the device view (apps.ts). */
+const VIEW_TOOLS = new Set(['get_device_state']);
+
+/**
+ * What a device view needs in get_device_state's answer besides the state: the device's name,
+ * read from the caller's own callable functions on that device (none found: no name, the view
+ * says "Device").
+ */
+async function stateViewMeta(session: McpSession, deviceId: string): Promise<Record<string, unknown> | undefined> {
+  const { ctx, credential } = session;
+  const functions = await listCallableFunctionsOnDevices(ctx.db, credential, ctx.clock.now(), deviceId.slice(0, 13));
+  const fn = functions.find((f) => f.deviceId === deviceId);
+  return fn ? viewResultMeta({ deviceId, deviceName: fn.deviceName }) : undefined;
+}
+
 async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown): Promise<CallToolResult> {
   const answer = await call(tool.operation, session.ctx, args ?? {}, PAGE_MAX);
   if (answer.kind === 'stream' || answer.kind === 'live') throw new Error(`operation ${tool.operation.name} streams its answer: it cannot be a fixed tool`);
@@ -86,7 +103,8 @@ async function callFixedTool(tool: FixedTool, session: McpSession, args: unknown
   if (next !== null) {
     content.push({ type: 'text', text: `More ${tool.listKey} follow: call ${tool.name} again with { "cursor": ${JSON.stringify(next)} } for the next page.` });
   }
-  return { content, structuredContent: structured };
+  const meta = VIEW_TOOLS.has(tool.name) ? await stateViewMeta(session, (data as { deviceId: string }).deviceId) : undefined;
+  return { content, structuredContent: structured, ...(meta ? { _meta: meta } : {}) };
 }
 
 /** Whether the request may list what queues actions: neither the kill switch nor the workspace's pause is on. */
@@ -109,6 +127,7 @@ export function registerFixedTools(server: McpServer, session: McpSession): void
         inputSchema: advertised(schema.input),
         outputSchema: advertised(schema.output),
         annotations: annotationsOf(tool.operation.hints),
+        ...(VIEW_TOOLS.has(tool.name) ? { _meta: VIEW_TOOL_META } : {}),
       },
       async (args: unknown): Promise<CallToolResult> => {
         try {

@@ -3,6 +3,7 @@ import { ACTION_STATUSES } from '../domain/action-states.js';
 import { fail } from '../domain/errors.js';
 import { invoke } from '../domain/invoke.js';
 import { operations } from '../domain/registry.js';
+import { registerAppResources } from './apps.js';
 import { deviceForAgent, deviceText, MAX_DEVICE_NAME_CHARS, quotedName } from './device-text.js';
 import { resourceError } from './errors.js';
 import type { McpSession } from './session.js';
@@ -55,6 +56,7 @@ export function registerResources(server: McpServer, session: McpSession): void 
   );
 
   registerStateResource(server, session, devices);
+  registerAppResources(server);
 
   server.registerResource(
     'action',

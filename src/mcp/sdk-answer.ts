@@ -6,6 +6,7 @@ import { MAX_BODY_BYTES } from '../http/body.js';
 import type { HttpEnv } from '../http/request.js';
 import { issueClientSession, withClientSession } from './client-sessions.js';
 import type { ServerInfo } from './direct-call.js';
+import { APPS_EXTENSION } from './apps.js';
 import type { Admitted } from './gate.js';
 import type { LegacyElicitation } from './legacy-elicitation.js';
 import { refuseListCursors } from './list-cursors.js';
@@ -138,7 +139,8 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
  * 2026-07-28 extension; a 2025-era client would need a GET stream this server does not open,
  * so it is promised neither and reads the tool list afresh. Resources and prompts announce no
  * list changes in either era; a 2026-07-28 caller may follow `device://{deviceId}/state` on
- * its listen stream (`resourceSubscriptions`, subscriptions/state-watch.ts).
+ * its listen stream (`resourceSubscriptions`, subscriptions/state-watch.ts). MCP Apps is
+ * declared in both eras: its views are resources and tool `_meta`, which any era can carry.
  */
 function capabilitiesFor(era: McpRequestContext['era']) {
   const modern = era === 'modern';
@@ -146,8 +148,8 @@ function capabilitiesFor(era: McpRequestContext['era']) {
     tools: { listChanged: modern },
     resources: { listChanged: false, subscribe: modern },
     prompts: { listChanged: false },
-    // MCP Tasks: a device call may answer with its action's task (tasks/).
-    ...(modern ? { extensions: { [TASKS_EXTENSION]: {} } } : {}),
+    // MCP Apps (apps.ts) in both eras; MCP Tasks: a device call may answer with its action's task (tasks/).
+    extensions: { [APPS_EXTENSION]: {}, ...(modern ? { [TASKS_EXTENSION]: {} } : {}) },
   };
 }
 

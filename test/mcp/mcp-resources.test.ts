@@ -49,8 +49,15 @@ describe.each<Era>(['modern', 'legacy'])('resources (%s client)', (era) => {
   });
 
   it('lists only the devices each agent may call a function on, and only its own actions', async () => {
-    expect((await a.listResources()).resources.map((r) => r.uri)).toEqual([`device://${lamp.id}`, `device://${lamp.id}/state`, `action://${aliceAction.id}`]);
-    expect((await b.listResources()).resources.map((r) => r.uri)).toEqual([`device://${fan.id}`, `device://${fan.id}/state`]);
+    // The MCP Apps device view is the same for every caller (test/mcp/mcp-apps.test.ts).
+    const VIEW = 'ui://device-function-control/device.html';
+    expect((await a.listResources()).resources.map((r) => r.uri)).toEqual([
+      VIEW,
+      `device://${lamp.id}`,
+      `device://${lamp.id}/state`,
+      `action://${aliceAction.id}`,
+    ]);
+    expect((await b.listResources()).resources.map((r) => r.uri)).toEqual([VIEW, `device://${fan.id}`, `device://${fan.id}/state`]);
     for (const r of (await a.listResources()).resources.filter((r) => r.uri.startsWith('device://'))) expect(r.description).toBeTruthy();
   });
 

@@ -80,7 +80,7 @@ function taskRequest(token: string, method: string, params: Record<string, unkno
 describe('the server offers MCP Tasks', () => {
   it('advertises io.modelcontextprotocol/tasks under capabilities.extensions in server/discover', async () => {
     const res = await rawMcp(server.url, { token: agent.token, method: 'server/discover' });
-    expect(res.json.result.capabilities.extensions).toEqual({ 'io.modelcontextprotocol/tasks': {} });
+    expect(res.json.result.capabilities.extensions).toEqual({ 'io.modelcontextprotocol/tasks': {}, 'io.modelcontextprotocol/ui': {} });
     expect(res.json.result.capabilities.tasks).toBeUndefined();
   });
 });

@@ -159,7 +159,8 @@ describe('server/discover', () => {
     const legacy = await connect(server.url, agent.token, 'legacy');
     const declared = legacy.getServerCapabilities();
     expect(declared?.tools).toEqual({ listChanged: false });
-    expect(declared).not.toHaveProperty('extensions');
+    // MCP Apps only: its views are resources and tool _meta, which the 2025 era carries too.
+    expect(declared?.extensions).toEqual({ 'io.modelcontextprotocol/ui': {} });
     await legacy.close();
     // The 2026-07-28 era delivers both, on subscriptions/listen and as tasks.
     const modern = await connect(server.url, agent.token, 'modern');
