@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { LongestFirstSequencer } from './test/helpers/longest-first.js';
 
 /**
  * The test files that run in a worker of their own (CONTRIBUTING.md "Tests"): each starts a
@@ -89,6 +90,9 @@ export default defineConfig({
     // test/helpers/no-retry.ts fails a test that asks for a retry, however it asks.
     retry: 0,
     setupFiles: ['test/helpers/no-retry.ts'],
+    // The longest files first, across both projects, by test/durations.json: two workers finish
+    // together instead of one running the last long file alone (test/helpers/longest-first.ts).
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       { extends: true, test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: ISOLATED_FILES, isolate: false } },
       { extends: true, test: { name: 'isolated', include: ISOLATED_FILES, isolate: true } },

@@ -2,7 +2,8 @@
  * `npm run soak [-- --duration 10m --ttl 10 --max-rss-mb 512 --json report.json]` — the
  * service as it runs scaled out, under mixed load and breakage, for a while (docs/operators/soak.md).
  *
- * Starts three instances of the service (`src/main.ts`, each its own process) on one sqld
+ * Starts three instances of the service (its build, `dist/main.js`, made first if the sources
+ * changed since the last one; each its own process) on one sqld
  * (tools/sqld's binary) and one redis-server, all on 127.0.0.1, and drives them through the
  * public API only (scripts/soak-load.ts): agents over REST and over MCP, devices on wake
  * sockets (the device SDK) and polling, the owner on the event stream, and three webhook
@@ -30,6 +31,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Device, DeviceCredentials } from '@dfc/device';
 import { startChildService, testIdentity, type ChildService } from '../test/helpers/child-service.js';
+import { BuildFailed, buildIfChanged } from './build-if-changed.mjs';
 import { freePort } from '../test/helpers/oauth.js';
 import { startRedis } from '../test/helpers/redis.js';
 import { startSqld } from '../test/helpers/sqld.js';
@@ -77,6 +79,15 @@ const MAX_RSS_MB = Number(opts['max-rss-mb']);
 if (!(DURATION_MS >= 10_000) || !(TTL_SECONDS >= 1 && TTL_SECONDS <= 300) || !(MAX_RSS_MB > 0)) {
   console.error(`${USAGE}\n(--duration at least 10s, --ttl 1..300)`);
   process.exit(2);
+}
+
+// The instances run the build (test/helpers/child-service.ts): the current sources', as `npm start` runs them.
+try {
+  buildIfChanged('npm run soak');
+} catch (error) {
+  if (!(error instanceof BuildFailed)) throw error;
+  console.error(error.message);
+  process.exit(error.status);
 }
 
 const INSTANCES = 3;

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { builtCli } from '../helpers/built-cli.js';
 import { useTestServer } from '../helpers/server.js';
 
 /**
@@ -30,9 +31,9 @@ async function npmOwnerToken(databaseUrl: string, args: string[]) {
   return stdout.trim().split('\n').at(-1)!.trim();
 }
 
-/** The same script without npm's start-up cost, for the other cases. */
+/** The same command without npm's and tsx's start-up cost (its build), for the other cases. */
 function cli(databaseUrl: string, args: string[], extra: Record<string, string> = {}) {
-  return run(process.execPath, ['--import', 'tsx', 'src/cli/owner-token.ts', ...args], { cwd: root, env: cliEnv(databaseUrl, extra) });
+  return run(process.execPath, [builtCli('owner-token'), ...args], { cwd: root, env: cliEnv(databaseUrl, extra) });
 }
 
 async function ownerToken(databaseUrl: string, args: string[]) {

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
 import { client } from '../helpers/api.js';
 import { grant } from '../helpers/actions.js';
+import { builtCli } from '../helpers/built-cli.js';
 import { attachDevice, createAgent } from '../helpers/fixtures.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -34,12 +35,12 @@ async function until(reached: () => boolean): Promise<void> {
 }
 /** At least this many actions acknowledged before the copy, each checked in it. */
 const OWED = 20;
-/** Each test starts the backup command (tsx) as its own process, up to three times: slow on a loaded machine. */
+/** Each test starts the backup command as its own process, up to three times: slow on a loaded machine. */
 const TIMEOUT_MS = 90_000;
 
-/** Runs `npm run backup -- …args` as an operator would: its own process, the service still running. */
+/** Runs the command of `npm run backup -- …args` as an operator would: its own process, the service still running. */
 function runBackup(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/backup.ts', ...args], {
+  const child = spawn(process.execPath, [builtCli('backup'), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

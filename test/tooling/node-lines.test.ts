@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { NODE22_HELPERS, NODE_BINARIES, NODE_LINE_FILES } from '../../scripts/node-lines.mjs';
+import { NODE22_EXEMPT, NODE22_HELPERS, NODE_BINARIES, NODE_LINE_FILES } from '../../scripts/node-lines.mjs';
 
 /**
  * Which test files run on which Node line in CI (CONTRIBUTING.md "Tests", scripts/node-lines.mjs):
@@ -28,11 +28,21 @@ const SPAWNS_ENTRY_POINT =
   /\b(?:spawn|spawnSync|execFile|execFileSync|fork)\(\s*process\.execPath,\s*\[[^\]]*'(?:src\/main\.ts|dist\/main\.js|scripts\/start\.mjs)'/;
 
 describe('The Node 22 subset', () => {
+  const meetsRule = (file: string) => relativeImports(file).some((imported) => NODE22_HELPERS.includes(imported)) || SPAWNS_ENTRY_POINT.test(read(file));
+
   it('is every file that starts the entry point as a process or writes raw HTTP or WebSocket bytes, and no other', () => {
-    const expected = testFiles().filter(
-      (file) => relativeImports(file).some((imported) => NODE22_HELPERS.includes(imported)) || SPAWNS_ENTRY_POINT.test(read(file)),
-    );
+    const expected = testFiles().filter((file) => meetsRule(file) && !(file in NODE22_EXEMPT));
     expect([...NODE_LINE_FILES[22]].sort()).toEqual(expected);
+  });
+
+  it('leaves out only files that meet the rule and end the service with SIGKILL alone, each with its reason', () => {
+    for (const [file, reason] of Object.entries(NODE22_EXEMPT)) {
+      expect(meetsRule(file), `${file} does not meet the rule: it needs no exemption`).toBe(true);
+      expect(read(file), file).toContain("kill('SIGKILL')");
+      // Any other signal is one Node handles, and how it handles it is Node's to decide.
+      expect(read(file), file).not.toMatch(/\bSIG(?!KILL\b)[A-Z]+\b/);
+      expect(reason.length, file).toBeGreaterThan(20);
+    }
   });
 });
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { routes } from '../../src/rest/routes.js';
 import config, { ISOLATED_FILES } from '../../vitest.config.js';
+import { DURATIONS_FILE, longestFirst, LongestFirstSequencer, readDurations } from '../helpers/longest-first.js';
 import { FUZZ_FILES, fuzzedRoutes, RUNS_PER_ROUTE, TOTAL_CASES } from '../helpers/route-fuzz.js';
 
 /**
@@ -59,6 +60,31 @@ describe('The isolated project', () => {
     expect(shared!.include).toEqual(['test/**/*.test.ts']);
     expect(shared!.exclude).toEqual(ISOLATED_FILES);
     expect(isolated!.include).toEqual(ISOLATED_FILES);
+  });
+});
+
+describe('The order files start in', () => {
+  it('is the longest first across both projects, by the table of durations', () => {
+    expect(config.test!.sequence?.sequencer).toBe(LongestFirstSequencer);
+    const durations = { 'test/a.test.ts': 3, 'test/b.test.ts': 40, 'test/c.test.ts': 12 };
+    const files = ['test/a.test.ts', 'test/new.test.ts', 'test/b.test.ts', 'test/other-new.test.ts', 'test/c.test.ts'];
+    // A file the table does not know may be long: it starts before every known one.
+    expect(longestFirst(files, (file) => file, durations)).toEqual([
+      'test/new.test.ts',
+      'test/other-new.test.ts',
+      'test/b.test.ts',
+      'test/c.test.ts',
+      'test/a.test.ts',
+    ]);
+  });
+
+  it(`reads its table (${DURATIONS_FILE}) as seconds per test file`, () => {
+    // A figure of a file since renamed or deleted is never looked up: it costs nothing until
+    // npm run test:durations drops it, so a rename need not touch the table.
+    const durations = readDurations(root);
+    const files = new Set(testFiles());
+    expect(Object.keys(durations).filter((file) => files.has(file)).length).toBeGreaterThan(files.size / 2);
+    for (const seconds of Object.values(durations)) expect(seconds).toBeGreaterThanOrEqual(0);
   });
 });
 
