@@ -40,6 +40,10 @@
  *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
  *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20] [--warm-up 1.5] [--instance-cpu 0.3]
  *
+ * `--conditions` gives every bench grant all three grant conditions (docs/owners/grants.md
+ * "Conditions"), each one that every request passes (an argument bound, a schedule open all week,
+ * a budget no run spends), so the round trips show what checking them costs.
+ *
  * `--env KEY=VALUE,…` starts every server process with those settings too (for instance
  * `--env WEBHOOK_POLL_SECONDS=3600,EXPIRY_SWEEP_SECONDS=3600` to see what the pollers cost).
  *
@@ -111,8 +115,20 @@ const { values: opts } = parseArgs({
     'instance-cpu': { type: 'string' },
     'service-dir': { type: 'string' },
     'no-build': { type: 'boolean', default: false },
+    conditions: { type: 'boolean', default: false },
   },
 });
+
+/** `--conditions`: what the bench grants carry, each condition one that every request passes. */
+const GRANT_CONDITIONS = opts.conditions
+  ? {
+      conditions: {
+        arguments: { on: { enum: [true, false] } },
+        schedule: { timeZone: 'Europe/Berlin', windows: [{ days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], from: '00:00', to: '00:00' }] },
+        budget: { max: 100_000, perSeconds: 3600 },
+      },
+    }
+  : {};
 if (
   !['embedded', 'sqld'].includes(opts.database) ||
   !['ws', 'http'].includes(opts.transport) ||
@@ -500,7 +516,7 @@ async function workspaceDevices(base: string, owner: string, count: number): Pro
   await pool(devices, 32, (device) => call(base, 'POST', `/v1/device/${device.id}/manifest`, device.token, { capabilities: [setPower] }));
   const agent = await call(base, 'POST', '/v1/agent-connections', owner, { name: 'bench agent', access: 'act' });
   await pool(devices, 32, (device) =>
-    call(base, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] }),
+    call(base, 'POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'], ...GRANT_CONDITIONS }),
   );
   for (const device of devices) device.agentToken = agent.token;
   return devices;

@@ -1,7 +1,7 @@
 /**
  * Measures sequential request → next → result round trips (docs/performance.md "Current figures").
  *
- *   npx tsx scripts/roundtrips.ts [--count 1000] [--warmup 20] [--database embedded|sqld|sqld-http] [--count-statements]   (or: npm run roundtrips)
+ *   npx tsx scripts/roundtrips.ts [--count 1000] [--warmup 20] [--database embedded|sqld|sqld-http] [--count-statements] [--conditions]   (or: npm run roundtrips)
  *
  * Starts the real service in this process on a loopback port with a fresh temp libSQL file
  * (the embedded default driver, WAL), one agent and one device, then times each round trip:
@@ -16,6 +16,10 @@
  * (scripts/sqld-counter.ts), also runs the loop with the agent's request as an MCP
  * `tools/call` that waits for the result, and reports the database round trips and
  * statements each request costs; the proxy's own hop makes its timings slower.
+ *
+ * `--conditions` gives the agent's grant all three grant conditions (docs/owners/grants.md
+ * "Conditions"), each one that every request passes: an argument bound, a schedule open all
+ * week and a budget no loop spends, so the figures are what checking them costs.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -35,6 +39,7 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '20' },
     database: { type: 'string', default: 'embedded' },
     'count-statements': { type: 'boolean', default: false },
+    conditions: { type: 'boolean', default: false },
   },
 });
 const count = Number(values.count);
@@ -49,7 +54,7 @@ if (
   (values['count-statements'] && database !== 'sqld-http')
 ) {
   console.error(
-    'usage: npx tsx scripts/roundtrips.ts [--count N>=1] [--warmup N>=0] [--database embedded|sqld|sqld-http] [--count-statements (sqld-http only)]',
+    'usage: npx tsx scripts/roundtrips.ts [--count N>=1] [--warmup N>=0] [--database embedded|sqld|sqld-http] [--count-statements (sqld-http only)] [--conditions]',
   );
   process.exit(2);
 }
@@ -88,7 +93,17 @@ try {
     ],
   });
   const agent = await call('POST', '/v1/agent-connections', owner, { name: 'bench', access: 'act' });
-  await call('POST', '/v1/grants', owner, { principal: agent.principal, deviceId: device.id, capabilities: ['set_power'] });
+  const conditions = {
+    arguments: { on: { enum: [true, false] } },
+    schedule: { timeZone: 'Europe/Berlin', windows: [{ days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], from: '00:00', to: '00:00' }] },
+    budget: { max: 100_000, perSeconds: 3600 },
+  };
+  await call('POST', '/v1/grants', owner, {
+    principal: agent.principal,
+    deviceId: device.id,
+    capabilities: ['set_power'],
+    ...(values.conditions ? { conditions } : {}),
+  });
 
   /** Database round trips and statements of each step, summed over the measured loop (sqld only). */
   const costs = new Map<string, { roundTrips: number; statements: number }>();
@@ -200,6 +215,7 @@ try {
       database === 'embedded'
         ? 'embedded libSQL file (WAL, synchronous=NORMAL)'
         : `sqld over ${database === 'sqld' ? 'WebSocket' : counter ? 'HTTP (counting proxy)' : 'HTTP'}`,
+    grantConditions: values.conditions,
   };
   console.log(
     `${count} sequential request → next → result round trips: total ${result.totalMs} ms; per round trip mean ${result.meanMs} ms, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms (${result.perSecond}/s)`,

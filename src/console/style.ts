@@ -130,6 +130,7 @@ ul.conditions { margin: 0; padding-left: var(--space-4); font-size: var(--text-s
 .row-fields { display: flex; flex-wrap: wrap; gap: var(--space-2) var(--space-4); align-items: end; } .row-fields input { max-width: 10rem; }
 .choices { display: flex; flex-wrap: wrap; gap: var(--space-1) var(--space-4); margin: var(--space-1) 0; } .choices label { display: inline-flex; align-items: center; gap: var(--space-1); min-height: 2rem; }
 .field-error { color: var(--danger); font-weight: 600; margin: var(--space-1) 0; }
+details.new-conditions { margin: var(--space-2) 0; } details.new-conditions summary { cursor: pointer; font-weight: 600; min-height: 2rem; }
 `;
 
 const PHONE = `

@@ -9,12 +9,29 @@ import { once } from './idempotency.js';
 import { defineOperation } from './operation.js';
 import { capabilityName, uuid } from './schemas.js';
 
+/**
+ * A device's refusal in a broadcast: the code, message and `issues` a single action request
+ * answers, and for a grant condition's refusal the same `details` (docs/owners/grants.md
+ * "Conditions").
+ */
+const deviceRefusal = z.object({
+  code: z.string(),
+  message: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  details: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe(
+      "For `arguments_not_allowed`, `outside_schedule` and `grant_budget_exhausted`: the refusal's `details`, as a single action request answers them (the grant's bounds, the next window, the budget's use).",
+    ),
+});
+
 const broadcastResult = z.discriminatedUnion('ok', [
   z.object({ deviceId: uuid, ok: z.literal(true), action }),
   z.object({
     deviceId: uuid,
     ok: z.literal(false),
-    error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.object({ path: z.string(), message: z.string() })).optional() }),
+    error: deviceRefusal,
   }),
 ]);
 
@@ -94,8 +111,12 @@ export const broadcast = defineOperation({
             results.push({ deviceId, ok: true, action: toActionRecord(row) });
           } catch (error) {
             if (!(error instanceof DomainError)) throw error;
-            const issues = error.details.issues;
-            results.push({ deviceId, ok: false, error: { code: error.code, message: error.message, ...(issues ? { issues } : {}) } });
+            const { issues, conditions } = error.details;
+            results.push({
+              deviceId,
+              ok: false,
+              error: { code: error.code, message: error.message, ...(issues ? { issues } : {}), ...(conditions ? { details: conditions } : {}) },
+            });
           }
         }
         return { id, results };

@@ -148,14 +148,19 @@ export function guardedActionInsert(
  * fewer than its `max` actions were created for the same principal, device and function in the
  * last `perSeconds` seconds before `?1` (a sliding window; every action counts, whatever became
  * of it). Read in the inserting statement itself, which holds the write lock, so concurrent
- * requests never overshoot; the count stops at `max` rows (index actions_by_grant_function).
+ * requests never overshoot. It reads no more than `max` actions: whether the `max`-th newest in
+ * the window exists (OFFSET `max` - 1 on index actions_by_grant_function), `max` read from the
+ * same grant (one live grant per principal, device and function: index grants_unrevoked).
  */
 const GRANT_BUDGET_HAS_ROOM = `NOT EXISTS (SELECT 1 FROM grants bg
   WHERE bg.workspace_id = ?3 AND bg.principal = ?9 AND bg.device_id = ?4 AND bg.capability = ?6 AND bg.revoked_at IS NULL
     AND json_extract(bg.conditions, '$.budget.max') IS NOT NULL
-    AND (SELECT count(*) FROM actions x
+    AND EXISTS (SELECT 1 FROM actions x
           WHERE x.workspace_id = ?3 AND x.principal = ?9 AND x.device_id = ?4 AND x.capability = ?6
-            AND x.created_at > ?1 - json_extract(bg.conditions, '$.budget.perSeconds') * 1000) >= json_extract(bg.conditions, '$.budget.max'))`;
+            AND x.created_at > ?1 - json_extract(bg.conditions, '$.budget.perSeconds') * 1000
+          ORDER BY x.created_at DESC LIMIT 1
+          OFFSET (SELECT json_extract(lg.conditions, '$.budget.max') - 1 FROM grants lg
+                  WHERE lg.workspace_id = ?3 AND lg.principal = ?9 AND lg.device_id = ?4 AND lg.capability = ?6 AND lg.revoked_at IS NULL)))`;
 
 /**
  * How much of a budget of `max` actions per `perMs` is used at `now` for one principal, device

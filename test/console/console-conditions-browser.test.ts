@@ -1,7 +1,7 @@
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signDevelopmentSession } from '../../src/auth/owner.js';
-import { grant, queue } from '../helpers/actions.js';
+import { grant, hubManifest, queue } from '../helpers/actions.js';
 import { axeViolations, CHROMIUM, CHROMIUM_ARGS } from '../helpers/browser.js';
 import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
 import { useOAuthTestServer } from '../helpers/oauth.js';
@@ -11,7 +11,8 @@ import { useOAuthTestServer } from '../helpers/oauth.js';
  * "Conditions"): a control for each argument the function's schema has (a range, a choice list,
  * a length), weekly windows with a time zone, a budget; the conditions in words on the agent's
  * grants and on the overview with a budget's use; a refused form that keeps what was typed and
- * shows the issue at its field; axe-core clean at desktop and phone width.
+ * shows the issue at its field; axe-core clean at desktop and phone width. The same pieces sit in
+ * the forms that create grants (an agent's grants of a device, a gateway grant).
  */
 
 const DEVELOPMENT_ENV = { OWNER_JWKS_FILE: '', OWNER_ISSUER: '', OWNER_AUDIENCE: '', OWNER_WORKSPACE_CLAIM: '' };
@@ -190,5 +191,108 @@ describe('editing a grant’s conditions', () => {
     await Promise.all([page.waitForURL((u) => u.searchParams.get('done') === 'updated'), page.click('#clear-conditions')]);
     expect(await conditionsOf(heatingGrant)).toBeNull();
     expect(await page.textContent(`tr[data-function="set_heating"] [data-field="conditions"]`)).toContain('no conditions');
+  });
+});
+
+describe('setting conditions where a grant is created', () => {
+  const agentPage = `/console/grants?principal=${encodeURIComponent('agent:warmth-bot')}`;
+
+  it('grants one function with bounds, a schedule and a budget from the agent’s grants', async () => {
+    const porch = await attachDevice(api, await owner(), { name: 'Porch heater', manifest: heaterManifest });
+    await page.goto(url(agentPage));
+    const scope = `#grant-${porch.id}-c-`;
+    const form = page.locator(`form#grant-${porch.id}`);
+    expect(await form.locator('details.new-conditions').getAttribute('open')).toBeNull();
+    await form.locator('details.new-conditions summary').click();
+    // Bounds are offered for each function with arguments; ping has none.
+    expect(await form.locator('[data-bounds-for]').evaluateAll((sets) => sets.map((f) => f.getAttribute('data-bounds-for')))).toEqual(['set_heating']);
+    await page.check(`#grant-${porch.id}-set_heating`);
+    await page.fill(`${scope}set_heating-arg-level-minimum`, '15');
+    await page.fill(`${scope}set_heating-arg-level-maximum`, '60');
+    await form.locator(`[data-bounds-for="set_heating"] fieldset[data-argument="mode"] input[value='"boost"']`).uncheck();
+    await page.selectOption(`${scope}timeZone`, 'Europe/Berlin');
+    for (const day of ['sat', 'sun']) await form.locator(`fieldset[data-window="0"] input[data-day="${day}"]`).check();
+    await page.fill(`${scope}w0-from`, '09:00');
+    await page.fill(`${scope}w0-to`, '21:00');
+    await page.fill(`${scope}budgetMax`, '4');
+    await page.selectOption(`${scope}budgetPer`, '86400');
+    await Promise.all([page.waitForURL((u) => u.searchParams.get('done') === 'granted'), form.locator('button.primary').click()]);
+
+    const created = (await grantsOf()).find((g: { deviceId: string; capability: string }) => g.deviceId === porch.id && g.capability === 'set_heating');
+    expect(created.conditions).toEqual({
+      arguments: { level: { minimum: 15, maximum: 60 }, mode: { enum: ['eco', 'comfort'] } },
+      schedule: { timeZone: 'Europe/Berlin', windows: [{ days: ['sat', 'sun'], from: '09:00', to: '21:00' }] },
+      budget: { max: 4, perSeconds: 86400 },
+    });
+    expect(await page.locator(`[data-conditions="${created.id}"] li`).allTextContents()).toEqual([
+      'level 15 to 60',
+      'mode one of eco, comfort',
+      'only Sat, Sun 09:00–21:00 Europe/Berlin',
+      'at most 4 calls per day · 0 of 4 this day',
+    ]);
+  });
+
+  it('keeps what was typed when the bounds name several functions, with the issue beside them, axe clean', async () => {
+    const shed = await attachDevice(api, await owner(), { name: 'Shed heater', manifest: heaterManifest });
+    await page.goto(url(agentPage));
+    const scope = `#grant-${shed.id}-c-`;
+    const form = page.locator(`form#grant-${shed.id}`);
+    await form.locator('details.new-conditions summary').click();
+    await page.check(`#grant-${shed.id}-set_heating`);
+    await page.check(`#grant-${shed.id}-ping`);
+    await page.fill(`${scope}set_heating-arg-level-maximum`, '50');
+    await page.fill(`${scope}budgetMax`, '3');
+    const [answer] = await Promise.all([page.waitForResponse((res) => res.url().endsWith('/console/grants')), form.locator('button.primary').click()]);
+    expect(answer.status()).toBe(400);
+    expect(await page.textContent(`${scope}arguments-issues`)).toContain('exactly one function');
+    // What was sent is kept: the open conditions, both functions checked, the bound and the budget.
+    expect(await form.locator('details.new-conditions').getAttribute('open')).not.toBeNull();
+    expect(await page.isChecked(`#grant-${shed.id}-set_heating`)).toBe(true);
+    expect(await page.isChecked(`#grant-${shed.id}-ping`)).toBe(true);
+    expect(await page.inputValue(`${scope}set_heating-arg-level-maximum`)).toBe('50');
+    expect(await page.inputValue(`${scope}budgetMax`)).toBe('3');
+    expect((await grantsOf()).filter((g: { deviceId: string }) => g.deviceId === shed.id)).toEqual([]);
+    for (const [name, size] of Object.entries(VIEWPORTS)) {
+      await page.setViewportSize(size);
+      expect(await axeViolations(page), `refused grant form at ${name} width`).toEqual([]);
+    }
+    await page.setViewportSize(VIEWPORTS.desktop);
+    // Granting one of them alone goes through with the bound.
+    await page.uncheck(`#grant-${shed.id}-ping`);
+    await Promise.all([page.waitForURL((u) => u.searchParams.get('done') === 'granted'), form.locator('button.primary').click()]);
+    const granted = (await grantsOf()).filter((g: { deviceId: string }) => g.deviceId === shed.id);
+    expect(granted.map((g: { capability: string; conditions: unknown }) => [g.capability, g.conditions])).toEqual([
+      ['set_heating', { arguments: { level: { maximum: 50 } }, budget: { max: 3, perSeconds: 3600 } }],
+    ]);
+  });
+
+  it('gives a gateway grant a schedule and a budget, axe clean', async () => {
+    const token = await owner();
+    const hub = await attachDevice(api, token, { name: 'Attic hub', kind: 'gateway', manifest: hubManifest });
+    const helper = await createAgent(api, token, { name: 'Attic bot', access: 'act', principal: 'agent:attic-bot' });
+    await page.goto(url('/console/gateways'));
+    await page.selectOption('#gateway', hub.id);
+    await page.selectOption('#gateway-agent', helper.principal);
+    await page.check('input[name="mode"][value="control"]');
+    await page.click('#gateway-c-conditions summary');
+    expect(await page.locator('#gateway-c-conditions [data-bounds-for]').count()).toBe(0);
+    for (const [name, size] of Object.entries(VIEWPORTS)) {
+      await page.setViewportSize(size);
+      expect(await axeViolations(page), `gateway form at ${name} width`).toEqual([]);
+    }
+    await page.setViewportSize(VIEWPORTS.desktop);
+    await page.check('#gateway-c-conditions fieldset[data-window="0"] input[data-day="mon"]');
+    await page.fill('#gateway-c-w0-from', '22:00');
+    await page.fill('#gateway-c-w0-to', '06:00');
+    await page.fill('#gateway-c-budgetMax', '20');
+    await Promise.all([page.waitForURL((u) => u.searchParams.get('done') === 'granted'), page.click('#grant-gateway')]);
+    const written = (await api.get(`/v1/grants?principal=${encodeURIComponent(helper.principal)}`, { token })).body.data as { conditions: unknown }[];
+    expect(written.length).toBeGreaterThan(0);
+    for (const g of written) {
+      expect(g.conditions).toEqual({
+        schedule: { timeZone: 'UTC', windows: [{ days: ['mon'], from: '22:00', to: '06:00' }] },
+        budget: { max: 20, perSeconds: 3600 },
+      });
+    }
   });
 });

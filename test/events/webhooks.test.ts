@@ -291,6 +291,30 @@ describe('webhook delivery', () => {
     });
   });
 
+  it("carries a grant's conditions on grant.created, and the old and new ones on grant.updated", async () => {
+    const { owner, lamp } = await workspace('webhooks-conditions');
+    await register(owner, '/conditions', ['grant.created', 'grant.updated']);
+    const conditions = {
+      schedule: { timeZone: 'Europe/Berlin', windows: [{ days: ['sat'], from: '09:00', to: '12:00' }] },
+      budget: { max: 5, perSeconds: 3600 },
+    };
+    const given = await api.post('/v1/grants', {
+      token: owner,
+      body: { principal: 'agent:bounded', deviceId: lamp.id, capabilities: ['set_power'], conditions },
+    });
+    expect(given.status, JSON.stringify(given.body)).toBe(201);
+    const tightened = { budget: { max: 2, perSeconds: 3600 } };
+    const changed = await api.post(`/v1/grants/${given.body.data[0].id}/update`, { token: owner, body: { conditions: tightened } });
+    expect(changed.status, JSON.stringify(changed.body)).toBe(200);
+
+    await waitFor(() => expect(receiver.at('/conditions')).toHaveLength(2));
+    const events = receiver.at('/conditions').map((r) => JSON.parse(r.body));
+    expect(events.find((e) => e.type === 'grant.created').data.grant.conditions).toEqual(conditions);
+    const updated = events.find((e) => e.type === 'grant.updated').data.grant;
+    expect(updated.conditions).toEqual(tightened);
+    expect(updated.previous.conditions).toEqual(conditions);
+  });
+
   it('sends only the event types the webhook asked for', async () => {
     const { owner, lamp } = await workspace('webhooks-filtered');
     const revokedOnly = await register(owner, '/filtered', ['grant.revoked']);

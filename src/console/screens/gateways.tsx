@@ -6,6 +6,8 @@ import { Csrf, Flash, Icon, Page, Term, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
 import { allGrants, APPROVAL_TEXT, knownAgents, type Connection, type Grant } from './grant-parts.js';
 import type { Flashed } from './grants-overview.js';
+import { conditionsOf, NOTHING_TYPED, typedFromForm, type Issue, type Scope, type Typed } from './grant-conditions-form.js';
+import { NewGrantConditions } from './new-grant-conditions.js';
 
 /**
  * Gateway grants (`gatewayGrants.replace`, docs/owners/grants.md "Giving and revoking grants"): one agent granted a gateway
@@ -17,6 +19,15 @@ import type { Flashed } from './grants-overview.js';
 
 type Device = Awaited<ReturnType<typeof allDevices>>[number];
 
+/** Where the gateway form holds its conditions fields: a schedule and a budget only. */
+const CONDITIONS_SCOPE: Scope = { id: 'gateway-c-', name: 'c:' };
+
+/** The conditions typed in the gateway form and the service's issues about them, kept when it refused them. */
+interface Kept {
+  typed: Typed;
+  issues: Issue[];
+}
+
 const TTL_CHOICES = [
   { value: '3600', label: '1 hour' },
   { value: '86400', label: '1 day' },
@@ -25,7 +36,7 @@ const TTL_CHOICES = [
   { value: '', label: 'No expiry' },
 ];
 
-function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: (id: string) => number; viewer: Viewer }) {
+function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: (id: string) => number; viewer: Viewer; kept: Kept | undefined }) {
   return (
     <form method="post" action="/console/gateways" class="fields" id="gateway-grant">
       <Csrf viewer={props.viewer} />
@@ -86,6 +97,15 @@ function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: 
           ))}
         </select>
       </div>
+      <NewGrantConditions
+        scope={CONDITIONS_SCOPE}
+        functions={[]}
+        typed={props.kept?.typed ?? NOTHING_TYPED}
+        args={{}}
+        issues={props.kept?.issues ?? []}
+        open={props.kept !== undefined && (conditionsOf(props.kept.typed, {}) !== null || props.kept.issues.some((i) => i.path.startsWith('conditions')))}
+        note="A schedule and a budget for every grant the gateway grant writes, each function counted on its own. Argument bounds are set per grant, on its Conditions page."
+      />
       <p class="notice">Preselected: owner approval and 7 days, as for single grants.</p>
       <div>
         <button type="submit" class="primary" id="grant-gateway">
@@ -97,7 +117,7 @@ function GatewayForm(props: { gateways: Device[]; agents: Connection[]; linked: 
   );
 }
 
-async function render(guards: Guards, signed: Signed, flash: Flashed) {
+async function render(guards: Guards, signed: Signed, flash: Flashed, kept?: Kept) {
   const devices = await allDevices(guards, signed);
   const gateways = devices.filter((d) => d.kind === 'gateway' && !d.revoked);
   const agents = await knownAgents(guards, signed);
@@ -118,7 +138,7 @@ async function render(guards: Guards, signed: Signed, flash: Flashed) {
           No agents yet: <a href="/console/agents">create one</a> first.
         </p>
       ) : (
-        <GatewayForm gateways={gateways} agents={agents} linked={linked} viewer={signed.viewer} />
+        <GatewayForm gateways={gateways} agents={agents} linked={linked} viewer={signed.viewer} kept={kept} />
       )}
     </Page>
   );
@@ -147,6 +167,11 @@ function ConfirmReplace(props: { form: URLSearchParams; gateway: Device; agent: 
           const value = props.form.get(name);
           return value === null ? null : <input type="hidden" name={name} value={value} />;
         })}
+        {[...props.form.entries()]
+          .filter(([name]) => name.startsWith(CONDITIONS_SCOPE.name))
+          .map(([name, value]) => (
+            <input type="hidden" name={name} value={value} />
+          ))}
         <input type="hidden" name="confirm" value="replace" />
         <button type="submit" class="danger" id="confirm-replace">
           Replace these grants
@@ -197,6 +222,8 @@ export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
         }
       }
       const ttl = form.get('ttlSeconds') ?? '';
+      const typed = typedFromForm(form, {}, CONDITIONS_SCOPE);
+      const conditions = conditionsOf(typed, {});
       const outcome = await guards.attempt<{ devices: number }>(signed, operations.grantGateway, {
         deviceId: form.get('deviceId') ?? '',
         principal,
@@ -204,8 +231,14 @@ export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
         includeServices: form.get('includeServices') === 'true',
         approval: form.get('approval') ?? 'owner',
         ttlSeconds: ttl === '' ? null : Number(ttl),
+        ...(conditions ? { conditions } : {}),
       });
-      if (!outcome.ok) return c.html(await render(guards, signed, { error: outcome.message, issues: outcome.issues }), outcome.status);
+      if (!outcome.ok) {
+        return c.html(
+          await render(guards, signed, { error: outcome.message, issues: outcome.issues }, { typed, issues: outcome.issues ?? [] }),
+          outcome.status,
+        );
+      }
       return c.redirect(`/console/gateways?done=granted&devices=${outcome.value.devices}`, 303);
     }),
   );

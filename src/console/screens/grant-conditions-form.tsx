@@ -8,7 +8,19 @@ import type { Grant } from './grant-parts.js';
  * argument of the function's schema (a range for numbers, a choice list for enums and yes-or-no,
  * a length for text), weekly windows with a time zone select, and a budget. It is filled from the
  * grant, or from what the owner typed when the service refused it, with each issue beside its field.
+ * The conditions page holds one such form; the forms that create grants (an agent's grants, a
+ * gateway grant) hold its pieces under a `Scope`, so several sit on one page.
  */
+
+/**
+ * Where a piece of the form sits: `id` prefixes every element id (unique on the page), `name`
+ * every field name (unique in its form). The conditions page uses none.
+ */
+export interface Scope {
+  id: string;
+  name: string;
+}
+const PAGE: Scope = { id: '', name: '' };
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type Issue = { path: string; message: string };
@@ -61,25 +73,50 @@ export function typedFrom(conditions: GrantConditions | null): Typed {
   };
 }
 
+/** The typed conditions of a grant form that is shown afresh: nothing set. */
+export const NOTHING_TYPED: Typed = typedFrom(null);
+
 const MAX_WINDOWS = 14;
 
-export function typedFromForm(form: URLSearchParams, properties: Record<string, Property>): Typed {
+/** The argument bounds typed under `prefix` for a function's `properties`. */
+export function typedArgsFromForm(form: URLSearchParams, properties: Record<string, Property>, prefix = ''): Typed['args'] {
   const args: Typed['args'] = {};
   for (const name of Object.keys(properties)) {
+    const field = `${prefix}arg:${name}`;
     args[name] = {
-      minimum: form.get(`arg:${name}:minimum`) ?? '',
-      maximum: form.get(`arg:${name}:maximum`) ?? '',
-      maxLength: form.get(`arg:${name}:maxLength`) ?? '',
-      enum: form.has(`arg:${name}:choices`)
-        ? (choicesOf(properties[name]!) ?? []).map((v) => JSON.stringify(v)).filter((v, i) => form.get(`arg:${name}:enum:${i}`) === v)
+      minimum: form.get(`${field}:minimum`) ?? '',
+      maximum: form.get(`${field}:maximum`) ?? '',
+      maxLength: form.get(`${field}:maxLength`) ?? '',
+      enum: form.has(`${field}:choices`)
+        ? (choicesOf(properties[name]!) ?? []).map((v) => JSON.stringify(v)).filter((v, i) => form.get(`${field}:enum:${i}`) === v)
         : undefined,
     };
   }
+  return args;
+}
+
+/** Whether the owner typed a bound on any argument (a choice unticked counts). */
+export function boundsTyped(args: Typed['args'], properties: Record<string, Property>): boolean {
+  return conditionsOf({ args, timeZone: 'UTC', windows: [], budgetMax: '', budgetPer: '3600' }, properties) !== null;
+}
+
+export function typedFromForm(form: URLSearchParams, properties: Record<string, Property>, scope: Scope = PAGE): Typed {
+  const n = scope.name;
   const windows: Typed['windows'] = [];
-  for (let i = 0; i < MAX_WINDOWS && form.has(`w${i}:from`); i++) {
-    windows.push({ days: DAYS.filter((day) => form.get(`w${i}:${day}`) === 'on'), from: form.get(`w${i}:from`) ?? '', to: form.get(`w${i}:to`) ?? '' });
+  for (let i = 0; i < MAX_WINDOWS && form.has(`${n}w${i}:from`); i++) {
+    windows.push({
+      days: DAYS.filter((day) => form.get(`${n}w${i}:${day}`) === 'on'),
+      from: form.get(`${n}w${i}:from`) ?? '',
+      to: form.get(`${n}w${i}:to`) ?? '',
+    });
   }
-  return { args, timeZone: form.get('timeZone') ?? 'UTC', windows, budgetMax: form.get('budgetMax') ?? '', budgetPer: form.get('budgetPer') ?? '3600' };
+  return {
+    args: typedArgsFromForm(form, properties, n),
+    timeZone: form.get(`${n}timeZone`) ?? 'UTC',
+    windows,
+    budgetMax: form.get(`${n}budgetMax`) ?? '',
+    budgetPer: form.get(`${n}budgetPer`) ?? '3600',
+  };
 }
 
 /** A typed number as the service should read it: absent when empty, the text itself when it is not a number (the service says why). */
@@ -128,7 +165,7 @@ function choicesOf(property: Property): Json[] | undefined {
 /** The issues the service gave at or below `path`. */
 const at = (issues: Issue[], path: string) => issues.filter((i) => i.path === path || i.path.startsWith(`${path}.`));
 
-function FieldIssues(props: { id: string; issues: Issue[] }) {
+export function FieldIssues(props: { id: string; issues: Issue[] }) {
   if (props.issues.length === 0) return null;
   return (
     <p class="field-error" id={props.id}>
@@ -146,10 +183,11 @@ type Aria = ReturnType<typeof invalid>;
 type TypedArgument = Typed['args'][string];
 
 /** A number range: the least and greatest value, within what the schema allows. */
-function NumberBounds(props: { name: string; property: Property; typed: TypedArgument; aria: Aria }) {
-  const { name, property, typed, aria } = props;
+function NumberBounds(props: { name: string; property: Property; typed: TypedArgument; aria: Aria; scope: Scope }) {
+  const { name, property, typed, aria, scope } = props;
   const types = typesOf(property);
-  const id = `arg-${name}`;
+  const id = `${scope.id}arg-${name}`;
+  const field = `${scope.name}arg:${name}`;
   const step = types.includes('integer') && !types.includes('number') ? '1' : 'any';
   const range = [property.minimum !== undefined ? `from ${property.minimum}` : '', property.maximum !== undefined ? `to ${property.maximum}` : '']
     .filter(Boolean)
@@ -161,7 +199,7 @@ function NumberBounds(props: { name: string; property: Property; typed: TypedArg
         <input
           type="number"
           id={`${id}-minimum`}
-          name={`arg:${name}:minimum`}
+          name={`${field}:minimum`}
           step={step}
           min={text(property.minimum)}
           max={text(property.maximum)}
@@ -174,7 +212,7 @@ function NumberBounds(props: { name: string; property: Property; typed: TypedArg
         <input
           type="number"
           id={`${id}-maximum`}
-          name={`arg:${name}:maximum`}
+          name={`${field}:maximum`}
           step={step}
           min={text(property.minimum)}
           max={text(property.maximum)}
@@ -188,17 +226,18 @@ function NumberBounds(props: { name: string; property: Property; typed: TypedArg
 }
 
 /** A choice list: each value of the schema's enum (or yes and no), ticked when allowed. */
-function ChoiceBounds(props: { name: string; choices: Json[]; typed: TypedArgument; aria: Aria }) {
-  const { name, choices, typed, aria } = props;
-  const id = `arg-${name}`;
+function ChoiceBounds(props: { name: string; choices: Json[]; typed: TypedArgument; aria: Aria; scope: Scope }) {
+  const { name, choices, typed, aria, scope } = props;
+  const id = `${scope.id}arg-${name}`;
+  const field = `${scope.name}arg:${name}`;
   return (
     <div class="choices" role="group" aria-label={`Allowed values of ${name}`}>
-      <input type="hidden" name={`arg:${name}:choices`} value="1" />
+      <input type="hidden" name={`${field}:choices`} value="1" />
       {choices.map((value, index) => (
         <label>
           <input
             type="checkbox"
-            name={`arg:${name}:enum:${index}`}
+            name={`${field}:enum:${index}`}
             id={`${id}-choice-${index}`}
             value={JSON.stringify(value)}
             checked={typed.enum === undefined || typed.enum.includes(JSON.stringify(value))}
@@ -212,13 +251,15 @@ function ChoiceBounds(props: { name: string; choices: Json[]; typed: TypedArgume
   );
 }
 
-function ArgumentControl(props: { name: string; property: Property; typed: Typed['args'][string] | undefined; issues: Issue[] }) {
+/** The control that fits one argument of the function's schema, with the service's issues at `conditions.arguments.<name>`. */
+export function ArgumentControl(props: { name: string; property: Property; typed: Typed['args'][string] | undefined; issues: Issue[]; scope?: Scope }) {
   const { name, property } = props;
+  const scope = props.scope ?? PAGE;
   const typed = props.typed ?? { minimum: '', maximum: '', maxLength: '', enum: undefined };
   const types = typesOf(property);
   const numeric = types.includes('number') || types.includes('integer');
   const choices = choicesOf(property);
-  const id = `arg-${name}`;
+  const id = `${scope.id}arg-${name}`;
   const issueId = `${id}-issues`;
   const mine = at(props.issues, `conditions.arguments.${name}`);
   const aria = invalid(mine, issueId);
@@ -228,15 +269,15 @@ function ArgumentControl(props: { name: string; property: Property; typed: Typed
         <code>{name}</code>
         {property.description ? <span class="muted"> · {property.description}</span> : null}
       </legend>
-      {numeric ? <NumberBounds name={name} property={property} typed={typed} aria={aria} /> : null}
-      {choices ? <ChoiceBounds name={name} choices={choices} typed={typed} aria={aria} /> : null}
+      {numeric ? <NumberBounds name={name} property={property} typed={typed} aria={aria} scope={scope} /> : null}
+      {choices ? <ChoiceBounds name={name} choices={choices} typed={typed} aria={aria} scope={scope} /> : null}
       {types.includes('string') && !choices ? (
         <div>
           <label for={`${id}-maxLength`}>Most characters of {name}</label>
           <input
             type="number"
             id={`${id}-maxLength`}
-            name={`arg:${name}:maxLength`}
+            name={`${scope.name}arg:${name}:maxLength`}
             min="0"
             max={text(property.maxLength)}
             step="1"
@@ -251,10 +292,11 @@ function ArgumentControl(props: { name: string; property: Property; typed: Typed
   );
 }
 
-function WindowRow(props: { index: number; typed: Typed['windows'][number] | undefined; issues: Issue[] }) {
+function WindowRow(props: { index: number; typed: Typed['windows'][number] | undefined; issues: Issue[]; scope: Scope }) {
   const i = props.index;
+  const { scope } = props;
   const typed = props.typed ?? { days: [], from: '', to: '' };
-  const issueId = `w${i}-issues`;
+  const issueId = `${scope.id}w${i}-issues`;
   const mine = at(props.issues, `conditions.schedule.windows.${i}`);
   const aria = invalid(mine, issueId);
   return (
@@ -263,19 +305,19 @@ function WindowRow(props: { index: number; typed: Typed['windows'][number] | und
       <div class="choices" role="group" aria-label={`Days window ${i + 1} starts on`}>
         {DAYS.map((day) => (
           <label>
-            <input type="checkbox" name={`w${i}:${day}`} value="on" data-day={day} checked={typed.days.includes(day)} {...aria} />{' '}
+            <input type="checkbox" name={`${scope.name}w${i}:${day}`} value="on" data-day={day} checked={typed.days.includes(day)} {...aria} />{' '}
             <abbr title={DAY_NAMES[day]}>{DAY_SHORT[day]}</abbr>
           </label>
         ))}
       </div>
       <div class="row-fields">
         <div>
-          <label for={`w${i}-from`}>From</label>
-          <input type="time" id={`w${i}-from`} name={`w${i}:from`} value={typed.from} {...aria} />
+          <label for={`${scope.id}w${i}-from`}>From</label>
+          <input type="time" id={`${scope.id}w${i}-from`} name={`${scope.name}w${i}:from`} value={typed.from} {...aria} />
         </div>
         <div>
-          <label for={`w${i}-to`}>Until</label>
-          <input type="time" id={`w${i}-to`} name={`w${i}:to`} value={typed.to} {...aria} />
+          <label for={`${scope.id}w${i}-to`}>Until</label>
+          <input type="time" id={`${scope.id}w${i}-to`} name={`${scope.name}w${i}:to`} value={typed.to} {...aria} />
         </div>
       </div>
       <FieldIssues id={issueId} issues={mine} />
@@ -283,32 +325,75 @@ function WindowRow(props: { index: number; typed: Typed['windows'][number] | und
   );
 }
 
+/** A section heading: `h2` on the conditions page, `h3` inside a grant form. */
+function Heading(props: { level: 2 | 3; id: string; children: string }) {
+  return props.level === 2 ? <h2 id={props.id}>{props.children}</h2> : <h3 id={props.id}>{props.children}</h3>;
+}
+
+/** Weekly windows and the time zone they are read in; `rows` empty windows at least. */
+export function ScheduleSection(props: { typed: Typed; issues: Issue[]; scope?: Scope; level?: 2 | 3; rows?: number }) {
+  const { typed, issues } = props;
+  const scope = props.scope ?? PAGE;
+  const rows = Math.min(MAX_WINDOWS, Math.max(props.rows ?? 2, typed.windows.length + 1));
+  const zoneIssues = at(issues, 'conditions.schedule.timeZone');
+  const scheduleIssues = issues.filter((i) => i.path === 'conditions.schedule' || i.path === 'conditions.schedule.windows');
+  return (
+    <section aria-labelledby={`${scope.id}schedule-heading`}>
+      <Heading level={props.level ?? 2} id={`${scope.id}schedule-heading`}>
+        When: a weekly schedule
+      </Heading>
+      <p class="muted">
+        Actions are allowed only inside a window. The days are the days a window starts; an end before its start runs past midnight; the same start and end is
+        the whole day. No window ticked: any time.
+      </p>
+      <div>
+        <label for={`${scope.id}timeZone`}>Time zone the windows are read in</label>
+        <select id={`${scope.id}timeZone`} name={`${scope.name}timeZone`} {...invalid(zoneIssues, `${scope.id}timeZone-issues`)}>
+          {(ZONES.includes(typed.timeZone) ? ZONES : [typed.timeZone, ...ZONES]).map((zone) => (
+            <option value={zone} selected={zone === typed.timeZone}>
+              {zone}
+            </option>
+          ))}
+        </select>
+        <FieldIssues id={`${scope.id}timeZone-issues`} issues={zoneIssues} />
+      </div>
+      {Array.from({ length: rows }, (_, i) => (
+        <WindowRow index={i} typed={typed.windows[i]} issues={issues} scope={scope} />
+      ))}
+      <FieldIssues id={`${scope.id}schedule-issues`} issues={scheduleIssues} />
+    </section>
+  );
+}
+
 /** A budget: at most so many actions in any window of a chosen length. */
-function BudgetSection(props: { typed: Typed; issues: Issue[] }) {
+export function BudgetSection(props: { typed: Typed; issues: Issue[]; scope?: Scope; level?: 2 | 3 }) {
   const { typed } = props;
+  const scope = props.scope ?? PAGE;
   const budgetIssues = at(props.issues, 'conditions.budget');
   const periods = PERIODS.includes(Number(typed.budgetPer)) ? PERIODS : [...PERIODS, Number(typed.budgetPer)].sort((a, b) => a - b);
   return (
-    <section aria-labelledby="budget-heading">
-      <h2 id="budget-heading">How often: a budget</h2>
+    <section aria-labelledby={`${scope.id}budget-heading`}>
+      <Heading level={props.level ?? 2} id={`${scope.id}budget-heading`}>
+        How often: a budget
+      </Heading>
       <div class="row-fields">
         <div>
-          <label for="budgetMax">At most this many actions</label>
+          <label for={`${scope.id}budgetMax`}>At most this many actions</label>
           <input
             type="number"
-            id="budgetMax"
-            name="budgetMax"
+            id={`${scope.id}budgetMax`}
+            name={`${scope.name}budgetMax`}
             min="1"
             max="100000"
             step="1"
             value={typed.budgetMax}
-            aria-describedby={budgetIssues.length > 0 ? 'budget-issues' : 'budget-help'}
+            aria-describedby={budgetIssues.length > 0 ? `${scope.id}budget-issues` : `${scope.id}budget-help`}
             {...(budgetIssues.length > 0 ? { 'aria-invalid': 'true' } : {})}
           />
         </div>
         <div>
-          <label for="budgetPer">In any</label>
-          <select id="budgetPer" name="budgetPer">
+          <label for={`${scope.id}budgetPer`}>In any</label>
+          <select id={`${scope.id}budgetPer`} name={`${scope.name}budgetPer`}>
             {periods.map((seconds) => (
               <option value={String(seconds)} selected={String(seconds) === typed.budgetPer}>
                 {periodWords(seconds)}
@@ -317,10 +402,10 @@ function BudgetSection(props: { typed: Typed; issues: Issue[] }) {
           </select>
         </div>
       </div>
-      <p class="muted" id="budget-help">
+      <p class="muted" id={`${scope.id}budget-help`}>
         Empty: no budget. Counted for this agent, device and function; a cancelled or rejected action counts too.
       </p>
-      <FieldIssues id="budget-issues" issues={budgetIssues} />
+      <FieldIssues id={`${scope.id}budget-issues`} issues={budgetIssues} />
     </section>
   );
 }
@@ -328,9 +413,6 @@ function BudgetSection(props: { typed: Typed; issues: Issue[] }) {
 export function ConditionsForm(props: { grant: Grant; properties: Record<string, Property>; typed: Typed; issues: Issue[]; back: string; viewer: Viewer }) {
   const { typed, issues } = props;
   const names = Object.keys(props.properties);
-  const rows = Math.min(MAX_WINDOWS, Math.max(2, typed.windows.length + 1));
-  const zoneIssues = at(issues, 'conditions.schedule.timeZone');
-  const scheduleIssues = issues.filter((i) => i.path === 'conditions.schedule' || i.path === 'conditions.schedule.windows');
   const argumentIssues = issues.filter((i) => i.path === 'conditions.arguments');
   return (
     <form method="post" action="/console/grants/conditions" id="conditions-form">
@@ -348,28 +430,7 @@ export function ConditionsForm(props: { grant: Grant; properties: Record<string,
         )}
         <FieldIssues id="arguments-issues" issues={argumentIssues} />
       </section>
-      <section aria-labelledby="schedule-heading">
-        <h2 id="schedule-heading">When: a weekly schedule</h2>
-        <p class="muted">
-          Actions are allowed only inside a window. The days are the days a window starts; an end before its start runs past midnight; the same start and end is
-          the whole day. No window ticked: any time.
-        </p>
-        <div>
-          <label for="timeZone">Time zone the windows are read in</label>
-          <select id="timeZone" name="timeZone" {...invalid(zoneIssues, 'timeZone-issues')}>
-            {(ZONES.includes(typed.timeZone) ? ZONES : [typed.timeZone, ...ZONES]).map((zone) => (
-              <option value={zone} selected={zone === typed.timeZone}>
-                {zone}
-              </option>
-            ))}
-          </select>
-          <FieldIssues id="timeZone-issues" issues={zoneIssues} />
-        </div>
-        {Array.from({ length: rows }, (_, i) => (
-          <WindowRow index={i} typed={typed.windows[i]} issues={issues} />
-        ))}
-        <FieldIssues id="schedule-issues" issues={scheduleIssues} />
-      </section>
+      <ScheduleSection typed={typed} issues={issues} />
       <BudgetSection typed={typed} issues={issues} />
       <div class="toolbar">
         <button type="submit" class="primary" id="save-conditions">

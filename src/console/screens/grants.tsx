@@ -18,6 +18,18 @@ import {
   type Grant,
 } from './grant-parts.js';
 import { ConditionsLink, ConditionsSummary } from './grant-conditions.js';
+import { NewGrantConditions } from './new-grant-conditions.js';
+import {
+  boundsTyped,
+  conditionsOf,
+  NOTHING_TYPED,
+  typedArgsFromForm,
+  typedFromForm,
+  type Issue,
+  type Property,
+  type Scope,
+  type Typed,
+} from './grant-conditions-form.js';
 import { renderOverview, type Flashed } from './grants-overview.js';
 import { BROWSER_GRANT_DEFAULTS } from '../../domain/grant-defaults.js';
 
@@ -63,7 +75,62 @@ const DONE = {
 /** A grant that allows calls now, so the function needs no checkbox to be granted. */
 const holds = (grant: Grant) => !grant.stale && !grant.expired;
 
-function FunctionRow(props: { device: Device; fn: Device['capabilities'][number]; held: Grant[]; back: string; viewer: Viewer }) {
+/** The top-level arguments of a function's schema. */
+const propertiesOf = (fn: Device['capabilities'][number]) =>
+  ((fn.arguments as { properties?: Record<string, Property> } | undefined)?.properties ?? {}) as Record<string, Property>;
+
+/** Where a device's grant form holds its conditions fields (grant-conditions-form.tsx `Scope`). */
+const conditionsScope = (deviceId: string): Scope => ({ id: `grant-${deviceId}-c-`, name: 'c:' });
+
+/** What the owner sent in a device's grant form, kept when the service refused it. */
+interface Retained {
+  checked: string[];
+  approval: string;
+  ttl: string;
+  typed: Typed;
+  args: Record<string, Typed['args']>;
+  /** Whether any condition was typed, for any function. */
+  typedAny: boolean;
+  issues: Issue[];
+}
+
+/** The conditions of a device's grant form, read from what was sent: `null` for none. */
+function newConditions(
+  form: URLSearchParams,
+  device: Device | undefined,
+  capabilities: string[],
+): { retained: Omit<Retained, 'issues'>; conditions: Record<string, unknown> | null } {
+  const scope = conditionsScope(device?.id ?? '');
+  const typed = typedFromForm(form, {}, scope);
+  const args: Retained['args'] = {};
+  for (const fn of device?.capabilities ?? []) {
+    const properties = propertiesOf(fn);
+    if (Object.keys(properties).length > 0) args[fn.name] = typedArgsFromForm(form, properties, `${scope.name}${fn.name}:`);
+  }
+  const conditions = conditionsOf(typed, {});
+  // Bounds typed for a function being granted go with the request; the service refuses them
+  // (at conditions.arguments) when it names more than one function.
+  const bounded = (device?.capabilities ?? []).filter((fn) => capabilities.includes(fn.name) && args[fn.name] && boundsTyped(args[fn.name]!, propertiesOf(fn)));
+  let withBounds = conditions;
+  if (bounded.length > 0) {
+    const fn = bounded[0]!;
+    const bounds = conditionsOf({ ...NOTHING_TYPED, args: args[fn.name]! }, propertiesOf(fn))?.arguments;
+    withBounds = { ...(conditions ?? {}), arguments: bounds };
+  }
+  return {
+    retained: {
+      checked: capabilities,
+      approval: form.get('approval') ?? DEFAULT_APPROVAL,
+      ttl: form.get('ttlSeconds') ?? DEFAULT_TTL,
+      typed,
+      args,
+      typedAny: conditions !== null || (device?.capabilities ?? []).some((fn) => args[fn.name] && boundsTyped(args[fn.name]!, propertiesOf(fn))),
+    },
+    conditions: withBounds,
+  };
+}
+
+function FunctionRow(props: { device: Device; fn: Device['capabilities'][number]; held: Grant[]; back: string; viewer: Viewer; checked: boolean }) {
   const { device, fn } = props;
   const box = `grant-${device.id}-${fn.name}`;
   const label = `${fn.name} on ${device.name}`;
@@ -76,7 +143,7 @@ function FunctionRow(props: { device: Device; fn: Device['capabilities'][number]
           </span>
         ) : (
           <>
-            <input type="checkbox" id={box} name={`fn:${fn.name}`} value="on" />{' '}
+            <input type="checkbox" id={box} name={`fn:${fn.name}`} value="on" checked={props.checked} />{' '}
             <label for={box}>
               grant <code class="fn">{fn.name}</code>
             </label>
@@ -114,9 +181,31 @@ function FunctionRow(props: { device: Device; fn: Device['capabilities'][number]
   );
 }
 
-function DeviceGrants(props: { device: Device; grants: Grant[]; principal: string; back: string; viewer: Viewer }) {
-  const { device } = props;
+/** The conditions of a device's grant form: bounds offered for the functions that can be granted here and have arguments. */
+function DeviceGrantConditions(props: { device: Device; grants: Grant[]; retained: Retained | undefined }) {
+  const { device, retained } = props;
+  const boundable = device.capabilities
+    .filter((fn) => !props.grants.some((g) => g.capability === fn.name && holds(g)))
+    .map((fn) => ({ name: fn.name, properties: propertiesOf(fn) }))
+    .filter((fn) => Object.keys(fn.properties).length > 0);
+  return (
+    <NewGrantConditions
+      scope={conditionsScope(device.id)}
+      functions={boundable}
+      typed={retained?.typed ?? NOTHING_TYPED}
+      args={retained?.args ?? {}}
+      issues={retained?.issues ?? []}
+      open={retained !== undefined && (retained.typedAny || retained.issues.some((i) => i.path.startsWith('conditions')))}
+      note="The schedule and the budget apply to each function you check (each has its own budget count). Argument bounds apply when you check one function only."
+    />
+  );
+}
+
+function DeviceGrants(props: { device: Device; grants: Grant[]; principal: string; back: string; viewer: Viewer; retained: Retained | undefined }) {
+  const { device, retained } = props;
   const formId = `grant-${device.id}`;
+  const approval = retained?.approval ?? DEFAULT_APPROVAL;
+  const ttl = retained?.ttl ?? DEFAULT_TTL;
   return (
     <form method="post" action="/console/grants" id={formId} data-device-name={device.name}>
       <Csrf viewer={props.viewer} />
@@ -143,17 +232,25 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
             </thead>
             <tbody>
               {device.capabilities.map((fn) => (
-                <FunctionRow device={device} fn={fn} held={props.grants.filter((g) => g.capability === fn.name)} back={props.back} viewer={props.viewer} />
+                <FunctionRow
+                  device={device}
+                  fn={fn}
+                  held={props.grants.filter((g) => g.capability === fn.name)}
+                  back={props.back}
+                  viewer={props.viewer}
+                  checked={retained?.checked.includes(fn.name) ?? false}
+                />
               ))}
             </tbody>
           </table>
         </div>
+        <DeviceGrantConditions device={device} grants={props.grants} retained={retained} />
         <div class="fields">
           <div>
             <label for={`${formId}-approval`}>Approval for the checked functions</label>
             <select id={`${formId}-approval`} name="approval">
               {Object.entries(APPROVAL_TEXT).map(([value, text]) => (
-                <option value={value} selected={value === DEFAULT_APPROVAL}>
+                <option value={value} selected={value === approval}>
                   {text}
                 </option>
               ))}
@@ -163,7 +260,7 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
             <label for={`${formId}-ttl`}>Expiry</label>
             <select id={`${formId}-ttl`} name="ttlSeconds">
               {TTL_CHOICES.map((choice) => (
-                <option value={choice.value} selected={choice.value === DEFAULT_TTL}>
+                <option value={choice.value} selected={choice.value === ttl}>
                   {choice.label}
                 </option>
               ))}
@@ -180,7 +277,7 @@ function DeviceGrants(props: { device: Device; grants: Grant[]; principal: strin
   );
 }
 
-async function renderAgent(guards: Guards, signed: Signed, principal: string, flash: Flashed) {
+async function renderAgent(guards: Guards, signed: Signed, principal: string, flash: Flashed, kept?: { deviceId: string; retained: Retained }) {
   const agent = (await knownAgents(guards, signed)).find((row) => row.principal === principal);
   const devices = (await allDevices(guards, signed)).filter((d) => !d.revoked && d.capabilities.length > 0);
   const grants = await allGrants(guards, signed, principal);
@@ -220,7 +317,14 @@ async function renderAgent(guards: Guards, signed: Signed, principal: string, fl
         <p class="muted">No device publishes functions yet.</p>
       ) : (
         devices.map((device) => (
-          <DeviceGrants device={device} grants={grants.filter((g) => g.deviceId === device.id)} principal={principal} back={back} viewer={signed.viewer} />
+          <DeviceGrants
+            device={device}
+            grants={grants.filter((g) => g.deviceId === device.id)}
+            principal={principal}
+            back={back}
+            viewer={signed.viewer}
+            retained={kept?.deviceId === device.id ? kept.retained : undefined}
+          />
         ))
       )}
       {grants.map((grant) => (
@@ -249,16 +353,21 @@ export function mountGrants(app: Hono<HttpEnv>, guards: Guards): void {
       const principal = form.get('principal') ?? '';
       const capabilities = [...form.keys()].filter((key) => key.startsWith('fn:')).map((key) => key.slice('fn:'.length));
       const ttl = form.get('ttlSeconds') ?? '';
+      const deviceId = form.get('deviceId') ?? '';
+      const device = (await allDevices(guards, signed)).find((d) => d.id === deviceId);
+      const { retained, conditions } = newConditions(form, device, capabilities);
       const outcome = await guards.attempt(signed, operations.createGrants, {
         principal,
-        deviceId: form.get('deviceId') ?? '',
+        deviceId,
         capabilities,
         approval: form.get('approval') ?? DEFAULT_APPROVAL,
         ttlSeconds: ttl === '' ? null : Number(ttl),
+        ...(conditions ? { conditions } : {}),
       });
       if (!outcome.ok) {
         const error = capabilities.length === 0 ? 'Check at least one function to grant.' : outcome.message;
-        return c.html(await renderAgent(guards, signed, principal, { error, issues: outcome.issues }), outcome.status);
+        const kept = { deviceId, retained: { ...retained, issues: outcome.issues ?? [] } };
+        return c.html(await renderAgent(guards, signed, principal, { error, issues: outcome.issues }, kept), outcome.status);
       }
       return c.redirect(done(`/console/grants?principal=${encodeURIComponent(principal)}`, 'granted'), 303);
     }),
