@@ -75,7 +75,7 @@ describe('GET and DELETE', () => {
     expect(message).toContain('Mcp-Session-Id holds no server state');
   });
 
-  it('answers a GET with a session id this server did not issue 404, so the client initializes again', async () => {
+  it('answers 404 to a GET with a session id this server did not issue, so the client initializes again', async () => {
     const res = await api.request('GET', '/mcp', { token: agent.token, headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x', accept: 'text/event-stream' } });
     expect(res.status).toBe(404);
   });
