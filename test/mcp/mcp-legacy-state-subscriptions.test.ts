@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { grant } from '../helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from '../helpers/fixtures.js';
+import { initializeLegacy, legacyHeaders } from '../helpers/legacy-prompts.js';
 import { connectLegacyWatched, type LegacyStateClient } from '../helpers/legacy-streams.js';
 import { useTestServer } from '../helpers/server.js';
 import { listenRequest } from '../helpers/tasks-client.js';
@@ -104,6 +105,26 @@ describe('resources/subscribe on a 2025-era session', () => {
     const watched = await legacy(agent.token);
     await expect(watched.client.subscribeResource({ uri: `device://${hidden.id}/state` })).rejects.toThrow(/not found/i);
     await expect(watched.client.subscribeResource({ uri: `device://${device.id}` })).rejects.toThrow(/sends no updates/);
+  });
+
+  it('refuses a subscribe that carries no session id: there is no stream to tell it on', async () => {
+    const { agent, device } = await world('legacy-state-no-session');
+    await initializeLegacy(server.url, agent.token, {});
+    const res = await fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: legacyHeaders(agent.token),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: `device://${device.id}/state` } }),
+    });
+    const text = await res.text();
+    const body = JSON.parse(
+      text.startsWith('{')
+        ? text
+        : text
+            .split('\n')
+            .find((l) => l.startsWith('data:'))!
+            .slice(5),
+    ) as { error?: { message: string } };
+    expect(body.error?.message).toContain('needs a session');
   });
 
   it('forgets the subscription when its grant is revoked', async () => {
