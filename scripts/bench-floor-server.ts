@@ -8,6 +8,8 @@
  *   POST /next/{device}    device: token lookup, claim the oldest queued action in one guarded
  *                          UPDATE … RETURNING (committed), or wait until one is queued
  *   POST /result/{device}  device: token lookup, complete it in one guarded UPDATE (committed)
+ *   POST /state/{device}   device: token lookup, one last-known value upserted (committed): the
+ *                          floor of a state report (scripts/bench-state.ts)
  *
  * Three authenticated JSON POSTs and three durable writes to a libSQL file in WAL mode with
  * synchronous=NORMAL, the service's own settings. It also serves GET /healthz and
@@ -34,6 +36,7 @@ db.exec(`
     result TEXT, created_at INTEGER NOT NULL, dispatched_at INTEGER, completed_at INTEGER
   );
   CREATE INDEX actions_queued ON actions (device_id, created_at) WHERE status = 'queued';
+  CREATE TABLE state (device_id TEXT NOT NULL, capability TEXT NOT NULL, value TEXT NOT NULL, reported_at INTEGER NOT NULL, PRIMARY KEY (device_id, capability)) WITHOUT ROWID;
 `);
 
 // The cheapest SHA-256 of a string Node has, as the service's own token hash (src/domain/tokens.ts).
@@ -48,6 +51,9 @@ const findToken = db.prepare('SELECT kind, device_id AS deviceId FROM tokens WHE
 const insertAction = db.prepare("INSERT INTO actions (id, device_id, status, arguments, created_at) VALUES (?, ?, 'queued', ?, ?)");
 const claim = db.prepare(
   "UPDATE actions SET status = 'received', dispatched_at = ?1 WHERE id = (SELECT id FROM actions WHERE device_id = ?2 AND status = 'queued' ORDER BY created_at LIMIT 1) AND status = 'queued' RETURNING id, arguments",
+);
+const upsertState = db.prepare(
+  'INSERT INTO state (device_id, capability, value, reported_at) VALUES (?, ?, ?, ?) ON CONFLICT (device_id, capability) DO UPDATE SET value = excluded.value, reported_at = excluded.reported_at',
 );
 const complete = db.prepare("UPDATE actions SET status = 'succeeded', result = ?, completed_at = ? WHERE id = ? AND device_id = ? AND status = 'received'");
 
@@ -125,6 +131,14 @@ const server = http.createServer(async (req, res) => {
       if (changed === 1) results.get(id)?.(JSON.stringify(report.result ?? null));
       results.delete(id);
       return send(res, changed === 1 ? 200 : 409, { ok: changed === 1 });
+    }
+    if (route === 'state') {
+      if (!authorised(req, 'device', deviceId)) return send(res, 401, { error: 'unauthorized' });
+      const { values } = await body(req);
+      const entries = Object.entries((values ?? {}) as Record<string, unknown>);
+      const now = Date.now();
+      for (const [capability, value] of entries) upsertState.run(deviceId, capability, JSON.stringify(value), now);
+      return send(res, 200, { data: { accepted: entries.length } });
     }
     send(res, 404, { error: 'not found' });
   } catch (error) {

@@ -26,6 +26,11 @@
  *      process): the REST round trip of phase 2, driven by as many agent loops as phase 2
  *      has (`--devices`), each taking its turn over its share of the 1,000 devices, so every
  *      socket is woken; the target is p99 < 10 ms (docs/performance.md).
+ *   8. Device state (`--only state`, not in the default set; scripts/bench-state.ts): 1,000
+ *      devices (`--state-devices`) each reporting a changed value once a second on one
+ *      instance, one agent following every device on subscriptions/listen streams: reports
+ *      per second, report p99 and report → notification p99, beside the floor's reports at
+ *      the same rate (a token lookup and one upsert on bare node:http + libSQL).
  *
  * The service runs as it ships: the bench builds it first (`npm run build`, what `npm start`
  * and the image run) and its server process loads `dist/`, the tsc output, not `src/` through
@@ -37,7 +42,7 @@
  * neither starves the other. Rate limits and the workspace device cap are raised through the
  * environment (the bench measures the service, not its limiter).
  *
- *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake --json out.json --log-level info]
+ *   npm run bench [-- --duration 8 --devices 100 --workspaces 1 --sockets 10000 --wake-sockets 1000 --profile --no-pin --only healthz,mcp,tasks,rest,tools,floor,sockets,wake,state --state-devices 1000 --json out.json --log-level info]
  *   npm run bench -- --database sqld [--instances 2[,3]] [--transport ws|http] [--only mcp,rest] [--workspaces 10 --devices 20] [--warm-up 1.5] [--instance-cpu 0.3]
  *
  * `--conditions` gives every bench grant all three grant conditions (docs/owners/grants.md
@@ -93,6 +98,7 @@ import { taskGetAgainstGetAction, taskRoundTrip } from './bench-tasks.js';
 import { databaseWindow, startBenchSqld, type DatabaseFigures } from './bench-sqld.js';
 import { MODERN, mcpHeaders } from './bench-mcp-headers.js';
 import { cpuBudget } from './bench-cpu-budget.js';
+import { stateBench, stateRows, type StateFigures } from './bench-state.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -102,6 +108,7 @@ const { values: opts } = parseArgs({
     sockets: { type: 'string', default: '10000' },
     'wake-sockets': { type: 'string', default: '1000' },
     functions: { type: 'string', default: '1000' },
+    'state-devices': { type: 'string', default: '1000' },
     profile: { type: 'boolean', default: false },
     'no-pin': { type: 'boolean', default: false },
     only: { type: 'string' },
@@ -1117,6 +1124,20 @@ try {
   if (PHASES.has('floor')) await floor((results.toolsList as { responseBytes?: number } | undefined)?.responseBytes ?? 945_000);
   if (PHASES.has('sockets')) await idleSockets();
   if (PHASES.has('wake')) await wakeUnderLoad();
+  if (PHASES.has('state')) {
+    results.state = await stateBench({
+      dispatcher,
+      startServer,
+      owner: (server, label) => signDevelopmentSession((server as ServerProcess).config, label),
+      call: (base, method, route, token, body) => call(base, method, route, token, body),
+      pool,
+      attachDevices,
+      phase: (server, name, fn) => phase(server as ServerProcess, name, fn),
+      devices: Number(opts['state-devices']),
+      durationS: DURATION_S,
+      warmUpMs: WARM_UP_MS,
+    });
+  }
 } finally {
   await dispatcher.close();
   for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
@@ -1358,6 +1379,9 @@ if (wk) {
     `p99 < 10 ms: ${mark(wk.wake.p99Ms < 10)}`,
   ]);
 }
+
+const st = results.state as StateFigures | undefined;
+if (st) rows.push(...stateRows(st, mark));
 
 const header: Row = ['Measure', 'Figure', 'Baseline (same run)', 'Ratio', 'Target'];
 const widths = header.map((_, c) => Math.max(...[header, ...rows].map((row) => row[c]!.length)));

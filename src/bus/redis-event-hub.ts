@@ -31,6 +31,8 @@ function readWire(message: string): { from: unknown; event: WireEvent } | undefi
       return isId(e.workspaceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId } } : undefined;
     case 'device-state':
       return isId(e.workspaceId) && isId(e.deviceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId, deviceId: e.deviceId } } : undefined;
+    case 'session-resources':
+      return isId(e.workspaceId) && isId(e.session) ? { from, event: { type: e.type, workspaceId: e.workspaceId, session: e.session } } : undefined;
     case 'work-cancelled':
       return isId(e.key) ? { from, event: { type: e.type, key: e.key } } : undefined;
     default:

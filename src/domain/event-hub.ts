@@ -91,7 +91,20 @@ export interface DeviceStateChanged {
   deviceId: string;
 }
 
-export type ServiceEvent = ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten | DeviceStateChanged;
+/**
+ * A 2025-era MCP session's resource subscriptions changed (`resources/subscribe` or
+ * `resources/unsubscribe`, on whichever instance): its GET stream, wherever it is open, reads
+ * them again (src/mcp/subscriptions/session-stream.ts). Only ids: a forged one costs a read.
+ */
+export interface SessionResourcesChanged {
+  type: 'session-resources';
+  workspaceId: string;
+  /** The nonce of the session's id (src/mcp/client-sessions.ts). */
+  session: string;
+}
+
+export type ServiceEvent =
+  ActionChange | DeviceRevoked | ActionHint | RevocationHint | WorkCancelled | JournalWritten | DeviceStateChanged | SessionResourcesChanged;
 
 /** After a commit that journalled grant or device events: open owner streams read them now. */
 export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {
@@ -162,6 +175,8 @@ interface Watches {
   byTarget: Map<string, Set<(reason: DeviceWork) => void>>;
   /** Followers of one device's last-known values (`onDeviceState`), by workspace and device. */
   statesByDevice: Map<string, Set<() => void>>;
+  /** GET streams of 2025-era MCP sessions (`onSessionResources`), by workspace and session. */
+  bySession: Map<string, Set<() => void>>;
 }
 
 /** This instance's own change of an action (the committed state), or word that another instance changed it. */
@@ -195,6 +210,7 @@ function watchesOf(hub: EventHub): Watches {
       journalsByWorkspace: new Map(),
       byTarget: new Map(),
       statesByDevice: new Map(),
+      bySession: new Map(),
     };
     // Lives as long as the hub, like the hub's other long-lived listeners.
     hub.subscribe((event) => {
@@ -213,6 +229,8 @@ function watchesOf(hub: EventHub): Watches {
         for (const listener of made.byTarget.get(event.deviceId) ?? []) listener('revoked');
       } else if (event.type === 'device-state') {
         for (const listener of made.statesByDevice.get(requesterKey(event.workspaceId, event.deviceId)) ?? []) listener();
+      } else if (event.type === 'session-resources') {
+        for (const listener of made.bySession.get(requesterKey(event.workspaceId, event.session)) ?? []) listener();
       }
     });
     hubWatches.set(hub, (watches = made));
@@ -265,6 +283,11 @@ export function deviceWorkListeners(hub: EventHub, targetId: string): number {
 /** Calls `listener` each time a last-known value of the device changes (`DeviceStateChanged`, from any instance) until the returned stop. */
 export function onDeviceState(hub: EventHub, workspaceId: string, deviceId: string, listener: () => void): () => void {
   return addKeyedListener(watchesOf(hub).statesByDevice, requesterKey(workspaceId, deviceId), listener);
+}
+
+/** Calls `listener` each time the 2025-era session's resource subscriptions change (`SessionResourcesChanged`, from any instance) until the returned stop. */
+export function onSessionResources(hub: EventHub, workspaceId: string, session: string, listener: () => void): () => void {
+  return addKeyedListener(watchesOf(hub).bySession, requesterKey(workspaceId, session), listener);
 }
 
 /** A watch over the changes `listen` hands it, starting with `pending`. */

@@ -9,6 +9,7 @@ import { createAgentConnection, createSetupToken, listAgentConnections, listSetu
 import { fetchNextCommand, reportResult } from './device-commands.js';
 import { getDeviceControls, setDeviceControls } from './device-controls.js';
 import { getDeviceState, reportDeviceState } from './device-state.js';
+import { listDeviceStates } from './device-states.js';
 import { issueEventsTicket } from './device-wake-socket.js';
 import { renameWorkspaceDevice } from './device-names.js';
 import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
@@ -54,6 +55,7 @@ export const operations = {
   revokeWorkspaceDevice,
   renameWorkspaceDevice,
   getDeviceState,
+  listDeviceStates,
   publishManifest,
   createEnrollment,
   enrollBoard,

@@ -52,7 +52,8 @@ export const errorMeanings: Record<ErrorCode, string> = {
     "The grant's budget is used up: `details` gives `max`, `perSeconds`, `used` and `retryAt` (Unix ms), when one more action is allowed; `Retry-After` in seconds. A refused request does not count.",
   device_limit_reached: 'The setup token already attached `deviceLimit` devices.',
   not_found: "Unknown route, or a resource that does not exist in the caller's workspace.",
-  method_not_allowed: 'A method the path does not serve (`GET`/`DELETE /mcp`: the MCP endpoint is stateless, POST only).',
+  method_not_allowed:
+    "A method the path does not serve (`DELETE /mcp`, or `GET /mcp` without a 2025-era session id: the MCP endpoint answers POST, and GET only for a session's resource updates).",
   conflict: 'The state forbids it (e.g. cancelling an action that is no longer queued).',
   idempotency_key_reused: 'The same `idempotencyKey` with a different body.',
   confirmation_required:

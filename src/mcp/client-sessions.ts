@@ -72,7 +72,11 @@ export async function issueClientSession(
 }
 
 /** What a request's `Mcp-Session-Id` says: none sent (or none that applies), a known client's capabilities, or unknown. */
-export type ClientSession = { kind: 'none' } | { kind: 'known'; capabilities: ClientCapabilities } | { kind: 'unknown' };
+export type ClientSession =
+  | { kind: 'none' }
+  /** `nonce`: the session's own part of its id, what its resource subscriptions are kept under (session-resources.ts). */
+  | { kind: 'known'; capabilities: ClientCapabilities; nonce: string }
+  | { kind: 'unknown' };
 
 /**
  * Reads the session id of a 2025-era request. A 2026-07-28 request has no sessions, and an
@@ -93,7 +97,7 @@ export async function clientSessionOf(
   const expected = mac(await sessionKey(ctx), caller, bits, nonce);
   const given = Buffer.from(signature, 'base64url');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { kind: 'unknown' };
-  return { kind: 'known', capabilities: capabilitiesOf(Number(bits)) };
+  return { kind: 'known', capabilities: capabilitiesOf(Number(bits)), nonce };
 }
 
 /** The 404 for an unknown session id (Streamable HTTP, 2025 revisions: the client then sends a new `initialize`). */

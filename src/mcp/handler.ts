@@ -21,7 +21,10 @@ import { mountResourceMetadata, resourceMetadataUrl } from './resource-metadata.
 import { createSdkAnswer } from './sdk-answer.js';
 import { callerKey } from './session.js';
 import { createListenAnswer } from './subscriptions/listen.js';
+import { createSessionStreams } from './subscriptions/session-stream.js';
+import { createListenSlots } from './subscriptions/slots.js';
 import { createToolCallGate } from './tool-call-gate.js';
+import { methodNotAllowed } from './transport-rules.js';
 import { taskModeFor } from './tasks/task-methods.js';
 import { createToolsListCache } from './tools-list-cache.js';
 
@@ -66,14 +69,26 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
   const legacy = { elicitation: legacyElicitation, capabilities: createRememberedCapabilities() };
   const httpGate = createHttpGate({ ...deps, hosts: createHostPolicy(base, config.mcpAllowedHosts), metadataUrl });
   const toolCallGate = createToolCallGate({ inflight, callGate: createCallGateCache(), metadataUrl });
-  const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo, limits: config.mcpListen });
+  // subscriptions/listen streams and 2025-era sessions' GET streams share one set of caps (slots.ts).
+  const slots = createListenSlots(config.mcpListen);
+  const listenAnswer = createListenAnswer({ clock: { ttlMs: config.actionsRetentionMs }, serverInfo, limits: config.mcpListen, slots });
+  const sessionStream = createSessionStreams({ slots, limits: config.mcpListen });
   const sdkAnswer = createSdkAnswer({ config, log: deps.log, legacyElicitation, serverInfo, observe: (method) => metrics.observeMcp(method, 'sdk') });
 
   async function answer(c: Context<HttpEnv>): Promise<Response> {
     const request = await httpGate(c);
     if ('response' in request) return request.response;
-    const { credential, messages } = request;
+    const { credential } = request;
     const ctx = c.get('context')(credential, 'mcp');
+
+    // GET with a 2025-era session id: the session's stream of resource notifications (subscriptions/session-stream.ts).
+    if ('stream' in request) {
+      const session = await clientSessionOf(ctx, c.req.raw.headers, [], callerKey(credential));
+      if (session.kind === 'unknown') return unknownSession();
+      if (session.kind === 'none') return methodNotAllowed(c);
+      return sessionStream(c, ctx, credential, session.nonce);
+    }
+    const { messages } = request;
 
     // A 2025-era session id this service did not issue to this connection: 404, the client initializes again.
     const clientSession = await clientSessionOf(ctx, c.req.raw.headers, messages, callerKey(credential));
@@ -105,6 +120,7 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     }
 
     gate.session.clientCapabilities = clientSession.kind === 'known' ? clientSession.capabilities : legacy.capabilities.recall(callerKey(credential));
+    if (clientSession.kind === 'known') gate.session.clientSession = clientSession.nonce;
     const response = await sdkAnswer(c, ctx, request, gate.session);
     return listing.keep ? toolLists.keep(listing.keep.workspaceId, listing.keep.key, listing.keep, response) : response;
   }

@@ -12,6 +12,7 @@ import type { LegacyElicitation } from './legacy-elicitation.js';
 import { refuseListCursors } from './list-cursors.js';
 import { explainMissingElicitation } from './missing-capability.js';
 import { registerPrompts } from './prompts.js';
+import { registerResourceSubscriptions } from './resource-subscriptions.js';
 import { registerResources } from './resources.js';
 import { callerKey, type McpSession } from './session.js';
 import { registerTaskMethods } from './tasks/task-methods.js';
@@ -56,6 +57,8 @@ const KNOWN_METHODS = new Set([
   'tasks/update',
   'tasks/cancel',
   'subscriptions/listen',
+  'resources/subscribe',
+  'resources/unsubscribe',
 ]);
 
 /**
@@ -136,17 +139,18 @@ export function createSdkAnswer(deps: SdkAnswerDeps): SdkAnswer {
 /**
  * What the server declares: only what the era can deliver. tools/list_changed reaches a
  * 2026-07-28 caller on its subscriptions/listen stream (subscriptions/), and MCP Tasks is a
- * 2026-07-28 extension; a 2025-era client would need a GET stream this server does not open,
- * so it is promised neither and reads the tool list afresh. Resources and prompts announce no
- * list changes in either era; a 2026-07-28 caller may follow `device://{deviceId}/state` on
- * its listen stream (`resourceSubscriptions`, subscriptions/state-watch.ts). MCP Apps is
+ * 2026-07-28 extension; a 2025-era client is promised neither and reads the tool list afresh.
+ * Resources and prompts announce no list changes in either era. `device://{deviceId}/state`
+ * can be followed in both: on a 2026-07-28 listen stream (`resourceSubscriptions`,
+ * subscriptions/state-watch.ts), and by a 2025-era session's `resources/subscribe`, told on
+ * its GET stream (resource-subscriptions.ts, subscriptions/session-stream.ts). MCP Apps is
  * declared in both eras: its views are resources and tool `_meta`, which any era can carry.
  */
 function capabilitiesFor(era: McpRequestContext['era']) {
   const modern = era === 'modern';
   return {
     tools: { listChanged: modern },
-    resources: { listChanged: false, subscribe: modern },
+    resources: { listChanged: false, subscribe: true },
     prompts: { listChanged: false },
     // MCP Apps (apps.ts) in both eras; MCP Tasks: a device call may answer with its action's task (tasks/).
     extensions: { [APPS_EXTENSION]: {}, ...(modern ? { [TASKS_EXTENSION]: {} } : {}) },
@@ -180,6 +184,7 @@ function serverFor(session: McpSession, era: McpRequestContext['era'], deps: Sdk
   registerTools(server, session);
   if (!session.deviceCallsOnly) {
     registerResources(server, session);
+    if (era === 'legacy') registerResourceSubscriptions(server, session);
     registerPrompts(server);
     refuseListCursors(server);
     // A task can be read as long as its action is kept (tasks/task-view.ts).

@@ -47,6 +47,8 @@ export interface McpSession {
    * (client-sessions.ts), or remembered for its connection when it sends none.
    */
   clientCapabilities?: ClientCapabilities;
+  /** The nonce of a 2025-era request's verified `Mcp-Session-Id`: what its resources/subscribe is kept under. */
+  clientSession?: string;
   /**
    * A 2026-07-28 call of this device tool returned an ask for its user's confirmation: if the
    * request cannot take it, the SDK's -32021 gets the service's explanation (missing-capability.ts).

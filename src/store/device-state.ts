@@ -153,3 +153,38 @@ export async function readDeviceState(
       .map((row) => ({ capability: row.capability!, value: row.value!, reportedAt: row.reportedAt!, source: row.source!, actionId: row.actionId ?? null })),
   };
 }
+
+/** One last-known value of some device (`readStateValuesOf`). */
+export interface DeviceStateValueRow extends StateValueRow {
+  deviceId: string;
+}
+
+/**
+ * The last-known values of several devices as `principal` may see them (every read function's
+ * for an owner, `principal` null; an agent's: only those of read functions it holds a live
+ * grant on), each device's in manifest order: one read for a page of devices, where reading
+ * each device's state would be one read per device.
+ */
+export function readStateValuesOf(
+  db: Queryable,
+  workspaceId: string,
+  deviceIds: readonly string[],
+  principal: string | null,
+  now: number,
+): Promise<DeviceStateValueRow[]> {
+  const agent = principal !== null;
+  return db.all<DeviceStateValueRow>(
+    `SELECT s.device_id AS deviceId, s.capability, s.value, s.reported_at AS reportedAt, s.source, s.action_id AS actionId
+     FROM device_state s JOIN capabilities f ON f.device_id = s.device_id AND f.name = s.capability AND f.kind = 'read'
+     WHERE s.workspace_id = ? AND s.device_id IN (SELECT value FROM json_each(?))
+       ${
+         agent
+           ? `AND EXISTS (SELECT 1 FROM grants g JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+                WHERE g.workspace_id = s.workspace_id AND g.principal = ? AND g.device_id = s.device_id AND g.capability = s.capability
+                  AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION})`
+           : ''
+       }
+     ORDER BY s.device_id, f.position`,
+    [workspaceId, JSON.stringify(deviceIds), ...(agent ? [principal, now] : [])],
+  );
+}

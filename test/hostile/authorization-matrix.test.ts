@@ -255,6 +255,28 @@ const matrix: Record<string, Row> = {
       if (caller === 'agentAct' || caller === 'oauth') expect(body.data.map((d: { id: string }) => d.id)).toEqual([lamp.id]);
     },
   },
+  // Last-known values of a page of devices: an agent sees only the devices it may call, another workspace none of these.
+  'GET /v1/device-states': {
+    request: async () => ({ path: '/v1/device-states' }),
+    cells: {
+      owner: '2xx',
+      agentAct: '2xx',
+      agentRead: '2xx',
+      agentNoGrant: '2xx',
+      oauth: '2xx',
+      setup: '403',
+      device: '403',
+      owner2: '2xx',
+      agent2: '2xx',
+      device2: '403',
+      ...DEAD_401,
+    },
+    check: (caller, body) => {
+      if (caller === 'agentNoGrant') expect(body.data).toEqual([]);
+      if (caller === 'agentAct' || caller === 'oauth') expect(body.data.map((d: { deviceId: string }) => d.deviceId)).toEqual([lamp.id]);
+      if (caller === 'owner2' || caller === 'agent2') expect(body.data.map((d: { deviceId: string }) => d.deviceId)).not.toContain(lamp.id);
+    },
+  },
   'POST /v1/devices/{deviceId}/revoke': { request: async () => ({ path: `/v1/devices/${await freshDeviceId()}/revoke` }), cells: ownerRoute('404') },
   'POST /v1/devices/{deviceId}/rename': {
     request: async () => ({ path: `/v1/devices/${await freshDeviceId()}/rename`, body: { name: 'Renamed by the matrix' } }),

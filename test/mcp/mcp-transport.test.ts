@@ -59,22 +59,30 @@ describe('media types (before the SDK)', () => {
 });
 
 describe('GET and DELETE', () => {
-  it.each(['GET', 'DELETE'])('answers %s /mcp with 405 and Allow: POST', async (method) => {
+  it.each(['GET', 'DELETE'])('answers %s /mcp without a session id with 405 and Allow: GET, POST', async (method) => {
     const res = await api.request(method, '/mcp', { token: agent.token });
     expect(res.status).toBe(405);
-    expect(res.headers.get('allow')).toBe('POST');
+    expect(res.headers.get('allow')).toBe('GET, POST');
     expect(res.body).toMatchObject({ error: { code: 'method_not_allowed' } });
   });
 
-  it('says in the 405 what there is instead of a GET stream, and that a session needs no DELETE', async () => {
-    for (const method of ['GET', 'DELETE']) {
-      const res = await api.request(method, '/mcp', { token: agent.token, headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x' } });
-      expect(res.status).toBe(405);
-      const { message } = res.body.error as { message: string };
-      expect(message).not.toContain('keeps no stream or session');
-      expect(message).toContain('subscriptions/listen');
-      expect(message).toContain('Mcp-Session-Id holds no server state');
-    }
+  it('says in the 405 what the GET stream is for, and that a session needs no DELETE', async () => {
+    const res = await api.request('DELETE', '/mcp', { token: agent.token, headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x' } });
+    expect(res.status).toBe(405);
+    const { message } = res.body.error as { message: string };
+    expect(message).toContain('subscriptions/listen');
+    expect(message).toContain('resources/subscribe');
+    expect(message).toContain('Mcp-Session-Id holds no server state');
+  });
+
+  it('answers 404 to a GET with a session id this server did not issue, so the client initializes again', async () => {
+    const res = await api.request('GET', '/mcp', { token: agent.token, headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x', accept: 'text/event-stream' } });
+    expect(res.status).toBe(404);
+  });
+
+  it('authenticates a GET stream before it looks at the session', async () => {
+    const res = await api.request('GET', '/mcp', { headers: { 'mcp-session-id': 's1.1.AAAAAAAAAAAAAAAA.x', accept: 'text/event-stream' } });
+    expect(res.status).toBe(401);
   });
 });
 

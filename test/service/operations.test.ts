@@ -62,6 +62,7 @@ const cases: Record<string, Case> = {
   },
   'devices.rename': async () => ({ as: owner, input: { deviceId, name: 'Renamed lamp' } }),
   'devices.state': async () => ({ as: agent, input: { deviceId } }),
+  'deviceStates.list': async () => ({ as: agent, input: {} }),
   'devices.publishManifest': async () => ({ as: device, input: { deviceId, ...lampManifest } }),
   'enrollments.create': async () => ({ as: owner, input: {} }),
   'enrollments.enroll': async () => ({ as: null, input: { code: (await invoke(ops.createEnrollment, owner, {})).code, name: 'Board' } }),

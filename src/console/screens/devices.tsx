@@ -19,11 +19,18 @@ export type Device = z.infer<typeof deviceSchema>;
 /** Values shown on a device's line in the list; its page shows them all. */
 const KEY_VALUES = 3;
 
-/** The last-known values of every device that has a read function and is not revoked, by device id (`devices.state`, one read each). */
+/** The last-known values of every device that is not revoked, by device id: `deviceStates.list`, one read of the values per page of devices. */
 async function keyValues(guards: Guards, signed: Signed, devices: Device[]): Promise<Map<string, DeviceState['values']>> {
-  const readable = devices.filter((d) => !d.revoked && d.capabilities.some((fn) => fn.kind === 'read'));
-  const states = await Promise.all(readable.map((d) => guards.invoke(signed, operations.getDeviceState, { deviceId: d.id }) as Promise<DeviceState>));
-  return new Map(states.map((state) => [state.deviceId, state.values]));
+  const revoked = new Set(devices.filter((d) => d.revoked).map((d) => d.id));
+  const values = new Map<string, DeviceState['values']>();
+  let cursor: string | undefined;
+  do {
+    const answer = await guards.call(signed, operations.listDeviceStates, cursor ? { cursor } : {}, 1000);
+    if (answer.kind !== 'page') throw new Error('deviceStates.list answers pages');
+    for (const state of answer.data as DeviceState[]) if (state.values.length > 0 && !revoked.has(state.deviceId)) values.set(state.deviceId, state.values);
+    cursor = answer.nextCursor ?? undefined;
+  } while (cursor);
+  return values;
 }
 
 /** Every device of the workspace, page after page (the tree needs them all). */

@@ -10,7 +10,7 @@ import { isObject, plainModernRequest } from '../modern-requests.js';
 import { declaresTasks, missingTasksCapability } from '../tasks/task-methods.js';
 import type { TaskClock } from '../tasks/task-view.js';
 import { envelope } from '../refusals.js';
-import { createListenSlots, type ListenLimits } from './slots.js';
+import type { ListenLimits, ListenSlots } from './slots.js';
 import { MAX_STATE_RESOURCES } from './state-watch.js';
 import { openSubscription, type Asked } from './subscription.js';
 
@@ -38,8 +38,8 @@ function rpcError(id: string | number, error: { code: number; message: string; d
   return Response.json({ jsonrpc: '2.0', id, error }, { status: 200 });
 }
 
-export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: string) => ServerInfo; limits: ListenLimits }) {
-  const slots = createListenSlots(deps.limits);
+export function createListenAnswer(deps: { clock: TaskClock; serverInfo: (name: string) => ServerInfo; limits: ListenLimits; slots: ListenSlots }) {
+  const { slots } = deps;
   return async (c: Context<HttpEnv>, ctx: OperationContext, request: Admitted): Promise<Response | undefined> => {
     if (!request.parsedOk) return undefined;
     const plain = plainModernRequest(c.req.raw.headers, request.parsed, 'subscriptions/listen', { paramKeys: 'any', metaKeys: 'any' });

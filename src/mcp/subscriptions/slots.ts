@@ -2,7 +2,7 @@ import type { CredentialOf } from '../../domain/context.js';
 import { DomainError } from '../../domain/errors.js';
 
 /**
- * How many subscriptions/listen streams may be open on one instance, and for how long
+ * How many subscriptions/listen streams (and 2025-era sessions' GET streams, session-stream.ts) may be open on one instance, and for how long
  * (docs/agents/tasks.md "Limits"). Each holds a socket, a bus subscription and database reads
  * every 2 seconds (its standing, its unfinished tasks), so one agent opening many cannot take an
  * instance's capacity, nor one tenant's agents together; a stream past its lifetime ends and the client listens again.
@@ -42,21 +42,21 @@ export function createListenSlots(limits: ListenLimits): ListenSlots {
       if ((byConnection.get(connectionId) ?? 0) >= limits.perConnection) {
         throw new DomainError(
           'capacity_exceeded',
-          `This agent connection already has ${limits.perConnection} open subscriptions/listen streams (MCP_LISTEN_PER_CONNECTION): end one first.`,
+          `This agent connection already has ${limits.perConnection} open MCP streams (subscriptions/listen, or a 2025-era session's GET stream) (MCP_LISTEN_PER_CONNECTION): end one first.`,
           retry,
         );
       }
       if ((byWorkspace.get(workspaceId) ?? 0) >= limits.perWorkspace) {
         throw new DomainError(
           'capacity_exceeded',
-          `This workspace already has ${limits.perWorkspace} open subscriptions/listen streams (MCP_LISTEN_PER_WORKSPACE).`,
+          `This workspace already has ${limits.perWorkspace} open MCP streams (subscriptions/listen and 2025-era session GET streams) (MCP_LISTEN_PER_WORKSPACE).`,
           retry,
         );
       }
       if (total >= limits.perInstance) {
         throw new DomainError(
           'unavailable',
-          `This instance already serves ${limits.perInstance} subscriptions/listen streams (MCP_LISTEN_PER_INSTANCE): listen again in ${RETRY_AFTER_SECONDS} s, to another instance if there is one.`,
+          `This instance already serves ${limits.perInstance} MCP streams (MCP_LISTEN_PER_INSTANCE): listen again in ${RETRY_AFTER_SECONDS} s, to another instance if there is one.`,
           retry,
         );
       }

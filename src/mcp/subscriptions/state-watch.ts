@@ -1,9 +1,9 @@
 import type { CredentialOf, OperationContext } from '../../domain/context.js';
 import { onDeviceState } from '../../domain/event-hub.js';
-import { listCallableFunctionsOnDevices } from '../../domain/functions.js';
+import { readsDeviceState, SESSION_RESOURCES_PER_SESSION } from '../../domain/session-resources.js';
 
 /** The most `device://{deviceId}/state` resources one subscription follows; the rest are left out of the acknowledgement. */
-export const MAX_STATE_RESOURCES = 64;
+export const MAX_STATE_RESOURCES = SESSION_RESOURCES_PER_SESSION;
 /** The shortest time between two `notifications/resources/updated` of one device on one stream: a chatty device is told once a second at most. */
 export const STATE_NOTIFY_INTERVAL_MS = 1000;
 
@@ -14,11 +14,8 @@ export function stateResourceDevice(uri: string): string | undefined {
   return STATE_URI.exec(uri)?.[1];
 }
 
-/** Whether the agent holds a live grant on a read function of the device now: what makes its state resource exist for it. */
-export async function readsDeviceState(ctx: OperationContext, credential: CredentialOf<'agent'>, deviceId: string): Promise<boolean> {
-  const functions = await listCallableFunctionsOnDevices(ctx.db, credential, ctx.clock.now(), deviceId);
-  return functions.some((fn) => fn.deviceId === deviceId && fn.kind === 'read');
-}
+/** The state resource of a device. */
+export const stateResourceUri = (deviceId: string) => `device://${deviceId}/state`;
 
 type Notify = (method: string, params: Record<string, unknown>) => Promise<void>;
 
@@ -27,7 +24,9 @@ type Notify = (method: string, params: Record<string, unknown>) => Promise<void>
  * instance's or another's, over the bus) is told as `notifications/resources/updated`, at
  * once, or, within a second of the last one for that device, once that second has passed
  * (one notification for any number of changes; the client reads the resource). A resource
- * whose device the caller no longer reads (its grant revoked or expired) is dropped.
+ * whose device the caller no longer reads (its grant revoked or expired) is dropped. A listen
+ * stream follows the URIs it was asked for; a 2025-era session's GET stream follows what the
+ * session subscribed to, as that changes (`follow`).
  */
 export function stateWatcher(
   ctx: OperationContext,
@@ -59,21 +58,34 @@ export function stateWatcher(
     entry.stop();
     followed.delete(deviceId);
   };
+  /** Follows the state resources asked for whose device the caller reads now; answers their URIs, for the acknowledgement. */
+  const adopt = async (asked: readonly string[] = uris): Promise<string[]> => {
+    for (const uri of asked) {
+      const deviceId = stateResourceDevice(uri);
+      if (deviceId === undefined || followed.has(deviceId) || followed.size >= MAX_STATE_RESOURCES) continue;
+      if (!(await readsDeviceState(ctx, credential, deviceId))) continue;
+      const stop = onDeviceState(ctx.events, credential.workspaceId, deviceId, () => changed(deviceId));
+      followed.set(deviceId, { uri, last: 0, timer: undefined, stop });
+    }
+    return [...followed.values()].map((entry) => entry.uri);
+  };
   return {
-    /** Follows the state resources asked for whose device the caller reads now; answers their URIs, for the acknowledgement. */
-    async adopt(): Promise<string[]> {
-      for (const uri of uris) {
-        const deviceId = stateResourceDevice(uri);
-        if (deviceId === undefined || followed.has(deviceId) || followed.size >= MAX_STATE_RESOURCES) continue;
-        if (!(await readsDeviceState(ctx, credential, deviceId))) continue;
-        const stop = onDeviceState(ctx.events, credential.workspaceId, deviceId, () => changed(deviceId));
-        followed.set(deviceId, { uri, last: 0, timer: undefined, stop });
-      }
-      return [...followed.values()].map((entry) => entry.uri);
+    adopt,
+    /** Follows exactly these resources (those the caller reads now): new ones are adopted, the others dropped. */
+    async follow(wanted: readonly string[]): Promise<void> {
+      const keep = new Set(wanted.map(stateResourceDevice));
+      for (const deviceId of [...followed.keys()]) if (!keep.has(deviceId)) drop(deviceId);
+      await adopt(wanted);
     },
-    /** Drops the resources whose device the caller no longer reads. */
-    async recheck(): Promise<void> {
-      for (const deviceId of [...followed.keys()]) if (!(await readsDeviceState(ctx, credential, deviceId))) drop(deviceId);
+    /** Drops the resources whose device the caller no longer reads; answers their devices. */
+    async recheck(): Promise<string[]> {
+      const dropped: string[] = [];
+      for (const deviceId of [...followed.keys()]) {
+        if (await readsDeviceState(ctx, credential, deviceId)) continue;
+        drop(deviceId);
+        dropped.push(deviceId);
+      }
+      return dropped;
     },
     /** How many resources it still follows. */
     size: () => followed.size,

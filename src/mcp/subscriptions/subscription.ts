@@ -197,7 +197,10 @@ function toolWatcher(o: SubscriptionOptions, notify: Notify) {
 }
 
 /** The stream's timers, unreferenced: its keepalive, its recheck, its end of life, and its OAuth token's expiry. */
-function streamTimers(o: SubscriptionOptions, on: { keepalive: () => void; recheck: () => void; end: () => void }): NodeJS.Timeout[] {
+export function streamTimers(
+  o: Pick<SubscriptionOptions, 'ctx' | 'credential' | 'lifetimeMs'>,
+  on: { keepalive: () => void; recheck: () => void; end: () => void },
+): NodeJS.Timeout[] {
   const timers = [setInterval(on.keepalive, KEEPALIVE_MS), setInterval(on.recheck, RECHECK_MS), setTimeout(on.end, Math.min(o.lifetimeMs, MAX_TIMER_MS))];
   // An OAuth token ends its streams when it expires, not at the next recheck after.
   const expiresAt = o.credential.oauth?.expiresAt;
