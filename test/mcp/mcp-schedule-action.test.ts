@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/client';
 import { manualClock } from '../helpers/clock.js';
 import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
+import { requestAction } from '../helpers/actions.js';
 import { connect, type Era } from '../helpers/mcp-client.js';
 import { useTestServer } from '../helpers/server.js';
 
@@ -58,6 +59,38 @@ describe.each<Era>(['modern', 'legacy'])('schedule_action (%s era)', (era) => {
     expect(read.structuredContent).toMatchObject({ id: scheduled.id, status: 'scheduled' });
     const cancelled = await client.callTool({ name: 'cancel_action', arguments: { actionId: scheduled.id } });
     expect(cancelled.structuredContent).toMatchObject({ id: scheduled.id, status: 'cancelled', cancelReason: 'agent' });
+  });
+
+  it('lists what it scheduled with list_actions status scheduled, and only its own', async () => {
+    const { lamp, agent } = await world();
+    const client = await open(agent);
+    const due = WEDNESDAY_NOON + 3_600_000;
+    const ids: string[] = [];
+    for (const level of [10, 20]) {
+      const result = await client.callTool({
+        name: 'schedule_action',
+        arguments: { deviceId: lamp.id, capability: 'set_brightness', arguments: { level }, notBefore: due },
+      });
+      ids.push((result.structuredContent as { id: string }).id);
+    }
+    // One queued now is not among the scheduled ones.
+    expect((await requestAction(api, agent.token, lamp.id, { capability: 'set_brightness', arguments: { level: 5 } })).status).toBe(201);
+    // Another agent of the workspace schedules too: its action is not in this agent's list.
+    const other = await createAgent(api, owner);
+    await api.post('/v1/grants', { token: owner, body: { principal: other.principal, deviceId: lamp.id, capabilities: ['set_brightness'] } });
+    const theirs = await (
+      await open(other)
+    ).callTool({ name: 'schedule_action', arguments: { deviceId: lamp.id, capability: 'set_brightness', arguments: { level: 40 }, notBefore: due } });
+    expect(theirs.isError, JSON.stringify(theirs)).toBeFalsy();
+
+    const listed = await client.callTool({ name: 'list_actions', arguments: { status: 'scheduled' } });
+    expect(listed.isError, JSON.stringify(listed)).toBeFalsy();
+    const actions = (listed.structuredContent as { actions: { id: string; status: string; notBefore: number }[] }).actions;
+    expect(actions.map((a) => a.id).sort()).toEqual([...ids].sort());
+    expect(actions.every((a) => a.status === 'scheduled' && a.notBefore === due)).toBe(true);
+    await client.callTool({ name: 'cancel_action', arguments: { actionId: ids[0] } });
+    const after = await client.callTool({ name: 'list_actions', arguments: { status: 'scheduled' } });
+    expect((after.structuredContent as { actions: { id: string }[] }).actions.map((a) => a.id)).toEqual([ids[1]]);
   });
 
   it('refuses a time more than 7 days ahead as a tool error at notBefore', async () => {
