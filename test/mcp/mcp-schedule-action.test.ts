@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/client';
 import { manualClock } from '../helpers/clock.js';
 import { attachDevice, createAgent, type Agent, type AttachedDevice } from '../helpers/fixtures.js';
-import { requestAction } from '../helpers/actions.js';
+import { next, report, requestAction } from '../helpers/actions.js';
 import { connect, type Era } from '../helpers/mcp-client.js';
 import { useTestServer } from '../helpers/server.js';
+import { taskSession } from '../helpers/tasks-client.js';
 
 // The fixed tool schedule_action (docs/agents/actions.md "Scheduling"): a model schedules with
 // plain tool arguments, sees the scheduled Action, lists and cancels it, in both eras.
@@ -103,5 +104,45 @@ describe.each<Era>(['modern', 'legacy'])('schedule_action (%s era)', (era) => {
     });
     expect(result.isError).toBe(true);
     expect(JSON.stringify(result.content)).toContain('notBefore');
+  });
+});
+
+describe('schedule_action as a task (2026-07-28, MCP Tasks)', () => {
+  it('answers a task that stays working while scheduled and queued, and completes with the result once the action ends', async () => {
+    const { lamp, agent } = await world();
+    const { client, session } = await taskSession(server.url, agent.token);
+    try {
+      const due = WEDNESDAY_NOON + 60_000;
+      const execution = await session.callTool('schedule_action', {
+        deviceId: lamp.id,
+        capability: 'set_brightness',
+        arguments: JSON.stringify({ level: 70 }),
+        notBefore: due,
+        ttlSeconds: 60,
+      });
+      expect(execution.kind).toBe('task');
+      const taskId = execution.handle!.taskId as string;
+      const task = session.task(execution.handle!.taskId);
+      const scheduled = await task.snapshot();
+      expect(scheduled).toMatchObject({ taskId, status: 'working' });
+      expect(scheduled.statusMessage).toMatch(/^Scheduled for /);
+      expect((await api.get(`/v1/actions/${taskId}`, { token: agent.token })).body.data).toMatchObject({ status: 'scheduled', notBefore: due });
+
+      clock.set(due);
+      try {
+        await expect.poll(async () => (await task.snapshot()).statusMessage).toMatch(/^Queued/);
+        expect((await task.snapshot()).status).toBe('working');
+        const handed = await next(api, lamp);
+        expect(handed.body.data).toMatchObject({ id: taskId });
+        expect((await task.snapshot()).status).toBe('working');
+        await report(api, lamp, { actionId: taskId, ok: true, result: { level: 70 } });
+        await expect.poll(async () => (await task.snapshot()).status).toBe('completed');
+      } finally {
+        clock.set(WEDNESDAY_NOON);
+      }
+    } finally {
+      await session.close();
+      await client.close();
+    }
   });
 });
