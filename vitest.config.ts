@@ -63,6 +63,7 @@ export const ISOLATED_FILES = [
   'test/scale-out/remote-streams.test.ts',
   'test/scale-out/remote-writer-stats.test.ts',
   'test/scale-out/scale-out-bus.test.ts',
+  'test/scale-out/scheduled-actions-instances.test.ts',
   'test/scale-out/shared-database.test.ts',
   'test/scale-out/state-scale-out.test.ts',
   'test/scale-out/soak.test.ts',

@@ -226,6 +226,11 @@ export const configSchema = z
     WORKSPACE_MAX_QUEUED_ACTIONS: positiveInt
       .default(10_000)
       .describe("Queued actions per workspace, actions awaiting the owner's approval included (an agent cannot flood the inbox)."),
+    WORKSPACE_MAX_SCHEDULED_ACTIONS: positiveInt
+      .default(1000)
+      .describe(
+        'Scheduled actions per workspace (`notBefore` in the future, not yet due; 429 `capacity_exceeded`, `Retry-After: 60`). A scheduled action takes no place in the queue until it is due; then it counts against `WORKSPACE_MAX_QUEUED_ACTIONS`. It is a stored action from the start, so the storage budgets count it.',
+      ),
     DEVICE_QUEUE_PER_PRINCIPAL: positiveInt
       .default(20)
       .describe(
@@ -574,6 +579,7 @@ function capacitySettings(e: Env): Config['capacity'] {
   return {
     devicesPerWorkspace: e.WORKSPACE_MAX_DEVICES,
     queuedActionsPerWorkspace: e.WORKSPACE_MAX_QUEUED_ACTIONS,
+    scheduledActionsPerWorkspace: e.WORKSPACE_MAX_SCHEDULED_ACTIONS,
     queuedActionsPerPrincipalPerDevice: e.DEVICE_QUEUE_PER_PRINCIPAL,
     agentConnectionsPerWorkspace: e.WORKSPACE_MAX_AGENT_CONNECTIONS,
     setupTokensPerWorkspace: e.WORKSPACE_MAX_SETUP_TOKENS,

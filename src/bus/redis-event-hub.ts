@@ -23,7 +23,17 @@ function readWire(message: string): { from: unknown; event: WireEvent } | undefi
   switch (e.type) {
     case 'action-hint':
       return isId(e.workspaceId) && isId(e.targetId) && isId(e.actionId) && typeof e.signal === 'boolean'
-        ? { from, event: { type: e.type, workspaceId: e.workspaceId, targetId: e.targetId, actionId: e.actionId, signal: e.signal } }
+        ? {
+            from,
+            event: {
+              type: e.type,
+              workspaceId: e.workspaceId,
+              targetId: e.targetId,
+              actionId: e.actionId,
+              signal: e.signal,
+              ...(typeof e.dueAt === 'number' && Number.isFinite(e.dueAt) ? { dueAt: e.dueAt } : {}),
+            },
+          }
         : undefined;
     case 'revocation-hint':
       return isId(e.workspaceId) && isId(e.deviceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId, deviceId: e.deviceId } } : undefined;
@@ -44,7 +54,14 @@ function readWire(message: string): { from: unknown; event: WireEvent } | undefi
 function toWire(event: ServiceEvent): WireEvent {
   switch (event.type) {
     case 'action':
-      return { type: 'action-hint', workspaceId: event.workspaceId, targetId: event.targetId, actionId: event.action.id, signal: needsSignal(event.action) };
+      return {
+        type: 'action-hint',
+        workspaceId: event.workspaceId,
+        targetId: event.targetId,
+        actionId: event.action.id,
+        signal: needsSignal(event.action),
+        ...(event.action.status === 'scheduled' && event.action.notBefore !== null ? { dueAt: event.action.notBefore } : {}),
+      };
     case 'device-revoked':
       return { type: 'revocation-hint', workspaceId: event.workspaceId, deviceId: event.deviceId };
     default:

@@ -94,6 +94,38 @@ export const listRecentActions = definePagedOperation({
   },
 });
 
+export const listOwnActions = definePagedOperation({
+  name: 'actions.listOwn',
+  title: 'List the actions this agent requested',
+  description:
+    'The actions this agent requested, newest first, narrowed by `status` (`scheduled`: what it scheduled for later and can still cancel with cancel_action) and `deviceId`.',
+  credentials: ['agent'],
+  access: 'read',
+  oauth: ['mcp'],
+  hints: { readOnly: true },
+  // A model's list of its own actions; REST agents read them one by one (GET /v1/actions/{actionId}).
+  rest: [],
+  mcp: { name: 'list_actions', listKey: 'actions' },
+  input: z.strictObject({
+    status: z.enum(ACTION_STATUSES).optional().describe('Only actions in this status (`scheduled`: not yet due).'),
+    deviceId: uuid.optional().describe('Only actions on this device.'),
+  }),
+  output: z.array(action),
+  paged: { key: ROW_ORDER_KEY },
+  async run({ ctx, credential, input, page }) {
+    publishActions(ctx, await expireDue(ctx.db, ctx.clock.now(), { workspaceId: credential.workspaceId }));
+    const { rows, next } = await recentActions(ctx.db, credential.workspaceId, page, {
+      status: input.status ?? null,
+      deviceId: input.deviceId ?? null,
+      principal: credential.principal,
+      capability: null,
+      since: null,
+      until: null,
+    });
+    return { items: rows.map(toActionRecord), next };
+  },
+});
+
 export const listRequestedActions = defineOperation({
   name: 'actions.listRequested',
   title: 'List the actions this agent requested',

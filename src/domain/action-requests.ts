@@ -6,7 +6,7 @@ import type { Queryable } from '../store/driver.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
 import { publishActions } from './action-publishing.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
-import { assertQueueCapacity, assertStorageBudget } from './capacity.js';
+import { assertQueueCapacity, assertScheduledCapacity, assertStorageBudget } from './capacity.js';
 import type { OperationContext, CredentialOf } from './context.js';
 import { DomainError, fail } from './errors.js';
 import { agentOf, authorizeFunction, liveGrantId } from './functions.js';
@@ -179,7 +179,8 @@ async function plannedAction(
  */
 export async function queueAction(tx: Queryable, ctx: OperationContext, agent: CredentialOf<'agent'>, request: ActionRequest, now: number): Promise<ActionRow> {
   const { row: planned, conditions } = await plannedAction(tx, ctx, agent, request, now);
-  await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
+  if (planned.status === 'scheduled') await assertScheduledCapacity(tx, ctx.settings.capacity, agent.workspaceId);
+  else await assertQueueCapacity(tx, ctx.settings.capacity, agent.workspaceId, request.deviceId, agent.principal);
   await assertStorageBudget(tx, ctx.settings.capacity, agent.workspaceId, Buffer.byteLength(planned.arguments));
   await assertGrantBudget(tx, planned, conditions, now);
   const created = await insertActionIfAllowed(tx, planned, queueLimits(ctx));
@@ -202,7 +203,12 @@ async function assertGrantBudget(tx: Queryable, planned: NewActionRow, condition
 
 function queueLimits(ctx: OperationContext): QueueLimits {
   const capacity = ctx.settings.capacity;
-  return { perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice, perWorkspace: capacity.queuedActionsPerWorkspace, storage: capacity.storage };
+  return {
+    perPrincipalOnDevice: capacity.queuedActionsPerPrincipalPerDevice,
+    perWorkspace: capacity.queuedActionsPerWorkspace,
+    scheduledPerWorkspace: capacity.scheduledActionsPerWorkspace,
+    storage: capacity.storage,
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { countActiveDevices, countLive, countQueued, type CappedKind } from '../store/capacity.js';
+import { countActiveDevices, countLive, countQueued, countScheduled, type CappedKind } from '../store/capacity.js';
 import type { Queryable } from '../store/driver.js';
 import { ACTION_RESERVED_BYTES, STORAGE_BUDGETS, workspaceUsage, type StorageBudget } from '../store/usage.js';
 import type { CapacityLimits } from './context.js';
@@ -33,6 +33,19 @@ export async function assertQueueCapacity(tx: Queryable, limits: CapacityLimits,
   }
   if (queued.workspace >= limits.queuedActionsPerWorkspace) {
     throw new DomainError('capacity_exceeded', `The workspace holds at most ${limits.queuedActionsPerWorkspace} queued actions.`, { retryAfterSeconds: 1 });
+  }
+}
+
+/**
+ * Scheduled actions (docs/agents/actions.md "Scheduling"): a workspace holds at most its limit
+ * of them not yet due. They take no place in the queues until then, so this is their only room.
+ */
+export async function assertScheduledCapacity(tx: Queryable, limits: CapacityLimits, workspaceId: string): Promise<void> {
+  if ((await countScheduled(tx, workspaceId)) >= limits.scheduledActionsPerWorkspace) {
+    // A place frees when one becomes due or is cancelled: often within minutes, at most in 7 days.
+    throw new DomainError('capacity_exceeded', `The workspace holds at most ${limits.scheduledActionsPerWorkspace} scheduled actions that are not yet due.`, {
+      retryAfterSeconds: 60,
+    });
   }
 }
 

@@ -105,6 +105,8 @@ export interface ServiceSettings {
 export interface CapacityLimits {
   devicesPerWorkspace: number;
   queuedActionsPerWorkspace: number;
+  /** Actions scheduled for later and not yet due (WORKSPACE_MAX_SCHEDULED_ACTIONS): they take no place in the queue until then. */
+  scheduledActionsPerWorkspace: number;
   /** Each principal's share of one device's queue: one principal filling it never blocks another. */
   queuedActionsPerPrincipalPerDevice: number;
   agentConnectionsPerWorkspace: number;

@@ -37,6 +37,11 @@ export interface ActionHint {
    * false, it changes nothing.
    */
   signal: boolean;
+  /**
+   * For an action scheduled there, its `notBefore`: this instance's scheduler looks for due
+   * actions then (src/domain/scheduled-actions.ts). Forged, it costs one indexed read.
+   */
+  dueAt?: number;
 }
 
 /** Whether the target's wake sockets are told of this state: a wake for a queued command, a cancel for a recalled one. */

@@ -1,6 +1,6 @@
 import { getAccount } from './account.js';
 import { approveAction, rejectAction } from './action-decisions.js';
-import { exportHistory, getActionState, listRecentActions, listRequestedActions } from './action-reads.js';
+import { exportHistory, getActionState, listOwnActions, listRecentActions, listRequestedActions } from './action-reads.js';
 import { requestAction, scheduleAction } from './action-requests.js';
 import { cancelAction } from './action-withdrawals.js';
 import { broadcast } from './broadcasts.js';
@@ -68,6 +68,7 @@ export const operations = {
   requestAction,
   scheduleAction,
   getActionState,
+  listOwnActions,
   cancelAction,
   approveAction,
   rejectAction,

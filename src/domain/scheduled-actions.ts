@@ -1,6 +1,6 @@
 import { cancelForConditions, cancelIfRefused } from '../store/action-decisions.js';
 import { expireDue } from '../store/action-expiry.js';
-import { dueScheduled, promoteScheduled } from '../store/action-schedule.js';
+import { dueScheduled, nextDueAt, promoteScheduled } from '../store/action-schedule.js';
 import type { ActionRow } from '../store/actions.js';
 import type { Db } from '../store/driver.js';
 import { grantConditionsOf } from '../store/grants.js';
@@ -11,10 +11,18 @@ import type { EventHub } from './event-hub.js';
 import { conditionsCancelReason, parseStoredConditions, windowEndAt } from './grant-conditions.js';
 
 /**
- * How often an instance looks for scheduled actions that became due: a scheduled action is
- * queued within this much of its `notBefore` (docs/agents/actions.md "Scheduling").
+ * The longest the scheduler's one timer sleeps before it compares the service clock with the
+ * earliest due time it knows, in memory: a scheduled action is queued within this much of its
+ * `notBefore` (docs/agents/actions.md "Scheduling") even when the clock jumps. No read is made then.
  */
 export const SCHEDULE_TICK_MS = 250;
+
+/**
+ * How often an instance reads the earliest due time from the database anyway: for actions that
+ * another instance scheduled when no shared bus told this one (or the bus lost the message),
+ * and for those whose instance died before they were due.
+ */
+export const SCHEDULE_RESCAN_MS = 5_000;
 
 /** Scheduled actions made due per read: a backlog (after a restart) is worked off over several reads. */
 const DUE_BATCH = 200;
@@ -55,27 +63,78 @@ async function makeDue(db: Db, scheduled: ActionRow, now: number): Promise<Actio
 }
 
 /**
- * Every `intervalMs`, one indexed read for the scheduled actions due (however many wait for later),
- * and the moves of those it finds, published so waiters and the device's wake channel hear of them.
- * Returns a function that stops it.
+ * The scheduler of one instance (docs/agents/actions.md "Scheduling"). It keeps the earliest
+ * `notBefore` it knows in memory, learnt from the actions scheduled on this instance, from the
+ * hints of the shared bus for those scheduled on another, and from one indexed read of the
+ * earliest due time every `rescanMs`. One timer compares it with the clock at most `tickMs`
+ * apart; the due actions are read and moved only once that time comes, so waiting actions cost
+ * no read per action, and an idle instance one read per `rescanMs` however many wait. The moves
+ * are published so waiters and the device's wake channel hear of them. Returns a function that stops it.
  */
-export function startScheduler(deps: { db: Db; events: EventHub; clock: Clock; log: Logger }, intervalMs = SCHEDULE_TICK_MS): () => void {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
+export function startScheduler(
+  deps: { db: Db; events: EventHub; clock: Clock; log: Logger },
+  options: { tickMs?: number; rescanMs?: number } = {},
+): () => void {
+  const tickMs = options.tickMs ?? SCHEDULE_TICK_MS;
+  const rescanMs = options.rescanMs ?? SCHEDULE_RESCAN_MS;
+  /** The earliest due time known; undefined when none is known to wait. */
+  let nextAt: number | undefined;
+  /** Due times heard while a read was in flight: the read may have missed them. */
+  let heardDuringRead: number | undefined;
+  let reading = false;
+  let stopped = false;
+  let lastReadAt = -Infinity;
+  let timer: NodeJS.Timeout | undefined;
+  const earlier = (a: number | undefined, b: number | undefined) => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
+
+  const arm = () => {
+    if (stopped || reading) return;
+    clearTimeout(timer);
+    const untilDue = nextAt === undefined ? tickMs : nextAt - deps.clock.now();
+    timer = setTimeout(tick, Math.max(0, Math.min(tickMs, untilDue)));
+    timer.unref();
+  };
+
+  const tick = () => {
+    const now = deps.clock.now();
+    const due = nextAt !== undefined && nextAt <= now;
+    if (!due && performance.now() - lastReadAt < rescanMs) return arm();
+    reading = true;
+    heardDuringRead = undefined;
+    lastReadAt = performance.now();
     // Inside a promise, so that even a synchronous throw is caught: a timer callback that throws ends the process.
     Promise.resolve()
       .then(async () => {
-        const rows = await makeDueActions(deps.db, deps.clock.now());
-        for (const row of rows) deps.events.publish(actionChangeOf(row));
-        if (rows.length > 0) deps.log.info({ msg: 'scheduled actions due', moved: rows.length });
+        if (due) {
+          const rows = await makeDueActions(deps.db, now);
+          for (const row of rows) deps.events.publish(actionChangeOf(row));
+          if (rows.length > 0) deps.log.info({ msg: 'scheduled actions due', moved: rows.length });
+        }
+        nextAt = earlier(await nextDueAt(deps.db), heardDuringRead);
       })
+      // What was known stays known: a failed read is tried again at the next tick.
       .catch((error: unknown) => logSweepFailure(deps.log, 'scheduled actions failed', error))
       .finally(() => {
-        running = false;
+        reading = false;
+        arm();
       });
-  }, intervalMs);
+  };
+
+  const unsubscribe = deps.events.subscribe((event) => {
+    const at = event.type === 'action' && event.action.status === 'scheduled' ? event.action.notBefore : event.type === 'action-hint' ? event.dueAt : undefined;
+    if (at === undefined || at === null) return;
+    if (reading) heardDuringRead = earlier(heardDuringRead, at);
+    const before = nextAt;
+    nextAt = earlier(nextAt, at);
+    if (nextAt !== before) arm();
+  });
+
+  // The first tick reads what waits already (scheduled before a restart, or on another instance).
+  timer = setTimeout(tick, 0);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    stopped = true;
+    unsubscribe();
+    clearTimeout(timer);
+  };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { countActiveDevices, countLive, countPending, type CappedKind } from '../store/capacity.js';
+import { countActiveDevices, countLive, countPending, countScheduled, type CappedKind } from '../store/capacity.js';
 import { STORAGE_BUDGETS, workspaceUsage } from '../store/usage.js';
 import type { CapacityLimits } from './context.js';
 import { defineOperation } from './operation.js';
@@ -26,6 +26,7 @@ export const usage = z.object({
     .object({
       devices: measure,
       pendingActions: measure.describe('Actions queued or awaiting approval.'),
+      scheduledActions: measure.describe('Actions scheduled for later (`notBefore`), not yet due.'),
       agentConnections: measure,
       setupTokens: measure,
       grants: measure.describe('Live grants (not revoked, not expired).'),
@@ -61,6 +62,7 @@ export const getUsage = defineOperation({
       capacity: {
         devices: { used: await countActiveDevices(ctx.db, workspaceId), limit: limits.devicesPerWorkspace },
         pendingActions: { used: await countPending(ctx.db, workspaceId), limit: limits.queuedActionsPerWorkspace },
+        scheduledActions: { used: await countScheduled(ctx.db, workspaceId), limit: limits.scheduledActionsPerWorkspace },
         ...(Object.fromEntries(caps) as Record<CappedKind, { used: number; limit: number }>),
       },
       storage: Object.fromEntries(STORAGE_BUDGETS.map((budget) => [budget, { used: stored[budget], limit: limits.storage[budget] }])) as Record<

@@ -1,4 +1,6 @@
-import type { CallToolResult, McpServer, ToolAnnotations } from '@modelcontextprotocol/server';
+import type { CallToolResult, McpServer, ServerContext, ToolAnnotations } from '@modelcontextprotocol/server';
+import type { ActionRecord } from '../domain/action-records.js';
+import { ACTION_STATES } from '../domain/action-states.js';
 import { listCallableFunctionsOnDevices } from '../domain/functions.js';
 import { call } from '../domain/invoke.js';
 import type { AnyOperation, McpTool, OperationHints } from '../domain/operation.js';
@@ -17,6 +19,9 @@ import type { McpSession } from './session.js';
 // ---------------------------------------------------------------------------------------
 
 type FixedTool = McpTool & { operation: AnyOperation };
+
+/** Fixed tools whose answer is one Action that a client declaring MCP Tasks follows as its task (docs/agents/tasks.md). */
+const TASK_TOOLS = new Set(['schedule_action']);
 
 const fixedTools: FixedTool[] = allOperations.flatMap((operation) => (operation.mcp ? [{ ...operation.mcp, operation }] : []));
 
@@ -125,13 +130,20 @@ export function registerFixedTools(server: McpServer, session: McpSession): void
         title: tool.operation.title,
         description: tool.operation.description,
         inputSchema: advertised(schema.input),
-        outputSchema: advertised(schema.output),
+        // A call declaring MCP Tasks may answer with a task, which carries no structured content for the SDK to check.
+        ...(session.taskFor && TASK_TOOLS.has(tool.name) ? {} : { outputSchema: advertised(schema.output) }),
         annotations: annotationsOf(tool.operation.hints),
         ...(VIEW_TOOLS.has(tool.name) ? { _meta: VIEW_TOOL_META } : {}),
       },
-      async (args: unknown): Promise<CallToolResult> => {
+      async (args: unknown, extra: ServerContext): Promise<CallToolResult> => {
         try {
-          return await callFixedTool(tool, session, args);
+          const result = await callFixedTool(tool, session, args);
+          // schedule_action on 2026-07-28, declaring MCP Tasks: the action's task, `working` until the action ends (tasks/).
+          const taskFor = TASK_TOOLS.has(tool.name) ? session.taskFor?.(extra.mcpReq.id) : undefined;
+          const action = result.structuredContent as unknown as ActionRecord;
+          // The SDK (2.4) types a tool's answer without MCP Tasks, and passes a CreateTaskResult on as it is.
+          if (taskFor && !ACTION_STATES[action.status].terminal) return (await taskFor(action)) as unknown as CallToolResult;
+          return result;
         } catch (error) {
           return toolError(error, session.ctx, { structured: false });
         }

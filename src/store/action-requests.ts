@@ -1,6 +1,6 @@
 /** Creating actions: the plain insert, and the guarded one that checks permission, queue room and storage in its own statement. */
 import type { InitialStatus } from '../domain/action-states.js';
-import { COLUMNS, pendingCounts, type ActionRow } from './actions.js';
+import { COLUMNS, pendingCounts, scheduledCount, type ActionRow } from './actions.js';
 import { refusal } from './action-refusal.js';
 import type { Queryable, SqlValue, Statement } from './driver.js';
 import { ownsKey } from './idempotency.js';
@@ -90,7 +90,9 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
  * Creates the action only if, as the statement runs, it may be created: the device, its
  * gateway, the requesting connection, the function and the principal's grant pass the same
  * `refusal` the hand-out checks (a grant re-given in a stricter approval mode included), and the
- * principal's share of the device's queue and the workspace's queue have room (`limits`).
+ * principal's share of the device's queue and the workspace's queue have room (`limits`); a
+ * scheduled one takes no place in a queue until it is due, and needs room among the workspace's
+ * scheduled actions instead.
  * One guarded statement: the caller reads and decides outside any transaction, and on a
  * libSQL server this holds the write lock for one round trip instead of a transaction's
  * seven (docs/performance.md "On a libSQL server (sqld)"). Undefined when a check failed;
@@ -104,6 +106,8 @@ export async function insertActionIfAllowed(db: Queryable, row: NewActionRow, li
 export interface QueueLimits {
   perPrincipalOnDevice: number;
   perWorkspace: number;
+  /** Scheduled actions, not yet due, per workspace: what a scheduled action needs room among instead of the queues. */
+  scheduledPerWorkspace: number;
   /** The workspace's storage budgets (docs/operators/budgets.md): a new action must fit them. */
   storage: StorageLimits;
 }
@@ -123,6 +127,9 @@ export function guardedActionInsert(
   const values = NEW_ACTION_COLUMNS.map((_, index) => `?${index + 2}`).join(', ');
   const last = NEW_ACTION_COLUMNS.length + 1;
   const pending = pendingCounts('?3', '?4', '?9');
+  const scheduled = row.status === 'scheduled';
+  // A scheduled action's room: among the workspace's scheduled ones (the share's parameter is then unused).
+  const room = scheduled ? `${scheduledCount('?3')} < ?${last + 2}` : `${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2}`;
   const owned = key ? `AND ${ownsKey('?3', '?9', `?${last + 3}`, `?${last + 4}`)}` : '';
   const firstBudget = last + (key ? 5 : 3);
   const budgetRefs = Object.fromEntries(STORAGE_BUDGETS.map((budget, index) => [budget, `?${firstBudget + index}`])) as Record<StorageBudget, string>;
@@ -130,13 +137,13 @@ export function guardedActionInsert(
     sql: `WITH a (${columns}) AS (VALUES (${values}, ?1, NULL))
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, reserved_bytes)
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, ${ACTION_RESERVED_BYTES} FROM a
-     WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}
+     WHERE ${refusal('a', '?1')} IS NULL AND ${room} ${owned}
        AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)} AND ${GRANT_BUDGET_HAS_ROOM}`,
     args: [
       row.createdAt,
       ...newActionArgs(row),
       limits.perPrincipalOnDevice,
-      limits.perWorkspace,
+      scheduled ? limits.scheduledPerWorkspace : limits.perWorkspace,
       ...(key ? [key.key, key.response] : []),
       ...STORAGE_BUDGETS.map((budget) => limits.storage[budget]),
     ],

@@ -15,10 +15,15 @@ export function dueScheduled(db: Queryable, now: number, limit: number): Promise
   );
 }
 
-/** When the earliest scheduled action becomes due; undefined when none waits. */
+/**
+ * When the earliest scheduled action becomes due; undefined when none waits. The first entry of
+ * the partial index actions_scheduled_by_due: one step however many wait.
+ */
 export async function nextDueAt(db: Queryable): Promise<number | undefined> {
-  const row = await db.get<{ at: number | null }>(`SELECT min(not_before) AS at FROM actions WHERE ${guard('due')}`);
-  return row?.at ?? undefined;
+  const row = await db.get<{ at: number }>(
+    `SELECT not_before AS at FROM actions INDEXED BY actions_scheduled_by_due WHERE ${guard('due')} ORDER BY not_before LIMIT 1`,
+  );
+  return row?.at;
 }
 
 /**

@@ -79,6 +79,11 @@ export function pendingCounts(workspaceId: string, deviceId: string, principal: 
   };
 }
 
+/** Scheduled actions (not yet due) in the workspace, as an SQL expression over the given parameter reference: one count over its partial index. */
+export function scheduledCount(workspaceId: string): string {
+  return `(SELECT count(*) FROM actions WHERE workspace_id = ${workspaceId} AND ${statusIn(['scheduled'])})`;
+}
+
 /** The guard of a move: the action is in a status the move leaves, so of two racing moves only one matches. */
 export function guard(move: TransitionName): string {
   return statusIn(TRANSITIONS[move].from);

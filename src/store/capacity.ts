@@ -1,4 +1,4 @@
-import { pendingCounts } from './actions.js';
+import { pendingCounts, scheduledCount } from './actions.js';
 import type { Queryable } from './driver.js';
 
 /** Device records that count against the workspace's capacity: attached, not revoked, not detached. */
@@ -25,6 +25,12 @@ export async function countQueued(
     [workspaceId, deviceId, principal],
   );
   return row!;
+}
+
+/** Actions the workspace holds scheduled for later, not yet due (the partial index actions_scheduled_by_workspace). */
+export async function countScheduled(db: Queryable, workspaceId: string): Promise<number> {
+  const row = await db.get<{ n: number }>(`SELECT ${scheduledCount('?1')} AS n`, [workspaceId]);
+  return row!.n;
 }
 
 /** What a workspace cap counts (docs/reference/rules.md "Errors and limits"). */

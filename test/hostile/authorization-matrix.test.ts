@@ -569,6 +569,8 @@ const lampTool = () => `set_power__${lamp.id.replace(/-/g, '').slice(0, 12)}`;
 const mcpMatrix: Record<string, { args: () => Promise<Record<string, unknown>>; cells: Record<Caller, McpOutcome> }> = {
   list_devices: { args: async () => ({}), cells: mcpCells({}) },
   list_functions: { args: async () => ({}), cells: mcpCells({}) },
+  // Each agent lists its own principal's actions: none of another's is ever in the answer.
+  list_actions: { args: async () => ({ status: 'scheduled' }), cells: mcpCells({}) },
   // Another principal's action is "not found" to the caller: a tool error, not an HTTP one.
   get_action: {
     args: async () => ({ actionId: requestedAction }),

@@ -251,7 +251,8 @@ describe('tools/list while the kill switch is on', () => {
 
     const after = await startTestServer({ dir: before.dir, env: { DEVICE_CONTROLS_ENABLED: 'false' } });
     try {
-      for (let i = 0; i < 2; i++) expect(await list(after.url)).toEqual(['list_devices', 'get_device_state', 'list_functions', 'get_action', 'cancel_action']);
+      for (let i = 0; i < 2; i++)
+        expect(await list(after.url)).toEqual(['list_devices', 'get_device_state', 'list_functions', 'get_action', 'list_actions', 'cancel_action']);
     } finally {
       await after.close();
     }

@@ -40,7 +40,7 @@ beforeAll(async () => {
   await grant(api, owner, bob.principal, lamp.id, ['get_state', 'set_power']);
 });
 
-const FIXED = ['list_devices', 'get_device_state', 'list_functions', 'schedule_action', 'get_action', 'cancel_action', 'broadcast'];
+const FIXED = ['list_devices', 'get_device_state', 'list_functions', 'schedule_action', 'get_action', 'list_actions', 'cancel_action', 'broadcast'];
 
 describe.each<Era>(['modern', 'legacy'])('tools/list per principal (%s client)', (era) => {
   let a: McpClient;

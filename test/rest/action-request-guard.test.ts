@@ -59,7 +59,12 @@ function planned(overrides: Partial<NewActionRow> = {}): NewActionRow {
 }
 
 const insert = (row: NewActionRow) =>
-  insertActionIfAllowed(server.service.db, row, { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000, storage: server.config.capacity.storage });
+  insertActionIfAllowed(server.service.db, row, {
+    perPrincipalOnDevice: PER_PRINCIPAL,
+    perWorkspace: 10_000,
+    scheduledPerWorkspace: 1000,
+    storage: server.config.capacity.storage,
+  });
 
 describe('the guarded action insert', () => {
   it('creates the action, as planned, when nothing changed', async () => {
@@ -125,7 +130,7 @@ describe('the action request with an idempotency key', () => {
     expect((await api.post(`/v1/devices/${lamp.id}/revoke`, { token: owner })).status).toBe(200);
     const row = planned();
     const response = JSON.stringify({ id: row.id });
-    const limits = { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000, storage: server.config.capacity.storage };
+    const limits = { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000, scheduledPerWorkspace: 1000, storage: server.config.capacity.storage };
     const [claimed, inserted, released] = await server.service.db.batch([
       claimIdempotencyKey(scope, { requestHash: 'h', response, createdAt: row.createdAt }, row.createdAt - 1000),
       guardedActionInsert(row, limits, { ...scope, response }),
@@ -138,7 +143,7 @@ describe('the action request with an idempotency key', () => {
   it('creates nothing under a key another request holds', async () => {
     const scope = { workspaceId, principal: agent.principal, key: `held-${randomUUID()}` };
     const row = planned();
-    const limits = { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000, storage: server.config.capacity.storage };
+    const limits = { perPrincipalOnDevice: PER_PRINCIPAL, perWorkspace: 10_000, scheduledPerWorkspace: 1000, storage: server.config.capacity.storage };
     await server.service.db.batch([
       claimIdempotencyKey(scope, { requestHash: 'first', response: '{"first":true}', createdAt: row.createdAt }, row.createdAt - 1000),
     ]);

@@ -29,10 +29,11 @@ describe('GET /v1/usage', () => {
     expect(capacity.grants.used).toBe(2);
     expect(capacity.agentConnections.used).toBe(1);
     expect(capacity.pendingActions.used).toBe(1);
+    expect(capacity.scheduledActions).toEqual({ used: 0, limit: 1000 });
     expect(storage.actions).toEqual({ used: 1, limit: 500 });
     expect(storage.action_bytes.used).toBeGreaterThan(0);
     expect(Object.keys(capacity).sort()).toEqual(
-      ['agentConnections', 'devices', 'enrollmentCodes', 'grants', 'oauthClients', 'pendingActions', 'setupTokens', 'webhooks'].sort(),
+      ['agentConnections', 'devices', 'enrollmentCodes', 'grants', 'oauthClients', 'pendingActions', 'scheduledActions', 'setupTokens', 'webhooks'].sort(),
     );
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deviceWorkListeners } from '../../src/domain/event-hub.js';
+import { deviceWorkListeners, type ServiceEvent } from '../../src/domain/event-hub.js';
 import { client, type Client } from '../helpers/api.js';
-import { grant, next, queue, report } from '../helpers/actions.js';
+import { grant, next, queue, report, requestAction } from '../helpers/actions.js';
 import { attachDevice, createAgent } from '../helpers/fixtures.js';
 import { connect, rawMcp, toolName } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/oauth.js';
@@ -82,6 +82,26 @@ describe('an action requested on one instance, the device’s wake socket on ano
     expect(await socket.nextFrame()).toMatchObject({ actionId: third.id });
     expect(socket.frames).toHaveLength(3);
     socket.ws.close();
+  });
+});
+
+describe('an action scheduled on one instance', () => {
+  it('reaches the other instance as a hint carrying its due time, for the scheduler there', async () => {
+    const { lamp, agent } = await world('scheduled-hint');
+    const heard: ServiceEvent[] = [];
+    const stop = b.service.events.subscribe((event, origin) => {
+      if (origin === 'another-instance') heard.push(event);
+    });
+    try {
+      const notBefore = Date.now() + 3_600_000;
+      const res = await requestAction(apiA, agent.token, lamp.id, { capability: 'set_power', arguments: { on: true }, notBefore });
+      expect(res.body.data.status, JSON.stringify(res.body)).toBe('scheduled');
+      await expect
+        .poll(() => heard.find((event) => event.type === 'action-hint' && event.actionId === res.body.data.id))
+        .toEqual({ type: 'action-hint', workspaceId: expect.any(String), targetId: lamp.id, actionId: res.body.data.id, signal: false, dueAt: notBefore });
+    } finally {
+      stop();
+    }
   });
 });
 

@@ -88,6 +88,7 @@ const cases: Record<string, Case> = {
     input: { deviceId, capability: 'set_power', arguments: { on: true }, notBefore: Date.now() + 60_000 },
   }),
   'actions.get': async () => ({ as: agent, input: { actionId: (await newAction()).id } }),
+  'actions.listOwn': async () => ({ as: agent, input: { status: 'scheduled' } }),
   'actions.cancel': async () => ({ as: agent, input: { actionId: (await newAction()).id } }),
   'actions.approve': async () => ({ as: owner, input: { actionId: (await newAction('set_brightness', { level: 10 })).id } }),
   'actions.reject': async () => ({ as: owner, input: { actionId: (await newAction('set_brightness', { level: 20 })).id } }),
