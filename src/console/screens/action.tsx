@@ -3,7 +3,7 @@ import { CANCEL_REASONS, EXPIRED_REASONS } from '../../domain/action-states.js';
 import type { ActionRecord } from '../../domain/action-records.js';
 import { humanText, MAX_FIELD_CHARS } from '../../domain/human-text.js';
 import { operations } from '../../domain/registry.js';
-import { TEST_ACTION_ID } from '../../domain/webhooks.js';
+import { TEST_ACTION_ID } from '../../domain/webhook-test.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
