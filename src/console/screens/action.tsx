@@ -121,7 +121,7 @@ function Timeline(props: { action: ActionRecord }) {
 }
 
 async function ActionPage(guards: Guards, signed: Signed, actionId: string, decide: string | undefined, done?: string, error?: string) {
-  const action = (await guards.invoke(signed, operations.getActionState, { actionId })) as ActionRecord;
+  const action = await guards.invoke(signed, operations.getActionState, { actionId });
   const device = (await allDevices(guards, signed)).find((d) => d.id === action.deviceId);
   const reason = reasonOf(action);
   return (

@@ -240,8 +240,8 @@ function AgentsPage(props: {
 export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
   const mcpUrlOf = (c: Context<HttpEnv>) => `${requestBaseUrl(c, guards.deps.config)}/mcp`;
   const lists = async (signed: Signed) => ({
-    agents: (await guards.invoke(signed, operations.listAgentConnections, {})) as Connection[],
-    clients: (await guards.invoke(signed, operations.listOAuthClients, {})) as Connection[],
+    agents: await guards.invoke(signed, operations.listAgentConnections, {}),
+    clients: await guards.invoke(signed, operations.listOAuthClients, {}),
   });
 
   app.get(

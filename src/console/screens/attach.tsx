@@ -142,7 +142,7 @@ function AttachPage(props: {
 export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
   // The address the owner reached the console at names the service in the device command (src/http/base-url.ts).
   const baseUrlOf = (c: Context) => requestBaseUrl(c, guards.deps.config);
-  const tokens = async (signed: Signed) => (await guards.invoke(signed, operations.listSetupTokens, {})) as Connection[];
+  const tokens = async (signed: Signed) => await guards.invoke(signed, operations.listSetupTokens, {});
 
   app.get(
     '/console/attach',

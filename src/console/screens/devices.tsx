@@ -22,7 +22,7 @@ const KEY_VALUES = 3;
 /** The last-known values of every device that has a read function and is not revoked, by device id (`devices.state`, one read each). */
 async function keyValues(guards: Guards, signed: Signed, devices: Device[]): Promise<Map<string, DeviceState['values']>> {
   const readable = devices.filter((d) => !d.revoked && d.capabilities.some((fn) => fn.kind === 'read'));
-  const states = await Promise.all(readable.map((d) => guards.invoke(signed, operations.getDeviceState, { deviceId: d.id }) as Promise<DeviceState>));
+  const states = await Promise.all(readable.map((d) => guards.invoke(signed, operations.getDeviceState, { deviceId: d.id })));
   return new Map(states.map((state) => [state.deviceId, state.values]));
 }
 
@@ -33,7 +33,7 @@ export async function allDevices(guards: Guards, signed: Signed): Promise<Device
   do {
     const answer = await guards.call(signed, operations.listWorkspaceDevices, cursor ? { cursor } : {}, 1000);
     if (answer.kind !== 'page') throw new Error('devices.list answers pages');
-    devices.push(...(answer.data as Device[]));
+    devices.push(...answer.data);
     cursor = answer.nextCursor ?? undefined;
   } while (cursor);
   return devices;

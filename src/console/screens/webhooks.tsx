@@ -144,7 +144,7 @@ async function WebhooksPage(
   signed: Signed,
   flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string; typed?: Typed },
 ) {
-  const webhooks = (await guards.invoke(signed, operations.listWorkspaceWebhooks, { limit: 1000 })) as Webhook[];
+  const webhooks = await guards.invoke(signed, operations.listWorkspaceWebhooks, { limit: 1000 });
   const { config } = guards.deps;
   return (
     <Page title="Webhooks" viewer={signed.viewer} screen="webhooks">
@@ -240,8 +240,8 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
     '/console/webhooks/:webhookId',
     guards.page(async (c, signed) => {
       const webhookId = c.req.param('webhookId') ?? '';
-      const webhook = (await guards.invoke(signed, operations.getWorkspaceWebhook, { webhookId })) as Webhook;
-      const deliveries = (await guards.invoke(signed, operations.listWebhookDeliveries, { webhookId, limit: 100 })) as Delivery[];
+      const webhook = await guards.invoke(signed, operations.getWorkspaceWebhook, { webhookId });
+      const deliveries = await guards.invoke(signed, operations.listWebhookDeliveries, { webhookId, limit: 100 });
       return c.html(<DeliveriesPage viewer={signed.viewer} webhook={webhook} deliveries={deliveries} />);
     }),
   );
