@@ -157,9 +157,9 @@ export function createGuards(deps: ConsoleDeps) {
       call(operation, signed.ctx, input, limit, signal),
 
     /** An operation whose refusal the screen shows next to its form rather than on a page of its own. */
-    async attempt<T>(signed: Signed, operation: AnyOperation, input: unknown): Promise<Outcome<T>> {
+    async attempt<O extends AnyOperation>(signed: Signed, operation: O, input: unknown): Promise<Outcome<OutputOf<O>>> {
       try {
-        return { ok: true, value: (await invoke(operation, signed.ctx, input)) as T };
+        return { ok: true, value: await invoke(operation, signed.ctx, input) };
       } catch (error) {
         if (!(error instanceof DomainError)) throw error;
         return { ok: false, message: error.message, status: httpStatus[error.code] as 400, ...(error.details.issues ? { issues: error.details.issues } : {}) };

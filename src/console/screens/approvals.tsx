@@ -298,7 +298,7 @@ export function mountApprovals(app: Hono<HttpEnv>, guards: Guards): void {
       if (actionIds.length === 0) {
         return c.html(<ApprovalsPage viewer={signed.viewer} inbox={await inbox(guards, signed, position)} error="Tick the actions to reject first." />, 400);
       }
-      const outcome = await guards.attempt<{ rejected: number; skipped: unknown[] }>(signed, operations.rejectActions, {
+      const outcome = await guards.attempt(signed, operations.rejectActions, {
         actionIds,
         ...(reason ? { reason } : {}),
       });

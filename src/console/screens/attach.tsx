@@ -161,7 +161,7 @@ export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/attach',
     guards.action(async (c, signed, form) => {
-      const created = await guards.attempt<NewConnection>(signed, operations.createSetupToken, {
+      const created = await guards.attempt(signed, operations.createSetupToken, {
         name: form.get('name') ?? '',
         ttlSeconds: Number(form.get('ttlSeconds') ?? 600),
         deviceLimit: Number(form.get('deviceLimit') ?? 1),

@@ -197,7 +197,7 @@ export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
         }
       }
       const ttl = form.get('ttlSeconds') ?? '';
-      const outcome = await guards.attempt<{ devices: number }>(signed, operations.grantGateway, {
+      const outcome = await guards.attempt(signed, operations.grantGateway, {
         deviceId: form.get('deviceId') ?? '',
         principal,
         mode: form.get('mode') ?? '',
