@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { OperationContext } from '../domain/context.js';
 import { workspacePaused } from '../domain/device-controls.js';
 import { DomainError, type ErrorIssue } from '../domain/errors.js';
-import { call, invoke, type Answer } from '../domain/invoke.js';
+import { call, invoke, type Answer, type OutputOf } from '../domain/invoke.js';
 import { csrfMatches, csrfToken, ownerSession } from '../domain/owner-sessions.js';
 import type { AnyOperation } from '../domain/operation.js';
 import { operations } from '../domain/registry.js';
@@ -83,7 +83,7 @@ export function createGuards(deps: ConsoleDeps) {
   };
 
   /** How many actions wait for the owner: every page's navigation shows it (approvals.list counts them). */
-  const pendingApprovals = async (signed: Signed) => ((await invoke(operations.listApprovals, signed.ctx, { limit: 1 })) as { total: number }).total;
+  const pendingApprovals = async (signed: Signed) => (await invoke(operations.listApprovals, signed.ctx, { limit: 1 })).total;
 
   return {
     deps,
@@ -152,14 +152,14 @@ export function createGuards(deps: ConsoleDeps) {
     },
 
     /** An operation through the one chokepoint every surface uses. */
-    invoke: (signed: Signed, operation: AnyOperation, input: unknown): Promise<unknown> => invoke(operation, signed.ctx, input),
-    call: (signed: Signed, operation: AnyOperation, input: unknown, limit?: number, signal?: AbortSignal): Promise<Answer> =>
+    invoke: <O extends AnyOperation>(signed: Signed, operation: O, input: unknown): Promise<OutputOf<O>> => invoke(operation, signed.ctx, input),
+    call: <O extends AnyOperation>(signed: Signed, operation: O, input: unknown, limit?: number, signal?: AbortSignal): Promise<Answer<OutputOf<O>>> =>
       call(operation, signed.ctx, input, limit, signal),
 
     /** An operation whose refusal the screen shows next to its form rather than on a page of its own. */
-    async attempt<T>(signed: Signed, operation: AnyOperation, input: unknown): Promise<Outcome<T>> {
+    async attempt<O extends AnyOperation>(signed: Signed, operation: O, input: unknown): Promise<Outcome<OutputOf<O>>> {
       try {
-        return { ok: true, value: (await invoke(operation, signed.ctx, input)) as T };
+        return { ok: true, value: await invoke(operation, signed.ctx, input) };
       } catch (error) {
         if (!(error instanceof DomainError)) throw error;
         return { ok: false, message: error.message, status: httpStatus[error.code] as 400, ...(error.details.issues ? { issues: error.details.issues } : {}) };

@@ -19,7 +19,7 @@ import { capabilityName, uuid } from './schemas.js';
 export const ttlSeconds = z.number().int().min(1).max(300).default(30).describe('Deadline in seconds (1 to 300, default 30).');
 /**
  * How long an action waits for the owner when the agent names no window: an hour, long enough
- * for a person to see a notification, reach a console and decide (docs/decisions/0006).
+ * for a person to see a notification, reach a console and decide (docs/decisions/0031-approval-window-an-hour.md).
  */
 export const APPROVAL_WINDOW_DEFAULT_SECONDS = 3600;
 export const approvalTtlSeconds = z

@@ -1,15 +1,7 @@
 import { z } from 'zod';
 import type { Queryable } from '../store/driver.js';
-import {
-  callableFunctions,
-  callableFunctionsPage,
-  functionAccess,
-  liveGrantId as liveGrantRow,
-  nextGrantExpiry,
-  workspaceFunctions,
-  type ApprovalMode,
-  type FunctionRow,
-} from '../store/grants.js';
+import { callableFunctions, callableFunctionsPage, workspaceFunctions, type FunctionRow } from '../store/callable-functions.js';
+import { functionAccess, liveGrantId as liveGrantRow, nextGrantExpiry, type ApprovalMode } from '../store/grants.js';
 import type { Access, AuthorizedFunction, OperationContext, CredentialOf } from './context.js';
 import { DomainError } from './errors.js';
 import { grantConditions, parseStoredConditions } from './grant-conditions.js';

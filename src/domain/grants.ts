@@ -1,26 +1,14 @@
 import { z } from 'zod';
 import { assertWithinCap } from './capacity.js';
 import { grantBudgetUse } from '../store/action-requests.js';
-import { cancelQueuedOnServices } from '../store/action-withdrawals.js';
-import { getDevice, listDeviceCapabilities, listDevices } from '../store/devices.js';
-import {
-  getGrant,
-  listGrants,
-  putGrant,
-  revokeGatewayFamilyGrants,
-  revokeGrantById,
-  revokeGrants,
-  updateGrant,
-  type ApprovalMode,
-  type GrantRow,
-} from '../store/grants.js';
+import { getDevice, listDeviceCapabilities } from '../store/devices.js';
+import { getGrant, listGrants, putGrant, revokeGrantById, revokeGrants, updateGrant, type GrantRow } from '../store/grants.js';
 import { cancelForConditions, pendingForFunction } from '../store/action-decisions.js';
 import type { ActionRow } from '../store/actions.js';
 import type { Queryable } from '../store/driver.js';
 import { publishActions } from './action-publishing.js';
 import { withdrawRevoked } from './action-withdrawals.js';
 import { announceJournal } from './event-hub.js';
-import type { OperationContext } from './context.js';
 import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { fail, type ErrorIssue } from './errors.js';
 import {
@@ -39,7 +27,7 @@ import { NEWEST_FIRST_KEY } from './paging.js';
 import { approvalMode, capabilityName, principal, timestamp, uuid } from './schemas.js';
 
 const MAX_TTL_SECONDS = 31_536_000;
-const grantTtl = z.number().int().min(60).max(MAX_TTL_SECONDS).nullable();
+export const grantTtl = z.number().int().min(60).max(MAX_TTL_SECONDS).nullable();
 const functionKind = z.enum(['read', 'control']);
 
 export const grant = z.object({
@@ -223,7 +211,11 @@ async function applyChangedConditions(tx: Queryable, workspaceId: string, after:
 }
 
 /** Conditions that do not fit the functions they are set on: 400 `validation_failed`, issues at `conditions.…`. */
-function assertConditions(conditions: GrantConditions | null, functions: { name: string; argumentSchema: string }[], options: { gateway?: boolean } = {}) {
+export function assertConditions(
+  conditions: GrantConditions | null,
+  functions: { name: string; argumentSchema: string }[],
+  options: { gateway?: boolean } = {},
+) {
   const issues = conditionIssues(conditions, functions, options);
   if (issues.length > 0) throw fail.invalid('The conditions do not fit the granted functions.', issues);
 }
@@ -336,94 +328,4 @@ export const revokeWorkspaceGrants = defineOperation({
     if (revoked > 0) announceJournal(ctx, credential.workspaceId);
     return { revoked };
   },
-});
-
-async function replaceGatewayGrants(
-  ctx: OperationContext,
-  owner: { workspaceId: string; subject: string },
-  input: {
-    deviceId: string;
-    principal: string;
-    mode: 'read' | 'control';
-    includeServices: boolean;
-    ttlSeconds: number | null;
-    approval: ApprovalMode;
-    conditions?: z.output<typeof grantConditionsInput> | undefined;
-  },
-) {
-  const conditions = normalizeConditions(input.conditions);
-  assertConditions(conditions, [], { gateway: true });
-  const cancelled = await ctx.db.transaction(async (tx) => {
-    const now = ctx.clock.now();
-    const gateway = await getDevice(tx, owner.workspaceId, input.deviceId);
-    if (!gateway) throw fail.notFound('Device');
-    if (gateway.kind !== 'gateway') throw fail.invalid('The device is not a gateway.', [{ path: 'deviceId', message: 'not a gateway' }]);
-    if (gateway.revokedAt !== null) throw fail.invalid('The gateway is revoked.', [{ path: 'deviceId', message: 'device is revoked' }]);
-
-    // Rule 2: the gateway and its linked devices, as they are now (rule 4: later ones stay ungranted).
-    const family = (await listDevices(tx, owner.workspaceId)).filter((d) => d.id === gateway.id || d.parentId === gateway.id);
-    const covered = family.filter((d) => d.revokedAt === null && (d.kind !== 'service' || input.includeServices)); // rule 3
-
-    // Rule 5: replace this principal's grants on the gateway and all its children (detached
-    // ones too), and cancel its queued commands on the service devices it no longer covers.
-    await revokeGatewayFamilyGrants(tx, owner.workspaceId, input.principal, gateway.id, now);
-    const cancelledRows = input.includeServices ? [] : await cancelQueuedOnServices(tx, owner.workspaceId, input.principal, gateway.id, now);
-
-    const expiresAt = input.ttlSeconds === null ? null : now + input.ttlSeconds * 1000;
-    let devices = 0;
-    for (const device of covered) {
-      const functions = (await listDeviceCapabilities(tx, owner.workspaceId, device.id)).filter(
-        (c) => input.mode === 'control' || c.kind === 'read', // rule 1
-      );
-      for (const fn of functions) {
-        await putGrant(tx, {
-          workspaceId: owner.workspaceId,
-          principal: input.principal,
-          deviceId: device.id,
-          capability: fn.name,
-          gatewayId: gateway.id,
-          expiresAt,
-          approval: input.approval,
-          createdBy: owner.subject,
-          now,
-          conditions: storedConditions(conditions),
-        });
-      }
-      if (functions.length > 0) devices += 1;
-    }
-    await assertWithinCap(tx, ctx.settings.capacity, 'grants', owner.workspaceId, now);
-    // What the replacement no longer grants (e.g. control → read) stops now (docs/reference/rules.md "Actions").
-    const withdrawn = await withdrawRevoked(tx, { workspaceId: owner.workspaceId, principal: input.principal, deviceId: gateway.id }, now);
-    return { devices, cancelledRows: [...cancelledRows, ...withdrawn] };
-  });
-  // After the commit, so waiters and wake sockets never see a change that rolled back.
-  publishActions(ctx, cancelled.cancelledRows);
-  announceJournal(ctx, owner.workspaceId);
-  return { ok: true, devices: cancelled.devices };
-}
-
-export const grantGateway = defineOperation({
-  name: 'gatewayGrants.replace',
-  title: 'Grant a gateway and its devices',
-  description:
-    "Grant a principal a gateway and its linked devices in one call, replacing that principal's earlier grants on them. `read` grants read functions, `control` all functions; service devices only with includeServices (omitted ones lose their grants and this principal's queued commands). Devices linked later stay ungranted; other gateways are untouched.",
-  credentials: ['owner'],
-  access: 'none',
-  hints: { readOnly: false, destructive: true },
-  rest: [{ method: 'POST', path: '/v1/devices/{deviceId}/gateway-grants' }],
-  input: z.strictObject({
-    deviceId: uuid,
-    principal,
-    mode: z.enum(['read', 'control']),
-    includeServices: z.boolean().default(false),
-    ttlSeconds: grantTtl.default(3600).describe('Lifetime in seconds (60 to 31536000, default 3600); null for no expiry.'),
-    approval: approvalMode.default('none').describe('The approval mode of every grant it writes (docs/reference/rules.md "Approvals").'),
-    conditions: grantConditionsInput
-      .optional()
-      .describe(
-        'A schedule and a budget for every grant it writes, each function counted on its own; argument bounds are refused here (docs/owners/grants.md "Conditions").',
-      ),
-  }),
-  output: z.object({ ok: z.boolean(), devices: z.number().int().describe('Devices that received at least one grant.') }),
-  run: ({ ctx, credential, input }) => replaceGatewayGrants(ctx, credential, input),
 });

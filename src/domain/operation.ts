@@ -179,7 +179,7 @@ export type LiveItem = { id: string; event: string; data: unknown } | { heartbea
  * A feed that does not end: `run` answers an async iterable that yields events as they
  * happen until `signal` aborts (the caller went away) or the service shuts down. `output`
  * is one event's schema: each event's `data` is checked against it as it is sent. REST
- * writes it as Server-Sent Events (src/rest/stream.ts); it has no MCP tool.
+ * writes it as Server-Sent Events (src/http/document-stream.ts); it has no MCP tool.
  */
 export interface LiveOperation<
   K extends CredentialKind | 'public' = CredentialKind | 'public',

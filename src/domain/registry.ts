@@ -12,10 +12,12 @@ import { getDeviceState, reportDeviceState } from './device-state.js';
 import { listDeviceStates } from './device-states.js';
 import { issueEventsTicket } from './device-wake-socket.js';
 import { renameWorkspaceDevice } from './device-names.js';
-import { attachDevice, listWorkspaceDevices, publishManifest, revokeWorkspaceDevice } from './devices.js';
+import { attachDevice, listWorkspaceDevices, revokeWorkspaceDevice } from './devices.js';
+import { publishManifest } from './manifest.js';
 import { createEnrollment, enrollBoard } from './enrollments.js';
 import { listFunctions } from './functions.js';
-import { createGrants, grantGateway, listWorkspaceGrants, revokeWorkspaceGrants, updateWorkspaceGrant } from './grants.js';
+import { createGrants, listWorkspaceGrants, revokeWorkspaceGrants, updateWorkspaceGrant } from './grants.js';
+import { grantGateway } from './gateway-grants.js';
 import { getHealth, getReadiness } from './health.js';
 import { createOAuthClient, listOAuthClients, revokeOAuthClient } from './oauth/client-operations.js';
 import type { AnyOperation } from './operation.js';
@@ -29,9 +31,9 @@ import {
   listWorkspaceWebhooks,
   revokeWorkspaceWebhook,
   rotateWorkspaceWebhookSecret,
-  testWorkspaceWebhook,
   disableWorkspaceWebhook,
 } from './webhooks.js';
+import { testWorkspaceWebhook } from './webhook-test.js';
 
 /** Every operation of the service. REST routes and MCP tools are built from these. */
 export const operations = {

@@ -9,21 +9,19 @@ import {
   listDeliveries,
   listWebhooks,
   revokeWebhook,
-  recordTestSend,
   rotateWebhookSecret,
   type DeliveryRow,
   type WebhookRow,
 } from '../store/webhooks.js';
-import type { ClaimedDelivery } from '../store/webhook-claims.js';
 import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { assertWithinCap } from './capacity.js';
-import { DomainError, fail } from './errors.js';
+import { fail } from './errors.js';
 import { eventIds } from './event-ids.js';
 import { announceJournal } from './event-hub.js';
 import { defineOperation, definePagedOperation } from './operation.js';
 import { NEWEST_FIRST_KEY } from './paging.js';
 import { timestamp, uuid } from './schemas.js';
-import { CHAT_EVENTS, formatUrlRefusal, formattedRequest, shownUrl, webhookFormat } from './webhook-formats.js';
+import { CHAT_EVENTS, formatUrlRefusal, shownUrl, webhookFormat } from './webhook-formats.js';
 import { eventType, EVENT_TYPES, webhookSnapshot } from './event-catalogue.js';
 
 /**
@@ -149,7 +147,7 @@ async function found(db: Queryable, workspaceId: string, webhookId: string): Pro
 }
 
 /** A webhook of the workspace that can still be changed or sent to: 404 when missing, 409 when revoked. */
-async function foundLive(db: Queryable, workspaceId: string, webhookId: string): Promise<WebhookRow> {
+export async function foundLive(db: Queryable, workspaceId: string, webhookId: string): Promise<WebhookRow> {
   const row = await found(db, workspaceId, webhookId);
   if (row.revokedAt !== null) throw fail.conflict('The webhook is revoked.');
   return row;
@@ -369,71 +367,5 @@ export const listWebhookDeliveries = definePagedOperation({
     // The event's id as the workspace sees it on its stream and in the payload (event-ids.ts).
     const ids = await eventIds(ctx);
     return { items: rows.map((row) => toDelivery(row, ids.show(credential.workspaceId, row.eventId))), next };
-  },
-});
-
-/** The action a test message names: no action has it, and the console says so when its link is opened. */
-export const TEST_ACTION_ID = '00000000-0000-0000-0000-000000000000';
-/** A test send's deadline: the owner is waiting for the answer on the page. */
-const TEST_TIMEOUT_MS = 10_000;
-/** One test per webhook per window, a few per workspace; a window as long as the deadline bounds the sends in flight too. */
-const TEST_SEND_LIMITS = { windowMs: TEST_TIMEOUT_MS, perWorkspace: 3 };
-/** A test send's error when the endpoint did not answer, whatever the network said. */
-export const TEST_NO_ANSWER = 'no answer: the endpoint could not be reached or did not answer in time';
-
-/** The delivery a test send makes: a `webhook.test` event, or for a chat format an approval request of a sample action. */
-function testDelivery(row: WebhookRow, now: number): ClaimedDelivery {
-  const action = {
-    id: TEST_ACTION_ID,
-    principal: 'test message',
-    deviceId: TEST_ACTION_ID,
-    capability: 'test',
-    arguments: {},
-    approval: { expiresAt: now },
-    expiresAt: now,
-  };
-  const event =
-    row.format === 'generic'
-      ? { id: `test_${randomUUID()}`, type: 'webhook.test', createdAt: now, data: { webhook: { id: row.id } } }
-      : { id: `test_${randomUUID()}`, type: 'approval.requested', createdAt: now, data: { action } };
-  // A test send is the owner's, made outside the sender's slots: nothing is charged for it.
-  return { ...row, id: randomUUID(), webhookId: row.id, attempts: 1, payload: JSON.stringify(event), chargedMs: 0 };
-}
-
-export const testWorkspaceWebhook = defineOperation({
-  name: 'webhooks.test',
-  title: 'Send a test message to a webhook',
-  description:
-    'Send one test message to the webhook now and answer how its endpoint answered. `generic` webhooks get a signed `webhook.test` event; the chat formats a sample approval request whose links open the console. Test sends are not retried and not listed among the deliveries. One test per webhook every 10 s and three per workspace in 10 s (429 `rate_limited` beyond).',
-  credentials: ['owner'],
-  access: 'none',
-  hints: { readOnly: false, openWorld: true },
-  rest: [{ method: 'POST', path: '/v1/webhooks/{webhookId}/test' }],
-  input: z.strictObject({ webhookId: uuid }),
-  output: z.object({
-    delivered: z.boolean().describe('The endpoint answered 2xx.'),
-    statusCode: z.number().int().nullable().describe("The endpoint's HTTP status, null when there was no answer."),
-    error: z.string().nullable().describe('Why it was not delivered, when it was not.'),
-  }),
-  async run({ ctx, credential, input }) {
-    const row = await foundLive(ctx.db, credential.workspaceId, input.webhookId);
-    // A test reaches out to an address of the owner's choosing at once: rationed, so it cannot
-    // be turned into a flood or a scanner.
-    if ((await recordTestSend(ctx.db, credential.workspaceId, row.id, ctx.clock.now(), TEST_SEND_LIMITS)) !== 1) {
-      throw new DomainError(
-        'rate_limited',
-        `One test per webhook every ${TEST_SEND_LIMITS.windowMs / 1000} s, and ${TEST_SEND_LIMITS.perWorkspace} per workspace: retry later.`,
-        {
-          retryAfterSeconds: TEST_SEND_LIMITS.windowMs / 1000,
-        },
-      );
-    }
-    const request = await formattedRequest({ db: ctx.db, clock: ctx.clock, consoleUrl: ctx.settings.publicBaseUrl }, testDelivery(row, ctx.clock.now()));
-    const outcome = await ctx.webhooks.post(request.url, { ...request, timeoutMs: TEST_TIMEOUT_MS, signal: new AbortController().signal });
-    const statusCode = 'statusCode' in outcome ? outcome.statusCode : null;
-    const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
-    // Only whether the endpoint answered: which network error it was (refused, unreachable, reset) would map the owner's network.
-    const error = delivered ? null : 'error' in outcome ? TEST_NO_ANSWER : `HTTP ${statusCode}`;
-    return { delivered, statusCode, error };
   },
 });

@@ -49,6 +49,11 @@ export function peerAddress(c: Context, trustedProxyHops: number): string | unde
   return forwarded.length >= trustedProxyHops ? forwarded[forwarded.length - trustedProxyHops] : socket;
 }
 
+/** The Node request and response under this request, when it runs on @hono/node-server; undefined elsewhere. */
+function nodeBindings(c: Context): Partial<HttpBindings> | undefined {
+  return c.env as Partial<HttpBindings> | undefined;
+}
+
 /** The request's client address, resolved once per request (see `peerAddress`). */
 export function clientAddress(c: Context): string | undefined {
   return (c as Context<HttpEnv>).get('clientAddress')?.();
@@ -62,7 +67,7 @@ export function clientAddress(c: Context): string | undefined {
  * @hono/node-server's lightweight responses would make it build them in full.
  */
 export function withRequestId(c: Context<HttpEnv>, response: Response): Response {
-  if ((c.env as Partial<HttpBindings> | undefined)?.outgoing) return response;
+  if (nodeBindings(c)?.outgoing) return response;
   if (!response.headers.has('x-request-id')) response.headers.set('X-Request-Id', c.get('requestId'));
   return response;
 }
@@ -74,7 +79,7 @@ export function withRequestId(c: Context<HttpEnv>, response: Response): Response
  * is sent; elsewhere they are joined into one `Response`.
  */
 export function answerInParts(c: Context, headers: Record<string, string>, parts: Buffer[]): Response {
-  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  const outgoing = nodeBindings(c)?.outgoing;
   if (!outgoing) return new Response(Buffer.concat(parts), { status: 200, headers });
   let length = 0;
   for (const part of parts) length += part.length;
@@ -96,7 +101,7 @@ export type ClientGone = (listener: () => void) => () => void;
  * "Three costs every MCP request paid"); elsewhere the request's own signal.
  */
 export function whenClientGone(c: Context): ClientGone {
-  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  const outgoing = nodeBindings(c)?.outgoing;
   if (outgoing) {
     return (listener) => {
       const closed = () => {
@@ -123,7 +128,7 @@ export function whenClientGone(c: Context): ClientGone {
  * byte is queued. Returns what the stream calls when it is over.
  */
 export function onAnswerClosed(c: Context, listener: () => void): () => void {
-  const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+  const outgoing = nodeBindings(c)?.outgoing;
   if (!outgoing) return listener;
   if (outgoing.closed) listener();
   else outgoing.once('close', listener);
@@ -132,6 +137,6 @@ export function onAnswerClosed(c: Context, listener: () => void): () => void {
 
 /** The body bytes (16 KiB at most, unless the route says otherwise), from the Node request when the app runs on @hono/node-server. */
 export function requestBody(c: Context, limit = MAX_BODY_BYTES): Promise<Uint8Array> {
-  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+  const incoming = nodeBindings(c)?.incoming;
   return incoming ? readLimitedNodeBody(incoming, limit) : readLimitedBody(c.req.raw, limit);
 }

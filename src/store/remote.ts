@@ -1,3 +1,4 @@
+// Over 400 lines: one class, RemoteDb, whose writer queue, read and write groups and stream pool share private state; the helpers above it serve only it
 import { createClient, LibsqlBatchError, LibsqlError, type Client, type InStatement } from '@libsql/client';
 import { createClient as createWebSocketClient } from '@libsql/client/ws';
 import {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { redacted } from '../../src/domain/webhook-formats.js';
-import { TEST_NO_ANSWER } from '../../src/domain/webhooks.js';
+import { TEST_NO_ANSWER } from '../../src/domain/webhook-test.js';
 import { grant, queue } from '../helpers/actions.js';
 import { attachDevice, createAgent, type AttachedDevice } from '../helpers/fixtures.js';
 import { useTestServer } from '../helpers/server.js';

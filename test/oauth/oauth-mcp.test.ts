@@ -6,7 +6,7 @@ import { MODERN, simulateDevice, toolName, type SimulatedDevice } from '../helpe
 import { decide, MemoryOAuthProvider, ownerCookie, registerClient, useOAuthTestServer } from '../helpers/oauth.js';
 
 /**
- * End to end with the official MCP client SDK's OAuth provider (notes/mcp-sdk.md §6): the
+ * End to end with the official MCP client SDK's OAuth provider (docs/agents/oauth.md): the
  * client meets a 401 on /mcp, discovers the protected resource and this authorization
  * server, registers (dynamically, or pre-registered), sends the owner to the consent page
  * (approved programmatically with an owner session cookie), trades the code with PKCE,

@@ -3,7 +3,7 @@ import { CANCEL_REASONS, EXPIRED_REASONS } from '../../domain/action-states.js';
 import type { ActionRecord } from '../../domain/action-records.js';
 import { humanText, MAX_FIELD_CHARS } from '../../domain/human-text.js';
 import { operations } from '../../domain/registry.js';
-import { TEST_ACTION_ID } from '../../domain/webhooks.js';
+import { TEST_ACTION_ID } from '../../domain/webhook-test.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Csrf, Flash, Page, Time, type Viewer } from '../layout.js';
@@ -121,7 +121,7 @@ function Timeline(props: { action: ActionRecord }) {
 }
 
 async function ActionPage(guards: Guards, signed: Signed, actionId: string, decide: string | undefined, done?: string, error?: string) {
-  const action = (await guards.invoke(signed, operations.getActionState, { actionId })) as ActionRecord;
+  const action = await guards.invoke(signed, operations.getActionState, { actionId });
   const device = (await allDevices(guards, signed)).find((d) => d.id === action.deviceId);
   const reason = reasonOf(action);
   return (

@@ -247,8 +247,8 @@ function ExportForm(props: { tz: string; zone: string }) {
 async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cursor: string | undefined) {
   const [devices, agents, clients] = await Promise.all([
     allDevices(guards, signed),
-    guards.invoke(signed, operations.listAgentConnections, {}) as Promise<Connection[]>,
-    guards.invoke(signed, operations.listOAuthClients, {}) as Promise<Connection[]>,
+    guards.invoke(signed, operations.listAgentConnections, {}),
+    guards.invoke(signed, operations.listOAuthClients, {}),
   ]);
   const input = listInput(filters);
   let page: Action[] = [];
@@ -257,7 +257,7 @@ async function ActivityPage(guards: Guards, signed: Signed, filters: Filters, cu
   try {
     const answer = await guards.call(signed, operations.listRecentActions, { ...input, limit: PAGE, ...(cursor ? { cursor } : {}) });
     if (answer.kind !== 'page') throw new Error('actions.list answers pages');
-    page = answer.data as Action[];
+    page = answer.data;
     next = answer.nextCursor;
   } catch (error) {
     if (!(error instanceof DomainError)) throw error;

@@ -240,8 +240,8 @@ function AgentsPage(props: {
 export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
   const mcpUrlOf = (c: Context<HttpEnv>) => `${requestBaseUrl(c, guards.deps.config)}/mcp`;
   const lists = async (signed: Signed) => ({
-    agents: (await guards.invoke(signed, operations.listAgentConnections, {})) as Connection[],
-    clients: (await guards.invoke(signed, operations.listOAuthClients, {})) as Connection[],
+    agents: await guards.invoke(signed, operations.listAgentConnections, {}),
+    clients: await guards.invoke(signed, operations.listOAuthClients, {}),
   });
 
   app.get(
@@ -256,7 +256,7 @@ export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
     guards.action(async (c, signed, form) => {
       const principal = (form.get('principal') ?? '').trim();
       const ttl = form.get('ttlSeconds') ?? '';
-      const created = await guards.attempt<Created>(signed, operations.createAgentConnection, {
+      const created = await guards.attempt(signed, operations.createAgentConnection, {
         name: form.get('name') ?? '',
         access: form.get('access') ?? 'read',
         ttlSeconds: ttl === '' ? null : Number(ttl),
@@ -279,7 +279,7 @@ export function mountAgents(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/oauth-clients',
     guards.action(async (c, signed, form) => {
-      const created = await guards.attempt<Created>(signed, operations.createOAuthClient, {
+      const created = await guards.attempt(signed, operations.createOAuthClient, {
         name: form.get('name') ?? '',
         // A server-to-server client never comes back from a browser: it has nowhere to return to.
         redirectUris:

@@ -4,7 +4,6 @@ import type { action as actionSchema } from '../../domain/action-records.js';
 import { INBOX_PAGE } from '../../domain/approvals.js';
 import { humanText, MAX_FIELD_CHARS } from '../../domain/human-text.js';
 import { operations } from '../../domain/registry.js';
-import type { connection } from '../../domain/schemas.js';
 import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { ArgumentList } from '../arguments.js';
@@ -24,7 +23,6 @@ import { allDevices } from './devices.js';
  */
 
 type Action = z.infer<typeof actionSchema>;
-type Connection = z.infer<typeof connection>;
 
 const DONE = {
   approved: 'Approved: the action is queued for its device, and its deadline starts now.',
@@ -223,15 +221,10 @@ function ApprovalsPage(props: { viewer: Viewer; inbox: Inbox; done?: string | un
 
 async function inbox(guards: Guards, signed: Signed, position: Position): Promise<Inbox> {
   const [page, devices, agents, clients] = await Promise.all([
-    guards.invoke(signed, operations.listApprovals, { limit: INBOX_PAGE, ...position }) as Promise<{
-      total: number;
-      actions: Action[];
-      previous: string | null;
-      next: string | null;
-    }>,
+    guards.invoke(signed, operations.listApprovals, { limit: INBOX_PAGE, ...position }),
     allDevices(guards, signed),
-    guards.invoke(signed, operations.listAgentConnections, {}) as Promise<Connection[]>,
-    guards.invoke(signed, operations.listOAuthClients, {}) as Promise<Connection[]>,
+    guards.invoke(signed, operations.listAgentConnections, {}),
+    guards.invoke(signed, operations.listOAuthClients, {}),
   ]);
   const shown = (name: string) => humanText(name, MAX_FIELD_CHARS);
   return {
@@ -305,7 +298,7 @@ export function mountApprovals(app: Hono<HttpEnv>, guards: Guards): void {
       if (actionIds.length === 0) {
         return c.html(<ApprovalsPage viewer={signed.viewer} inbox={await inbox(guards, signed, position)} error="Tick the actions to reject first." />, 400);
       }
-      const outcome = await guards.attempt<{ rejected: number; skipped: unknown[] }>(signed, operations.rejectActions, {
+      const outcome = await guards.attempt(signed, operations.rejectActions, {
         actionIds,
         ...(reason ? { reason } : {}),
       });

@@ -142,7 +142,7 @@ function AttachPage(props: {
 export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
   // The address the owner reached the console at names the service in the device command (src/http/base-url.ts).
   const baseUrlOf = (c: Context) => requestBaseUrl(c, guards.deps.config);
-  const tokens = async (signed: Signed) => (await guards.invoke(signed, operations.listSetupTokens, {})) as Connection[];
+  const tokens = async (signed: Signed) => await guards.invoke(signed, operations.listSetupTokens, {});
 
   app.get(
     '/console/attach',
@@ -161,7 +161,7 @@ export function mountAttach(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/attach',
     guards.action(async (c, signed, form) => {
-      const created = await guards.attempt<NewConnection>(signed, operations.createSetupToken, {
+      const created = await guards.attempt(signed, operations.createSetupToken, {
         name: form.get('name') ?? '',
         ttlSeconds: Number(form.get('ttlSeconds') ?? 600),
         deviceLimit: Number(form.get('deviceLimit') ?? 1),

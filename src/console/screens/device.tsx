@@ -39,7 +39,7 @@ async function grantsOn(guards: Guards, signed: Signed, deviceId: string): Promi
   do {
     const answer = await guards.call(signed, operations.listWorkspaceGrants, { deviceId, ...(cursor ? { cursor } : {}) }, 1000);
     if (answer.kind !== 'page') throw new Error('grants.list answers pages');
-    grants.push(...(answer.data as Grant[]));
+    grants.push(...answer.data);
     cursor = answer.nextCursor ?? undefined;
   } while (cursor);
   return grants;
@@ -271,7 +271,7 @@ export function mountDevicePage(app: Hono<HttpEnv>, guards: Guards): void {
       const device = (await allDevices(guards, signed)).find((d) => d.id === deviceId);
       if (!device) return guards.errorPage(c, 'No such device', 'This workspace has no such device.', 404, signed.viewer);
       const [state, recent, grants, agents] = await Promise.all([
-        guards.invoke(signed, operations.getDeviceState, { deviceId }) as Promise<DeviceState>,
+        guards.invoke(signed, operations.getDeviceState, { deviceId }),
         guards.call(signed, operations.listRecentActions, { deviceId, limit: RECENT_ACTIONS }),
         grantsOn(guards, signed, deviceId),
         knownAgents(guards, signed),
@@ -304,7 +304,7 @@ export function mountDevicePage(app: Hono<HttpEnv>, guards: Guards): void {
           </dl>
           <Values device={device} state={state} />
           <Functions device={device} />
-          <RecentActions deviceId={device.id} actions={recent.data as Action[]} agents={agentNames} />
+          <RecentActions deviceId={device.id} actions={recent.data} agents={agentNames} />
           <Grants grants={grants} agents={agentNames} />
           <p>
             <a href="/console">All devices</a>

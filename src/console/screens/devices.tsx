@@ -40,7 +40,7 @@ export async function allDevices(guards: Guards, signed: Signed): Promise<Device
   do {
     const answer = await guards.call(signed, operations.listWorkspaceDevices, cursor ? { cursor } : {}, 1000);
     if (answer.kind !== 'page') throw new Error('devices.list answers pages');
-    devices.push(...(answer.data as Device[]));
+    devices.push(...answer.data);
     cursor = answer.nextCursor ?? undefined;
   } while (cursor);
   return devices;

@@ -46,7 +46,7 @@ export function mountEnrollments(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/enrollments',
     guards.action(async (c, signed) => {
-      const created = await guards.attempt<{ code: string; expiresAt: number }>(signed, operations.createEnrollment, {});
+      const created = await guards.attempt(signed, operations.createEnrollment, {});
       if (!created.ok) return c.html(<EnrollmentsPage viewer={signed.viewer} error={created.message} />, created.status);
       // Shown in the answer to this post and nowhere else.
       return c.html(<EnrollmentsPage viewer={signed.viewer} created={created.value} />);

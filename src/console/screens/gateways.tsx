@@ -224,7 +224,7 @@ export function mountGateways(app: Hono<HttpEnv>, guards: Guards): void {
       const ttl = form.get('ttlSeconds') ?? '';
       const typed = typedFromForm(form, {}, CONDITIONS_SCOPE);
       const conditions = conditionsOf(typed, {});
-      const outcome = await guards.attempt<{ devices: number }>(signed, operations.grantGateway, {
+      const outcome = await guards.attempt(signed, operations.grantGateway, {
         deviceId: form.get('deviceId') ?? '',
         principal,
         mode: form.get('mode') ?? '',

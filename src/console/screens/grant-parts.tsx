@@ -131,7 +131,7 @@ export async function allGrants(guards: Guards, signed: Signed, principal?: stri
   do {
     const answer = await guards.call(signed, operations.listWorkspaceGrants, { ...(principal ? { principal } : {}), ...(cursor ? { cursor } : {}) }, 1000);
     if (answer.kind !== 'page') throw new Error('grants.list answers pages');
-    grants.push(...(answer.data as Grant[]));
+    grants.push(...answer.data);
     cursor = answer.nextCursor ?? undefined;
   } while (cursor);
   return grants;
@@ -140,8 +140,8 @@ export async function allGrants(guards: Guards, signed: Signed, principal?: stri
 /** The workspace's live agents: agent connections and OAuth clients, each one principal. */
 export async function knownAgents(guards: Guards, signed: Signed): Promise<Connection[]> {
   const rows = [
-    ...((await guards.invoke(signed, operations.listAgentConnections, {})) as Connection[]),
-    ...((await guards.invoke(signed, operations.listOAuthClients, {})) as Connection[]),
+    ...(await guards.invoke(signed, operations.listAgentConnections, {})),
+    ...(await guards.invoke(signed, operations.listOAuthClients, {})),
   ].filter((row) => !row.revoked);
   // An OAuth client is in both lists: once per principal, so no choice is offered twice.
   return [...new Map(rows.map((row) => [row.principal, row])).values()];

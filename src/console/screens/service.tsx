@@ -12,18 +12,6 @@ import { Csrf, Flash, Icon, Page, Time } from '../layout.js';
  * reports it), and readiness.
  */
 
-interface Health {
-  service: string;
-  commit?: string;
-  authConfigured: boolean;
-  deviceControlsEnabled: boolean;
-}
-
-interface Readiness {
-  status: 'ready';
-  dependencies: { name: string; state: 'up' }[];
-}
-
 type Controls = z.infer<typeof deviceControls>;
 
 const DONE = {
@@ -82,10 +70,10 @@ export function mountService(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
     '/console/service',
     guards.page(async (c, signed) => {
-      const health = (await guards.invoke(signed, operations.getHealth, {})) as Health;
-      const controls = (await guards.invoke(signed, operations.getDeviceControls, {})) as Controls;
+      const health = await guards.invoke(signed, operations.getHealth, {});
+      const controls = await guards.invoke(signed, operations.getDeviceControls, {});
       // The same operation as GET /readyz; not ready is its 503 `unavailable`, shown as a state, not an error page.
-      const readiness = await guards.attempt<Readiness>(signed, operations.getReadiness, {});
+      const readiness = await guards.attempt(signed, operations.getReadiness, {});
       return c.html(
         <Page title="Device control" viewer={signed.viewer} screen="service">
           <Flash done={DONE[c.req.query('done') as keyof typeof DONE]} />

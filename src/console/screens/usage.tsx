@@ -65,7 +65,7 @@ export function mountUsage(app: Hono<HttpEnv>, guards: Guards): void {
   app.get(
     '/console/usage',
     guards.page(async (c, signed) => {
-      const usage = (await guards.invoke(signed, operations.getUsage, {})) as Usage;
+      const usage = await guards.invoke(signed, operations.getUsage, {});
       return c.html(
         <Page title="Usage and limits" viewer={signed.viewer} screen="usage">
           <p class="lede">

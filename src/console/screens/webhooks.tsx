@@ -144,7 +144,7 @@ async function WebhooksPage(
   signed: Signed,
   flash: { done?: string; error?: string; issues?: { path: string; message: string }[]; secret?: string; typed?: Typed },
 ) {
-  const webhooks = (await guards.invoke(signed, operations.listWorkspaceWebhooks, { limit: 1000 })) as Webhook[];
+  const webhooks = await guards.invoke(signed, operations.listWorkspaceWebhooks, { limit: 1000 });
   const { config } = guards.deps;
   return (
     <Page title="Webhooks" viewer={signed.viewer} screen="webhooks">
@@ -240,8 +240,8 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
     '/console/webhooks/:webhookId',
     guards.page(async (c, signed) => {
       const webhookId = c.req.param('webhookId') ?? '';
-      const webhook = (await guards.invoke(signed, operations.getWorkspaceWebhook, { webhookId })) as Webhook;
-      const deliveries = (await guards.invoke(signed, operations.listWebhookDeliveries, { webhookId, limit: 100 })) as Delivery[];
+      const webhook = await guards.invoke(signed, operations.getWorkspaceWebhook, { webhookId });
+      const deliveries = await guards.invoke(signed, operations.listWebhookDeliveries, { webhookId, limit: 100 });
       return c.html(<DeliveriesPage viewer={signed.viewer} webhook={webhook} deliveries={deliveries} />);
     }),
   );
@@ -255,7 +255,7 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
         const value = (form.get(name) ?? '').trim();
         return value ? { [name]: value } : {};
       };
-      const outcome = await guards.attempt<{ secret: string }>(signed, operations.createWebhook, {
+      const outcome = await guards.attempt(signed, operations.createWebhook, {
         url: (form.get('url') ?? '').trim(),
         format,
         ...(format === 'generic' ? { events } : {}),
@@ -278,7 +278,7 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
   app.post(
     '/console/webhooks/:webhookId/test',
     guards.action(async (c, signed) => {
-      const outcome = await guards.attempt<{ delivered: boolean; error: string | null }>(signed, operations.testWorkspaceWebhook, {
+      const outcome = await guards.attempt(signed, operations.testWorkspaceWebhook, {
         webhookId: c.req.param('webhookId'),
       });
       if (!outcome.ok) return c.html(await WebhooksPage(guards, signed, { error: outcome.message }), outcome.status);
@@ -293,9 +293,10 @@ export function mountWebhooks(app: Hono<HttpEnv>, guards: Guards): void {
     app.post(
       `/console/webhooks/:webhookId/${move}`,
       guards.action(async (c, signed) => {
-        const outcome = await guards.attempt<{ secret?: string }>(signed, MOVES[move], { webhookId: c.req.param('webhookId') });
+        const outcome = await guards.attempt(signed, MOVES[move], { webhookId: c.req.param('webhookId') });
         if (!outcome.ok) return c.html(await WebhooksPage(guards, signed, { error: outcome.message }), outcome.status);
-        if (move === 'rotate' && outcome.value.secret) return c.html(await WebhooksPage(guards, signed, { done: TOLD.rotate, secret: outcome.value.secret }));
+        if (move === 'rotate' && 'secret' in outcome.value && outcome.value.secret)
+          return c.html(await WebhooksPage(guards, signed, { done: TOLD.rotate, secret: outcome.value.secret }));
         return c.redirect(`/console/webhooks?done=${move}`, 303);
       }),
     );

@@ -3,7 +3,7 @@ import { hashToken, issueToken } from '../tokens.js';
 import { insertConnection } from '../../store/connections.js';
 import { assertWithinCap } from '../capacity.js';
 import type { Queryable } from '../../store/driver.js';
-import { callableFunctions, workspaceFunctions } from '../../store/grants.js';
+import { callableFunctions, workspaceFunctions } from '../../store/callable-functions.js';
 import { BROWSER_GRANT_DEFAULTS } from '../grant-defaults.js';
 import {
   clientApproved,
