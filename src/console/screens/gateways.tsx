@@ -6,7 +6,7 @@ import { Csrf, Flash, Icon, Page, Term, type Viewer } from '../layout.js';
 import { allDevices } from './devices.js';
 import { allGrants, APPROVAL_TEXT, knownAgents, type Connection, type Grant } from './grant-parts.js';
 import type { Flashed } from './grants-overview.js';
-import { conditionsOf, NOTHING_TYPED, typedFromForm, type Issue, type Scope, type Typed } from './grant-conditions-form.js';
+import { conditionsOf, NOTHING_TYPED, typedFromForm, type Issue, type Scope, type Typed } from './grant-conditions-typed.js';
 import { NewGrantConditions } from './new-grant-conditions.js';
 
 /**

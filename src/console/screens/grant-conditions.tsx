@@ -5,7 +5,8 @@ import type { HttpEnv } from '../../http/request.js';
 import type { Guards, Signed } from '../guards.js';
 import { Flash, Page, Term } from '../layout.js';
 import { allDevices } from './devices.js';
-import { ConditionsForm, conditionsOf, typedFrom, typedFromForm, type Issue, type Property, type Typed } from './grant-conditions-form.js';
+import { ConditionsForm } from './grant-conditions-form.js';
+import { conditionsOf, typedFrom, typedFromForm, type Issue, type Property, type Typed } from './grant-conditions-typed.js';
 import { allGrants, backTo, GrantState, type Grant } from './grant-parts.js';
 
 /**

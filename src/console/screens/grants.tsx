@@ -29,7 +29,7 @@ import {
   type Property,
   type Scope,
   type Typed,
-} from './grant-conditions-form.js';
+} from './grant-conditions-typed.js';
 import { renderOverview, type Flashed } from './grants-overview.js';
 import { BROWSER_GRANT_DEFAULTS } from '../../domain/grant-defaults.js';
 

@@ -1,14 +1,5 @@
-import {
-  ArgumentControl,
-  boundsTyped,
-  BudgetSection,
-  FieldIssues,
-  ScheduleSection,
-  type Issue,
-  type Property,
-  type Scope,
-  type Typed,
-} from './grant-conditions-form.js';
+import { ArgumentControl, BudgetSection, FieldIssues, ScheduleSection } from './grant-conditions-form.js';
+import { boundsTyped, type Issue, type Property, type Scope, type Typed } from './grant-conditions-typed.js';
 
 /**
  * The conditions of grants about to be created, folded inside the form that creates them (an
