@@ -33,6 +33,8 @@ export const NODE22_HELPERS = ['test/helpers/child-service.ts', 'test/helpers/en
 export const NODE22_EXEMPT = {
   'test/hostile/crash-safety.test.ts':
     'kills the service with SIGKILL 20 times under load: that every acknowledged write survives is the database and the service, not Node',
+  'test/scale-out/scheduled-actions-instances.test.ts':
+    'ends an instance with SIGKILL only: that another instance fires its scheduled actions once is the scheduler and sqld, not Node',
 };
 
 /** What each line runs besides Node 24: `undefined` is every file. */

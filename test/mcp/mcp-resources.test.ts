@@ -127,7 +127,7 @@ describe('DEVICE_CONTROLS_ENABLED=false', () => {
     const mcp = await connect(off.url, agent.token, 'modern');
     try {
       const names = (await mcp.listTools()).tools.map((t) => t.name);
-      expect(names).toEqual(['list_devices', 'get_device_state', 'list_functions', 'get_action', 'cancel_action']);
+      expect(names).toEqual(['list_devices', 'get_device_state', 'list_functions', 'get_action', 'list_actions', 'cancel_action']);
       expect(((await mcp.callTool({ name: 'list_functions', arguments: {} })).structuredContent as any).functions).toHaveLength(1);
     } finally {
       await mcp.close();
