@@ -114,7 +114,8 @@ function ceilingRefusal(c: Context<HttpEnv>, name: string, metadataUrl: string):
 async function admissionRefusal(c: Context<HttpEnv>, operation: AnyOperation, ctx: OperationContext): Promise<Response | undefined> {
   try {
     admit(operation, ctx);
-    await assertControlsEnabled(operation, ctx);
+    // Read here even for an operation that checks the switch itself: paused, the answer is 503, not a tool error.
+    await assertControlsEnabled(operation, ctx, true);
     return undefined;
   } catch (error) {
     if (error instanceof DomainError) return envelope(c, error);

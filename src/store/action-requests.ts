@@ -90,8 +90,8 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
  * Creates the action only if, as the statement runs, it may be created: the device, its
  * gateway, the requesting connection, the function and the principal's grant pass the same
  * `refusal` the hand-out checks (a grant re-given in a stricter approval mode included), and the
- * principal's share of the device's queue and the workspace's queue have room (`limits`).
- * One guarded statement: the caller reads and decides outside any transaction, and on a
+ * principal's share of the device's queue and the workspace's queue have room (`limits`), and
+ * the workspace's owner has not paused device control. One guarded statement: the caller reads and decides outside any transaction, and on a
  * libSQL server this holds the write lock for one round trip instead of a transaction's
  * seven (docs/performance.md "On a libSQL server (sqld)"). Undefined when a check failed;
  * the caller then finds out which by checking again inside a transaction.
@@ -131,7 +131,7 @@ export function guardedActionInsert(
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, reserved_bytes)
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, ${ACTION_RESERVED_BYTES} FROM a
      WHERE ${refusal('a', '?1')} IS NULL AND ${pending.principalOnDevice} < ?${last + 1} AND ${pending.workspace} < ?${last + 2} ${owned}
-       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)} AND ${GRANT_BUDGET_HAS_ROOM}`,
+       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)} AND ${GRANT_BUDGET_HAS_ROOM} AND ${CONTROLS_RUNNING}`,
     args: [
       row.createdAt,
       ...newActionArgs(row),
@@ -156,6 +156,13 @@ const GRANT_BUDGET_HAS_ROOM = `NOT EXISTS (SELECT 1 FROM grants bg
     AND (SELECT count(*) FROM actions x
           WHERE x.workspace_id = ?3 AND x.principal = ?9 AND x.device_id = ?4 AND x.capability = ?6
             AND x.created_at > ?1 - json_extract(bg.conditions, '$.budget.perSeconds') * 1000) >= json_extract(bg.conditions, '$.budget.max'))`;
+
+/**
+ * The workspace's owner has not paused device control (src/domain/device-controls.ts): read in
+ * the inserting statement, so a pause committed before it queues nothing, whatever a request
+ * read earlier, and a plain request needs no read of the switch of its own.
+ */
+const CONTROLS_RUNNING = 'NOT EXISTS (SELECT 1 FROM workspaces pw WHERE pw.id = ?3 AND pw.controls_paused_at IS NOT NULL)';
 
 /**
  * How much of a budget of `max` actions per `perMs` is used at `now` for one principal, device
