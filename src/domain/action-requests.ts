@@ -5,6 +5,7 @@ import { grantBudgetUse, guardedActionInsert, insertActionIfAllowed, newActionRo
 import type { Queryable } from '../store/driver.js';
 import { claimIdempotencyKey, releaseUnusedKey } from '../store/idempotency.js';
 import { publishActions } from './action-publishing.js';
+import { assertNotPaused } from './device-controls.js';
 import { action, toActionRecord, type ActionRecord } from './action-records.js';
 import { assertQueueCapacity, assertScheduledCapacity, assertStorageBudget } from './capacity.js';
 import type { OperationContext, CredentialOf } from './context.js';
@@ -184,7 +185,11 @@ export async function queueAction(tx: Queryable, ctx: OperationContext, agent: C
   await assertStorageBudget(tx, ctx.settings.capacity, agent.workspaceId, Buffer.byteLength(planned.arguments));
   await assertGrantBudget(tx, planned, conditions, now);
   const created = await insertActionIfAllowed(tx, planned, queueLimits(ctx));
-  if (!created) throw fail.unauthorized('This credential was revoked or expired while the request ran.');
+  if (!created) {
+    // The insert reads the pause switch too: paused since the request began.
+    await assertNotPaused(tx, agent.workspaceId);
+    throw fail.unauthorized('This credential was revoked or expired while the request ran.');
+  }
   return created;
 }
 
@@ -278,17 +283,33 @@ async function requestDeviceAction(ctx: OperationContext, agent: CredentialOf<'a
     ...(at === undefined ? {} : { notBefore: at }),
   };
   const hash = scope ? requestHash(request) : '';
+  // The owner's pause switch (`checksPause`): paused, the answer is 503 before any other. A
+  // keyed request reads it before its replay; a plain one does not read it at all unless it is
+  // refused (the guarded insert checks the switch), and then before naming the reason. The MCP
+  // gate's reading (`controlsRunning`) serves instead.
+  const pauseRead = ctx.controlsRunning !== undefined || scope !== null;
+  if (!ctx.controlsRunning && scope) await assertNotPaused(ctx.db, agent.workspaceId);
+  const refusedUnlessPaused = async () => {
+    if (!pauseRead) await assertNotPaused(ctx.db, agent.workspaceId);
+  };
   if (scope) {
     const previous = await previousAnswer<ActionRecord>(ctx.db, scope, hash, now);
     if (previous !== undefined) return previous;
   }
   // A confirmed call is bound to the grant it was asked under, which the guarded insert does
   // not compare: it reads and creates inside one transaction, so no re-grant falls between.
-  const created = ctx.userConfirmation ? undefined : await queueActionOptimistically(ctx, agent, wanted, now, scope ? { scope, hash } : undefined);
+  let created: ActionRow | undefined;
+  try {
+    created = ctx.userConfirmation ? undefined : await queueActionOptimistically(ctx, agent, wanted, now, scope ? { scope, hash } : undefined);
+  } catch (error) {
+    if (error instanceof DomainError) await refusedUnlessPaused();
+    throw error;
+  }
   if (created) {
     publishActions(ctx, [created]);
     return toActionRecord(created);
   }
+  await refusedUnlessPaused();
   const outcome = await ctx.db.transaction(async (tx) => {
     let created: ActionRow | undefined;
     const answer = await once(tx, scope, request, now, async () => {
@@ -312,6 +333,7 @@ export const requestAction = defineOperation({
   // Control functions change the physical world; a repeat with the same idempotencyKey replays.
   hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
   queuesDeviceActions: true,
+  checksPause: true,
   rest: [{ method: 'POST', path: '/v1/devices/{deviceId}/actions', status: 201 }],
   input: requestActionInput,
   output: action,
@@ -345,6 +367,7 @@ export const scheduleAction = defineOperation({
   // Control functions change the physical world; a repeat with the same idempotencyKey replays.
   hints: { readOnly: false, destructive: true, idempotent: true, openWorld: true },
   queuesDeviceActions: true,
+  checksPause: true,
   rest: [],
   // Advertised with the JSON-text arguments alone, as broadcast is, so the tool converts to
   // OpenAI's strict mode (docs/agents/tools.md); a call may still pass the object.

@@ -209,7 +209,9 @@ export interface OperationContext {
   /**
    * This request already found device control running in the caller's workspace (not
    * paused) by a live read just before the call runs (the MCP gate answers 503 before the
-   * SDK when it is paused): `invoke` takes that reading instead of reading the switch again.
+   * SDK when it is paused): `invoke` and the action request take that reading instead of
+   * reading the switch again (without it, an action request that `checksPause` reads the
+   * switch only when refused or keyed).
    * Never set on a call that waited for a person, which reads it afresh.
    */
   controlsRunning?: true;

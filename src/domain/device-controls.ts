@@ -3,6 +3,8 @@ import { oldestQueuedPerTarget } from '../store/action-hand-out.js';
 import { controlsPause, pauseControls, resumeControls } from '../store/workspaces.js';
 import { publishActions } from './action-publishing.js';
 import type { OperationContext } from './context.js';
+import { DomainError } from './errors.js';
+import type { Queryable } from '../store/driver.js';
 import { appendWorkspaceEvent } from '../store/event-journal.js';
 import { announceJournal } from './event-hub.js';
 import { defineOperation } from './operation.js';
@@ -36,6 +38,19 @@ async function stateOf(ctx: OperationContext, workspaceId: string): Promise<Devi
 /** Whether the workspace's owner has paused device control (read on every request that would queue an action). */
 export async function workspacePaused(ctx: OperationContext, workspaceId: string): Promise<boolean> {
   return (await controlsPause(ctx.db, workspaceId)).pausedAt !== null;
+}
+
+/** The answer to a request that would queue an action in a paused workspace. */
+export function pausedRefusal(): DomainError {
+  return new DomainError(
+    'device_controls_disabled',
+    'Device control is paused for this workspace by its owner: no action is queued or handed to a device until the owner resumes it. Reads keep working.',
+  );
+}
+
+/** Refuses with `pausedRefusal` when the workspace's owner has paused device control (`db`: a transaction's own, inside one). */
+export async function assertNotPaused(db: Queryable, workspaceId: string): Promise<void> {
+  if ((await controlsPause(db, workspaceId)).pausedAt !== null) throw pausedRefusal();
 }
 
 export const getDeviceControls = defineOperation({

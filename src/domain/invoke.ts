@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import type { OperationContext, Credential, CredentialKind, Surface } from './context.js';
 import { DomainError, issuesFromZod, type ErrorIssue } from './errors.js';
 import type { AnyOperation, LiveItem } from './operation.js';
-import { workspacePaused } from './device-controls.js';
+import { assertNotPaused } from './device-controls.js';
 import { inputIssues } from './input-limits.js';
 import { decodeCursor, encodeCursor, PAGE_DEFAULT, PAGE_MAX, pageFields, type PageKey } from './paging.js';
 
@@ -63,20 +63,18 @@ export function assertOAuthSurface(operation: AnyOperation, ctx: OperationContex
 /**
  * The kill switch (DEVICE_CONTROLS_ENABLED=false) refuses every operation that queues device
  * actions, and so does the caller's workspace while its owner has paused device control
- * (src/domain/device-controls.ts): one check for both, on every surface.
+ * (src/domain/device-controls.ts): one check for both, on every surface, the pause read here
+ * unless the operation `checksPause` itself.
  */
-export async function assertControlsEnabled(operation: AnyOperation, ctx: OperationContext): Promise<void> {
+export async function assertControlsEnabled(operation: AnyOperation, ctx: OperationContext, readPause = !operation.checksPause): Promise<void> {
   if (!operation.queuesDeviceActions) return;
   if (!ctx.settings.deviceControlsEnabled) {
     throw new DomainError('device_controls_disabled', 'Device controls are switched off on this service (DEVICE_CONTROLS_ENABLED=false).');
   }
+  // An operation that `checksPause` refuses in its own statements; the MCP gate reads anyway,
+  // to answer 503 before the SDK (`readPause`).
   const workspaceId = ctx.credential?.workspaceId;
-  if (workspaceId !== undefined && !ctx.controlsRunning && (await workspacePaused(ctx, workspaceId))) {
-    throw new DomainError(
-      'device_controls_disabled',
-      'Device control is paused for this workspace by its owner: no action is queued or handed to a device until the owner resumes it. Reads keep working.',
-    );
-  }
+  if (readPause && workspaceId !== undefined && !ctx.controlsRunning) await assertNotPaused(ctx.db, workspaceId);
 }
 
 /**

@@ -96,6 +96,12 @@ interface OperationBase<K extends CredentialKind | 'public', I extends z.ZodType
    * (DEVICE_CONTROLS_ENABLED=false) is thrown.
    */
   queuesDeviceActions?: boolean;
+  /**
+   * Its `run` refuses in a workspace whose owner paused device control itself (the statement
+   * that queues checks the switch, and a refusal reads it to name the reason, before any other
+   * reason): `invoke` then checks only the kill switch, and a plain request reads no switch.
+   */
+  checksPause?: true;
   /** The input field naming a device that must be the calling device's own (device credentials). */
   ownDevice?: string;
   /** Its REST routes: the route first, legacy aliases after it. None for MCP-only operations. */

@@ -140,9 +140,10 @@ export async function callDeviceTool(
     try {
       // A confirmed call: the user said yes to exactly this one (a copy of the context, so
       // nothing else on this request is taken as confirmed), once (the idempotency key). Any
-      // other call runs right after the gate found its function callable and device control
-      // running in this request, so the action request need not read either again (a copy of
-      // the context too); a confirmed one may have waited minutes for the user, and reads afresh.
+      // other call runs right after the gate found its function callable and, unless the
+      // guarded insert checks it (a direct call), device control running in this request, so
+      // the action request need not read either again (a copy of the context too); a confirmed
+      // one may have waited minutes for the user, and reads afresh.
       const callable = confirmed ? undefined : authorizedFromListing(fn);
       const running = session.controlsRunning ? { controlsRunning: true as const } : {};
       // The reading is this call's alone: no later call on the session may run on it.

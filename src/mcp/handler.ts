@@ -23,7 +23,7 @@ import { callerKey } from './session.js';
 import { createListenAnswer } from './subscriptions/listen.js';
 import { createSessionStreams } from './subscriptions/session-stream.js';
 import { createListenSlots } from './subscriptions/slots.js';
-import { createToolCallGate } from './tool-call-gate.js';
+import { createToolCallGate, pausedAnswer, pauseRefusal } from './tool-call-gate.js';
 import { methodNotAllowed } from './transport-rules.js';
 import { taskModeFor } from './tasks/task-methods.js';
 import { createToolsListCache } from './tools-list-cache.js';
@@ -115,9 +115,13 @@ export function mountMcp(app: Hono<HttpEnv>, deps: McpDeps): void {
     const direct = request.parsedOk ? directDeviceCall(c.req.raw.headers, request.parsed, gate.session.tools) : undefined;
     if (direct) {
       metrics.observeMcp('tools/call', 'direct');
+      // The pause switch is checked by the action's guarded insert: no read of its own.
+      gate.session.pauseUnread = false;
       const result = await callDeviceTool(gate.session, direct.tool.fn, direct.args, { meta: direct.meta, id: direct.id });
-      return directAnswer(direct.id, result, serverInfo(ctx.settings.serviceName));
+      return pausedAnswer(c, result) ?? directAnswer(direct.id, result, serverInfo(ctx.settings.serviceName));
     }
+    const paused = await pauseRefusal(c, gate.session);
+    if (paused) return paused;
 
     gate.session.clientCapabilities = clientSession.kind === 'known' ? clientSession.capabilities : legacy.capabilities.recall(callerKey(credential));
     if (clientSession.kind === 'known') gate.session.clientSession = clientSession.nonce;

@@ -36,6 +36,8 @@ export interface McpSession {
    * call on the session reuses it (context.ts `controlsRunning`).
    */
   controlsRunning?: boolean;
+  /** A lone device call whose pause switch the gate left for later (tool-call-gate.ts `pauseRefusal`). */
+  pauseUnread?: boolean;
   /**
    * Set when a message of the request declared MCP Tasks (tasks/): for the JSON-RPC id of a
    * device call that declared them itself, how its action answers when it has not finished

@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import type { OperationContext, CredentialOf } from '../domain/context.js';
 import { DomainError } from '../domain/errors.js';
-import { workspacePaused } from '../domain/device-controls.js';
+import { pausedRefusal, workspacePaused } from '../domain/device-controls.js';
 import { callableFunctionsValidUntil, listCallableFunctions, listCallableFunctionsOnDevices } from '../domain/functions.js';
 import { admit, assertControlsEnabled } from '../domain/invoke.js';
 import type { AnyOperation } from '../domain/operation.js';
@@ -43,7 +43,7 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
 
     for (const name of calls) {
       const operation = fixedToolOperation(name);
-      const refusal = operation && (await admissionRefusal(c, operation, ctx));
+      const refusal = operation && (await admissionRefusal(c, operation, ctx, true));
       if (refusal) return { response: refusal };
     }
 
@@ -83,10 +83,12 @@ export function createToolCallGate(deps: ToolCallGateDeps): ToolCallGate {
       };
     }
     // A device tool runs actions.request: its descriptor's checks (the kill switch among them) apply.
-    const refusal = deviceCalls.length > 0 && (await admissionRefusal(c, operations.requestAction, ctx));
+    // A lone call's pause switch is read later (`pauseRefusal`): by the guarded insert itself
+    // when the service answers the call directly, here otherwise. A batch reads it now.
+    const lone = deviceCalls.length === 1 && messages.length === 1;
+    const refusal = deviceCalls.length > 0 && (await admissionRefusal(c, operations.requestAction, ctx, !lone));
     if (refusal) return { response: refusal };
-    // A lone call runs straight after this read; calls of a batch may run after another's wait.
-    session.controlsRunning = deviceCalls.length === 1 && messages.length === 1;
+    session.pauseUnread = lone;
 
     // A tools/call alone needs only its own tool on the per-request server; tools/list needs all.
     session.tools = methods.includes('tools/list') ? tools : tools.filter((t) => deviceCalls.includes(t.name));
@@ -111,13 +113,36 @@ function ceilingRefusal(c: Context<HttpEnv>, name: string, metadataUrl: string):
  * the kill switch), answered here as an HTTP status because the SDK would answer it in-band
  * with 200. `invoke` checks the same again when the tool runs (after parsing the arguments).
  */
-async function admissionRefusal(c: Context<HttpEnv>, operation: AnyOperation, ctx: OperationContext): Promise<Response | undefined> {
+async function admissionRefusal(c: Context<HttpEnv>, operation: AnyOperation, ctx: OperationContext, readPause: boolean): Promise<Response | undefined> {
   try {
     admit(operation, ctx);
-    await assertControlsEnabled(operation, ctx);
+    // Read here even for an operation that checks the switch itself: paused, the answer is 503, not a tool error.
+    await assertControlsEnabled(operation, ctx, readPause);
     return undefined;
   } catch (error) {
     if (error instanceof DomainError) return envelope(c, error);
     throw error;
   }
+}
+
+/**
+ * The pause switch of a lone device call the gate left unread, read before the SDK runs it:
+ * paused, the 503 the gate answers; running, the call takes this reading (`controlsRunning`),
+ * as it runs straight after. A call the service answers directly skips this: its guarded
+ * insert checks the switch, and a paused refusal becomes the same 503 (`pausedAnswer`).
+ */
+export async function pauseRefusal(c: Context<HttpEnv>, session: McpSession): Promise<Response | undefined> {
+  if (!session.pauseUnread) return undefined;
+  session.pauseUnread = false;
+  const refusal = await admissionRefusal(c, operations.requestAction, session.ctx, true);
+  if (refusal) return refusal;
+  session.controlsRunning = true;
+  return undefined;
+}
+
+/** A directly answered device call refused because the owner paused device control: the gate's 503, not a tool error. */
+export function pausedAnswer(c: Context<HttpEnv>, result: object): Response | undefined {
+  if (!('isError' in result) || result.isError !== true) return undefined;
+  const error = ((result as { structuredContent?: unknown }).structuredContent as { error?: { code?: unknown } } | undefined)?.error;
+  return error?.code === 'device_controls_disabled' ? envelope(c, pausedRefusal()) : undefined;
 }

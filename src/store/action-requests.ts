@@ -92,7 +92,7 @@ export async function insertAction(db: Queryable, row: NewActionRow): Promise<Ac
  * `refusal` the hand-out checks (a grant re-given in a stricter approval mode included), and the
  * principal's share of the device's queue and the workspace's queue have room (`limits`); a
  * scheduled one takes no place in a queue until it is due, and needs room among the workspace's
- * scheduled actions instead.
+ * scheduled actions instead; and the workspace's owner has not paused device control.
  * One guarded statement: the caller reads and decides outside any transaction, and on a
  * libSQL server this holds the write lock for one round trip instead of a transaction's
  * seven (docs/performance.md "On a libSQL server (sqld)"). Undefined when a check failed;
@@ -138,7 +138,7 @@ export function guardedActionInsert(
      INSERT INTO actions (${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, reserved_bytes)
      SELECT ${[...NEW_ACTION_COLUMNS, 'created_at'].join(', ')}, ${ACTION_RESERVED_BYTES} FROM a
      WHERE ${refusal('a', '?1')} IS NULL AND ${room} ${owned}
-       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)} AND ${GRANT_BUDGET_HAS_ROOM}`,
+       AND ${storageRoom('?3', 'length(CAST(?7 AS BLOB))', budgetRefs)} AND ${GRANT_BUDGET_HAS_ROOM} AND ${CONTROLS_RUNNING}`,
     args: [
       row.createdAt,
       ...newActionArgs(row),
@@ -168,6 +168,13 @@ const GRANT_BUDGET_HAS_ROOM = `NOT EXISTS (SELECT 1 FROM grants bg
           ORDER BY x.created_at DESC LIMIT 1
           OFFSET (SELECT json_extract(lg.conditions, '$.budget.max') - 1 FROM grants lg
                   WHERE lg.workspace_id = ?3 AND lg.principal = ?9 AND lg.device_id = ?4 AND lg.capability = ?6 AND lg.revoked_at IS NULL)))`;
+
+/**
+ * The workspace's owner has not paused device control (src/domain/device-controls.ts): read in
+ * the inserting statement, so a pause committed before it queues nothing, whatever a request
+ * read earlier, and a plain request needs no read of the switch of its own.
+ */
+const CONTROLS_RUNNING = 'NOT EXISTS (SELECT 1 FROM workspaces pw WHERE pw.id = ?3 AND pw.controls_paused_at IS NOT NULL)';
 
 /**
  * How much of a budget of `max` actions per `perMs` is used at `now` for one principal, device

@@ -93,6 +93,7 @@ describe('the guarded action insert', () => {
         expect((await api.post(`/v1/device/${lamp.id}/manifest`, { token: lamp.token, body: changed })).status).toBe(200);
       },
     ],
+    ['the owner paused device control', async () => expect((await api.post('/v1/device-controls', { token: owner, body: { paused: true } })).status).toBe(200)],
     [
       'the principal’s share of the device queue filled',
       async () => {

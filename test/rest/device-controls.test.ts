@@ -76,6 +76,32 @@ describe('the pause switch over REST', () => {
     await api.post(`/v1/actions/${accepted.body.data.id}/cancel`, { token: owner });
   });
 
+  it('answers the pause before any other refusal, and queues nothing for a keyed request or its replay', async () => {
+    const keyed = { capability: 'set_power', arguments: { on: false }, idempotencyKey: `pause-${lamp.id}` };
+    const first = await requestAction(api, agent.token, lamp.id, keyed);
+    expect(first.status).toBe(201);
+    await api.post(`/v1/actions/${first.body.data.id}/cancel`, { token: owner });
+    await pause(true);
+    try {
+      for (const body of [
+        { capability: 'not_granted', arguments: {} },
+        { capability: 'set_power', arguments: { on: 'yes' } },
+        keyed,
+        { ...keyed, idempotencyKey: `pause-fresh-${lamp.id}` },
+      ]) {
+        const refused = await requestAction(api, agent.token, lamp.id, body);
+        expect({ capability: body.capability, status: refused.status, code: refused.body.error?.code }).toEqual({
+          capability: body.capability,
+          status: 503,
+          code: 'device_controls_disabled',
+        });
+      }
+      expect((await server.service.db.all("SELECT id FROM actions WHERE device_id = ? AND status = 'queued'", [lamp.id])).length).toBe(0);
+    } finally {
+      await pause(false);
+    }
+  });
+
   it('holds commands queued before the pause: next hands out nothing until resumed, and they stay cancellable', async () => {
     const held = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
     const other = await queue(api, agent.token, lamp.id, { capability: 'get_state', arguments: {}, ttlSeconds: 300 });
