@@ -77,9 +77,11 @@ export default defineConfig({
   resolve: { alias: { '@dfc/device': fileURLToPath(new URL('./packages/device-sdk/src/index.ts', import.meta.url)) } },
   test: {
     // Each test file starts its own server on a loopback port with its own temp database,
-    // so files can run in parallel; the machine has two cores.
+    // so files can run in parallel. Three workers on CI's two cores: many files spend their time
+    // waiting on a service process, a browser or a socket, and with two workers the cores sat
+    // half idle (CONTRIBUTING.md "Tests").
     pool: 'forks',
-    maxWorkers: 2,
+    maxWorkers: 3,
     testTimeout: 20_000,
     hookTimeout: 20_000,
     // `expect.poll` waits for a state, and its bound only decides how soon a state that never
@@ -91,7 +93,7 @@ export default defineConfig({
     // test/helpers/no-retry.ts fails a test that asks for a retry, however it asks.
     retry: 0,
     setupFiles: ['test/helpers/no-retry.ts'],
-    // The longest files first, across both projects, by test/durations.json: two workers finish
+    // The longest files first, across both projects, by test/durations.json: the workers finish
     // together instead of one running the last long file alone (test/helpers/longest-first.ts).
     sequence: { sequencer: LongestFirstSequencer },
     projects: [
