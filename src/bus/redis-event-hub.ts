@@ -38,7 +38,9 @@ function readWire(message: string): { from: unknown; event: WireEvent } | undefi
     case 'revocation-hint':
       return isId(e.workspaceId) && isId(e.deviceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId, deviceId: e.deviceId } } : undefined;
     case 'journal':
-      return isId(e.workspaceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId } } : undefined;
+      return isId(e.workspaceId)
+        ? { from, event: { type: e.type, workspaceId: e.workspaceId, ...(e.stateOnly === true ? { stateOnly: true as const } : {}) } }
+        : undefined;
     case 'device-state':
       return isId(e.workspaceId) && isId(e.deviceId) ? { from, event: { type: e.type, workspaceId: e.workspaceId, deviceId: e.deviceId } } : undefined;
     case 'session-resources':

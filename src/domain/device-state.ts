@@ -5,7 +5,7 @@ import { RESULT_MAX_BYTES } from '../store/usage.js';
 import { QUOTA_RETRY_AFTER_SECONDS } from './capacity.js';
 import type { Clock, Logger, OperationContext } from './context.js';
 import { DomainError, fail, logSweepFailure, type ErrorIssue } from './errors.js';
-import { announceJournal, type EventHub } from './event-hub.js';
+import { announceStateJournal, type EventHub } from './event-hub.js';
 import { noteDeviceSeen, ONLINE_WINDOW_MS } from './devices.js';
 import { defineOperation } from './operation.js';
 import { timestamp, uuid } from './schemas.js';
@@ -64,7 +64,7 @@ export function announceState(
   deviceId: string,
   written: { changed: number; journalled: number }[],
 ): void {
-  if (written.some((row) => row.journalled === 1)) announceJournal(ctx, workspaceId);
+  if (written.some((row) => row.journalled === 1)) announceStateJournal(ctx, workspaceId);
   if (written.some((row) => row.changed === 1)) ctx.events.publish({ type: 'device-state', workspaceId, deviceId });
 }
 
@@ -100,7 +100,7 @@ export function startStateEventSweep(deps: { db: Db; events: EventHub; clock: Cl
     sweptAt = now;
     Promise.resolve()
       .then(async () => {
-        for (const workspaceId of await flushOwedStateEvents(deps.db, now, STATE_EVENT_BATCH)) announceJournal(deps, workspaceId);
+        for (const workspaceId of await flushOwedStateEvents(deps.db, now, STATE_EVENT_BATCH)) announceStateJournal(deps, workspaceId);
       })
       .catch((error: unknown) => logSweepFailure(deps.log, 'state event sweep failed', error))
       .finally(() => {

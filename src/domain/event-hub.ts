@@ -79,6 +79,11 @@ export type EventListener = (event: ServiceEvent, origin: EventOrigin) => void;
 export interface JournalWritten {
   type: 'journal';
   workspaceId: string;
+  /**
+   * Only `device.state_changed` events were journalled: nothing a caller may call or read
+   * changed, so the MCP streams' access rechecks (`onJournal`) leave it out.
+   */
+  stateOnly?: true;
 }
 
 /**
@@ -114,6 +119,14 @@ export type ServiceEvent =
 /** After a commit that journalled grant or device events: open owner streams read them now. */
 export function announceJournal(ctx: { events: EventHub }, workspaceId: string): void {
   ctx.events.publish({ type: 'journal', workspaceId });
+}
+
+/**
+ * After a commit that journalled only `device.state_changed` events: owner streams read them
+ * now, and MCP streams, which look at the journal for grant and device changes, do not.
+ */
+export function announceStateJournal(ctx: { events: EventHub }, workspaceId: string): void {
+  ctx.events.publish({ type: 'journal', workspaceId, stateOnly: true });
 }
 
 /**
@@ -229,7 +242,7 @@ function watchesOf(hub: EventHub): Watches {
         for (const listener of made.hintsByWorkspace.get(event.workspaceId) ?? []) listener(event.actionId);
         if (event.signal) for (const listener of made.byTarget.get(event.targetId) ?? []) listener('queued');
       } else if (event.type === 'journal') {
-        for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
+        if (!event.stateOnly) for (const listener of made.journalsByWorkspace.get(event.workspaceId) ?? []) listener();
       } else if (event.type === 'device-revoked' || event.type === 'revocation-hint') {
         for (const listener of made.byTarget.get(event.deviceId) ?? []) listener('revoked');
       } else if (event.type === 'device-state') {
@@ -258,7 +271,11 @@ function watchedChanges(byAction: Watches['byAction'], actionId: string): (liste
   return (listener) => addKeyedListener(byAction, actionId, (change) => listener(change === CHANGED_ELSEWHERE ? change : change.action));
 }
 
-/** Calls `listener` on each journal announcement of the workspace (`JournalWritten`) until the returned stop, found by workspace. */
+/**
+ * Calls `listener` on each journal announcement of the workspace (`JournalWritten`) that may
+ * tell of a grant, device or function change, until the returned stop, found by workspace:
+ * those of `device.state_changed` alone (`stateOnly`), as many as values change, are left out.
+ */
 export function onJournal(hub: EventHub, workspaceId: string, listener: () => void): () => void {
   return addKeyedListener(watchesOf(hub).journalsByWorkspace, workspaceId, listener);
 }

@@ -1,7 +1,7 @@
 import { sessionResourceDevices, subscribeSessionResource, unsubscribeSessionResources, type SessionKey } from '../store/mcp-subscriptions.js';
 import type { CredentialOf, OperationContext } from './context.js';
 import { DomainError, fail } from './errors.js';
-import { listCallableFunctionsOnDevices } from './functions.js';
+import { devicesWithReadableState } from '../store/callable-functions.js';
 
 /**
  * A 2025-era MCP session's subscriptions to device state resources (docs/agents/state.md):
@@ -23,8 +23,12 @@ export function sessionKeyOf(credential: CredentialOf<'agent'>, session: string)
 
 /** Whether the agent holds a live grant on a read function of the device now: what makes its state resource exist for it. */
 export async function readsDeviceState(ctx: OperationContext, credential: CredentialOf<'agent'>, deviceId: string): Promise<boolean> {
-  const functions = await listCallableFunctionsOnDevices(ctx.db, credential, ctx.clock.now(), deviceId);
-  return functions.some((fn) => fn.deviceId === deviceId && fn.kind === 'read');
+  return (await devicesReadByAgent(ctx, credential, [deviceId])).has(deviceId);
+}
+
+/** Which of these devices the agent reads the state of now (as `readsDeviceState`), in one read for the lot. */
+export function devicesReadByAgent(ctx: OperationContext, credential: CredentialOf<'agent'>, deviceIds: readonly string[]): Promise<Set<string>> {
+  return devicesWithReadableState(ctx.db, credential.workspaceId, credential.principal, ctx.clock.now(), deviceIds);
 }
 
 const announce = (ctx: OperationContext, key: SessionKey) =>

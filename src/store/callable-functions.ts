@@ -106,3 +106,28 @@ export async function workspaceFunctions(db: Queryable, workspaceId: string, pag
   );
   return functionsPage(rows, page.limit);
 }
+
+/**
+ * Which of these devices the principal may read state of now: those with a read function it
+ * holds a live grant on, by the same rule as `callableFunctions`, in one read for the lot.
+ */
+export async function devicesWithReadableState(
+  db: Queryable,
+  workspaceId: string,
+  principal: string,
+  now: number,
+  deviceIds: readonly string[],
+): Promise<Set<string>> {
+  if (deviceIds.length === 0) return new Set();
+  const rows = await db.all<{ deviceId: string }>(
+    `SELECT DISTINCT g.device_id AS deviceId
+     FROM grants g
+     JOIN capabilities c ON c.device_id = g.device_id AND c.name = g.capability
+     JOIN devices d ON d.id = g.device_id
+     LEFT JOIN devices p ON p.id = d.parent_id
+     WHERE g.workspace_id = ? AND g.principal = ? AND g.device_id IN (SELECT value FROM json_each(?))
+       AND ${LIVE} AND ${GRANT_MATCHES_FUNCTION} AND ${USABLE_DEVICE} AND c.kind = 'read'`,
+    [workspaceId, principal, JSON.stringify(deviceIds), now],
+  );
+  return new Set(rows.map((row) => row.deviceId));
+}

@@ -1,6 +1,6 @@
 import type { CredentialOf, OperationContext } from '../../domain/context.js';
 import { onDeviceState } from '../../domain/event-hub.js';
-import { readsDeviceState, SESSION_RESOURCES_PER_SESSION } from '../../domain/session-resources.js';
+import { devicesReadByAgent, SESSION_RESOURCES_PER_SESSION } from '../../domain/session-resources.js';
 
 /** The most `device://{deviceId}/state` resources one subscription follows; the rest are left out of the acknowledgement. */
 export const MAX_STATE_RESOURCES = SESSION_RESOURCES_PER_SESSION;
@@ -60,10 +60,17 @@ export function stateWatcher(
   };
   /** Follows the state resources asked for whose device the caller reads now; answers their URIs, for the acknowledgement. */
   const adopt = async (asked: readonly string[] = uris): Promise<string[]> => {
+    const wanted = new Map<string, string>();
     for (const uri of asked) {
       const deviceId = stateResourceDevice(uri);
-      if (deviceId === undefined || followed.has(deviceId) || followed.size >= MAX_STATE_RESOURCES) continue;
-      if (!(await readsDeviceState(ctx, credential, deviceId))) continue;
+      if (deviceId !== undefined && !followed.has(deviceId) && !wanted.has(deviceId)) wanted.set(deviceId, uri);
+    }
+    // One read for every device asked for (a listen request names at most twice the bound), not one per device.
+    const readable =
+      wanted.size === 0 || followed.size >= MAX_STATE_RESOURCES ? new Set<string>() : await devicesReadByAgent(ctx, credential, [...wanted.keys()]);
+    for (const [deviceId, uri] of wanted) {
+      if (followed.size >= MAX_STATE_RESOURCES) break;
+      if (!readable.has(deviceId)) continue;
       const stop = onDeviceState(ctx.events, credential.workspaceId, deviceId, () => changed(deviceId));
       followed.set(deviceId, { uri, last: 0, timer: undefined, stop });
     }
@@ -79,12 +86,10 @@ export function stateWatcher(
     },
     /** Drops the resources whose device the caller no longer reads; answers their devices. */
     async recheck(): Promise<string[]> {
-      const dropped: string[] = [];
-      for (const deviceId of [...followed.keys()]) {
-        if (await readsDeviceState(ctx, credential, deviceId)) continue;
-        drop(deviceId);
-        dropped.push(deviceId);
-      }
+      if (followed.size === 0) return [];
+      const readable = await devicesReadByAgent(ctx, credential, [...followed.keys()]);
+      const dropped = [...followed.keys()].filter((deviceId) => !readable.has(deviceId));
+      for (const deviceId of dropped) drop(deviceId);
       return dropped;
     },
     /** How many resources it still follows. */
